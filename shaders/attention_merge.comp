@@ -1,0 +1,69 @@
+#version 450
+// Merges two partial attentions over disjoint key sets by their lse:
+// out = (e^la * a + e^lb * b) / (e^la + e^lb), lse = log(e^la + e^lb).
+// One invocation per 32-bit word of out (1 f32 or 2 f16/bf16 elements) and
+// per lse row. A side with lse = -inf is never multiplied (its out may hold
+// anything); both -inf gives 0 and -inf. out may alias out_a: each word is
+// read and written by the same invocation only.
+#extension GL_GOOGLE_include_directive : require
+#include "dtype.glsl"
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint DTYPE = DT_F32;
+
+layout(std430, binding = 0) readonly buffer OutA { uint out_a[]; };
+layout(std430, binding = 1) readonly buffer LseA { float lse_a[]; };
+layout(std430, binding = 2) readonly buffer OutB { uint out_b[]; };
+layout(std430, binding = 3) readonly buffer LseB { float lse_b[]; };
+layout(std430, binding = 4) buffer Out { uint out_w[]; };
+layout(std430, binding = 5) buffer Lse { float lse_out[]; };
+
+layout(push_constant) uniform Push {
+  uint rows;   // n * H
+  uint dv;
+  uint words;  // words of out
+  uint has_lse_out;
+} pc;
+
+#define NEG_INF (-1.0 / 0.0)
+
+// Weights of a and b for row r: wa, wb, merged lse.
+vec3 weights(uint r) {
+  float la = lse_a[r], lb = lse_b[r];
+  if (la == NEG_INF && lb == NEG_INF) return vec3(0.0, 0.0, NEG_INF);
+  if (la == NEG_INF) return vec3(0.0, 1.0, lb);
+  if (lb == NEG_INF) return vec3(1.0, 0.0, la);
+  float m = max(la, lb);
+  float ea = exp(la - m), eb = exp(lb - m);
+  float s = ea + eb;
+  return vec3(ea / s, eb / s, m + log(s));
+}
+
+float merge_elem(uint e, uint a_bits, uint b_bits, bool is16) {
+  vec3 w = weights(e / pc.dv);
+  float a = is16 ? decode16(DTYPE, a_bits) : uintBitsToFloat(a_bits);
+  float b = is16 ? decode16(DTYPE, b_bits) : uintBitsToFloat(b_bits);
+  // Select, never multiply, a side with weight 0: it may hold NaN.
+  if (w.x == 0.0 && w.y == 0.0) return 0.0;
+  if (w.x == 0.0) return b;
+  if (w.y == 0.0) return a;
+  return w.x * a + w.y * b;
+}
+
+void main() {
+  uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  uint i = id * 64u + gl_LocalInvocationID.x;
+  if (i < pc.words) {
+    if (DTYPE == DT_F32) {
+      out_w[i] = floatBitsToUint(merge_elem(i, out_a[i], out_b[i], false));
+    } else {
+      uint aw = out_a[i], bw = out_b[i];
+      uint e0 = 2u * i, total = pc.rows * pc.dv;
+      uint lo = encode16(DTYPE, merge_elem(e0, aw & 0xffffu, bw & 0xffffu, true));
+      uint hi = 0u;
+      if (e0 + 1u < total) hi = encode16(DTYPE, merge_elem(e0 + 1u, aw >> 16, bw >> 16, true));
+      out_w[i] = lo | (hi << 16);
+    }
+  }
+  if (pc.has_lse_out != 0u && i < pc.rows) lse_out[i] = weights(i).z;
+}

@@ -1,0 +1,199 @@
+// extern "C" shims for errors, version, devices, contexts and tensors.
+// They only validate and translate; the work is in src/core.
+#include <cstring>
+#include <string>
+
+#include "api/firewall.h"
+#include "core/context.h"
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace vkattn {
+
+namespace {
+thread_local std::string t_last_error;
+}
+
+void set_last_error(const char* function, const char* message) {
+  t_last_error = std::string(function) + ": " + message;
+}
+
+}  // namespace vkattn
+
+using namespace vkattn;
+
+extern "C" {
+
+VKATTN_API const char* vkattn_status_string(vkattn_status status) {
+  switch (status) {
+    case VKATTN_SUCCESS:
+      return "success";
+    case VKATTN_ERROR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case VKATTN_ERROR_UNSUPPORTED:
+      return "unsupported";
+    case VKATTN_ERROR_OUT_OF_HOST_MEMORY:
+      return "out of host memory";
+    case VKATTN_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "out of device memory";
+    case VKATTN_ERROR_CACHE_FULL:
+      return "kv cache full";
+    case VKATTN_ERROR_NO_DEVICE:
+      return "no device";
+    case VKATTN_ERROR_DEVICE_LOST:
+      return "device lost";
+    case VKATTN_ERROR_INTERNAL:
+      return "internal error";
+  }
+  return "unknown status";
+}
+
+VKATTN_API const char* vkattn_last_error(void) { return t_last_error.c_str(); }
+
+VKATTN_API uint32_t vkattn_version(void) {
+  return VKATTN_VERSION_MAJOR * 10000 + VKATTN_VERSION_MINOR * 100 + VKATTN_VERSION_PATCH;
+}
+
+VKATTN_API vkattn_status vkattn_device_count(uint32_t* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(out);
+    uint32_t n = 0;
+    try {
+      EnumerationInstance inst;
+      n = static_cast<uint32_t>(inst.devices().size());
+    } catch (const Error& e) {
+      if (e.status() != VKATTN_ERROR_NO_DEVICE) throw;
+    }
+    *out = n;
+  });
+}
+
+VKATTN_API vkattn_status vkattn_device_get_info(uint32_t index, vkattn_device_info* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(out);
+    EnumerationInstance inst;
+    require(index < inst.devices().size(), "device index ", index, " out of range: ",
+            inst.devices().size(), " device(s)");
+    vkattn_device_info info;
+    describe_physical_device(inst.devices()[index], &info);
+    *out = info;
+  });
+}
+
+VKATTN_API void vkattn_context_desc_init(vkattn_context_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+  desc->device_index = -1;
+}
+
+VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
+                                               vkattn_context** out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(out);
+    vkattn_context_desc d;
+    vkattn_context_desc_init(&d);
+    if (desc) {
+      require(desc->struct_size == sizeof(vkattn_context_desc),
+              "desc->struct_size is ", desc->struct_size, ", expected ", sizeof(vkattn_context_desc),
+              " (call vkattn_context_desc_init)");
+      d = *desc;
+    }
+    require(d.device_index >= -1, "device_index ", d.device_index, " is invalid (-1 = default)");
+    require((d.flags & ~VKATTN_CONTEXT_VALIDATION) == 0, "unknown flags 0x", std::hex, d.flags);
+    require(d.reserved == 0, "reserved must be 0");
+    auto handle = std::make_unique<vkattn_context>();
+    handle->impl = std::make_shared<Context>(d.device_index, (d.flags & VKATTN_CONTEXT_VALIDATION) != 0);
+    *out = handle.release();
+  });
+}
+
+VKATTN_API void vkattn_context_destroy(vkattn_context* ctx) {
+  if (!ctx) return;
+  guard_void(__func__, [&] { ctx->impl->recorder().synchronize(); });
+  delete ctx;
+}
+
+VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().flush();
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_synchronize(vkattn_context* ctx) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().synchronize();
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_get_device_info(vkattn_context* ctx,
+                                                        vkattn_device_info* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(out);
+    *out = ctx->impl->device().info();
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_validation_messages(vkattn_context* ctx, uint32_t* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(out);
+    *out = ctx->impl->device().validation_messages();
+  });
+}
+
+VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype) { return dtype_size(dtype); }
+
+VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype dtype, uint32_t ndim,
+                                              const int64_t* shape, vkattn_tensor** out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(out);
+    auto handle = std::make_unique<vkattn_tensor>();
+    handle->impl = std::make_shared<Tensor>(ctx->impl, dtype, ndim, shape);
+    *out = handle.release();
+  });
+}
+
+VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor) { delete tensor; }
+
+VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* src, size_t nbytes) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(tensor);
+    Tensor& t = *tensor->impl;
+    require(nbytes == t.nbytes(), "nbytes ", nbytes, " != tensor size ", t.nbytes());
+    require(src != nullptr || nbytes == 0, "src is NULL");
+    t.write(src);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_tensor_read(vkattn_tensor* tensor, void* dst, size_t nbytes) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(tensor);
+    Tensor& t = *tensor->impl;
+    require(nbytes == t.nbytes(), "nbytes ", nbytes, " != tensor size ", t.nbytes());
+    require(dst != nullptr || nbytes == 0, "dst is NULL");
+    t.read(dst);
+  });
+}
+
+VKATTN_API vkattn_dtype vkattn_tensor_dtype(const vkattn_tensor* tensor) {
+  return tensor ? tensor->impl->dtype() : static_cast<vkattn_dtype>(0);
+}
+
+VKATTN_API uint32_t vkattn_tensor_ndim(const vkattn_tensor* tensor) {
+  return tensor ? tensor->impl->ndim() : 0;
+}
+
+VKATTN_API int64_t vkattn_tensor_shape(const vkattn_tensor* tensor, uint32_t dim) {
+  return tensor ? tensor->impl->dim(dim) : -1;
+}
+
+VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor) {
+  return tensor ? tensor->impl->nbytes() : 0;
+}
+
+}  // extern "C"

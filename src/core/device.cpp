@@ -1,0 +1,343 @@
+#include "core/device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "core/error.h"
+
+namespace vkattn {
+
+namespace {
+
+std::mutex g_loader_mutex;
+bool g_loader_ready = false;
+
+const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+bool has_layer(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  for (const auto& l : layers)
+    if (std::strcmp(l.layerName, name) == 0) return true;
+  return false;
+}
+
+bool has_instance_extension(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+VkInstance make_instance(bool validation, const VkDebugUtilsMessengerCreateInfoEXT* messenger) {
+  ensure_vulkan_loader();
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "vkattn";
+  app.pEngineName = "vkattn";
+  app.apiVersion = VK_API_VERSION_1_2;
+  std::vector<const char*> layers, exts;
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  if (has_instance_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  if (validation) {
+    if (!has_layer(kValidationLayer))
+      fail(VKATTN_ERROR_UNSUPPORTED,
+           "VKATTN_CONTEXT_VALIDATION: the Khronos validation layer is not installed "
+           "(Debian: vulkan-validationlayers)");
+    if (!has_instance_extension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+      fail(VKATTN_ERROR_UNSUPPORTED, "VKATTN_CONTEXT_VALIDATION: VK_EXT_debug_utils is missing");
+    layers.push_back(kValidationLayer);
+    exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    ci.pNext = messenger;
+  }
+  ci.pApplicationInfo = &app;
+  ci.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ci.ppEnabledExtensionNames = exts.data();
+  VkInstance instance = VK_NULL_HANDLE;
+  VkResult r = vkCreateInstance(&ci, nullptr, &instance);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) fail(VKATTN_ERROR_NO_DEVICE, "no Vulkan driver found");
+  check_vk(r, "vkCreateInstance");
+  {
+    // volk's global pointers resolve to loader trampolines that dispatch on
+    // the handle, so loading them from any live instance serves every one.
+    std::lock_guard<std::mutex> lock(g_loader_mutex);
+    volkLoadInstance(instance);
+  }
+  return instance;
+}
+
+std::vector<VkPhysicalDevice> list_devices(VkInstance instance) {
+  uint32_t n = 0;
+  check_vk(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> devs(n);
+  if (n) check_vk(vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
+  devs.resize(n);
+  return devs;
+}
+
+int type_rank(uint32_t type) {
+  switch (type) {
+    case VKATTN_DEVICE_DISCRETE_GPU:
+      return 4;
+    case VKATTN_DEVICE_INTEGRATED_GPU:
+      return 3;
+    case VKATTN_DEVICE_VIRTUAL_GPU:
+      return 2;
+    case VKATTN_DEVICE_CPU:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Resolves device_index / VKATTN_DEVICE / best-by-type to an index.
+uint32_t choose_device(const std::vector<VkPhysicalDevice>& devs, int32_t index) {
+  if (devs.empty()) fail(VKATTN_ERROR_NO_DEVICE, "no Vulkan device found");
+  if (index >= 0) {
+    if (static_cast<size_t>(index) >= devs.size())
+      fail(VKATTN_ERROR_INVALID_ARGUMENT, "device_index ", index, " out of range: ", devs.size(),
+           " device(s)");
+    return static_cast<uint32_t>(index);
+  }
+  std::vector<vkattn_device_info> infos(devs.size());
+  for (size_t i = 0; i < devs.size(); ++i) describe_physical_device(devs[i], &infos[i]);
+  if (const char* env = std::getenv("VKATTN_DEVICE"); env && *env) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (*end == '\0') {
+      if (v < 0 || static_cast<size_t>(v) >= devs.size())
+        fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_DEVICE=", env, " out of range: ", devs.size(),
+             " device(s)");
+      return static_cast<uint32_t>(v);
+    }
+    std::string want = lower(env);
+    for (size_t i = 0; i < devs.size(); ++i)
+      if (lower(infos[i].name).find(want) != std::string::npos) return static_cast<uint32_t>(i);
+    fail(VKATTN_ERROR_NO_DEVICE, "VKATTN_DEVICE=\"", env, "\" matches no device name");
+  }
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < devs.size(); ++i)
+    if (type_rank(infos[i].device_type) > type_rank(infos[best].device_type)) best = i;
+  return best;
+}
+
+uint32_t find_compute_queue(VkPhysicalDevice phys) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, fams.data());
+  // Prefer a compute-only family (async compute), else any with compute.
+  for (uint32_t i = 0; i < n; ++i)
+    if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+      return i;
+  for (uint32_t i = 0; i < n; ++i)
+    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
+  fail(VKATTN_ERROR_UNSUPPORTED, "device has no compute queue");
+}
+
+}  // namespace
+
+void ensure_vulkan_loader() {
+  std::lock_guard<std::mutex> lock(g_loader_mutex);
+  if (g_loader_ready) return;
+  if (volkInitialize() != VK_SUCCESS)
+    fail(VKATTN_ERROR_NO_DEVICE, "the Vulkan loader (libvulkan.so.1) was not found");
+  g_loader_ready = true;
+}
+
+void describe_physical_device(VkPhysicalDevice phys, vkattn_device_info* out) {
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &subgroup;
+  VkPhysicalDeviceProperties basic;
+  vkGetPhysicalDeviceProperties(phys, &basic);
+  if (basic.apiVersion >= VK_API_VERSION_1_2) subgroup.pNext = &driver;
+  vkGetPhysicalDeviceProperties2(phys, &props);
+
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  if (basic.apiVersion >= VK_API_VERSION_1_2) {
+    feats.pNext = &f11;
+    f11.pNext = &f12;
+    vkGetPhysicalDeviceFeatures2(phys, &feats);
+  }
+
+  vkattn_device_info info{};
+  info.struct_size = sizeof(info);
+  std::snprintf(info.name, sizeof(info.name), "%s", props.properties.deviceName);
+  std::snprintf(info.driver_name, sizeof(info.driver_name), "%s", driver.driverName);
+  std::snprintf(info.driver_info, sizeof(info.driver_info), "%s", driver.driverInfo);
+  info.vendor_id = props.properties.vendorID;
+  info.device_id = props.properties.deviceID;
+  switch (props.properties.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      info.device_type = VKATTN_DEVICE_INTEGRATED_GPU;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      info.device_type = VKATTN_DEVICE_DISCRETE_GPU;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      info.device_type = VKATTN_DEVICE_VIRTUAL_GPU;
+      break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      info.device_type = VKATTN_DEVICE_CPU;
+      break;
+    default:
+      info.device_type = VKATTN_DEVICE_OTHER;
+  }
+  info.api_version = props.properties.apiVersion;
+  info.driver_version = props.properties.driverVersion;
+  info.subgroup_size = subgroup.subgroupSize;
+  info.max_shared_memory = props.properties.limits.maxComputeSharedMemorySize;
+  info.max_buffer_range = props.properties.limits.maxStorageBufferRange;
+  info.supports_f16 = f12.shaderFloat16 ? 1u : 0u;
+  info.supports_16bit_storage = f11.storageBuffer16BitAccess ? 1u : 0u;
+  info.supports_bf16 = 0;
+  *out = info;
+}
+
+std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
+  std::shared_ptr<Device> d(new Device());
+  VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                        VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  mci.pfnUserCallback = &Device::on_message;
+  mci.pUserData = d.get();
+  d->instance_ = make_instance(validation, &mci);
+  if (validation)
+    check_vk(vkCreateDebugUtilsMessengerEXT(d->instance_, &mci, nullptr, &d->messenger_),
+             "vkCreateDebugUtilsMessengerEXT");
+
+  auto devs = list_devices(d->instance_);
+  d->physical_ = devs[choose_device(devs, index)];
+  describe_physical_device(d->physical_, &d->info_);
+  if (d->info_.api_version < VK_API_VERSION_1_2)
+    fail(VKATTN_ERROR_UNSUPPORTED, "device \"", d->info_.name, "\" supports Vulkan ",
+         VK_API_VERSION_MAJOR(d->info_.api_version), ".", VK_API_VERSION_MINOR(d->info_.api_version),
+         "; vkattn needs 1.2");
+
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(d->physical_, &props);
+  const auto& lim = props.limits;
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &m3;
+  vkGetPhysicalDeviceProperties2(d->physical_, &p2);
+  vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
+
+  DeviceCaps& c = d->caps_;
+  c.subgroup_size = d->info_.subgroup_size;
+  c.max_shared_memory = lim.maxComputeSharedMemorySize;
+  c.max_storage_buffer_range = lim.maxStorageBufferRange;
+  c.max_texel_buffer_elements = lim.maxTexelBufferElements;
+  for (int i = 0; i < 3; ++i) c.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
+  c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  c.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
+  c.max_allocation_size = m3.maxMemoryAllocationSize;
+  c.shader_float16 = d->info_.supports_f16 != 0;
+  c.storage_16bit = d->info_.supports_16bit_storage != 0;
+  c.prefer_host_visible = d->info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
+
+  d->queue_family_ = find_compute_queue(d->physical_);
+  {
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, fams.data());
+    if (lim.timestampComputeAndGraphics && fams[d->queue_family_].timestampValidBits > 0)
+      c.timestamp_period_ns = lim.timestampPeriod;
+  }
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = d->queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.shaderFloat16 = c.shader_float16 ? VK_TRUE : VK_FALSE;
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  f11.storageBuffer16BitAccess = c.storage_16bit ? VK_TRUE : VK_FALSE;
+  f11.pNext = &f12;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &f11;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  check_vk(vkCreateDevice(d->physical_, &dci, nullptr, &d->device_), "vkCreateDevice");
+  vkGetDeviceQueue(d->device_, d->queue_family_, 0, &d->queue_);
+  return d;
+}
+
+Device::~Device() {
+  if (device_) {
+    vkDeviceWaitIdle(device_);
+    vkDestroyDevice(device_, nullptr);
+  }
+  if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+uint32_t Device::find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                                  VkMemoryPropertyFlags preferred) const {
+  uint32_t fallback = UINT32_MAX;
+  for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    VkMemoryPropertyFlags f = memory_.memoryTypes[i].propertyFlags;
+    if ((f & required) != required) continue;
+    if ((f & preferred) == preferred) return i;
+    if (fallback == UINT32_MAX) fallback = i;
+  }
+  return fallback;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                  VkDebugUtilsMessageTypeFlagsEXT,
+                                                  const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                  void* user) {
+  auto* self = static_cast<Device*>(user);
+  self->validation_messages_.fetch_add(1);
+  std::fprintf(stderr, "vkattn validation %s: %s\n",
+               (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
+               data && data->pMessage ? data->pMessage : "(no message)");
+  return VK_FALSE;
+}
+
+EnumerationInstance::EnumerationInstance() {
+  instance_ = make_instance(false, nullptr);
+  try {
+    devices_ = list_devices(instance_);
+  } catch (...) {
+    vkDestroyInstance(instance_, nullptr);
+    throw;
+  }
+}
+
+EnumerationInstance::~EnumerationInstance() {
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+}  // namespace vkattn

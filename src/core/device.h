@@ -1,0 +1,93 @@
+// A Vulkan instance + logical device + one compute queue, and what the
+// kernels need to know about it. Owned by a Context through shared_ptr.
+#pragma once
+
+#include <volk.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "vkattn/vkattn.h"
+
+namespace vkattn {
+
+// Loads the Vulkan loader once per process (volk). Throws NO_DEVICE if there
+// is none.
+void ensure_vulkan_loader();
+
+// Limits and features the kernels and the planner read.
+struct DeviceCaps {
+  uint32_t subgroup_size = 0;
+  uint32_t max_shared_memory = 0;
+  uint64_t max_storage_buffer_range = 0;
+  uint32_t max_texel_buffer_elements = 0;
+  uint32_t max_workgroup_count[3] = {0, 0, 0};
+  uint32_t max_workgroup_invocations = 0;
+  uint64_t min_storage_offset_alignment = 1;
+  uint64_t min_texel_offset_alignment = 1;
+  uint64_t max_allocation_size = 0;
+  float timestamp_period_ns = 0.0f;  // 0 if the queue has no timestamps
+  bool shader_float16 = false;
+  bool storage_16bit = false;
+  bool prefer_host_visible = false;  // UMA / CPU devices: tensors live in mapped memory
+};
+
+// Fills `out` from a physical device (used with and without a context).
+void describe_physical_device(VkPhysicalDevice phys, vkattn_device_info* out);
+
+class Device {
+ public:
+  // index < 0: VKATTN_DEVICE, else the best device by type.
+  static std::shared_ptr<Device> create(int32_t index, bool validation);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  VkInstance instance() const { return instance_; }
+  VkPhysicalDevice physical() const { return physical_; }
+  VkDevice handle() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  const vkattn_device_info& info() const { return info_; }
+  const DeviceCaps& caps() const { return caps_; }
+  uint32_t validation_messages() const { return validation_messages_.load(); }
+
+  // A memory type index with all `required` flags among `type_bits`,
+  // preferring one that also has `preferred`; UINT32_MAX if none.
+  uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                            VkMemoryPropertyFlags preferred) const;
+
+ private:
+  Device() = default;
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void* user);
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  vkattn_device_info info_{};
+  DeviceCaps caps_{};
+  VkPhysicalDeviceMemoryProperties memory_{};
+  std::atomic<uint32_t> validation_messages_{0};
+};
+
+// A short-lived instance for enumeration without a context.
+class EnumerationInstance {
+ public:
+  EnumerationInstance();
+  ~EnumerationInstance();
+  const std::vector<VkPhysicalDevice>& devices() const { return devices_; }
+
+ private:
+  VkInstance instance_ = VK_NULL_HANDLE;
+  std::vector<VkPhysicalDevice> devices_;
+};
+
+}  // namespace vkattn

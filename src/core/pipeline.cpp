@@ -1,0 +1,193 @@
+#include "core/pipeline.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sys/stat.h>
+
+#include "core/buffer.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/recorder.h"
+
+namespace vkattn {
+
+namespace {
+VkDescriptorType descriptor_type(BindingKind k) {
+  return k == BindingKind::kStorageBuffer ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                                          : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i < path.size(); ++i)
+    if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
+  mkdir(path.c_str(), 0755);
+}
+}  // namespace
+
+Pipelines::Pipelines(Device& device) : device_(device) {
+  std::vector<char> data;
+  std::string path = cache_path();
+  if (!path.empty()) {
+    std::ifstream f(path, std::ios::binary);
+    if (f) data.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = data.size();
+  ci.pInitialData = data.empty() ? nullptr : data.data();
+  // A stale or foreign blob is ignored by the driver; retry empty if it errs.
+  if (vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_) != VK_SUCCESS) {
+    ci.initialDataSize = 0;
+    ci.pInitialData = nullptr;
+    check_vk(vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_), "vkCreatePipelineCache");
+  }
+}
+
+std::string Pipelines::cache_path() const {
+  // VKATTN_PIPELINE_CACHE_DIR="" turns the disk cache off.
+  std::string dir;
+  if (const char* e = std::getenv("VKATTN_PIPELINE_CACHE_DIR")) {
+    dir = e;
+    if (dir.empty()) return "";
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = std::string(x) + "/vkattn";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = std::string(h) + "/.cache/vkattn";
+  } else {
+    return "";
+  }
+  const auto& info = device_.info();
+  char name[128];
+  std::snprintf(name, sizeof(name), "/pipelines-%04x-%04x-%08x.bin", info.vendor_id,
+                info.device_id, info.driver_version);
+  return dir + name;
+}
+
+Pipelines::~Pipelines() {
+  VkDevice dev = device_.handle();
+  std::string path = cache_path();
+  size_t n = 0;
+  if (!path.empty() && !pipelines_.empty() &&
+      vkGetPipelineCacheData(dev, cache_, &n, nullptr) == VK_SUCCESS && n) {
+    std::vector<char> data(n);
+    if (vkGetPipelineCacheData(dev, cache_, &n, data.data()) == VK_SUCCESS) {
+      make_dirs(path.substr(0, path.rfind('/')));
+      std::string tmp = path + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+      std::ofstream f(tmp, std::ios::binary);
+      if (f.write(data.data(), static_cast<std::streamsize>(n)) && (f.close(), true))
+        std::rename(tmp.c_str(), path.c_str());
+      else
+        std::remove(tmp.c_str());
+    }
+  }
+  for (auto& kv : pipelines_) {
+    vkDestroyPipeline(dev, kv.second.pipeline, nullptr);
+    vkDestroyPipelineLayout(dev, kv.second.pipeline_layout, nullptr);
+    vkDestroyDescriptorSetLayout(dev, kv.second.set_layout, nullptr);
+  }
+  vkDestroyPipelineCache(dev, cache_, nullptr);
+}
+
+const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uint32_t>& spec) {
+  auto key = std::make_pair(std::string(layout.shader), spec);
+  auto it = pipelines_.find(key);
+  if (it != pipelines_.end()) return it->second;
+
+  const ShaderBlob* blob = find_shader(layout.shader);
+  if (!blob) fail(VKATTN_ERROR_INTERNAL, "shader ", layout.shader, " is not embedded");
+  VkDevice dev = device_.handle();
+  Pipeline p;
+  p.layout = &layout;
+  std::vector<VkDescriptorSetLayoutBinding> binds;
+  for (uint32_t i = 0; i < layout.bindings.size(); ++i)
+    binds.push_back({i, descriptor_type(layout.bindings[i]), 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = static_cast<uint32_t>(binds.size());
+  dl.pBindings = binds.data();
+  VkShaderModule module = VK_NULL_HANDLE;
+  try {
+    check_vk(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, layout.push_bytes};
+    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pl.setLayoutCount = 1;
+    pl.pSetLayouts = &p.set_layout;
+    pl.pushConstantRangeCount = layout.push_bytes ? 1 : 0;
+    pl.pPushConstantRanges = &pr;
+    check_vk(vkCreatePipelineLayout(dev, &pl, nullptr, &p.pipeline_layout), "vkCreatePipelineLayout");
+    VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    sm.codeSize = blob->count * 4;
+    sm.pCode = blob->words;
+    check_vk(vkCreateShaderModule(dev, &sm, nullptr, &module), "vkCreateShaderModule");
+    std::vector<VkSpecializationMapEntry> entries;
+    for (uint32_t i = 0; i < spec.size(); ++i) entries.push_back({i, i * 4u, 4});
+    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4,
+                            spec.data()};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+    ci.layout = p.pipeline_layout;
+    check_vk(vkCreateComputePipelines(dev, cache_, 1, &ci, nullptr, &p.pipeline),
+             "vkCreateComputePipelines");
+  } catch (...) {
+    if (module) vkDestroyShaderModule(dev, module, nullptr);
+    if (p.pipeline_layout) vkDestroyPipelineLayout(dev, p.pipeline_layout, nullptr);
+    if (p.set_layout) vkDestroyDescriptorSetLayout(dev, p.set_layout, nullptr);
+    throw;
+  }
+  vkDestroyShaderModule(dev, module, nullptr);
+  return pipelines_.emplace(key, p).first->second;
+}
+
+void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,
+                         const void* push, uint32_t push_bytes, uint64_t groups) {
+  const KernelLayout& layout = *p.layout;
+  if (bound.size() != layout.bindings.size())
+    fail(VKATTN_ERROR_INTERNAL, layout.shader, ": ", bound.size(), " bindings given, ",
+         layout.bindings.size(), " declared");
+  if (groups == 0) return;
+  const uint32_t max_x = device_.caps().max_workgroup_count[0];
+  uint64_t gy = (groups + max_x - 1) / max_x;
+  if (gy > device_.caps().max_workgroup_count[1])
+    fail(VKATTN_ERROR_UNSUPPORTED, layout.shader, ": ", groups, " workgroups exceed the device grid");
+  uint32_t gx = static_cast<uint32_t>(gy > 1 ? max_x : groups);
+
+  VkDescriptorSet set = rec.descriptor_set(p.set_layout);
+  std::vector<VkDescriptorBufferInfo> infos(bound.size());
+  std::vector<VkBufferView> views(bound.size());
+  std::vector<VkWriteDescriptorSet> writes(bound.size());
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const BoundBuffer& b = bound[i];
+    if (!b.buffer) fail(VKATTN_ERROR_INTERNAL, layout.shader, ": binding ", i, " is empty");
+    uint64_t range = b.range ? b.range : b.buffer->size() - b.offset;
+    VkWriteDescriptorSet& w = writes[i];
+    w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.dstBinding = static_cast<uint32_t>(i);
+    w.descriptorCount = 1;
+    w.descriptorType = descriptor_type(layout.bindings[i]);
+    if (layout.bindings[i] == BindingKind::kStorageBuffer) {
+      infos[i] = {b.buffer->handle(), b.offset, range};
+      w.pBufferInfo = &infos[i];
+    } else {
+      views[i] = b.buffer->view(b.format, b.offset, range);
+      w.pTexelBufferView = &views[i];
+    }
+    rec.use(b.buffer);
+  }
+  vkUpdateDescriptorSets(device_.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
+                         nullptr);
+  rec.barrier();
+  VkCommandBuffer c = rec.cmd();
+  vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline_layout, 0, 1, &set, 0,
+                          nullptr);
+  if (push_bytes) vkCmdPushConstants(c, p.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vkCmdDispatch(c, gx, static_cast<uint32_t>(gy), 1);
+}
+
+}  // namespace vkattn

@@ -1,0 +1,81 @@
+// Compute pipelines built from the embedded SPIR-V, cached by (shader,
+// specialization constants). A KernelLayout is the one description of a
+// shader's bindings from which both the descriptor-set layout and the
+// descriptor writes are made, so they cannot disagree.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace vkattn {
+
+class Device;
+class Buffer;
+class Recorder;
+
+enum class BindingKind : uint8_t { kStorageBuffer, kUniformTexel };
+
+struct KernelLayout {
+  const char* shader;  // name of shaders/<name>.comp
+  std::vector<BindingKind> bindings;
+  uint32_t push_bytes;
+};
+
+struct Pipeline {
+  const KernelLayout* layout = nullptr;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+};
+
+// What one binding points at. For texel bindings `format` is the view format
+// and offset/range are in bytes.
+struct BoundBuffer {
+  std::shared_ptr<Buffer> buffer;
+  uint64_t offset = 0;
+  uint64_t range = 0;  // 0 = to the end
+  VkFormat format = VK_FORMAT_UNDEFINED;
+};
+
+class Pipelines {
+ public:
+  explicit Pipelines(Device& device);
+  ~Pipelines();  // saves the VkPipelineCache
+  Pipelines(const Pipelines&) = delete;
+  Pipelines& operator=(const Pipelines&) = delete;
+
+  // Specialization constant i gets constant_id i.
+  const Pipeline& get(const KernelLayout& layout, const std::vector<uint32_t>& spec);
+
+  // Records barrier + bind + push + dispatch of `groups` workgroups, spilled
+  // into a 2-D grid when above maxComputeWorkGroupCount[0]; the shader gets
+  // the flat id from gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x
+  // and must ignore ids >= its item count.
+  void dispatch(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,
+                const void* push, uint32_t push_bytes, uint64_t groups);
+
+  size_t size() const { return pipelines_.size(); }
+
+ private:
+  std::string cache_path() const;
+  Device& device_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::map<std::pair<std::string, std::vector<uint32_t>>, Pipeline> pipelines_;
+};
+
+// Embedded SPIR-V (generated at build time from shaders/*.comp).
+struct ShaderBlob {
+  const char* name;
+  const uint32_t* words;
+  size_t count;
+};
+const ShaderBlob* find_shader(const std::string& name);
+const ShaderBlob* all_shaders(size_t* count);
+
+}  // namespace vkattn

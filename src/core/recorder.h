@@ -1,0 +1,93 @@
+// Records everything the context is asked to do into one command buffer and
+// submits it on flush/synchronize/read: a 32-layer step is one submission.
+//
+// Each batch has a serial; buffers remember the serial of the last batch
+// that used them, so a read waits only when it must and a write that races
+// with recorded work is itself recorded (stream order). Per-call metadata
+// goes to a ring of host-visible chunks that is recycled when the batch
+// that used it has finished.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/buffer.h"
+
+namespace vkattn {
+
+class Device;
+
+// A slice of host-visible memory, valid until its batch has completed.
+struct HostSlice {
+  Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  uint8_t* host = nullptr;
+  uint64_t size = 0;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(Device& device);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // The open batch's command buffer, begun on first use.
+  VkCommandBuffer cmd();
+  // Serial of the batch being recorded now.
+  uint64_t open_serial() const { return next_serial_; }
+  // Keeps `b` alive until the open batch has completed and stamps its use.
+  void use(const std::shared_ptr<Buffer>& b);
+  // Keeps any object alive until the open batch has completed.
+  void keep(std::shared_ptr<void> object);
+  // Orders the next command after everything recorded or submitted before.
+  void barrier();
+  // Host-visible scratch of `size` bytes aligned for storage/texel use.
+  HostSlice alloc_host(uint64_t size);
+  // A descriptor set from the open batch's pools.
+  VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
+
+  // Work with a serial <= s has not yet completed on the device.
+  bool busy(uint64_t serial) const { return serial > completed_serial_; }
+  void flush();
+  void synchronize();
+  // Waits until batch `serial` has completed (submitting it if still open).
+  void wait_for(uint64_t serial);
+
+ private:
+  struct Batch {
+    uint64_t serial = 0;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    std::vector<VkDescriptorPool> pools;
+    uint32_t pool_used = 0;  // pools[0..pool_used) handed out sets
+    std::vector<std::unique_ptr<Buffer>> chunks;
+    uint64_t chunk_offset = 0;  // fill of chunks.back()
+    std::vector<std::shared_ptr<void>> keep;
+    bool begun = false;
+  };
+
+  std::unique_ptr<Batch> take_batch();
+  void retire(Batch& b);
+  void poll();
+  void wait_oldest();
+  VkDescriptorPool new_pool();
+
+  Device& device_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  std::unique_ptr<Batch> open_;
+  std::deque<std::unique_ptr<Batch>> in_flight_;
+  std::vector<std::unique_ptr<Batch>> spare_;
+  std::vector<std::unique_ptr<Buffer>> spare_chunks_;
+  std::vector<VkDescriptorPool> spare_pools_;
+  uint64_t next_serial_ = 1;
+  uint64_t completed_serial_ = 0;
+  bool needs_barrier_ = false;
+  bool submitted_any_ = false;
+};
+
+}  // namespace vkattn

@@ -1,0 +1,67 @@
+// Shared helpers of the GoogleTest suites: a context with the validation
+// layer on, and a fixture that fails a test on any validation message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "vkattn/vkattn.h"
+
+namespace vkattn_test {
+
+inline vkattn_context* make_context() {
+  vkattn_context_desc d;
+  vkattn_context_desc_init(&d);
+  d.flags = VKATTN_CONTEXT_VALIDATION;
+  vkattn_context* ctx = nullptr;
+  vkattn_status s = vkattn_context_create(&d, &ctx);
+  EXPECT_EQ(s, VKATTN_SUCCESS) << vkattn_last_error();
+  return ctx;
+}
+
+inline uint32_t validation_messages(vkattn_context* ctx) {
+  uint32_t n = 0;
+  EXPECT_EQ(vkattn_context_validation_messages(ctx, &n), VKATTN_SUCCESS);
+  return n;
+}
+
+// A test with one validated context; TearDown asserts the layer stayed quiet.
+class ContextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx = make_context();
+    ASSERT_NE(ctx, nullptr);
+  }
+  void TearDown() override {
+    if (!ctx) return;
+    ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS) << vkattn_last_error();
+    EXPECT_EQ(validation_messages(ctx), 0u);
+    vkattn_context_destroy(ctx);
+  }
+
+  vkattn_tensor* tensor(vkattn_dtype dt, std::vector<int64_t> shape) {
+    vkattn_tensor* t = nullptr;
+    EXPECT_EQ(vkattn_tensor_create(ctx, dt, static_cast<uint32_t>(shape.size()), shape.data(), &t),
+              VKATTN_SUCCESS)
+        << vkattn_last_error();
+    owned.emplace_back(t, &vkattn_tensor_destroy);
+    return t;
+  }
+
+  vkattn_context* ctx = nullptr;
+  std::vector<std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>> owned;
+};
+
+// Expects `call` to fail with INVALID_ARGUMENT and a message naming `needle`.
+#define EXPECT_INVALID(call, needle)                                            \
+  do {                                                                          \
+    vkattn_status s_ = (call);                                                  \
+    EXPECT_EQ(s_, VKATTN_ERROR_INVALID_ARGUMENT) << #call;                      \
+    EXPECT_NE(std::strstr(vkattn_last_error(), needle), nullptr)                \
+        << "message \"" << vkattn_last_error() << "\" lacks \"" << needle << "\""; \
+  } while (0)
+
+}  // namespace vkattn_test
