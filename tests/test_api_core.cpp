@@ -116,7 +116,10 @@ TEST(Context, EnvDeviceSelection) {
   EXPECT_NE(std::strstr(vkattn_last_error(), "matches no device"), nullptr);
   setenv("VKATTN_DEVICE", "77", 1);
   EXPECT_INVALID(vkattn_context_create(nullptr, &ctx), "out of range");
-  if (old) setenv("VKATTN_DEVICE", saved.c_str(), 1); else unsetenv("VKATTN_DEVICE");
+  if (old)
+    setenv("VKATTN_DEVICE", saved.c_str(), 1);
+  else
+    unsetenv("VKATTN_DEVICE");
 }
 
 // Context and tensors destroyed in every order, with work pending.

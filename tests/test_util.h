@@ -56,11 +56,11 @@ class ContextTest : public ::testing::Test {
 };
 
 // Expects `call` to fail with INVALID_ARGUMENT and a message naming `needle`.
-#define EXPECT_INVALID(call, needle)                                            \
-  do {                                                                          \
-    vkattn_status s_ = (call);                                                  \
-    EXPECT_EQ(s_, VKATTN_ERROR_INVALID_ARGUMENT) << #call;                      \
-    EXPECT_NE(std::strstr(vkattn_last_error(), needle), nullptr)                \
+#define EXPECT_INVALID(call, needle)                                               \
+  do {                                                                             \
+    vkattn_status s_ = (call);                                                     \
+    EXPECT_EQ(s_, VKATTN_ERROR_INVALID_ARGUMENT) << #call;                         \
+    EXPECT_NE(std::strstr(vkattn_last_error(), needle), nullptr)                   \
         << "message \"" << vkattn_last_error() << "\" lacks \"" << needle << "\""; \
   } while (0)
 

@@ -119,6 +119,9 @@ typedef struct vkattn_context vkattn_context;
  * warnings and errors (see vkattn_context_validation_messages). Fails with
  * VKATTN_ERROR_UNSUPPORTED if the layer is not installed. */
 #define VKATTN_CONTEXT_VALIDATION 0x1u
+/* Write GPU timestamps around every submission (see
+ * vkattn_context_last_gpu_time); ignored where the queue has none. */
+#define VKATTN_CONTEXT_PROFILING 0x2u
 
 typedef struct vkattn_context_desc {
   uint32_t struct_size; /* sizeof(vkattn_context_desc); 0 is rejected */
@@ -155,6 +158,11 @@ VKATTN_API vkattn_status vkattn_context_get_device_info(vkattn_context* ctx,
 /* Validation-layer warnings and errors seen so far (0 when validation is
  * off). Tests assert 0. */
 VKATTN_API vkattn_status vkattn_context_validation_messages(vkattn_context* ctx, uint32_t* out);
+
+/* GPU time in nanoseconds between the first and the last command of the
+ * last submission that has completed (0 without VKATTN_CONTEXT_PROFILING).
+ * To time work: record it, synchronize, then read this. */
+VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint64_t* out_ns);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -201,6 +209,109 @@ VKATTN_API vkattn_dtype vkattn_tensor_dtype(const vkattn_tensor* tensor);
 VKATTN_API uint32_t vkattn_tensor_ndim(const vkattn_tensor* tensor);
 VKATTN_API int64_t vkattn_tensor_shape(const vkattn_tensor* tensor, uint32_t dim);
 VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
+
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                 */
+/* ------------------------------------------------------------------------ */
+/*
+ * Per sequence: t query tokens, u key/value tokens, query i sits at absolute
+ * position pos(i) = u - t + i ("bottom-right" alignment, as FlashAttention
+ * >= 2.1, FlashInfer and vLLM; one-shot prefill, chunked prefill and decode
+ * are the same formula). NOTE: PyTorch's is_causal is top-left aligned
+ * (pos(i) = i) and differs from this whenever t != u.
+ *
+ *   S[i,j] = scale * dot(q_i, k_j)              scale 0 means 1/sqrt(head_dim)
+ *   S[i,j] = softcap * tanh(S[i,j] / softcap)   if softcap > 0
+ *   S[i,j] -= alibi_slopes[h] * |pos(i) - j|    if alibi_slopes is given
+ *   S[i,j] += mask[i,j]                         if mask_type is ADDITIVE
+ *   key j is hidden from query i when: causal and j > pos(i); or
+ *     window_left >= 0 and pos(i) - j > window_left; or a BOOL mask byte is
+ *     0; or an ADDITIVE mask value is -inf; or key j is padding.
+ *   out[i] = softmax over the visible j of S[i,:] times v (f32 accumulation)
+ *   lse[i] = log(sum over visible j of exp(S[i,j]))  (natural log)
+ *
+ * window_left = W keeps the W keys before the query plus the query itself
+ * (FlashAttention's convention); an HF/Mistral `sliding_window = W` is
+ * window_left = W - 1. -1 means no window.
+ *
+ * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
+ * padding positions may hold NaN/Inf without reaching any visible output.
+ * A query row with no visible key gives out = 0 and lse = -inf. t = 0,
+ * u = 0 and batch = 0 are legal (nothing is recorded for empty work).
+ *
+ * Dtypes: q and out share one of f32/f16/bf16; k and v share q's dtype or
+ * f16/bf16 (f32 q over f16 k/v is fine); accumulation is f32; results are
+ * rounded to nearest even. lse is f32. Head dims 1..256 (d and dv may
+ * differ). GQA/MQA: query head h reads kv head h / (num_heads/num_kv_heads).
+ *
+ * The tensors must belong to the context passed in; the call records work
+ * (see the execution model at the top) and reads host arrays only during
+ * the call. A call that fails records nothing and changes no tensor.
+ */
+
+typedef enum vkattn_mask_type {
+  VKATTN_MASK_NONE = 0,
+  VKATTN_MASK_BOOL = 1,    /* u8, nonzero = attend */
+  VKATTN_MASK_ADDITIVE = 2 /* f32/f16/bf16 added to S; -inf hides */
+} vkattn_mask_type;
+
+typedef struct vkattn_attention_desc {
+  uint32_t struct_size; /* sizeof(vkattn_attention_desc); 0 is rejected */
+  uint32_t num_heads;    /* H */
+  uint32_t num_kv_heads; /* Hkv, divides H */
+  uint32_t head_dim;     /* d, 1..256 */
+  uint32_t head_dim_v;   /* dv, 1..256; 0 = head_dim */
+  float scale;           /* 0 = 1/sqrt(head_dim) */
+  uint32_t causal;       /* 0 or 1, bottom-right aligned */
+  int32_t window_left;   /* -1 = none, else >= 0 */
+  float softcap;         /* 0 = off, else > 0 */
+  uint32_t mask_type;    /* vkattn_mask_type */
+  /* Optional tensors (NULL = absent); borrowed for the call only. */
+  vkattn_tensor* alibi_slopes; /* [H] f32 */
+  vkattn_tensor* mask;         /* see each entry point for its shape */
+  vkattn_tensor* lse;          /* output, f32, see each entry point */
+  uint32_t reserved[4];        /* must be 0 */
+} vkattn_attention_desc;
+
+/* Defaults: causal 0, window_left -1, scale 0, softcap 0, no mask/ALiBi/lse;
+ * head counts and dims 0 (must be set). */
+VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
+
+/* Packed ("varlen") batch without padding: the tokens of all sequences are
+ * concatenated. cu_seqlens_q/k are host prefix sums of batch + 1 entries,
+ * [0] = 0, non-decreasing, [batch] = the tensor's first dim.
+ * q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv],
+ * out [total_q, H, dv], lse [total_q, H]; mask 1-D with sum_b t_b*u_b
+ * elements, each sequence's t_b x u_b block row-major, in batch order. */
+VKATTN_API vkattn_status vkattn_attention_varlen(vkattn_context* ctx,
+                                                 const vkattn_attention_desc* desc,
+                                                 uint32_t batch, const int32_t* cu_seqlens_q,
+                                                 const int32_t* cu_seqlens_k, vkattn_tensor* q,
+                                                 vkattn_tensor* k, vkattn_tensor* v,
+                                                 vkattn_tensor* out);
+
+/* Padded batch (what HF users hold): q [B, Sq, H, d], k [B, Sk, Hkv, d],
+ * v [B, Sk, Hkv, dv], out [B, Sq, H, dv], lse [B, Sq, H], mask [B, Sq, Sk].
+ * Alignment is by index (t = Sq, u = Sk for every b). key_mask is a host
+ * array [B * Sk] of 0/1 (HF attention_mask; 0 = padding key) or NULL; since
+ * it only hides keys, left and right padding both work. Output rows of
+ * padding queries are unspecified (0 when all their keys are hidden). */
+VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
+                                                 const vkattn_attention_desc* desc,
+                                                 vkattn_tensor* q, vkattn_tensor* k,
+                                                 vkattn_tensor* v, const int32_t* key_mask,
+                                                 vkattn_tensor* out);
+
+/* Combines two partial attentions of the same queries over disjoint key
+ * sets (shared prefix + suffix, split-KV): outs [n, H, dv] of one dtype,
+ * lses [n, H] f32. out may alias out_a or out_b and lse may alias lse_a or
+ * lse_b; lse may be NULL. A side whose lse is -inf is returned unchanged
+ * from the other (its out may hold anything). */
+VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tensor* out_a,
+                                                vkattn_tensor* lse_a, vkattn_tensor* out_b,
+                                                vkattn_tensor* lse_b, vkattn_tensor* out,
+                                                vkattn_tensor* lse);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -48,7 +48,9 @@ VKATTN_API const char* vkattn_status_string(vkattn_status status) {
   return "unknown status";
 }
 
-VKATTN_API const char* vkattn_last_error(void) { return t_last_error.c_str(); }
+VKATTN_API const char* vkattn_last_error(void) {
+  return t_last_error.c_str();
+}
 
 VKATTN_API uint32_t vkattn_version(void) {
   return VKATTN_VERSION_MAJOR * 10000 + VKATTN_VERSION_MINOR * 100 + VKATTN_VERSION_PATCH;
@@ -72,8 +74,8 @@ VKATTN_API vkattn_status vkattn_device_get_info(uint32_t index, vkattn_device_in
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(out);
     EnumerationInstance inst;
-    require(index < inst.devices().size(), "device index ", index, " out of range: ",
-            inst.devices().size(), " device(s)");
+    require(index < inst.devices().size(), "device index ", index,
+            " out of range: ", inst.devices().size(), " device(s)");
     vkattn_device_info info;
     describe_physical_device(inst.devices()[index], &info);
     *out = info;
@@ -94,16 +96,19 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
     vkattn_context_desc d;
     vkattn_context_desc_init(&d);
     if (desc) {
-      require(desc->struct_size == sizeof(vkattn_context_desc),
-              "desc->struct_size is ", desc->struct_size, ", expected ", sizeof(vkattn_context_desc),
+      require(desc->struct_size == sizeof(vkattn_context_desc), "desc->struct_size is ",
+              desc->struct_size, ", expected ", sizeof(vkattn_context_desc),
               " (call vkattn_context_desc_init)");
       d = *desc;
     }
     require(d.device_index >= -1, "device_index ", d.device_index, " is invalid (-1 = default)");
-    require((d.flags & ~VKATTN_CONTEXT_VALIDATION) == 0, "unknown flags 0x", std::hex, d.flags);
+    require((d.flags & ~(VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_PROFILING)) == 0,
+            "unknown flags 0x", std::hex, d.flags);
     require(d.reserved == 0, "reserved must be 0");
     auto handle = std::make_unique<vkattn_context>();
-    handle->impl = std::make_shared<Context>(d.device_index, (d.flags & VKATTN_CONTEXT_VALIDATION) != 0);
+    handle->impl =
+        std::make_shared<Context>(d.device_index, (d.flags & VKATTN_CONTEXT_VALIDATION) != 0,
+                                  (d.flags & VKATTN_CONTEXT_PROFILING) != 0);
     *out = handle.release();
   });
 }
@@ -145,10 +150,21 @@ VKATTN_API vkattn_status vkattn_context_validation_messages(vkattn_context* ctx,
   });
 }
 
-VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype) { return dtype_size(dtype); }
+VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint64_t* out_ns) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(out_ns);
+    *out_ns = ctx->impl->recorder().last_gpu_ns();
+  });
+}
 
-VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype dtype, uint32_t ndim,
-                                              const int64_t* shape, vkattn_tensor** out) {
+VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype) {
+  return dtype_size(dtype);
+}
+
+VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype dtype,
+                                              uint32_t ndim, const int64_t* shape,
+                                              vkattn_tensor** out) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
@@ -158,9 +174,12 @@ VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype 
   });
 }
 
-VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor) { delete tensor; }
+VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor) {
+  delete tensor;
+}
 
-VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* src, size_t nbytes) {
+VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* src,
+                                             size_t nbytes) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(tensor);
     Tensor& t = *tensor->impl;

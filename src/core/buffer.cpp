@@ -20,7 +20,8 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible) : device_(devic
   check_vk(vkCreateBuffer(dev, &bci, nullptr, &buffer_), "vkCreateBuffer");
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(dev, buffer_, &req);
-  const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags hv =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   uint32_t type;
   if (host_visible) {
     type = device.find_memory_type(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
@@ -42,8 +43,9 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible) : device_(devic
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(dev, buffer_, nullptr);
     fail(status_from_vk(r) == VKATTN_ERROR_OUT_OF_HOST_MEMORY ? VKATTN_ERROR_OUT_OF_HOST_MEMORY
-                                                             : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY,
-         "allocating ", size, " bytes of device memory failed (VkResult ", static_cast<int>(r), ")");
+                                                              : VKATTN_ERROR_OUT_OF_DEVICE_MEMORY,
+         "allocating ", size, " bytes of device memory failed (VkResult ", static_cast<int>(r),
+         ")");
   }
   r = vkBindBufferMemory(dev, buffer_, memory_, 0);
   VkMemoryPropertyFlags flags;

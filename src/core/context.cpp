@@ -2,10 +2,20 @@
 
 namespace vkattn {
 
-Context::Context(int32_t device_index, bool validation)
+Context::Context(int32_t device_index, bool validation, bool profile)
     : device_(Device::create(device_index, validation)),
       pipelines_(std::make_unique<Pipelines>(*device_)),
-      recorder_(std::make_unique<Recorder>(*device_)) {}
+      recorder_(std::make_unique<Recorder>(*device_, profile)),
+      dummy_(std::make_shared<Buffer>(*device_, 256, false)) {}
+
+std::shared_ptr<Buffer> Context::scratch(uint64_t bytes) {
+  if (!scratch_ || scratch_->size() < bytes) {
+    uint64_t size = 1ull << 20;
+    while (size < bytes) size *= 2;
+    scratch_ = std::make_shared<Buffer>(*device_, size, false);
+  }
+  return scratch_;
+}
 
 Context::~Context() = default;
 

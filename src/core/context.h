@@ -13,7 +13,7 @@ namespace vkattn {
 
 class Context {
  public:
-  Context(int32_t device_index, bool validation);
+  Context(int32_t device_index, bool validation, bool profile);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -22,11 +22,20 @@ class Context {
   Recorder& recorder() { return *recorder_; }
   Pipelines& pipelines() { return *pipelines_; }
 
+  // A small buffer bound where a kernel's optional input is absent.
+  const std::shared_ptr<Buffer>& dummy() { return dummy_; }
+  // Device scratch of at least `bytes`, reused across calls: every command
+  // is ordered after the previous one (Recorder::barrier), so reuse is safe;
+  // growing replaces it while recorded work keeps the old one alive.
+  std::shared_ptr<Buffer> scratch(uint64_t bytes);
+
  private:
   // Destroyed in reverse: the recorder waits for the GPU first.
   std::shared_ptr<Device> device_;
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Recorder> recorder_;
+  std::shared_ptr<Buffer> dummy_;
+  std::shared_ptr<Buffer> scratch_;
 };
 
 }  // namespace vkattn

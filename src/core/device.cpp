@@ -84,7 +84,8 @@ std::vector<VkPhysicalDevice> list_devices(VkInstance instance) {
   uint32_t n = 0;
   check_vk(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
   std::vector<VkPhysicalDevice> devs(n);
-  if (n) check_vk(vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
+  if (n)
+    check_vk(vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
   devs.resize(n);
   return devs;
 }
@@ -147,7 +148,8 @@ uint32_t find_compute_queue(VkPhysicalDevice phys) {
   vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, fams.data());
   // Prefer a compute-only family (async compute), else any with compute.
   for (uint32_t i = 0; i < n; ++i)
-    if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+    if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+        !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
       return i;
   for (uint32_t i = 0; i < n; ++i)
     if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
@@ -165,7 +167,8 @@ void ensure_vulkan_loader() {
 }
 
 void describe_physical_device(VkPhysicalDevice phys, vkattn_device_info* out) {
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties subgroup{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
@@ -237,13 +240,14 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   describe_physical_device(d->physical_, &d->info_);
   if (d->info_.api_version < VK_API_VERSION_1_2)
     fail(VKATTN_ERROR_UNSUPPORTED, "device \"", d->info_.name, "\" supports Vulkan ",
-         VK_API_VERSION_MAJOR(d->info_.api_version), ".", VK_API_VERSION_MINOR(d->info_.api_version),
-         "; vkattn needs 1.2");
+         VK_API_VERSION_MAJOR(d->info_.api_version), ".",
+         VK_API_VERSION_MINOR(d->info_.api_version), "; vkattn needs 1.2");
 
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(d->physical_, &props);
   const auto& lim = props.limits;
-  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
   vkGetPhysicalDeviceProperties2(d->physical_, &p2);

@@ -27,7 +27,8 @@ vkattn_status status_from_vk(VkResult r) {
 }
 
 void check_vk(VkResult r, const char* what) {
-  if (r != VK_SUCCESS) fail(status_from_vk(r), what, " failed (VkResult ", static_cast<int>(r), ")");
+  if (r != VK_SUCCESS)
+    fail(status_from_vk(r), what, " failed (VkResult ", static_cast<int>(r), ")");
 }
 
 }  // namespace vkattn

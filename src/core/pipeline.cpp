@@ -1,11 +1,12 @@
 #include "core/pipeline.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <sys/stat.h>
 
 #include "core/buffer.h"
 #include "core/device.h"
@@ -41,7 +42,8 @@ Pipelines::Pipelines(Device& device) : device_(device) {
   if (vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_) != VK_SUCCESS) {
     ci.initialDataSize = 0;
     ci.pInitialData = nullptr;
-    check_vk(vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_), "vkCreatePipelineCache");
+    check_vk(vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_),
+             "vkCreatePipelineCache");
   }
 }
 
@@ -60,8 +62,8 @@ std::string Pipelines::cache_path() const {
   }
   const auto& info = device_.info();
   char name[128];
-  std::snprintf(name, sizeof(name), "/pipelines-%04x-%04x-%08x.bin", info.vendor_id,
-                info.device_id, info.driver_version);
+  std::snprintf(name, sizeof(name), "/pipelines-%04x-%04x-%08x.bin", info.vendor_id, info.device_id,
+                info.driver_version);
   return dir + name;
 }
 
@@ -102,20 +104,23 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
   p.layout = &layout;
   std::vector<VkDescriptorSetLayoutBinding> binds;
   for (uint32_t i = 0; i < layout.bindings.size(); ++i)
-    binds.push_back({i, descriptor_type(layout.bindings[i]), 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
+    binds.push_back(
+        {i, descriptor_type(layout.bindings[i]), 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr});
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = static_cast<uint32_t>(binds.size());
   dl.pBindings = binds.data();
   VkShaderModule module = VK_NULL_HANDLE;
   try {
-    check_vk(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+    check_vk(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p.set_layout),
+             "vkCreateDescriptorSetLayout");
     VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, layout.push_bytes};
     VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
     pl.setLayoutCount = 1;
     pl.pSetLayouts = &p.set_layout;
     pl.pushConstantRangeCount = layout.push_bytes ? 1 : 0;
     pl.pPushConstantRanges = &pr;
-    check_vk(vkCreatePipelineLayout(dev, &pl, nullptr, &p.pipeline_layout), "vkCreatePipelineLayout");
+    check_vk(vkCreatePipelineLayout(dev, &pl, nullptr, &p.pipeline_layout),
+             "vkCreatePipelineLayout");
     VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     sm.codeSize = blob->count * 4;
     sm.pCode = blob->words;
@@ -153,7 +158,8 @@ void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<Bou
   const uint32_t max_x = device_.caps().max_workgroup_count[0];
   uint64_t gy = (groups + max_x - 1) / max_x;
   if (gy > device_.caps().max_workgroup_count[1])
-    fail(VKATTN_ERROR_UNSUPPORTED, layout.shader, ": ", groups, " workgroups exceed the device grid");
+    fail(VKATTN_ERROR_UNSUPPORTED, layout.shader, ": ", groups,
+         " workgroups exceed the device grid");
   uint32_t gx = static_cast<uint32_t>(gy > 1 ? max_x : groups);
 
   VkDescriptorSet set = rec.descriptor_set(p.set_layout);
@@ -162,8 +168,9 @@ void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<Bou
   std::vector<VkWriteDescriptorSet> writes(bound.size());
   for (size_t i = 0; i < bound.size(); ++i) {
     const BoundBuffer& b = bound[i];
-    if (!b.buffer) fail(VKATTN_ERROR_INTERNAL, layout.shader, ": binding ", i, " is empty");
-    uint64_t range = b.range ? b.range : b.buffer->size() - b.offset;
+    Buffer* buf = b.buffer ? b.buffer.get() : b.raw;
+    if (!buf) fail(VKATTN_ERROR_INTERNAL, layout.shader, ": binding ", i, " is empty");
+    uint64_t range = b.range ? b.range : buf->size() - b.offset;
     VkWriteDescriptorSet& w = writes[i];
     w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     w.dstSet = set;
@@ -171,13 +178,13 @@ void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<Bou
     w.descriptorCount = 1;
     w.descriptorType = descriptor_type(layout.bindings[i]);
     if (layout.bindings[i] == BindingKind::kStorageBuffer) {
-      infos[i] = {b.buffer->handle(), b.offset, range};
+      infos[i] = {buf->handle(), b.offset, range};
       w.pBufferInfo = &infos[i];
     } else {
-      views[i] = b.buffer->view(b.format, b.offset, range);
+      views[i] = buf->view(b.format, b.offset, range);
       w.pTexelBufferView = &views[i];
     }
-    rec.use(b.buffer);
+    if (b.buffer) rec.use(b.buffer);
   }
   vkUpdateDescriptorSets(device_.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
                          nullptr);
@@ -186,7 +193,8 @@ void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<Bou
   vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline_layout, 0, 1, &set, 0,
                           nullptr);
-  if (push_bytes) vkCmdPushConstants(c, p.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  if (push_bytes)
+    vkCmdPushConstants(c, p.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(c, gx, static_cast<uint32_t>(gy), 1);
 }
 

@@ -37,7 +37,8 @@ struct Pipeline {
 // What one binding points at. For texel bindings `format` is the view format
 // and offset/range are in bytes.
 struct BoundBuffer {
-  std::shared_ptr<Buffer> buffer;
+  std::shared_ptr<Buffer> buffer;  // kept alive by the recorder
+  Buffer* raw = nullptr;           // used when `buffer` is null: ring memory of the open batch
   uint64_t offset = 0;
   uint64_t range = 0;  // 0 = to the end
   VkFormat format = VK_FORMAT_UNDEFINED;

@@ -12,10 +12,13 @@ constexpr uint64_t kChunkSize = 4ull << 20;  // ring chunk
 constexpr uint32_t kSetsPerPool = 256;
 constexpr size_t kMaxInFlight = 8;
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 }  // namespace
 
-Recorder::Recorder(Device& device) : device_(device) {
+Recorder::Recorder(Device& device, bool profile)
+    : device_(device), profile_(profile && device.caps().timestamp_period_ns > 0) {
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = device.queue_family();
@@ -32,6 +35,7 @@ Recorder::~Recorder() {
   auto destroy = [&](Batch& b) {
     for (auto p : b.pools) vkDestroyDescriptorPool(dev, p, nullptr);
     if (b.fence) vkDestroyFence(dev, b.fence, nullptr);
+    if (b.timestamps) vkDestroyQueryPool(dev, b.timestamps, nullptr);
   };
   for (auto& b : in_flight_) destroy(*b);
   for (auto& b : spare_) destroy(*b);
@@ -54,6 +58,13 @@ std::unique_ptr<Recorder::Batch> Recorder::take_batch() {
     check_vk(vkAllocateCommandBuffers(device_.handle(), &ai, &b->cmd), "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     check_vk(vkCreateFence(device_.handle(), &fi, nullptr, &b->fence), "vkCreateFence");
+    if (profile_) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = 2;
+      check_vk(vkCreateQueryPool(device_.handle(), &qi, nullptr, &b->timestamps),
+               "vkCreateQueryPool");
+    }
   }
   b->serial = next_serial_;
   return b;
@@ -70,6 +81,10 @@ VkCommandBuffer Recorder::cmd() {
     check_vk(vkBeginCommandBuffer(open_->cmd, &bi), "vkBeginCommandBuffer");
     open_->begun = true;
     needs_barrier_ = submitted_any_;
+    if (open_->timestamps) {
+      vkCmdResetQueryPool(open_->cmd, open_->timestamps, 0, 2);
+      vkCmdWriteTimestamp(open_->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, open_->timestamps, 0);
+    }
   }
   return open_->cmd;
 }
@@ -95,8 +110,8 @@ void Recorder::barrier() {
                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
                        VK_ACCESS_UNIFORM_READ_BIT;
     vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
-                         &mb, 0, nullptr, 0, nullptr);
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                         1, &mb, 0, nullptr, 0, nullptr);
   }
   // The command that follows writes something the next one may read.
   needs_barrier_ = true;
@@ -105,8 +120,8 @@ void Recorder::barrier() {
 HostSlice Recorder::alloc_host(uint64_t size) {
   cmd();
   const DeviceCaps& caps = device_.caps();
-  uint64_t align = std::max<uint64_t>({caps.min_storage_offset_alignment,
-                                       caps.min_texel_offset_alignment, 64});
+  uint64_t align =
+      std::max<uint64_t>({caps.min_storage_offset_alignment, caps.min_texel_offset_alignment, 64});
   size = std::max<uint64_t>(size, 4);
   Batch& b = *open_;
   uint64_t off = align_up(b.chunk_offset, align);
@@ -177,6 +192,8 @@ void Recorder::flush() {
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  if (b.timestamps)
+    vkCmdWriteTimestamp(b.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b.timestamps, 1);
   check_vk(vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
@@ -198,6 +215,13 @@ void Recorder::flush() {
 void Recorder::retire(Batch& b) {
   VkDevice dev = device_.handle();
   completed_serial_ = std::max(completed_serial_, b.serial);
+  if (b.timestamps && b.begun) {
+    uint64_t ts[2];
+    if (vkGetQueryPoolResults(dev, b.timestamps, 0, 2, sizeof(ts), ts, sizeof(uint64_t),
+                              VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
+      last_gpu_ns_ =
+          static_cast<uint64_t>((ts[1] - ts[0]) * double(device_.caps().timestamp_period_ns));
+  }
   b.keep.clear();
   for (auto& c : b.chunks)
     if (c->size() == kChunkSize) spare_chunks_.push_back(std::move(c));

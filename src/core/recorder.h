@@ -31,7 +31,8 @@ struct HostSlice {
 
 class Recorder {
  public:
-  explicit Recorder(Device& device);
+  // profile: write GPU timestamps around every submission.
+  Recorder(Device& device, bool profile);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -57,12 +58,15 @@ class Recorder {
   void synchronize();
   // Waits until batch `serial` has completed (submitting it if still open).
   void wait_for(uint64_t serial);
+  // GPU time of the last completed submission (0 without profiling).
+  uint64_t last_gpu_ns() const { return last_gpu_ns_; }
 
  private:
   struct Batch {
     uint64_t serial = 0;
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
+    VkQueryPool timestamps = VK_NULL_HANDLE;
     std::vector<VkDescriptorPool> pools;
     uint32_t pool_used = 0;  // pools[0..pool_used) handed out sets
     std::vector<std::unique_ptr<Buffer>> chunks;
@@ -88,6 +92,8 @@ class Recorder {
   uint64_t completed_serial_ = 0;
   bool needs_barrier_ = false;
   bool submitted_any_ = false;
+  bool profile_ = false;
+  uint64_t last_gpu_ns_ = 0;
 };
 
 }  // namespace vkattn

@@ -37,7 +37,8 @@ const char* dtype_name(vkattn_dtype dtype) {
   return "unknown";
 }
 
-Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim, const int64_t* shape)
+Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim,
+               const int64_t* shape)
     : ctx_(std::move(ctx)), dtype_(dtype), ndim_(ndim) {
   size_t es = dtype_size(dtype);
   require(es != 0, "unknown dtype ", static_cast<int>(dtype));
@@ -48,7 +49,8 @@ Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim, 
   for (uint32_t i = 0; i < ndim; ++i) {
     require(shape[i] >= 0, "shape[", i, "] = ", shape[i], " is negative");
     shape_[i] = shape[i];
-    if (shape[i] != 0 && numel_ > limit / shape[i]) fail(VKATTN_ERROR_INVALID_ARGUMENT, "tensor too large");
+    if (shape[i] != 0 && numel_ > limit / shape[i])
+      fail(VKATTN_ERROR_INVALID_ARGUMENT, "tensor too large");
     numel_ *= shape[i];
   }
   nbytes_ = static_cast<size_t>(numel_) * es;

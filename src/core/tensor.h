@@ -19,7 +19,7 @@ class Tensor {
  public:
   Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim, const int64_t* shape);
 
-  Context& context() { return *ctx_; }
+  Context& context() const { return *ctx_; }
   const std::shared_ptr<Context>& context_ptr() const { return ctx_; }
   vkattn_dtype dtype() const { return dtype_; }
   uint32_t ndim() const { return ndim_; }

@@ -1,0 +1,331 @@
+#version 450
+// Flash attention forward over a packed batch, register-blocked.
+//
+// One workgroup per work item (sequence, kv head, tile of rows, key range);
+// rows are (query token, query head of the GQA group) pairs, so every head
+// that shares the kv head is served by the same K/V fetches. Each lane owns
+// R rows: their q and f32 accumulators live in registers; keys come in
+// blocks of BK: R x BK scores, one online-softmax update per block, then
+// P.V. No score matrix in memory. Loops over head dims, rows and the block
+// are unrolled; only the key-block loop iterates (bounded by the host:
+// lavapipe ends loops after 65535 iterations per invocation).
+//
+// Hidden keys are selected out: a hidden score becomes -inf (never
+// q.k * 0), and a non-finite V is added only to rows that see it.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "attention_common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint R = 4;    // rows per lane
+layout(constant_id = 2) const uint BK = 8;   // keys per block
+layout(constant_id = 3) const uint D = 64;   // head dim of q/k
+layout(constant_id = 4) const uint DV = 64;  // head dim of v/out
+layout(constant_id = 5) const uint QDT = DT_F32;
+layout(constant_id = 6) const uint KDT = DT_F32;
+layout(constant_id = 7) const uint KVEC = 1;  // 1: 4 elements per K texel
+layout(constant_id = 8) const uint VVEC = 1;  // 1: 4 elements per V texel
+layout(constant_id = 0) const uint WG = 8;
+// 1: unroll the head-dim loops too (fastest code, but lavapipe's compile
+// time grows steeply with R * D); 0: iterate them.
+layout(constant_id = 9) const uint UNROLL_D = 0;
+layout(constant_id = 10) const uint QVEC = 1;  // 1: 4 elements per q texel
+
+const uint D4 = (D + 3u) / 4u;
+const uint DV4 = (DV + 3u) / 4u;
+const uint TILE_ROWS = WG * R;
+// Head-dim chunks unrolled inside the iterated loops of the compact variant.
+const uint CK = (D4 % 4u == 0u) ? 4u : ((D4 % 2u == 0u) ? 2u : 1u);
+const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
+
+layout(std430, binding = 0) readonly buffer Q {
+  uint q_w[];
+};
+layout(binding = 1) uniform usamplerBuffer k_tex;
+layout(binding = 2) uniform usamplerBuffer v_tex;
+// q again, as texels: storage-buffer loads are scalarized per lane (with a
+// bounds check each) on lavapipe, which made unrolled q loads compile for minutes.
+layout(binding = 12) uniform usamplerBuffer q_tex;
+layout(std430, binding = 3) coherent buffer Out {
+  uint out_w[];
+};
+layout(std430, binding = 4) writeonly buffer Lse {
+  float lse_out[];
+};
+layout(std430, binding = 5) readonly buffer Items {
+  Item items[];
+};
+layout(std430, binding = 6) readonly buffer Seqs {
+  Seq seqs[];
+};
+layout(std430, binding = 7) readonly buffer Mask {
+  uint mask_w[];
+};
+layout(std430, binding = 8) readonly buffer Alibi {
+  float alibi[];
+};
+layout(std430, binding = 9) readonly buffer KeyValid {
+  uint key_valid_w[];
+};
+layout(std430, binding = 10) writeonly buffer PartO {
+  float part_o[];
+};
+layout(std430, binding = 11) writeonly buffer PartL {
+  float part_lse[];
+};
+
+layout(push_constant) uniform Push {
+  uint n_items;
+  uint num_heads;
+  uint num_kv_heads;
+  uint flags;
+  float scale;
+  float softcap;
+  int window_left;
+  uint mask_dtype;
+}
+pc;
+
+// Elements [4c, 4c + 4) of K/V row `kr` (zero beyond the head dim).
+// which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
+uvec4 fetch_texel(uint which, int t) {
+  return which == 0u ? texelFetch(k_tex, t) : which == 1u ? texelFetch(v_tex, t) : texelFetch(q_tex, t);
+}
+
+vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
+  uint dt = which == 2u ? QDT : KDT;
+  if (kind_vec == 1u) {
+    uvec4 w = fetch_texel(which, int(kr * ((dim + 3u) / 4u) + c));
+    if (dt == DT_F32) return uintBitsToFloat(w);
+    return vec4(decode16(dt, w.x & 0xffffu), decode16(dt, w.x >> 16),
+                decode16(dt, w.y & 0xffffu), decode16(dt, w.y >> 16));
+  }
+  vec4 r;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    uint col = 4u * c + e;
+    uint w = fetch_texel(which, int(kr * dim + min(col, dim - 1u))).x;
+    float x = dt == DT_F32 ? uintBitsToFloat(w) : decode16(dt, w & 0xffffu);
+    r[e] = col < dim ? x : 0.0;
+  }
+  return r;
+}
+
+// Scores of the R rows against the BK keys of the block, head-dim slice c.
+#define QK_STEP(c)                                                                      \
+  {                                                                                     \
+    vec4 kv[BK];                                                                        \
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {                                         \
+      uint key = min(kb + j, it.k_end - 1u);                                            \
+      kv[j] = fetch_row(KVEC, D, (sq.k_off + key) * pc.num_kv_heads + it.kv_head, c, 0u); \
+    }                                                                                   \
+    [[unroll]] for (uint i = 0u; i < R; ++i) {                                          \
+      vec4 qi = q[i * D4 + c];                                                          \
+      [[unroll]] for (uint j = 0u; j < BK; ++j) s[i * BK + j] += dot(qi, kv[j]);        \
+    }                                                                                   \
+  }
+
+// Rescale by alpha and add P.V for head-dim slice c; a hidden key adds a
+// selected 0, never 0 * V (V may be NaN there).
+#define PV_STEP(c)                                                                      \
+  {                                                                                     \
+    vec4 vv[BK];                                                                        \
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {                                         \
+      uint key = min(kb + j, it.k_end - 1u);                                            \
+      vv[j] = fetch_row(VVEC, DV, (sq.k_off + key) * pc.num_kv_heads + it.kv_head, c, 1u); \
+    }                                                                                   \
+    [[unroll]] for (uint i = 0u; i < R; ++i) {                                          \
+      vec4 a = acc[i * DV4 + c] * alphas[i];                                            \
+      [[unroll]] for (uint j = 0u; j < BK; ++j)                                         \
+        a += vis[i * BK + j] ? s[i * BK + j] * vv[j] : vec4(0.0);                       \
+      acc[i * DV4 + c] = a;                                                             \
+    }                                                                                   \
+  }
+
+// q row i, head-dim slice c, pre-scaled (rows past the tile read row 0).
+#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow, (c), 2u) * pc.scale;
+
+// Normalized partial row i, slice c, of a split key range.
+#define PART_STORE(i, c)                                                  \
+  {                                                                       \
+    vec4 o = acc[(i) * DV4 + (c)] * inv;                                  \
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {                           \
+      if (4u * (c) + e < DV) part_o[prow * DV + 4u * (c) + e] = o[e];     \
+    }                                                                     \
+  }
+
+// Output row i, slice c, in the output dtype.
+#define OUT_STORE(i, c)  \
+  {  \
+    vec4 o = acc[i * DV4 + c] * inv;  \
+    if (QDT == DT_F32) {  \
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {  \
+        if (4u * c + e < DV) out_w[base + 4u * c + e] = floatBitsToUint(o[e]);  \
+      }  \
+    } else if (DV % 2u == 0u) {  \
+      [[unroll]] for (uint e = 0u; e < 4u; e += 2u) {  \
+        if (4u * c + e < DV)  \
+          out_w[(base + 4u * c + e) >> 1] = encode16(QDT, o[e]) | (encode16(QDT, o[e + 1u]) << 16);  \
+      }  \
+    } else {  \
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {  \
+        if (4u * c + e < DV) STORE16_ATOMIC(out_w, base + 4u * c + e, encode16(QDT, o[e]));  \
+      }  \
+    }  \
+  }
+
+void main() {
+  uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (id >= pc.n_items) return;
+  Item it = items[id];
+  Seq sq = seqs[it.seq];
+  const uint G = pc.num_heads / pc.num_kv_heads;
+  const uint lane = gl_LocalInvocationID.x;
+  const uint nrows = sq.t * G;
+
+  // Straight-line code wherever possible: branches inside unrolled loops
+  // multiply lavapipe's compile time. Rows past the tile read row 0's q
+  // (always valid memory) and are masked out.
+  vec4 q[R * D4];
+  vec4 acc[R * DV4];
+  float m[R], l[R];
+  int pos[R];
+  uint tok[R], head[R];
+  bool row_ok[R];
+  [[unroll]] for (uint i = 0u; i < R; ++i) {
+    uint r = it.row0 + lane * R + i;
+    row_ok[i] = r < nrows;
+    r = row_ok[i] ? r : 0u;
+    tok[i] = r / G;
+    head[i] = it.kv_head * G + r % G;
+    pos[i] = int(sq.u) - int(sq.t) + int(tok[i]);
+    m[i] = NEG_INF;
+    l[i] = 0.0;
+    uint qrow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
+    if (UNROLL_D != 0u) {
+      [[unroll]] for (uint c = 0u; c < D4; ++c) Q_LOAD(i, c)
+      [[unroll]] for (uint c = 0u; c < DV4; ++c) acc[i * DV4 + c] = vec4(0.0);
+    } else {
+      [[dont_unroll]] for (uint c = 0u; c < D4; ++c) Q_LOAD(i, c)
+      [[dont_unroll]] for (uint c = 0u; c < DV4; ++c) acc[i * DV4 + c] = vec4(0.0);
+    }
+  }
+
+  const bool causal = (pc.flags & F_CAUSAL) != 0u;
+  const bool windowed = (pc.flags & F_WINDOW) != 0u;
+  for (uint kb = it.k_begin; kb < it.k_end; kb += BK) {
+    // Scores of R rows x BK keys.
+    float s[R * BK];
+    [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;
+    // UNROLL_D = 0 iterates the head dim in chunks of CK (q and acc then
+    // live in memory, which keeps lavapipe's compile time in seconds);
+    // rows and keys are always unrolled.
+    if (UNROLL_D != 0u) {
+      [[unroll]] for (uint c = 0u; c < D4; ++c) QK_STEP(c)
+    } else {
+      [[dont_unroll]] for (uint c0 = 0u; c0 < D4; c0 += CK) {
+        [[unroll]] for (uint cc = 0u; cc < CK; ++cc) QK_STEP(c0 + cc)
+      }
+    }
+    // Transforms, each behind one uniform branch per block.
+    if ((pc.flags & F_SOFTCAP) != 0u) {
+      [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = pc.softcap * tanh(s[x] / pc.softcap);
+    }
+    if ((pc.flags & F_ALIBI) != 0u) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        float slope = alibi[head[i]];
+        [[unroll]] for (uint j = 0u; j < BK; ++j)
+          s[i * BK + j] -= slope * float(abs(pos[i] - int(kb + j)));
+      }
+    }
+    // Visibility; hidden scores become -inf by selection.
+    bool vis[R * BK];
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {
+      int key = int(kb + j);
+      bool key_ok = kb + j < it.k_end;
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        bool v = key_ok && row_ok[i];
+        v = v && (!causal || key <= pos[i]);
+        v = v && (!windowed || pos[i] - key <= pc.window_left);
+        vis[i * BK + j] = v;
+      }
+    }
+    if ((pc.flags & F_KEY_VALID) != 0u) {
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        uint kidx = sq.k_off + min(kb + j, it.k_end - 1u);
+        bool ok = ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
+        [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
+      }
+    }
+    if ((pc.flags & F_MASK_BOOL) != 0u) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        [[unroll]] for (uint j = 0u; j < BK; ++j) {
+          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, it.k_end - 1u);
+          bool ok = ((mask_w[midx >> 2] >> ((midx & 3u) * 8u)) & 0xffu) != 0u;
+          vis[i * BK + j] = vis[i * BK + j] && ok;
+        }
+      }
+    }
+    if ((pc.flags & F_MASK_ADD) != 0u) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        [[unroll]] for (uint j = 0u; j < BK; ++j) {
+          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, it.k_end - 1u);
+          float a = LOAD_ELEM(mask_w, pc.mask_dtype, midx);
+          vis[i * BK + j] = vis[i * BK + j] && a != NEG_INF;
+          s[i * BK + j] += a;
+        }
+      }
+    }
+    // One online-softmax update per row and block.
+    float alphas[R];
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      float bm = m[i];
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        s[i * BK + j] = vis[i * BK + j] ? s[i * BK + j] : NEG_INF;
+        bm = max(bm, s[i * BK + j]);
+      }
+      // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
+      float base = bm == NEG_INF ? 0.0 : bm;
+      float alpha = exp(m[i] - base);
+      float sum = 0.0;
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        s[i * BK + j] = exp(s[i * BK + j] - base);
+        sum += s[i * BK + j];
+      }
+      l[i] = l[i] * alpha + sum;
+      m[i] = bm;
+      alphas[i] = alpha;
+    }
+    if (UNROLL_D != 0u) {
+      [[unroll]] for (uint c = 0u; c < DV4; ++c) PV_STEP(c)
+    } else {
+      [[dont_unroll]] for (uint c0 = 0u; c0 < DV4; c0 += CV) {
+        [[unroll]] for (uint cc = 0u; cc < CV; ++cc) PV_STEP(c0 + cc)
+      }
+    }
+  }
+
+  [[unroll]] for (uint i = 0u; i < R; ++i) {
+    if (row_ok[i]) {
+      float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
+      float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
+      if (it.slot != NO_SLOT) {
+        uint prow = it.slot * TILE_ROWS + lane * R + i;
+        if (UNROLL_D != 0u) {
+          [[unroll]] for (uint c = 0u; c < DV4; ++c) PART_STORE(i, c)
+        } else {
+          [[dont_unroll]] for (uint c = 0u; c < DV4; ++c) PART_STORE(i, c)
+        }
+        part_lse[prow] = lse;
+      } else {
+        uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
+        uint base = orow * DV;
+        if (UNROLL_D != 0u) {
+          [[unroll]] for (uint c = 0u; c < DV4; ++c) OUT_STORE(i, c)
+        } else {
+          [[dont_unroll]] for (uint c = 0u; c < DV4; ++c) OUT_STORE(i, c)
+        }
+        if ((pc.flags & F_WRITE_LSE) != 0u) lse_out[orow] = lse;
+      }
+    }
+  }
+}

@@ -1,0 +1,63 @@
+// extern "C" shims for the attention entry points.
+#include <cstring>
+
+#include "api/firewall.h"
+#include "ops/attention.h"
+
+using namespace vkattn;
+
+namespace {
+Tensor* impl(vkattn_tensor* t) {
+  return t ? t->impl.get() : nullptr;
+}
+}  // namespace
+
+extern "C" {
+
+VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+  desc->window_left = -1;
+  desc->mask_type = VKATTN_MASK_NONE;
+}
+
+VKATTN_API vkattn_status vkattn_attention_varlen(vkattn_context* ctx,
+                                                 const vkattn_attention_desc* desc, uint32_t batch,
+                                                 const int32_t* cu_seqlens_q,
+                                                 const int32_t* cu_seqlens_k, vkattn_tensor* q,
+                                                 vkattn_tensor* k, vkattn_tensor* v,
+                                                 vkattn_tensor* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    AttentionCall call = make_varlen_call(*ctx->impl, desc, batch, cu_seqlens_q, cu_seqlens_k,
+                                          impl(q), impl(k), impl(v), impl(out));
+    record_attention(*ctx->impl, call);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
+                                                 const vkattn_attention_desc* desc,
+                                                 vkattn_tensor* q, vkattn_tensor* k,
+                                                 vkattn_tensor* v, const int32_t* key_mask,
+                                                 vkattn_tensor* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    AttentionCall call =
+        make_padded_call(*ctx->impl, desc, impl(q), impl(k), impl(v), key_mask, impl(out));
+    record_attention(*ctx->impl, call);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tensor* out_a,
+                                                vkattn_tensor* lse_a, vkattn_tensor* out_b,
+                                                vkattn_tensor* lse_b, vkattn_tensor* out,
+                                                vkattn_tensor* lse) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    record_attention_merge(*ctx->impl, impl(out_a), impl(lse_a), impl(out_b), impl(lse_b),
+                           impl(out), impl(lse));
+  });
+}
+
+}  // extern "C"

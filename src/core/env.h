@@ -1,0 +1,19 @@
+// Debug/tuning options read from the environment (documented in README.md).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace vkattn {
+
+// The value of `name` as an unsigned integer, or `fallback` when unset,
+// empty or not a number.
+inline uint32_t env_uint(const char* name, uint32_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long x = std::strtoul(v, &end, 10);
+  return (*end == '\0') ? static_cast<uint32_t>(x) : fallback;
+}
+
+}  // namespace vkattn

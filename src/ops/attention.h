@@ -1,0 +1,43 @@
+// Attention ops: validate on the host, plan the packed batch
+// (ops/attention_plan.h), pick a kernel variant (ops/attention_variant.h)
+// and record shaders/attention_fwd.comp (+ attention_combine.comp when key
+// ranges were split) and shaders/attention_merge.comp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "vkattn/vkattn.h"
+
+namespace vkattn {
+
+// Everything a forward call needs, already in packed ("varlen") form.
+struct AttentionCall {
+  vkattn_attention_desc desc;  // validated copy; head_dim_v resolved
+  uint32_t batch = 0;
+  std::vector<int32_t> cu_q, cu_k;  // batch + 1 entries each
+  Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
+  Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr;
+  std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none
+};
+
+// Checks a descriptor and returns a copy with defaults resolved. Throws
+// INVALID_ARGUMENT naming the field.
+vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc);
+
+// The public entry points' validation: build a call or throw.
+AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, uint32_t batch,
+                               const int32_t* cu_q, const int32_t* cu_k, Tensor* q, Tensor* k,
+                               Tensor* v, Tensor* out);
+AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, Tensor* q,
+                               Tensor* k, Tensor* v, const int32_t* key_mask, Tensor* out);
+
+// Records the forward pass. Nothing is recorded for empty work.
+void record_attention(Context& ctx, const AttentionCall& call);
+
+// Validates and records vkattn_attention_merge.
+void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* out_b,
+                            Tensor* lse_b, Tensor* out, Tensor* lse);
+
+}  // namespace vkattn

@@ -1,0 +1,33 @@
+// Which attention_fwd.comp variant a device gets: workgroup size, rows per
+// lane, keys per block, texel fetch width, and how key ranges are split.
+// Every field can be forced through the environment so that each variant
+// any device may pick is tested on lavapipe:
+//   VKATTN_ATTN_WG, VKATTN_ATTN_ROWS, VKATTN_ATTN_BLOCK_KEYS,
+//   VKATTN_ATTN_SCALAR_FETCH=1, VKATTN_ATTN_UNROLL_D=0|1, VKATTN_ATTN_SPLIT_KEYS (keys per item),
+//   VKATTN_ATTN_TARGET_ITEMS (split key ranges until this many items).
+#pragma once
+
+#include <cstdint>
+
+namespace vkattn {
+
+class Device;
+
+struct AttentionVariant {
+  uint32_t wg = 8;          // lanes per workgroup
+  uint32_t rows = 4;        // rows per lane (R)
+  uint32_t block_keys = 8;  // keys per online-softmax block (BK)
+  bool scalar_fetch = false;
+  bool unroll_d = false;          // unroll the head-dim loops (fast code, slow compile)
+  uint32_t max_keys = 8192;       // per work item (lavapipe loop cap)
+  uint32_t max_slots = 64;        // splits per tile (combine loop cap)
+  uint32_t target_items = 1;      // parallelism wanted from one dispatch
+  uint32_t min_split_keys = 256;  // never split into smaller chunks
+  uint32_t tile_rows() const { return wg * rows; }
+};
+
+// max_rows: the largest t * (H / Hkv) of the batch (small for decode).
+AttentionVariant choose_attention_variant(const Device& device, uint32_t head_dim,
+                                          uint32_t head_dim_v, uint32_t max_rows);
+
+}  // namespace vkattn

@@ -1,0 +1,123 @@
+#include "reference/attention_ref.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace vkattn::ref {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One query row of one head against the u keys of its sequence.
+struct Row {
+  const float* q;            // [d]
+  const float* k;            // key j at k + j * k_stride
+  const float* v;            // value j at v + j * v_stride
+  const uint8_t* bool_mask;  // [u] or null
+  const float* add_mask;     // [u] or null
+  const int32_t* key_valid;  // [u] or null
+  long pos;                  // pos(i) = u - t + i
+  double slope;              // ALiBi slope, 0 = none
+};
+
+void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, long k_stride,
+                long v_stride, const Row& r, float* out, float* lse) {
+  std::vector<int> keys;  // visible keys
+  std::vector<double> s;  // their scores
+  for (int j = 0; j < u; ++j) {
+    if (p.causal && j > r.pos) continue;
+    if (p.window_left >= 0 && r.pos - j > p.window_left) continue;
+    if (r.bool_mask && r.bool_mask[j] == 0) continue;
+    if (r.add_mask && r.add_mask[j] == -std::numeric_limits<float>::infinity()) continue;
+    if (r.key_valid && r.key_valid[j] == 0) continue;
+    const float* kj = r.k + j * k_stride;
+    double dot = 0;
+    for (int c = 0; c < d; ++c) dot += static_cast<double>(r.q[c]) * kj[c];
+    double x = scale * dot;
+    if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
+    if (r.slope != 0) x -= r.slope * std::fabs(static_cast<double>(r.pos - j));
+    if (r.add_mask) x += r.add_mask[j];
+    keys.push_back(j);
+    s.push_back(x);
+  }
+  if (keys.empty()) {
+    for (int c = 0; c < dv; ++c) out[c] = 0.0f;
+    if (lse) *lse = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  double m = kNegInf;
+  for (double x : s) m = std::fmax(m, x);
+  double sum = 0;
+  std::vector<double> acc(dv, 0.0);
+  for (size_t n = 0; n < keys.size(); ++n) {
+    double w = std::exp(s[n] - m);
+    sum += w;
+    const float* vj = r.v + keys[n] * v_stride;
+    for (int c = 0; c < dv; ++c) acc[c] += w * vj[c];
+  }
+  for (int c = 0; c < dv; ++c) out[c] = static_cast<float>(acc[c] / sum);
+  if (lse) *lse = static_cast<float>(m + std::log(sum));
+}
+
+}  // namespace
+
+void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, const int32_t* cu_k,
+                      const float* q, const float* k, const float* v, float* out, float* lse) {
+  const int H = p.num_heads, Hkv = p.num_kv_heads, d = p.head_dim;
+  const int dv = p.head_dim_v > 0 ? p.head_dim_v : p.head_dim;
+  const int group = H / Hkv;
+  const double scale = p.scale != 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  const long k_stride = static_cast<long>(Hkv) * d, v_stride = static_cast<long>(Hkv) * dv;
+  long mask_offset = 0;  // start of sequence b's t x u mask block
+  for (int b = 0; b < batch; ++b) {
+    const int t = cu_q[b + 1] - cu_q[b], u = cu_k[b + 1] - cu_k[b];
+    for (int i = 0; i < t; ++i) {
+      const long row = cu_q[b] + i;
+      const long mask_row = mask_offset + static_cast<long>(i) * u;
+      for (int h = 0; h < H; ++h) {
+        const int hk = h / group;
+        Row r;
+        r.q = q + (row * H + h) * d;
+        r.k = k + cu_k[b] * k_stride + static_cast<long>(hk) * d;
+        r.v = v + cu_k[b] * v_stride + static_cast<long>(hk) * dv;
+        r.bool_mask = p.mask_type == 1 ? p.bool_mask + mask_row : nullptr;
+        r.add_mask = p.mask_type == 2 ? p.add_mask + mask_row : nullptr;
+        r.key_valid = p.key_valid ? p.key_valid + cu_k[b] : nullptr;
+        r.pos = static_cast<long>(u) - t + i;
+        r.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.0;
+        attend_row(p, d, dv, scale, u, k_stride, v_stride, r, out + (row * H + h) * dv,
+                   lse ? lse + row * H + h : nullptr);
+      }
+    }
+    mask_offset += static_cast<long>(t) * u;
+  }
+}
+
+void attention_merge(int rows, int dv, const float* out_a, const float* lse_a, const float* out_b,
+                     const float* lse_b, float* out, float* lse) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int r = 0; r < rows; ++r) {
+    const double la = lse_a[r], lb = lse_b[r];
+    const long o = static_cast<long>(r) * dv;
+    double result_lse;
+    if (la == -inf && lb == -inf) {
+      for (int c = 0; c < dv; ++c) out[o + c] = 0.0f;
+      result_lse = -inf;
+    } else if (la == -inf || lb == -inf) {
+      const float* src = la == -inf ? out_b : out_a;
+      for (int c = 0; c < dv; ++c) out[o + c] = src[o + c];
+      result_lse = la == -inf ? lb : la;
+    } else {
+      const double m = std::fmax(la, lb);
+      const double wa = std::exp(la - m), wb = std::exp(lb - m);
+      for (int c = 0; c < dv; ++c) {
+        out[o + c] = static_cast<float>((wa * out_a[o + c] + wb * out_b[o + c]) / (wa + wb));
+      }
+      result_lse = m + std::log(wa + wb);
+    }
+    if (lse) lse[r] = static_cast<float>(result_lse);
+  }
+}
+
+}  // namespace vkattn::ref

@@ -1,0 +1,37 @@
+// Plain C++ reference of the attention semantics (DESIGN.md section 1,
+// vkattn.h "Attention"), accumulating in double. It is the oracle of the
+// tests and the baseline of the benchmark; it knows nothing of Vulkan.
+#pragma once
+
+#include <cstdint>
+
+namespace vkattn::ref {
+
+struct AttentionParams {
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, head_dim_v = 0;  // head_dim_v 0 = head_dim
+  double scale = 0;                                                   // 0 = 1/sqrt(head_dim)
+  bool causal = false;                  // bottom-right: pos(i) = u - t + i
+  int window_left = -1;                 // -1 none; keeps keys with pos(i) - j <= window_left
+  double softcap = 0;                   // 0 off
+  const float* alibi_slopes = nullptr;  // [H] or null
+  int mask_type = 0;                    // 0 none, 1 bool, 2 additive
+  const uint8_t* bool_mask = nullptr;   // per sequence t_b x u_b row-major, in batch order
+  const float* add_mask = nullptr;      // same layout, additive; -inf hides the key
+  const int32_t* key_valid = nullptr;   // [total_k] 0 = padding key (hidden); or null
+};
+
+// Packed batch. q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv] as float (already
+// rounded to the device dtype by the caller). out [total_q, H, dv], lse [total_q, H] (may be
+// null). A row with no visible key gives out = 0 and lse = -inf. Hidden keys are skipped, never
+// multiplied by zero, so NaN/Inf in hidden K/V never reaches out. t = 0 and u = 0 are legal.
+void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, const int32_t* cu_k,
+                      const float* q, const float* k, const float* v, float* out, float* lse);
+
+// Merge of two partials over disjoint keys, rows x dv outputs and rows lses:
+// out = (e^la a + e^lb b) / (e^la + e^lb), lse = log(e^la + e^lb). A side whose lse is -inf is
+// not read: the other side is returned unchanged; both -inf give 0 and -inf. out may alias out_a
+// or out_b, lse may alias lse_a or lse_b, and lse may be null.
+void attention_merge(int rows, int dv, const float* out_a, const float* lse_a, const float* out_b,
+                     const float* lse_b, float* out, float* lse);
+
+}  // namespace vkattn::ref

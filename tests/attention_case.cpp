@@ -1,0 +1,291 @@
+#include "attention_case.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "dtype_util.h"
+#include "reference/attention_ref.h"
+
+namespace vkattn_test {
+
+namespace {
+
+const char* dt_name(vkattn_dtype d) {
+  switch (d) {
+    case VKATTN_F32:
+      return "f32";
+    case VKATTN_F16:
+      return "f16";
+    case VKATTN_BF16:
+      return "bf16";
+    case VKATTN_U8:
+      return "u8";
+    default:
+      return "?";
+  }
+}
+
+using TensorPtr = std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>;
+
+TensorPtr make_tensor(vkattn_context* ctx, vkattn_dtype dt, std::vector<int64_t> shape) {
+  vkattn_tensor* t = nullptr;
+  vkattn_status s =
+      vkattn_tensor_create(ctx, dt, static_cast<uint32_t>(shape.size()), shape.data(), &t);
+  EXPECT_EQ(s, VKATTN_SUCCESS) << vkattn_last_error();
+  return TensorPtr(t, &vkattn_tensor_destroy);
+}
+
+// Host floats -> device bytes of dtype dt (the values are already representable).
+std::vector<uint8_t> encode(vkattn_dtype dt, const std::vector<float>& x) {
+  std::vector<uint8_t> bytes(x.size() * vkattn_dtype_size(dt));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (dt == VKATTN_F32) {
+      std::memcpy(&bytes[i * 4], &x[i], 4);
+    } else {
+      uint16_t h = dt == VKATTN_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(&bytes[i * 2], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> decode(vkattn_dtype dt, const std::vector<uint8_t>& bytes) {
+  size_t es = vkattn_dtype_size(dt);
+  std::vector<float> x(bytes.size() / es);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (dt == VKATTN_F32) {
+      std::memcpy(&x[i], &bytes[i * 4], 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &bytes[i * 2], 2);
+      x[i] = dt == VKATTN_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return x;
+}
+
+void upload(vkattn_tensor* t, vkattn_dtype dt, const std::vector<float>& x) {
+  auto bytes = encode(dt, x);
+  ASSERT_EQ(vkattn_tensor_write(t, bytes.data(), bytes.size()), VKATTN_SUCCESS)
+      << vkattn_last_error();
+}
+
+std::vector<float> download(vkattn_tensor* t, vkattn_dtype dt) {
+  std::vector<uint8_t> bytes(vkattn_tensor_nbytes(t));
+  EXPECT_EQ(vkattn_tensor_read(t, bytes.data(), bytes.size()), VKATTN_SUCCESS)
+      << vkattn_last_error();
+  return decode(dt, bytes);
+}
+
+}  // namespace
+
+std::string AttnCase::name() const {
+  std::ostringstream os;
+  os << "H" << H << "/" << Hkv << " d" << d << " dv" << (dv ? dv : d) << " q" << dt_name(qdt)
+     << " kv" << dt_name(kdt) << (causal ? " causal" : "") << " win" << window
+     << (softcap > 0 ? " softcap" : "") << (alibi ? " alibi" : "") << " mask" << mask_type
+     << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
+  for (auto [t, u] : seqs) os << " " << t << "x" << u;
+  return os.str();
+}
+
+CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& c) {
+  SCOPED_TRACE(c.name());
+  CaseStats st;
+  std::mt19937 rng(c.seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int dv = c.dv ? c.dv : c.d;
+  const int B = static_cast<int>(c.seqs.size());
+  std::vector<int32_t> cu_q(B + 1, 0), cu_k(B + 1, 0);
+  int64_t mask_elems = 0;
+  for (int b = 0; b < B; ++b) {
+    cu_q[b + 1] = cu_q[b] + c.seqs[b].first;
+    cu_k[b + 1] = cu_k[b] + c.seqs[b].second;
+    mask_elems += static_cast<int64_t>(c.seqs[b].first) * c.seqs[b].second;
+  }
+  const int64_t tq = cu_q[B], tk = cu_k[B];
+
+  auto random_vec = [&](size_t n, vkattn_dtype dt) {
+    std::vector<float> x(n);
+    for (auto& e : x) e = round_to(dt, uni(rng));
+    return x;
+  };
+  std::vector<float> q = random_vec(tq * c.H * c.d, c.qdt);
+  std::vector<float> k = random_vec(tk * c.Hkv * c.d, c.kdt);
+  std::vector<float> v = random_vec(tk * c.Hkv * dv, c.kdt);
+
+  // Masks: some entries hidden, and every 5th query row of a sequence fully hidden.
+  std::vector<uint8_t> bmask;
+  std::vector<float> amask;
+  const float inf = std::numeric_limits<float>::infinity();
+  if (c.mask_type == VKATTN_MASK_BOOL) bmask.resize(mask_elems);
+  if (c.mask_type == VKATTN_MASK_ADDITIVE) amask.resize(mask_elems);
+  {
+    int64_t off = 0;
+    for (auto [t, u] : c.seqs) {
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < u; ++j) {
+          int64_t x = off + static_cast<int64_t>(i) * u + j;
+          bool hide = (i % 5 == 3) || (rng() % 4 == 0);
+          if (!bmask.empty()) bmask[x] = hide ? 0 : static_cast<uint8_t>(1 + rng() % 255);
+          if (!amask.empty()) amask[x] = hide ? -inf : round_to(c.mask_dt, 2.0f * uni(rng) - 0.5f);
+        }
+      off += static_cast<int64_t>(t) * u;
+    }
+  }
+  std::vector<int32_t> key_valid;
+  if (c.padded && c.pad_keys > 0) {
+    key_valid.assign(tk, 1);
+    for (int b = 0; b < B; ++b) {
+      int u = c.seqs[b].second;
+      int pad = (b * c.pad_keys) % (u + 1);  // sequence 0 unpadded, others padded
+      for (int j = 0; j < pad; ++j) key_valid[cu_k[b] + (c.left_pad ? j : u - 1 - j)] = 0;
+    }
+  }
+  std::vector<float> slopes;
+  if (c.alibi)
+    for (int h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0f * (h + 1) / c.H));
+
+  // NaN into every key position no query of its sequence may see.
+  {
+    int64_t moff = 0;
+    for (int b = 0; b < B; ++b) {
+      int t = c.seqs[b].first, u = c.seqs[b].second;
+      for (int j = 0; j < u; ++j) {
+        bool seen = false;
+        for (int i = 0; i < t && !seen; ++i) {
+          int64_t pos = static_cast<int64_t>(u) - t + i;
+          int64_t x = moff + static_cast<int64_t>(i) * u + j;
+          bool vis = !(c.causal && j > pos) && !(c.window >= 0 && pos - j > c.window);
+          if (!bmask.empty()) vis = vis && bmask[x] != 0;
+          if (!amask.empty()) vis = vis && amask[x] != -inf;
+          if (!key_valid.empty()) vis = vis && key_valid[cu_k[b] + j] != 0;
+          seen = vis;
+        }
+        if (seen) continue;
+        ++st.nan_keys;
+        int64_t row = cu_k[b] + j;
+        for (int h = 0; h < c.Hkv; ++h) {
+          for (int e = 0; e < c.d; ++e) k[(row * c.Hkv + h) * c.d + e] = NAN;
+          for (int e = 0; e < dv; ++e) v[(row * c.Hkv + h) * dv + e] = NAN;
+        }
+      }
+      moff += static_cast<int64_t>(t) * u;
+    }
+  }
+
+  // Device tensors.
+  std::vector<int64_t> qs, ks, vs, os, ls, ms;
+  if (c.padded) {
+    int Sq = B ? c.seqs[0].first : 0, Sk = B ? c.seqs[0].second : 0;
+    qs = {B, Sq, c.H, c.d}, ks = {B, Sk, c.Hkv, c.d}, vs = {B, Sk, c.Hkv, dv};
+    os = {B, Sq, c.H, dv}, ls = {B, Sq, c.H}, ms = {B, Sq, Sk};
+  } else {
+    qs = {tq, c.H, c.d}, ks = {tk, c.Hkv, c.d}, vs = {tk, c.Hkv, dv};
+    os = {tq, c.H, dv}, ls = {tq, c.H}, ms = {mask_elems};
+  }
+  auto tq_t = make_tensor(ctx, c.qdt, qs), tk_t = make_tensor(ctx, c.kdt, ks);
+  auto tv_t = make_tensor(ctx, c.kdt, vs), to_t = make_tensor(ctx, c.qdt, os);
+  auto tl_t = make_tensor(ctx, VKATTN_F32, ls);
+  upload(tq_t.get(), c.qdt, q);
+  upload(tk_t.get(), c.kdt, k);
+  upload(tv_t.get(), c.kdt, v);
+  upload(to_t.get(), c.qdt, std::vector<float>(tq * c.H * dv, NAN));
+  upload(tl_t.get(), VKATTN_F32, std::vector<float>(tq * c.H, NAN));
+
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = c.H;
+  desc.num_kv_heads = c.Hkv;
+  desc.head_dim = c.d;
+  desc.head_dim_v = c.dv;
+  desc.scale = c.scale;
+  desc.causal = c.causal;
+  desc.window_left = c.window;
+  desc.softcap = c.softcap;
+  desc.mask_type = c.mask_type;
+  if (c.with_lse) desc.lse = tl_t.get();
+  TensorPtr mask_t(nullptr, &vkattn_tensor_destroy), alibi_t(nullptr, &vkattn_tensor_destroy);
+  if (!bmask.empty() || (c.mask_type == VKATTN_MASK_BOOL)) {
+    mask_t = make_tensor(ctx, VKATTN_U8, ms);
+    if (!bmask.empty())
+      EXPECT_EQ(vkattn_tensor_write(mask_t.get(), bmask.data(), bmask.size()), VKATTN_SUCCESS);
+    desc.mask = mask_t.get();
+  } else if (c.mask_type == VKATTN_MASK_ADDITIVE) {
+    mask_t = make_tensor(ctx, c.mask_dt, ms);
+    upload(mask_t.get(), c.mask_dt, amask);
+    desc.mask = mask_t.get();
+  }
+  if (c.alibi) {
+    alibi_t = make_tensor(ctx, VKATTN_F32, {c.H});
+    upload(alibi_t.get(), VKATTN_F32, slopes);
+    desc.alibi_slopes = alibi_t.get();
+  }
+  vkattn_status s;
+  if (c.padded)
+    s = vkattn_attention_padded(ctx, &desc, tq_t.get(), tk_t.get(), tv_t.get(),
+                                key_valid.empty() ? nullptr : key_valid.data(), to_t.get());
+  else
+    s = vkattn_attention_varlen(ctx, &desc, B, cu_q.data(), cu_k.data(), tq_t.get(), tk_t.get(),
+                                tv_t.get(), to_t.get());
+  EXPECT_EQ(s, VKATTN_SUCCESS) << vkattn_last_error();
+  std::vector<float> out = download(to_t.get(), c.qdt);
+  std::vector<float> lse = download(tl_t.get(), VKATTN_F32);
+
+  // Reference.
+  vkattn::ref::AttentionParams p;
+  p.num_heads = c.H, p.num_kv_heads = c.Hkv, p.head_dim = c.d, p.head_dim_v = dv;
+  p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
+  p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
+  p.mask_type = c.mask_type;
+  p.bool_mask = bmask.empty() ? nullptr : bmask.data();
+  p.add_mask = amask.empty() ? nullptr : amask.data();
+  p.key_valid = key_valid.empty() ? nullptr : key_valid.data();
+  std::vector<float> ref_out(tq * c.H * dv), ref_lse(tq * c.H);
+  vkattn::ref::attention_varlen(p, B, cu_q.data(), cu_k.data(), q.data(), k.data(), v.data(),
+                                ref_out.data(), ref_lse.data());
+
+  double vmax = 1.0;
+  for (float x : v)
+    if (std::isfinite(x)) vmax = std::max<double>(vmax, std::fabs(x));
+  int reported = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    double r = ref_out[i], g = out[i];
+    double tol = (c.qdt == VKATTN_F32 ? 0.0 : 0.5 * ulp_of(c.qdt, std::fabs(r))) + 3e-5 * vmax;
+    double err = std::fabs(r - g);
+    if (!(err <= tol)) {
+      if (reported++ < 5)
+        ADD_FAILURE() << "out[" << i << "] (row " << i / dv << ", col " << i % dv << ") = " << g
+                      << ", reference " << r << ", tolerance " << tol;
+      err = std::isnan(err) ? INFINITY : err;
+    }
+    st.max_err = std::max(st.max_err, err);
+  }
+  if (c.with_lse) {
+    for (size_t i = 0; i < lse.size(); ++i) {
+      double r = ref_lse[i], g = lse[i];
+      if (r == -INFINITY) {
+        ++st.hidden_rows;
+        if (g != -INFINITY && reported++ < 10)
+          ADD_FAILURE() << "lse[" << i << "] = " << g << ", expected -inf";
+        continue;
+      }
+      double err = std::fabs(r - g);
+      if (!(err <= 5e-5 * (1.0 + std::fabs(r)))) {
+        if (reported++ < 10) ADD_FAILURE() << "lse[" << i << "] = " << g << ", reference " << r;
+        err = INFINITY;
+      }
+      st.max_lse_err = std::max(st.max_lse_err, err);
+    }
+  }
+  st.checked = static_cast<int64_t>(out.size());
+  return st;
+}
+
+}  // namespace vkattn_test

@@ -1,0 +1,47 @@
+// One attention test case: random inputs rounded to their dtypes, NaN in
+// every K/V position no query may see, out/lse pre-filled with NaN, the
+// device result compared with src/reference within stated tolerances.
+//
+// Tolerances (derived from the reference's own rounding): the reference
+// rounds nothing but the inputs, so the device may differ by half an ulp of
+// the output dtype at |ref| (its final rounding) plus the f32 accumulation
+// error, bounded here by 3e-5 * max(1, max|v|) for out and 5e-5 * (1 + |lse|)
+// for lse (exp/log and sums of up to 1e5 terms in f32).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vkattn/vkattn.h"
+
+namespace vkattn_test {
+
+struct AttnCase {
+  int H = 4, Hkv = 2, d = 64, dv = 0;     // dv 0 = d
+  std::vector<std::pair<int, int>> seqs;  // (t, u) per sequence
+  bool causal = false;
+  int window = -1;
+  float softcap = 0.0f, scale = 0.0f;
+  bool alibi = false;
+  int mask_type = VKATTN_MASK_NONE;
+  vkattn_dtype mask_dt = VKATTN_F32;  // of an additive mask
+  vkattn_dtype qdt = VKATTN_F32, kdt = VKATTN_F32;
+  bool with_lse = true;
+  bool padded = false;   // run vkattn_attention_padded: every seq the same (t, u)
+  int pad_keys = 0;      // padded: keys of sequence b hidden by key_mask: b * pad_keys % u ...
+  bool left_pad = true;  // ... at the start (left) or the end (right)
+  uint32_t seed = 1;
+  std::string name() const;
+};
+
+struct CaseStats {
+  double max_err = 0, max_lse_err = 0;
+  int64_t checked = 0, hidden_rows = 0, nan_keys = 0;
+};
+
+// Runs the case on ctx and checks it with gtest assertions.
+CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& c);
+
+}  // namespace vkattn_test

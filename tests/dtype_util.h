@@ -1,0 +1,90 @@
+// Host conversions between f32 and the 16-bit float formats (round to
+// nearest even, subnormals exact, overflow to inf, NaN stays NaN), and the
+// spacing of each format's numbers, for building inputs and tolerances.
+// dtype codes are vkattn_dtype's: 1 = f32, 2 = f16, 3 = bf16.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace vkattn_test {
+
+inline uint32_t f32_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  return x;
+}
+
+inline float f32_from_bits(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+inline uint16_t f32_to_f16(float f) {
+  const uint32_t x = f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+  if (exp == 0xffu) {  // Inf, or NaN with its quiet bit set so it stays NaN
+    return static_cast<uint16_t>(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
+  }
+  const int e = static_cast<int>(exp) - 127 + 15;  // f16 biased exponent
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  // Keep 11 significant bits (normal) or fewer (subnormal: unit 2^-24), round to nearest even.
+  const int shift = e > 0 ? 13 : 14 - e;
+  if (shift > 24) return static_cast<uint16_t>(sign);  // below half of 2^-24
+  const uint32_t m = exp ? man | 0x800000u : man;
+  uint32_t r = m >> shift;
+  const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (r & 1u))) ++r;
+  // A carry out of the significand bumps the exponent (up to inf), as in the bit layout.
+  const uint32_t bits = e > 0 ? (static_cast<uint32_t>(e - 1) << 10) + r : r;
+  return static_cast<uint16_t>(sign | bits);
+}
+
+inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1fu) return f32_from_bits(sign | 0x7f800000u | (man << 13));
+  if (exp == 0) {
+    const float mag = std::ldexp(static_cast<float>(man), -24);
+    return sign ? -mag : mag;
+  }
+  return f32_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+inline uint16_t f32_to_bf16(float f) {
+  const uint32_t x = f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  // Round to nearest even on the low 16 bits; a carry runs into the exponent (up to inf).
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+inline float bf16_to_f32(uint16_t b) {
+  return f32_from_bits(static_cast<uint32_t>(b) << 16);
+}
+
+// x rounded to the dtype and back to float; f32 (and any other code) is the identity.
+inline float round_to(int dtype, float x) {
+  if (dtype == 2) return f16_to_f32(f32_to_f16(x));
+  if (dtype == 3) return bf16_to_f32(f32_to_bf16(x));
+  return x;
+}
+
+// Spacing of the dtype's representable numbers at |magnitude| (at least the subnormal spacing).
+inline double ulp_of(int dtype, double magnitude) {
+  int mant_bits = 23;  // explicit significand bits
+  double min_normal = std::ldexp(1.0, -126);
+  if (dtype == 2) {
+    mant_bits = 10;
+    min_normal = std::ldexp(1.0, -14);
+  } else if (dtype == 3) {
+    mant_bits = 7;
+  }
+  int e = 0;
+  std::frexp(std::fmax(std::fabs(magnitude), min_normal), &e);  // value in [2^(e-1), 2^e)
+  return std::ldexp(1.0, e - 1 - mant_bits);
+}
+
+}  // namespace vkattn_test

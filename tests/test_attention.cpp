@@ -1,0 +1,243 @@
+// vkattn_attention_varlen / _padded against src/reference (label kernels;
+// the full product is the Slow* suite, label slow). Every case fills the
+// K/V positions no query may see with NaN and out/lse with NaN first.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "attention_case.h"
+#include "test_util.h"
+
+using namespace vkattn_test;
+
+namespace {
+
+// The seven (q, k/v) dtype pairs the API allows.
+const std::pair<vkattn_dtype, vkattn_dtype> kDtypePairs[] = {
+    {VKATTN_F32, VKATTN_F32}, {VKATTN_F32, VKATTN_F16},  {VKATTN_F32, VKATTN_BF16},
+    {VKATTN_F16, VKATTN_F16}, {VKATTN_F16, VKATTN_BF16}, {VKATTN_BF16, VKATTN_BF16},
+    {VKATTN_BF16, VKATTN_F16}};
+
+const std::vector<std::pair<int, int>> kMixedSeqs = {{1, 147}, {113, 203}, {0, 5}, {7, 0}, {9, 4}};
+
+// Sets environment options for one scope (variant forcing).
+class ScopedEnv {
+ public:
+  ScopedEnv(std::vector<std::pair<const char*, const char*>> vars) : vars_(std::move(vars)) {
+    for (auto& [k, v] : vars_) setenv(k, v, 1);
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : vars_) unsetenv(k);
+  }
+
+ private:
+  std::vector<std::pair<const char*, const char*>> vars_;
+};
+
+}  // namespace
+
+class Attention : public ContextTest {};
+
+TEST_F(Attention, HeadDims) {
+  const int dims[] = {1, 8, 40, 59, 64, 80, 96, 111, 128, 192, 256};
+  int n = 0;
+  for (int d : dims) {
+    AttnCase c;
+    c.d = d;
+    c.seqs = kMixedSeqs;
+    c.causal = true;
+    c.qdt = kDtypePairs[n % 7].first;
+    c.kdt = kDtypePairs[n % 7].second;
+    c.seed = 100 + n++;
+    run_attention_case(ctx, c);
+  }
+}
+
+TEST_F(Attention, ValueDimDiffers) {
+  for (auto [d, dv] : std::vector<std::pair<int, int>>{{64, 40}, {59, 111}, {1, 256}, {256, 1}}) {
+    AttnCase c;
+    c.d = d, c.dv = dv;
+    c.seqs = {{5, 33}, {17, 17}};
+    c.causal = true;
+    run_attention_case(ctx, c);
+  }
+}
+
+TEST_F(Attention, GqaAndMqa) {
+  for (auto [H, Hkv] :
+       std::vector<std::pair<int, int>>{{4, 4}, {8, 4}, {8, 2}, {16, 2}, {8, 1}, {32, 1}}) {
+    AttnCase c;
+    c.H = H, c.Hkv = Hkv, c.d = 64;
+    c.seqs = {{1, 300}, {19, 40}, {3, 3}};
+    c.causal = true;
+    c.kdt = VKATTN_F16;
+    run_attention_case(ctx, c);
+  }
+}
+
+TEST_F(Attention, QueryKeyLengths) {
+  const std::vector<std::vector<std::pair<int, int>>> batches = {
+      {{1023, 1024}}, {{1024, 1023}}, {{50, 20}, {20, 50}}, {{0, 0}}, {{3, 0}, {0, 9}, {1, 1}}};
+  for (bool causal : {true, false})
+    for (const auto& seqs : batches) {
+      AttnCase c;
+      c.seqs = seqs;
+      c.causal = causal;
+      c.H = 2, c.Hkv = 1;
+      run_attention_case(ctx, c);
+    }
+}
+
+TEST_F(Attention, EmptyBatchRecordsNothing) {
+  AttnCase c;
+  c.seqs = {};
+  run_attention_case(ctx, c);
+  c.seqs = {{0, 0}, {0, 3}};
+  run_attention_case(ctx, c);
+}
+
+TEST_F(Attention, SlidingWindow) {
+  int seed = 7;
+  for (int w : {0, 1, 17, 200})
+    for (bool causal : {true, false}) {
+      AttnCase c;
+      c.seqs = kMixedSeqs;
+      c.window = w;
+      c.causal = causal;
+      c.seed = seed++;
+      run_attention_case(ctx, c);
+    }
+}
+
+TEST_F(Attention, SoftcapAndAlibi) {
+  AttnCase c;
+  c.seqs = kMixedSeqs;
+  c.causal = true;
+  c.softcap = 0.5f;
+  c.scale = 0.3f;
+  run_attention_case(ctx, c);
+  c.softcap = 0.0f;
+  c.alibi = true;
+  run_attention_case(ctx, c);
+  c.softcap = 2.0f;
+  c.window = 30;
+  run_attention_case(ctx, c);
+}
+
+TEST_F(Attention, BoolMaskWithHiddenRows) {
+  AttnCase c;
+  c.seqs = kMixedSeqs;
+  c.mask_type = VKATTN_MASK_BOOL;
+  auto st = run_attention_case(ctx, c);
+  EXPECT_GT(st.hidden_rows, 0) << "the case must include fully hidden rows";
+  EXPECT_GT(st.nan_keys, 0) << "the case must include NaN keys";
+  c.causal = true;
+  run_attention_case(ctx, c);
+}
+
+TEST_F(Attention, AdditiveMasks) {
+  for (vkattn_dtype mdt : {VKATTN_F32, VKATTN_F16, VKATTN_BF16}) {
+    AttnCase c;
+    c.seqs = kMixedSeqs;
+    c.mask_type = VKATTN_MASK_ADDITIVE;
+    c.mask_dt = mdt;
+    c.causal = mdt == VKATTN_F16;
+    auto st = run_attention_case(ctx, c);
+    EXPECT_GT(st.hidden_rows, 0);
+  }
+}
+
+TEST_F(Attention, EveryDtypePair) {
+  for (auto [q, kv] : kDtypePairs) {
+    AttnCase c;
+    c.seqs = kMixedSeqs;
+    c.causal = true;
+    c.qdt = q, c.kdt = kv;
+    c.d = 64;
+    run_attention_case(ctx, c);
+  }
+}
+
+TEST_F(Attention, PaddedLeftAndRight) {
+  for (bool left : {true, false}) {
+    AttnCase c;
+    c.padded = true;
+    c.left_pad = left;
+    c.pad_keys = 7;
+    c.seqs = {{12, 30}, {12, 30}, {12, 30}};
+    c.causal = true;
+    auto st = run_attention_case(ctx, c);
+    EXPECT_GT(st.nan_keys, 0);
+    c.causal = false;
+    c.mask_type = VKATTN_MASK_BOOL;
+    run_attention_case(ctx, c);
+  }
+}
+
+// More than 65535 loop iterations' worth of keys: lavapipe's loop cap.
+TEST_F(Attention, HundredThousandKeys) {
+  AttnCase c;
+  c.H = 8, c.Hkv = 2;
+  c.seqs = {{3, 100000}, {1, 70001}};
+  c.causal = true;
+  c.kdt = VKATTN_F16;
+  run_attention_case(ctx, c);
+}
+
+// Every variant any device may be given, forced through the environment.
+TEST_F(Attention, ForcedVariants) {
+  const std::vector<std::vector<std::pair<const char*, const char*>>> variants = {
+      {{"VKATTN_ATTN_UNROLL_D", "0"}},
+      {{"VKATTN_ATTN_UNROLL_D", "1"}, {"VKATTN_ATTN_ROWS", "2"}},
+      {{"VKATTN_ATTN_WG", "16"}, {"VKATTN_ATTN_ROWS", "1"}},
+      {{"VKATTN_ATTN_WG", "32"}, {"VKATTN_ATTN_ROWS", "2"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
+      {{"VKATTN_ATTN_ROWS", "16"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
+      {{"VKATTN_ATTN_BLOCK_KEYS", "1"}},
+      {{"VKATTN_ATTN_BLOCK_KEYS", "4"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
+      {{"VKATTN_ATTN_BLOCK_KEYS", "16"}, {"VKATTN_ATTN_ROWS", "2"}},
+      {{"VKATTN_ATTN_SCALAR_FETCH", "1"}},
+      {{"VKATTN_ATTN_SPLIT_KEYS", "40"}},
+      {{"VKATTN_ATTN_TARGET_ITEMS", "500"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
+  };
+  int seed = 50;
+  for (const auto& vars : variants) {
+    ScopedEnv env(vars);
+    std::string label;
+    for (auto [k, v] : vars) label += std::string(k) + "=" + v + " ";
+    SCOPED_TRACE(label);
+    AttnCase c;
+    c.d = 40;
+    c.seqs = kMixedSeqs;
+    c.causal = true;
+    c.window = 60;
+    c.mask_type = VKATTN_MASK_BOOL;
+    c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+    c.seed = seed++;
+    run_attention_case(ctx, c);
+    c.d = 59, c.dv = 23, c.mask_type = VKATTN_MASK_NONE, c.qdt = VKATTN_F32;
+    c.kdt = VKATTN_BF16, c.window = -1, c.alibi = true;
+    run_attention_case(ctx, c);
+  }
+}
+
+// The full product (label slow).
+TEST_F(Attention, SlowFullGrid) {
+  const int dims[] = {1, 8, 40, 59, 64, 80, 96, 111, 128, 192, 256};
+  uint32_t seed = 1000;
+  for (int d : dims)
+    for (auto [q, kv] : kDtypePairs)
+      for (int mask : {VKATTN_MASK_NONE, VKATTN_MASK_BOOL, VKATTN_MASK_ADDITIVE})
+        for (bool causal : {false, true}) {
+          AttnCase c;
+          c.d = d;
+          c.H = 8, c.Hkv = 2;
+          c.seqs = kMixedSeqs;
+          c.qdt = q, c.kdt = kv;
+          c.mask_type = mask;
+          c.mask_dt = q;
+          c.causal = causal;
+          c.window = (seed % 3 == 0) ? static_cast<int>(seed % 50) : -1;
+          c.seed = seed++;
+          run_attention_case(ctx, c);
+        }
+}
