@@ -97,8 +97,8 @@ vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
   if (kind_vec == 1u) {
     uvec4 w = fetch_texel(which, int(kr * ((dim + 3u) / 4u) + c));
     if (dt == DT_F32) return uintBitsToFloat(w);
-    return vec4(decode16(dt, w.x & 0xffffu), decode16(dt, w.x >> 16),
-                decode16(dt, w.y & 0xffffu), decode16(dt, w.y >> 16));
+    if (dt == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
   }
   vec4 r;
   [[unroll]] for (uint e = 0u; e < 4u; ++e) {

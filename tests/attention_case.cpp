@@ -41,37 +41,8 @@ TensorPtr make_tensor(vkattn_context* ctx, vkattn_dtype dt, std::vector<int64_t>
   return TensorPtr(t, &vkattn_tensor_destroy);
 }
 
-// Host floats -> device bytes of dtype dt (the values are already representable).
-std::vector<uint8_t> encode(vkattn_dtype dt, const std::vector<float>& x) {
-  std::vector<uint8_t> bytes(x.size() * vkattn_dtype_size(dt));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (dt == VKATTN_F32) {
-      std::memcpy(&bytes[i * 4], &x[i], 4);
-    } else {
-      uint16_t h = dt == VKATTN_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-      std::memcpy(&bytes[i * 2], &h, 2);
-    }
-  }
-  return bytes;
-}
-
-std::vector<float> decode(vkattn_dtype dt, const std::vector<uint8_t>& bytes) {
-  size_t es = vkattn_dtype_size(dt);
-  std::vector<float> x(bytes.size() / es);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (dt == VKATTN_F32) {
-      std::memcpy(&x[i], &bytes[i * 4], 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, &bytes[i * 2], 2);
-      x[i] = dt == VKATTN_F16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  }
-  return x;
-}
-
 void upload(vkattn_tensor* t, vkattn_dtype dt, const std::vector<float>& x) {
-  auto bytes = encode(dt, x);
+  auto bytes = encode_bytes(dt, x);
   ASSERT_EQ(vkattn_tensor_write(t, bytes.data(), bytes.size()), VKATTN_SUCCESS)
       << vkattn_last_error();
 }
@@ -80,7 +51,7 @@ std::vector<float> download(vkattn_tensor* t, vkattn_dtype dt) {
   std::vector<uint8_t> bytes(vkattn_tensor_nbytes(t));
   EXPECT_EQ(vkattn_tensor_read(t, bytes.data(), bytes.size()), VKATTN_SUCCESS)
       << vkattn_last_error();
-  return decode(dt, bytes);
+  return decode_bytes(dt, bytes);
 }
 
 }  // namespace

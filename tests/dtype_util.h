@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace vkattn_test {
 
@@ -85,6 +86,36 @@ inline double ulp_of(int dtype, double magnitude) {
   int e = 0;
   std::frexp(std::fmax(std::fabs(magnitude), min_normal), &e);  // value in [2^(e-1), 2^e)
   return std::ldexp(1.0, e - 1 - mant_bits);
+}
+
+// Floats (already representable) as the bytes of dtype 1/2/3 (f32/f16/bf16), and back.
+inline std::vector<uint8_t> encode_bytes(int dtype, const std::vector<float>& x) {
+  const size_t es = dtype == 1 ? 4 : 2;
+  std::vector<uint8_t> bytes(x.size() * es);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (dtype == 1) {
+      std::memcpy(&bytes[i * 4], &x[i], 4);
+    } else {
+      uint16_t h = dtype == 2 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(&bytes[i * 2], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+inline std::vector<float> decode_bytes(int dtype, const std::vector<uint8_t>& bytes) {
+  const size_t es = dtype == 1 ? 4 : 2;
+  std::vector<float> x(bytes.size() / es);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (dtype == 1) {
+      std::memcpy(&x[i], &bytes[i * 4], 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &bytes[i * 2], 2);
+      x[i] = dtype == 2 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return x;
 }
 
 }  // namespace vkattn_test

@@ -98,15 +98,7 @@ TEST_F(AttentionMerge, MinusInfinitySideAndNarrowTypes) {
                                  ref_lse.data());
     auto put = [&](const std::vector<float>& x) {
       vkattn_tensor* t = tensor(dt, {n, H, dv});
-      std::vector<uint8_t> bytes(x.size() * vkattn_dtype_size(dt));
-      for (size_t i = 0; i < x.size(); ++i) {
-        if (dt == VKATTN_F32) {
-          std::memcpy(&bytes[i * 4], &x[i], 4);
-        } else {
-          uint16_t h = dt == VKATTN_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-          std::memcpy(&bytes[i * 2], &h, 2);
-        }
-      }
+      std::vector<uint8_t> bytes = encode_bytes(dt, x);
       EXPECT_EQ(vkattn_tensor_write(t, bytes.data(), bytes.size()), VKATTN_SUCCESS);
       return t;
     };
@@ -121,15 +113,9 @@ TEST_F(AttentionMerge, MinusInfinitySideAndNarrowTypes) {
     ASSERT_EQ(vkattn_tensor_read(to, bytes.data(), bytes.size()), VKATTN_SUCCESS);
     std::vector<float> lo(rows);
     ASSERT_EQ(vkattn_tensor_read(tlo, lo.data(), rows * 4), VKATTN_SUCCESS);
+    std::vector<float> got = decode_bytes(dt, bytes);
     for (int i = 0; i < rows * dv; ++i) {
-      float g;
-      if (dt == VKATTN_F32) {
-        std::memcpy(&g, &bytes[i * 4], 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, &bytes[i * 2], 2);
-        g = dt == VKATTN_F16 ? f16_to_f32(h) : bf16_to_f32(h);
-      }
+      float g = got[i];
       int r = i / dv;
       bool one_side = std::isinf(la[r]) || std::isinf(lb[r]);
       double tol = one_side ? 0.0 : 0.5 * ulp_of(dt, std::fabs(ref[i])) + 2e-6;

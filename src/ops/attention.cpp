@@ -192,6 +192,21 @@ BoundBuffer host_upload(Recorder& rec, const void* data, uint64_t bytes) {
 
 }  // namespace
 
+namespace {
+// The descriptor and layout-independent checks both entry points share.
+AttentionCall start_call(Context& ctx, const vkattn_attention_desc* desc, Tensor* q, Tensor* k,
+                         Tensor* v, Tensor* out) {
+  AttentionCall c;
+  c.desc = check_attention_desc(desc);
+  c.q = q, c.k = k, c.v = v, c.out = out;
+  c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
+  c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
+  c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
+  check_tensors(ctx, c);
+  return c;
+}
+}  // namespace
+
 vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
   require(desc != nullptr, "desc is NULL");
   require(desc->struct_size == sizeof(vkattn_attention_desc), "desc->struct_size is ",
@@ -218,13 +233,7 @@ vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
 AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, uint32_t batch,
                                const int32_t* cu_q, const int32_t* cu_k, Tensor* q, Tensor* k,
                                Tensor* v, Tensor* out) {
-  AttentionCall c;
-  c.desc = check_attention_desc(desc);
-  c.q = q, c.k = k, c.v = v, c.out = out;
-  c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
-  c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
-  c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
-  check_tensors(ctx, c);
+  AttentionCall c = start_call(ctx, desc, q, k, v, out);
   const auto& d = c.desc;
   require(q->ndim() == 3, "q must be [total_q, H, d], got ", shape_str(*q));
   require(k->ndim() == 3, "k must be [total_k, Hkv, d], got ", shape_str(*k));
@@ -251,13 +260,7 @@ AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, 
 
 AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, Tensor* q,
                                Tensor* k, Tensor* v, const int32_t* key_mask, Tensor* out) {
-  AttentionCall c;
-  c.desc = check_attention_desc(desc);
-  c.q = q, c.k = k, c.v = v, c.out = out;
-  c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
-  c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
-  c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
-  check_tensors(ctx, c);
+  AttentionCall c = start_call(ctx, desc, q, k, v, out);
   const auto& d = c.desc;
   require(q->ndim() == 4, "q must be [B, Sq, H, d], got ", shape_str(*q));
   require(k->ndim() == 4, "k must be [B, Sk, Hkv, d], got ", shape_str(*k));
