@@ -204,7 +204,8 @@ VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* 
  * Submits and waits for recorded work that the read depends on. */
 VKATTN_API vkattn_status vkattn_tensor_read(vkattn_tensor* tensor, void* dst, size_t nbytes);
 
-/* Getters; a NULL tensor gives 0. shape: dims [0, ndim), -1 outside. */
+/* Getters. A NULL tensor gives 0 (dtype 0, ndim 0, nbytes 0); shape gives
+ * dims [0, ndim) and -1 outside that range or for NULL. */
 VKATTN_API vkattn_dtype vkattn_tensor_dtype(const vkattn_tensor* tensor);
 VKATTN_API uint32_t vkattn_tensor_ndim(const vkattn_tensor* tensor);
 VKATTN_API int64_t vkattn_tensor_shape(const vkattn_tensor* tensor, uint32_t dim);

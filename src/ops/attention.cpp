@@ -125,9 +125,9 @@ void check_limits(Context& ctx, const AttentionCall& c) {
     if (t && t->nbytes() > caps.max_storage_buffer_range)
       fail(VKATTN_ERROR_UNSUPPORTED, "a tensor of ", t->nbytes(),
            " bytes exceeds the device's maxStorageBufferRange ", caps.max_storage_buffer_range);
-  for (const Tensor* t : {c.k, c.v})
+  for (const Tensor* t : {c.q, c.k, c.v})
     if (static_cast<uint64_t>(t->numel()) > caps.max_texel_buffer_elements)
-      fail(VKATTN_ERROR_UNSUPPORTED, "k/v of ", t->numel(),
+      fail(VKATTN_ERROR_UNSUPPORTED, "q/k/v of ", t->numel(),
            " elements exceed the device's maxTexelBufferElements ", caps.max_texel_buffer_elements);
 }
 
