@@ -23,7 +23,7 @@ layout(constant_id = 3) const uint D = 64;   // head dim of q/k
 layout(constant_id = 4) const uint DV = 64;  // head dim of v/out
 layout(constant_id = 5) const uint QDT = DT_F32;
 layout(constant_id = 6) const uint KDT = DT_F32;
-layout(constant_id = 7) const uint KVEC = 1;  // 1: 4 elements per K texel
+layout(constant_id = 7) const uint KVEC = 1;  // elements per K texel: 0 -> 1, 1 -> 4, 2 -> 8
 layout(constant_id = 8) const uint VVEC = 1;  // 1: 4 elements per V texel
 layout(constant_id = 0) const uint WG = 8;
 // 1: unroll the head-dim loops too (fastest code, but lavapipe's compile
@@ -94,6 +94,14 @@ uvec4 fetch_texel(uint which, int t) {
 
 vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
   uint dt = which == 2u ? QDT : KDT;
+  if (kind_vec == 2u) {
+    // 16-bit data, dim % 8 == 0: one 16-byte texel holds 8 elements (slices
+    // c and c ^ 1 fetch the same texel; the compiler merges the fetches).
+    uvec4 w = fetch_texel(which, int(kr * (dim / 8u) + c / 2u));
+    uvec2 h = (c & 1u) != 0u ? w.zw : w.xy;
+    if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
+  }
   if (kind_vec == 1u) {
     uvec4 w = fetch_texel(which, int(kr * ((dim + 3u) / 4u) + c));
     if (dt == DT_F32) return uintBitsToFloat(w);

@@ -140,9 +140,16 @@ void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int6
           ", must equal the tensor's first dim ", total);
 }
 
-VkFormat texel_format(vkattn_dtype dt, bool vec) {
-  if (dt == VKATTN_F32) return vec ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
-  return vec ? VK_FORMAT_R32G32_UINT : VK_FORMAT_R16_UINT;
+// Texel width: 0 = one element, 1 = four elements, 2 = eight 16-bit elements.
+uint32_t texel_kind(vkattn_dtype dt, uint32_t dim, bool scalar) {
+  if (scalar || dim % 4 != 0) return 0;
+  return (dt != VKATTN_F32 && dim % 8 == 0) ? 2 : 1;
+}
+
+VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
+  if (kind == 2) return VK_FORMAT_R32G32B32A32_UINT;
+  if (dt == VKATTN_F32) return kind ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+  return kind ? VK_FORMAT_R32G32_UINT : VK_FORMAT_R16_UINT;
 }
 
 uint64_t texel_bytes(VkFormat f) {
@@ -159,8 +166,8 @@ uint64_t texel_bytes(VkFormat f) {
 }
 
 // A texel view of a whole tensor, or of the dummy buffer when it is empty.
-BoundBuffer texel_binding(Context& ctx, const Tensor& t, bool vec) {
-  VkFormat f = texel_format(t.dtype(), vec);
+BoundBuffer texel_binding(Context& ctx, const Tensor& t, uint32_t kind) {
+  VkFormat f = texel_format(t.dtype(), kind);
   const auto& buf = t.buffer() ? t.buffer() : ctx.dummy();
   uint64_t tb = texel_bytes(f);
   BoundBuffer b;
@@ -335,9 +342,9 @@ void record_attention(Context& ctx, const AttentionCall& c) {
     part_l.range = part_rows * 4;
   }
 
-  const bool kvec = !var.scalar_fetch && d.head_dim % 4 == 0;
-  const bool vvec = !var.scalar_fetch && d.head_dim_v % 4 == 0;
-  const bool qvec = kvec;
+  const uint32_t kvec = texel_kind(c.k->dtype(), d.head_dim, var.scalar_fetch);
+  const uint32_t vvec = texel_kind(c.v->dtype(), d.head_dim_v, var.scalar_fetch);
+  const uint32_t qvec = texel_kind(c.q->dtype(), d.head_dim, var.scalar_fetch);
   std::vector<uint32_t> spec = {var.wg,
                                 var.rows,
                                 var.block_keys,
@@ -345,10 +352,10 @@ void record_attention(Context& ctx, const AttentionCall& c) {
                                 d.head_dim_v,
                                 static_cast<uint32_t>(c.q->dtype()),
                                 static_cast<uint32_t>(c.k->dtype()),
-                                kvec ? 1u : 0u,
-                                vvec ? 1u : 0u,
+                                kvec,
+                                vvec,
                                 var.unroll_d ? 1u : 0u,
-                                qvec ? 1u : 0u};
+                                qvec};
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& fwd = pipes.get(kFwdLayout, spec);
   const Pipeline* combine = plan.combine.empty()
