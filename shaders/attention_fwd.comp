@@ -38,14 +38,12 @@ const uint TILE_ROWS = WG * R;
 const uint CK = (D4 % 4u == 0u) ? 4u : ((D4 % 2u == 0u) ? 2u : 1u);
 const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
 
-layout(std430, binding = 0) readonly buffer Q {
-  uint q_w[];
-};
+// q, k and v are read as texels: storage-buffer loads are scalarized per
+// lane (with a bounds check each) on lavapipe, which made unrolled q loads
+// compile for minutes, and are ~3x dearer at run time.
+layout(binding = 0) uniform usamplerBuffer q_tex;
 layout(binding = 1) uniform usamplerBuffer k_tex;
 layout(binding = 2) uniform usamplerBuffer v_tex;
-// q again, as texels: storage-buffer loads are scalarized per lane (with a
-// bounds check each) on lavapipe, which made unrolled q loads compile for minutes.
-layout(binding = 12) uniform usamplerBuffer q_tex;
 layout(std430, binding = 3) coherent buffer Out {
   uint out_w[];
 };

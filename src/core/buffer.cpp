@@ -48,12 +48,7 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible) : device_(devic
          ")");
   }
   r = vkBindBufferMemory(dev, buffer_, memory_, 0);
-  VkMemoryPropertyFlags flags;
-  {
-    VkPhysicalDeviceMemoryProperties mp;
-    vkGetPhysicalDeviceMemoryProperties(device.physical(), &mp);
-    flags = mp.memoryTypes[type].propertyFlags;
-  }
+  const VkMemoryPropertyFlags flags = device.memory_type_flags(type);
   if (r == VK_SUCCESS && (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
       (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
     r = vkMapMemory(dev, memory_, 0, VK_WHOLE_SIZE, 0, &mapped_);

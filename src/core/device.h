@@ -58,6 +58,9 @@ class Device {
   // preferring one that also has `preferred`; UINT32_MAX if none.
   uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
                             VkMemoryPropertyFlags preferred) const;
+  VkMemoryPropertyFlags memory_type_flags(uint32_t type) const {
+    return memory_.memoryTypes[type].propertyFlags;
+  }
 
  private:
   Device() = default;

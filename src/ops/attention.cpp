@@ -13,11 +13,10 @@ namespace {
 
 const KernelLayout kFwdLayout{
     "attention_fwd",
-    {BindingKind::kStorageBuffer, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
+    {BindingKind::kUniformTexel, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kUniformTexel},
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
     32};
 
 const KernelLayout kCombineLayout{
@@ -377,9 +376,10 @@ void record_attention(Context& ctx, const AttentionCall& c) {
                d.window_left,
                c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u};
   pipes.dispatch(rec, fwd,
-                 {storage(ctx, c.q), texel_binding(ctx, *c.k, kvec), texel_binding(ctx, *c.v, vvec),
+                 {texel_binding(ctx, *c.q, qvec), texel_binding(ctx, *c.k, kvec),
+                  texel_binding(ctx, *c.v, vvec),
                   storage(ctx, c.out), storage(ctx, c.lse), items, seqs, storage(ctx, c.mask),
-                  storage(ctx, c.alibi), key_valid, part_o, part_l, texel_binding(ctx, *c.q, qvec)},
+                  storage(ctx, c.alibi), key_valid, part_o, part_l},
                  &push, sizeof(push), plan.items.size());
   if (combine) {
     BoundBuffer citems =
