@@ -314,6 +314,102 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
                                                 vkattn_tensor* lse_b, vkattn_tensor* out,
                                                 vkattn_tensor* lse);
 
+/* ------------------------------------------------------------------------ */
+/* Paged KV cache and steps (continuous batching)                            */
+/* ------------------------------------------------------------------------ */
+
+/* A pool of pages; one page holds page_size tokens of K and V for every kv
+ * head of every layer: bytes per page = num_layers x page_size x
+ * num_kv_heads x (head_dim + head_dim_v) x dtype size (each layer's K and V
+ * block rounded up to 16 bytes). Sequences are named by caller-chosen
+ * int64 ids and own a list of pages; pages are reference counted, so a
+ * forked sequence shares its source's pages until one side appends into a
+ * shared partial page (that page alone is then copied, on the device).
+ * Pools larger than the device's maxStorageBufferRange are split across
+ * several buffers, each page in exactly one of them. */
+typedef struct vkattn_kv_cache vkattn_kv_cache;
+/* One open step of a cache: the sequences that take part and their new
+ * token counts, with room reserved for those tokens. */
+typedef struct vkattn_step vkattn_step;
+
+typedef struct vkattn_kv_cache_desc {
+  uint32_t struct_size;  /* sizeof(vkattn_kv_cache_desc); 0 is rejected */
+  uint32_t num_layers;   /* >= 1 */
+  uint32_t num_kv_heads; /* Hkv >= 1 */
+  uint32_t head_dim;     /* d, 1..256 */
+  uint32_t head_dim_v;   /* dv, 1..256; 0 = head_dim */
+  uint32_t page_size;    /* tokens per page, >= 1 (default 16) */
+  uint32_t num_pages;    /* pages in the pool, >= 1 */
+  vkattn_dtype dtype;    /* f32, f16 or bf16 (default f16) */
+  uint32_t reserved[4];  /* must be 0 */
+} vkattn_kv_cache_desc;
+
+/* Defaults: page_size 16, dtype f16, head_dim_v 0; the rest 0 (must be set). */
+VKATTN_API void vkattn_kv_cache_desc_init(vkattn_kv_cache_desc* desc);
+/* Allocates the page pool (device memory, not initialized). */
+VKATTN_API vkattn_status vkattn_kv_cache_create(vkattn_context* ctx,
+                                                const vkattn_kv_cache_desc* desc,
+                                                vkattn_kv_cache** out);
+/* NULL is accepted. An open step keeps its cache alive until it is
+ * committed or aborted. */
+VKATTN_API void vkattn_kv_cache_destroy(vkattn_kv_cache* cache);
+/* Committed tokens of a sequence; 0 if it does not exist. */
+VKATTN_API vkattn_status vkattn_kv_cache_length(vkattn_kv_cache* cache, int64_t seq_id,
+                                                int32_t* out);
+/* Frees the sequence's pages (shared pages stay while referenced). Unknown
+ * ids are INVALID_ARGUMENT. Rejected while a step is open. */
+VKATTN_API vkattn_status vkattn_kv_cache_remove(vkattn_kv_cache* cache, int64_t seq_id);
+/* dst (a new id) shares every page of src; nothing is copied. Rejected
+ * while a step is open. */
+VKATTN_API vkattn_status vkattn_kv_cache_fork(vkattn_kv_cache* cache, int64_t src, int64_t dst);
+/* Drops the tail: 0 <= new_length <= length (rejected speculative tokens).
+ * Pages past the new length are released; a kept shared partial page stays
+ * shared and is copied at the next append. Rejected while a step is open. */
+VKATTN_API vkattn_status vkattn_kv_cache_truncate(vkattn_kv_cache* cache, int64_t seq_id,
+                                                  int32_t new_length);
+/* Pages referenced by no sequence and not reserved by an open step. */
+VKATTN_API vkattn_status vkattn_kv_cache_num_free_pages(vkattn_kv_cache* cache, uint32_t* out);
+/* Host copy of committed tokens [start, start + count) of one layer, in the
+ * cache dtype: k_dst [count, Hkv, d] (k_bytes exactly that), v_dst
+ * [count, Hkv, dv]. Waits for recorded work that writes the cache. */
+VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t layer,
+                                              int64_t seq_id, int32_t start, int32_t count,
+                                              void* k_dst, size_t k_bytes, void* v_dst,
+                                              size_t v_bytes);
+
+/* Opens a step over a packed batch: num_seqs distinct ids, each bringing
+ * num_new_tokens[i] >= 0 tokens (unknown ids start new sequences at length
+ * 0). Reserves every page the new tokens need, including copies of shared
+ * partial last pages. VKATTN_ERROR_CACHE_FULL (or any failure) leaves the
+ * cache exactly as it was. One open step per cache. The batch order of the
+ * step is the order of seq_ids: new tokens of all layers' tensors are packed
+ * in that order. */
+VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_seqs,
+                                           const int64_t* seq_ids, const int32_t* num_new_tokens,
+                                           vkattn_step** out);
+/* Writes the step's new tokens of one layer at positions [len, len + t) of
+ * each sequence, converted to the cache dtype (round to nearest even):
+ * k_new [total_new, Hkv, d], v_new [total_new, Hkv, dv], f32/f16/bf16.
+ * One dispatch (plus the device-side copy of shared pages, at the first
+ * append of the step). Appending a layer twice overwrites it. */
+VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer,
+                                            vkattn_tensor* k_new, vkattn_tensor* v_new);
+/* Attention of the step's queries q [total_new, H, d] over the len + t
+ * tokens of their sequence in this layer (append the layer first): out
+ * [total_new, H, dv] in q's dtype, desc->lse [total_new, H] f32. Causal is
+ * bottom-right (u = len + t); window, softcap, ALiBi and masks as in
+ * vkattn_attention_varlen (mask: per sequence t x (len + t), in step order);
+ * desc->num_kv_heads, head_dim and head_dim_v must match the cache. The
+ * desc may differ per layer. */
+VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
+                                               const vkattn_attention_desc* desc,
+                                               vkattn_tensor* q, vkattn_tensor* out);
+/* Lengths advance by the step's token counts; frees the step. */
+VKATTN_API vkattn_status vkattn_step_commit(vkattn_step* step);
+/* Frees the step; lengths and pages are as before vkattn_step_begin (tokens
+ * appended by the step are dropped). NULL is accepted. */
+VKATTN_API void vkattn_step_abort(vkattn_step* step);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
