@@ -2,6 +2,8 @@
 // Second pass of split-KV attention: merges the partial results (outputs
 // normalized per split, with their lse) of every split of a tile by lse and
 // writes out/lse. One workgroup per tile; lanes stride over its rows.
+// Combine item: slot = first partial row of split 0, k_begin = partial rows
+// between two splits, n_slots = splits (see src/ops/attention_plan.h).
 #extension GL_GOOGLE_include_directive : require
 #include "attention_common.glsl"
 
@@ -31,22 +33,23 @@ void main() {
   Seq sq = seqs[it.seq];
   uint G = pc.num_heads / pc.num_kv_heads;
   uint DV = pc.dv;
+  uint stride = it.k_begin;  // partial rows between two splits
   for (uint lr = gl_LocalInvocationID.x; lr < pc.tile_rows; lr += 64u) {
     uint r = it.row0 + lr;
     if (r >= sq.t * G) break;
     float mx = NEG_INF;
-    for (uint s = 0u; s < it.n_slots; ++s) mx = max(mx, part_lse[(it.slot + s) * pc.tile_rows + lr]);
+    for (uint s = 0u; s < it.n_slots; ++s) mx = max(mx, part_lse[it.slot + s * stride + lr]);
     float total = 0.0;
     if (mx != NEG_INF)
       for (uint s = 0u; s < it.n_slots; ++s)
-        total += exp(part_lse[(it.slot + s) * pc.tile_rows + lr] - mx);
+        total += exp(part_lse[it.slot + s * stride + lr] - mx);
     uint orow = (sq.q_off + r / G) * pc.num_heads + it.kv_head * G + r % G;
     uint base = orow * DV;
     for (uint e = 0u; e < DV; ++e) {
       float o = 0.0;
       if (mx != NEG_INF) {
         for (uint s = 0u; s < it.n_slots; ++s) {
-          uint prow = (it.slot + s) * pc.tile_rows + lr;
+          uint prow = it.slot + s * stride + lr;
           float w = exp(part_lse[prow] - mx) / total;
           // A split that saw no key has weight 0 and is skipped, not multiplied.
           if (w > 0.0) o += w * part_o[prow * DV + e];

@@ -3,7 +3,10 @@
 //
 // One workgroup per work item (sequence, kv head, tile of rows, key range);
 // rows are (query token, query head of the GQA group) pairs, so every head
-// that shares the kv head is served by the same K/V fetches. Each lane owns
+// that shares the kv head is served by the same K/V fetches. Decode mode
+// (item.n_slots = WG): the tile has at most R rows, every lane holds all of
+// them and takes every WG-th block of keys (flash-decoding inside the
+// workgroup), writing its own partial for attention_combine.comp. Each lane owns
 // R rows: their q and f32 accumulators live in registers; keys come in
 // blocks of BK: R x BK scores, one online-softmax update per block, then
 // P.V. No score matrix in memory. Loops over head dims, rows and the block
@@ -200,6 +203,9 @@ void main() {
   Seq sq = seqs[it.seq];
   const uint G = pc.num_heads / pc.num_kv_heads;
   const uint lane = gl_LocalInvocationID.x;
+  // Lanes that share rows and split the keys (decode mode: all of them).
+  const uint LK = max(it.n_slots, 1u);
+  const uint sub = lane % LK, grp = lane / LK;
   const uint nrows = sq.t * G;
 
   // Straight-line code wherever possible: branches inside unrolled loops
@@ -212,7 +218,7 @@ void main() {
   uint tok[R], head[R];
   bool row_ok[R];
   [[unroll]] for (uint i = 0u; i < R; ++i) {
-    uint r = it.row0 + lane * R + i;
+    uint r = it.row0 + grp * R + i;
     row_ok[i] = r < nrows;
     r = row_ok[i] ? r : 0u;
     tok[i] = r / G;
@@ -232,7 +238,7 @@ void main() {
 
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
-  for (uint kb = it.k_begin; kb < it.k_end; kb += BK) {
+  for (uint kb = it.k_begin + sub * BK; kb < it.k_end; kb += BK * LK) {
     // Scores of R rows x BK keys.
     float s[R * BK];
     [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;
@@ -346,7 +352,7 @@ void main() {
       float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
       float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
       if (it.slot != NO_SLOT) {
-        uint prow = it.slot * TILE_ROWS + lane * R + i;
+        uint prow = it.slot + (sub * (WG / LK) + grp) * R + i;
         if (UNROLL_D != 0u) {
           [[unroll]] for (uint c = 0u; c < DV4; ++c) PART_STORE(i, c)
         } else {

@@ -198,6 +198,8 @@ TEST_F(Attention, ForcedVariants) {
       {{"VKATTN_ATTN_SCALAR_FETCH", "1"}},
       {{"VKATTN_ATTN_SPLIT_KEYS", "40"}},
       {{"VKATTN_ATTN_TARGET_ITEMS", "500"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
+      {{"VKATTN_ATTN_DECODE_MIN_KEYS", "0"}},
+      {{"VKATTN_ATTN_DECODE_MIN_KEYS", "1"}, {"VKATTN_ATTN_SPLIT_KEYS", "24"}},
   };
   int seed = 50;
   for (const auto& vars : variants) {
@@ -217,6 +219,39 @@ TEST_F(Attention, ForcedVariants) {
     c.d = 59, c.dv = 23, c.mask_type = VKATTN_MASK_NONE, c.qdt = VKATTN_F32;
     c.kdt = VKATTN_BF16, c.window = -1, c.alibi = true;
     run_attention_case(ctx, c);
+  }
+}
+
+// Decode mode (flash-decoding inside a workgroup: every lane holds all rows
+// of the tile and takes every WG-th key block, partials merged by lse):
+// GQA groups of 1..8 rows, lengths around the block and chunk boundaries,
+// masks and windows, at the default and forced workgroup sizes.
+TEST_F(Attention, DecodeMode) {
+  const std::vector<std::vector<std::pair<const char*, const char*>>> variants = {
+      {},
+      {{"VKATTN_ATTN_WG", "16"}},
+      {{"VKATTN_ATTN_WG", "4"}, {"VKATTN_ATTN_BLOCK_KEYS", "4"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
+      {{"VKATTN_ATTN_SPLIT_KEYS", "64"}, {"VKATTN_ATTN_DECODE_MIN_KEYS", "1"}},
+  };
+  uint32_t seed = 300;
+  for (const auto& vars : variants) {
+    ScopedEnv env(vars);
+    std::string label;
+    for (auto [k, v] : vars) label += std::string(k) + "=" + v + " ";
+    SCOPED_TRACE(label);
+    for (auto [H, Hkv] : {std::pair<int, int>{8, 1}, {8, 2}, {3, 3}}) {
+      AttnCase c;
+      c.H = H, c.Hkv = Hkv, c.d = 64;
+      c.seqs = {{1, 4096}, {1, 1}, {1, 255}, {1, 257}, {1, 1000}, {2, 70}};
+      if (H / Hkv > 4) c.seqs.pop_back();  // 2 tokens x 8 heads: more rows than R
+      c.causal = true;
+      c.qdt = VKATTN_F32, c.kdt = VKATTN_F16;
+      c.seed = seed++;
+      run_attention_case(ctx, c);
+      c.window = 300, c.mask_type = VKATTN_MASK_ADDITIVE, c.d = 40, c.dv = 24;
+      c.qdt = VKATTN_BF16, c.kdt = VKATTN_BF16, c.seed = seed++;
+      run_attention_case(ctx, c);
+    }
   }
 }
 

@@ -10,7 +10,7 @@ using namespace vkattn;
 namespace {
 PlanShape shape(uint32_t group, bool causal, int32_t window, uint32_t tile_rows,
                 uint32_t max_keys) {
-  return PlanShape{group, 2, causal, window, tile_rows, max_keys, 64, 1, 1};
+  return PlanShape{group, 2, causal, window, tile_rows, tile_rows, 1, 0, max_keys, 64, 1, 1};
 }
 }  // namespace
 
@@ -42,7 +42,7 @@ TEST(AttentionPlan, LongRangesSplitAndCombine) {
   int32_t cq[3] = {0, 1, 3}, ck[3] = {0, 1000, 1010};
   Plan p = build_plan(shape(4, false, -1, 8, 300), 2, cq, ck);
   // Sequence 0: 1000 keys -> 4 splits per kv head; sequence 1: 10 keys, no split.
-  EXPECT_EQ(p.num_slots, 8u);
+  EXPECT_EQ(p.part_rows, 8u * 8u);  // 8 splits of 8-row tiles
   EXPECT_EQ(p.combine.size(), 2u);
   for (const auto& c : p.combine) EXPECT_EQ(c.n_slots, 4u);
   uint64_t covered = 0;

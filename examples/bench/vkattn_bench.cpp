@@ -194,6 +194,117 @@ void run_attention(vkattn_context* ctx, const AttnBench& b, const Peaks& peaks) 
   if (!(err <= tol)) std::exit(2);
 }
 
+// One layer of a continuous-batching step over a paged cache (Hkv heads,
+// f16, 16-token pages): `decodes` sequences of `cached` tokens bring one
+// token each, plus one prefill chunk of `chunk` tokens over `chunk_cached`
+// cached tokens. The cache is filled first (appends only); the step's
+// attention is verified against the reference, then append and attention
+// are timed separately.
+struct StepBench {
+  const char* name;
+  int decodes, cached, chunk, chunk_cached, H, Hkv, d;
+};
+
+void run_step(vkattn_context* ctx, const StepBench& b, const Peaks& peaks) {
+  std::mt19937 rng(7);
+  auto rnd = [&] { return static_cast<float>(static_cast<int>(rng() % 2049) - 1024) / 1024.0f; };
+  std::vector<int64_t> ids;
+  std::vector<int32_t> len, t;
+  for (int i = 0; i < b.decodes; ++i) ids.push_back(i), len.push_back(b.cached), t.push_back(1);
+  if (b.chunk) ids.push_back(1000), len.push_back(b.chunk_cached), t.push_back(b.chunk);
+  const size_t B = ids.size();
+  int64_t pages = 0, total_new = 0;
+  for (size_t i = 0; i < B; ++i) pages += (len[i] + t[i] + 15) / 16, total_new += t[i];
+  vkattn_kv_cache_desc kd;
+  vkattn_kv_cache_desc_init(&kd);
+  kd.num_layers = 1, kd.num_kv_heads = b.Hkv, kd.head_dim = b.d, kd.num_pages = pages + 1;
+  vkattn_kv_cache* cache;
+  check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
+  const int64_t row = int64_t(b.Hkv) * b.d;
+  // Host copies of every sequence's K/V (exact in f16), for the reference.
+  std::vector<std::vector<float>> hk(B), hv(B);
+  auto append = [&](vkattn_step* st, const std::vector<int32_t>& n,
+                    const std::vector<int32_t>& at) {
+    int64_t tot = 0;
+    for (int32_t x : n) tot += x;
+    std::vector<uint16_t> k16(tot * row), v16(tot * row);
+    int64_t r = 0;
+    for (size_t i = 0; i < B; ++i)
+      for (int j = 0; j < n[i]; ++j, ++r)
+        for (int64_t e = 0; e < row; ++e) {
+          float kx = rnd(), vx = rnd();
+          k16[r * row + e] = to_f16(kx), v16[r * row + e] = to_f16(vx);
+          hk[i].resize(std::max<size_t>(hk[i].size(), (at[i] + j + 1) * row));
+          hv[i].resize(hk[i].size());
+          hk[i][(at[i] + j) * row + e] = kx, hv[i][(at[i] + j) * row + e] = vx;
+        }
+    int64_t shape[3] = {tot, b.Hkv, b.d};
+    vkattn_tensor *k, *v;
+    check(vkattn_tensor_create(ctx, VKATTN_F16, 3, shape, &k), "tensor_create");
+    check(vkattn_tensor_create(ctx, VKATTN_F16, 3, shape, &v), "tensor_create");
+    check(vkattn_tensor_write(k, k16.data(), k16.size() * 2), "write");
+    check(vkattn_tensor_write(v, v16.data(), v16.size() * 2), "write");
+    check(vkattn_step_append(st, 0, k, v), "step_append");
+    return std::make_pair(k, v);
+  };
+  {  // Fill the cache.
+    vkattn_step* st;
+    check(vkattn_step_begin(cache, B, ids.data(), len.data(), &st), "step_begin");
+    auto kv = append(st, len, std::vector<int32_t>(B, 0));
+    check(vkattn_step_commit(st), "step_commit");
+    vkattn_tensor_destroy(kv.first), vkattn_tensor_destroy(kv.second);
+  }
+  vkattn_step* st;
+  check(vkattn_step_begin(cache, B, ids.data(), t.data(), &st), "step_begin");
+  auto kv = append(st, t, len);
+  std::vector<float> q(total_new * b.H * b.d);
+  for (auto& e : q) e = rnd();
+  int64_t qs[3] = {total_new, b.H, b.d};
+  vkattn_tensor *tq, *to;
+  check(vkattn_tensor_create(ctx, VKATTN_F32, 3, qs, &tq), "tensor_create");
+  check(vkattn_tensor_create(ctx, VKATTN_F32, 3, qs, &to), "tensor_create");
+  check(vkattn_tensor_write(tq, q.data(), q.size() * 4), "write");
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = b.H, desc.num_kv_heads = b.Hkv, desc.head_dim = b.d, desc.causal = 1;
+  auto record = [&] { check(vkattn_step_attention(st, 0, &desc, tq, to), "step_attention"); };
+  record();
+  std::vector<float> out(q.size()), ref(q.size());
+  check(vkattn_tensor_read(to, out.data(), out.size() * 4), "read");
+  std::vector<int32_t> cu_q(B + 1, 0), cu_k(B + 1, 0);
+  std::vector<float> rk, rv;
+  for (size_t i = 0; i < B; ++i) {
+    cu_q[i + 1] = cu_q[i] + t[i], cu_k[i + 1] = cu_k[i] + len[i] + t[i];
+    rk.insert(rk.end(), hk[i].begin(), hk[i].end());
+    rv.insert(rv.end(), hv[i].begin(), hv[i].end());
+  }
+  vkattn::ref::AttentionParams p;
+  p.num_heads = b.H, p.num_kv_heads = b.Hkv, p.head_dim = b.d, p.causal = true;
+  vkattn::ref::attention_varlen(p, B, cu_q.data(), cu_k.data(), q.data(), rk.data(), rv.data(),
+                                ref.data(), nullptr);
+  double err = 0;
+  for (size_t i = 0; i < out.size(); ++i) err = std::max(err, double(std::fabs(out[i] - ref[i])));
+  double ms = time_gpu(ctx, record);
+  double append_ms =
+      time_gpu(ctx, [&] { check(vkattn_step_append(st, 0, kv.first, kv.second), "append"); });
+  double pairs = 0, kv_bytes = 0;
+  for (size_t i = 0; i < B; ++i) {
+    for (int j = 0; j < t[i]; ++j) pairs += len[i] + j + 1;
+    kv_bytes += 2.0 * (len[i] + t[i]) * row * 2;
+  }
+  double flops = pairs * b.H * 4.0 * b.d;
+  std::printf(
+      "%-34s %9.3f ms  %7.1f GFLOP/s (%4.1f%% of FMA peak)  %6.2f GB/s K/V (%4.1f%% of read peak)"
+      "  max err %.2e %s  append %.3f ms\n",
+      b.name, ms, flops / (ms * 1e6), 100.0 * flops / (ms * 1e6) / peaks.gflops,
+      kv_bytes / (ms * 1e6), 100.0 * kv_bytes / (ms * 1e6) / peaks.gbps, err,
+      err <= 1e-4 ? "ok" : "WRONG", append_ms);
+  vkattn_step_abort(st);
+  for (auto* x : {tq, to, kv.first, kv.second}) vkattn_tensor_destroy(x);
+  vkattn_kv_cache_destroy(cache);
+  if (!(err <= 1e-4)) std::exit(2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,6 +341,14 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     run_attention(ctx, c, peaks);
+  }
+  const StepBench steps[] = {
+      {"step_decode_b16_2048_h32_kv8_d128", 16, 2048, 0, 0, 32, 8, 128},
+      {"step_mixed_12x1024_chunk256_h32_kv8", 12, 1024, 256, 512, 32, 8, 128},
+  };
+  for (const auto& c : steps) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    run_step(ctx, c, peaks);
   }
   vkattn_context_destroy(ctx);
   return 0;

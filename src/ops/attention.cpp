@@ -388,9 +388,9 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
         std::max<uint32_t>(max_rows, static_cast<uint32_t>(c.cu_q[b + 1] - c.cu_q[b]) * group);
   pp->var = choose_attention_variant(ctx.device(), d.head_dim, d.head_dim_v, max_rows);
   const AttentionVariant& var = pp->var;
-  PlanShape shape{group,         d.num_kv_heads,   d.causal != 0,
-                  d.window_left, var.tile_rows(),  var.max_keys,
-                  var.max_slots, var.target_items, var.min_split_keys};
+  PlanShape shape{group,           d.num_kv_heads, d.causal != 0,    d.window_left,
+                  var.tile_rows(), var.rows,       var.wg,           var.decode_min_keys,
+                  var.max_keys,    var.max_slots,  var.target_items, var.min_split_keys};
 
   std::vector<uint32_t> table;
   std::vector<std::vector<KeySegment>> segments;
@@ -501,14 +501,14 @@ void record_attention(Context& ctx, const AttentionCall& c) {
   if (c.lse) flags |= kFlagWriteLse;
 
   // Partial results of split key ranges, in the context's scratch buffer.
-  const uint64_t part_rows = static_cast<uint64_t>(plan.num_slots) * var.tile_rows();
+  const uint64_t part_rows = plan.part_rows;
   const uint64_t part_o_bytes = part_rows * d.head_dim_v * 4;
   const uint64_t part_bytes = ((part_o_bytes + 255) / 256) * 256 + part_rows * 4;
   if (part_bytes > ctx.device().caps().max_storage_buffer_range)
     fail(VKATTN_ERROR_UNSUPPORTED, "split-KV partials need ", part_bytes,
          " bytes, above the device's range");
   BoundBuffer part_o = storage(ctx, nullptr), part_l = storage(ctx, nullptr);
-  if (plan.num_slots) {
+  if (plan.part_rows) {
     auto scratch = ctx.scratch(part_bytes);
     part_o.buffer = scratch;
     part_o.range = std::max<uint64_t>(part_o_bytes, 4);

@@ -53,8 +53,15 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const i
   if (!tiles.empty() && tiles.size() < s.target_items)
     parallel_split = ceil_div(s.target_items, tiles.size());
   for (const Tile& t : tiles) {
-    uint64_t range = t.k_end - t.k_begin;
-    uint64_t n = std::max<uint64_t>(1, ceil_div(range, s.max_keys));
+    const uint64_t range = t.k_end - t.k_begin;
+    const uint64_t rows = std::min<uint64_t>(
+        s.tile_rows, static_cast<uint64_t>(plan.seqs[t.seq].t) * s.group - t.row0);
+    // Decode mode: the tile's rows fit one lane, so the lanes split the keys.
+    const bool decode =
+        s.decode_min_keys > 0 && s.wg > 1 && rows <= s.rows_per_lane && range >= s.decode_min_keys;
+    const uint32_t lanes = decode ? s.wg : 1;
+    const uint64_t max_keys = static_cast<uint64_t>(s.max_keys) * lanes;
+    uint64_t n = std::max<uint64_t>(1, ceil_div(range, max_keys));
     uint64_t by_parallel =
         std::min<uint64_t>(parallel_split, std::max<uint64_t>(1, range / s.min_split_keys));
     n = std::max(n, by_parallel);
@@ -68,27 +75,32 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const i
       }
     }
     if (pieces.empty()) pieces.push_back({t.k_begin, t.k_end, 0});
-    uint64_t total = 0;
+    uint64_t items = 0;
     for (const KeySegment& g : pieces)
-      total += ceil_div(std::max<uint64_t>(1, g.end - g.begin), chunk);
-    if (total > s.max_slots)
-      fail(VKATTN_ERROR_UNSUPPORTED, "a sequence with ", range, " visible keys needs ", total,
+      items += ceil_div(std::max<uint64_t>(1, g.end - g.begin), chunk);
+    const uint64_t splits = items * lanes;
+    if (splits > s.max_slots)
+      fail(VKATTN_ERROR_UNSUPPORTED, "a sequence with ", range, " visible keys needs ", splits,
            " key splits; at most ", s.max_slots, " x ", s.max_keys,
            " keys per query are supported");
-    if (total == 1) {
+    if (splits == 1) {
       plan.items.push_back(
-          {t.seq, t.kv_head, t.row0, kNoSlot, pieces[0].begin, pieces[0].end, 0, pieces[0].buffer});
+          {t.seq, t.kv_head, t.row0, kNoSlot, pieces[0].begin, pieces[0].end, 1, pieces[0].buffer});
       continue;
     }
-    uint32_t first = plan.num_slots;
+    // Rows between the partials of two splits: a whole tile, or R in decode mode.
+    const uint32_t stride = decode ? s.rows_per_lane : s.tile_rows;
+    const uint32_t first = plan.part_rows;
     for (const KeySegment& g : pieces) {
-      for (uint64_t b = g.begin; b < g.end; b += chunk) {
+      for (uint64_t b = g.begin; b < std::max<uint64_t>(g.end, g.begin + 1); b += chunk) {
         uint32_t e = static_cast<uint32_t>(std::min<uint64_t>(g.end, b + chunk));
-        plan.items.push_back(
-            {t.seq, t.kv_head, t.row0, plan.num_slots++, static_cast<uint32_t>(b), e, 0, g.buffer});
+        plan.items.push_back({t.seq, t.kv_head, t.row0, plan.part_rows, static_cast<uint32_t>(b), e,
+                              lanes, g.buffer});
+        plan.part_rows += stride * lanes;
       }
     }
-    plan.combine.push_back({t.seq, t.kv_head, t.row0, first, 0, 0, plan.num_slots - first, 0});
+    plan.combine.push_back(
+        {t.seq, t.kv_head, t.row0, first, stride, 0, static_cast<uint32_t>(splits), 0});
   }
   // By buffer (one dispatch each), heaviest first within a buffer, so the
   // device's last workgroups are short ones.

@@ -25,6 +25,13 @@ enum AttentionFlags : uint32_t {
 constexpr uint32_t kNoSlot = 0xffffffffu;
 
 // std430 records shared with the shaders (struct Item / struct Seq).
+// Forward items: `slot` is the first partial row (kNoSlot: write out
+// directly), `n_slots` the lanes that share the tile's rows and split its
+// keys (0/1: each lane owns R rows; the workgroup size: decode mode, every
+// lane serves all rows of the tile over a 1/WG share of the keys and writes
+// its own partial at slot + lane * R). Combine items: `slot` is the first
+// partial row of split 0, `k_begin` the rows between splits, `n_slots` the
+// splits.
 struct PlanItem {
   uint32_t seq, kv_head, row0, slot;
   uint32_t k_begin, k_end, n_slots, buffer;
@@ -39,19 +46,22 @@ struct PlanShape {
   uint32_t group;  // H / Hkv: query heads per kv head
   uint32_t num_kv_heads;
   bool causal;
-  int32_t window_left;      // -1: none
-  uint32_t tile_rows;       // rows (token, head) per work item
-  uint32_t max_keys;        // keys per work item at most (loop cap)
-  uint32_t max_slots;       // splits per tile at most (combine loop cap)
-  uint32_t target_items;    // split key ranges further while fewer items than this
-  uint32_t min_split_keys;  // ... but never into chunks below this
+  int32_t window_left;       // -1: none
+  uint32_t tile_rows;        // rows (token, head) per work item
+  uint32_t rows_per_lane;    // R: a tile with at most R rows may run in decode mode
+  uint32_t wg;               // lanes per workgroup
+  uint32_t decode_min_keys;  // decode mode for key ranges at least this long (0: never)
+  uint32_t max_keys;         // keys per work item at most (loop cap)
+  uint32_t max_slots;        // splits per tile at most (combine loop cap)
+  uint32_t target_items;     // split key ranges further while fewer items than this
+  uint32_t min_split_keys;   // ... but never into chunks below this
 };
 
 struct Plan {
   std::vector<PlanSeq> seqs;
   std::vector<PlanItem> items;    // heaviest first
-  std::vector<PlanItem> combine;  // tiles to merge (slot = first, n_slots)
-  uint32_t num_slots = 0;         // partial rows = num_slots * tile_rows
+  std::vector<PlanItem> combine;  // tiles to merge
+  uint32_t part_rows = 0;         // partial rows written by split items
 };
 
 // Keys [begin, end) of a sequence that live in pool buffer `buffer` (paged

@@ -34,8 +34,13 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   uint32_t d4 = (std::max(head_dim, head_dim_v) + 3) / 4;
   v.unroll_d = d4 <= 32;
   v.rows = v.unroll_d ? (d4 <= 16 ? 8 : 4) : 8;
-  // Few rows (decode): do not run lanes that would own no row.
-  v.rows = std::min(v.rows, pow2_at_least((max_rows + v.wg - 1) / v.wg));
+  // Few rows (decode): every lane holds all rows of a tile and the lanes
+  // split the keys (decode mode), so R covers the rows of a tile; otherwise
+  // do not run lanes that would own no row.
+  if (max_rows <= v.rows)
+    v.rows = pow2_at_least(std::max(max_rows, 1u));
+  else
+    v.rows = std::min(v.rows, pow2_at_least((max_rows + v.wg - 1) / v.wg));
   v.block_keys = 8;
   uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
   v.target_items = cpu ? 4 * threads : 256;
@@ -47,6 +52,12 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   v.unroll_d = env_uint("VKATTN_ATTN_UNROLL_D", v.unroll_d ? 1 : 0) != 0;
   v.max_keys = env_uint("VKATTN_ATTN_SPLIT_KEYS", v.max_keys);
   v.target_items = env_uint("VKATTN_ATTN_TARGET_ITEMS", v.target_items);
+  // Decode mode pays a partial per lane and a combine pass: worth it once
+  // every lane gets a few key blocks.
+  v.decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", 4 * v.wg * v.block_keys);
+  // Decode-mode items write one partial per lane: allow 8 chunks of a
+  // workgroup's lanes, within the combine pass's loop budget (lavapipe).
+  v.max_slots = std::max(64u, std::min(8 * v.wg, 60000 / (head_dim_v + 2)));
   if (v.wg < 1 || v.wg > caps.max_workgroup_invocations || v.rows < 1 || v.rows > 32 ||
       v.block_keys < 1 || v.block_keys > 64 || v.max_keys < 1)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range (wg ", v.wg, ", rows ",
