@@ -1,0 +1,1 @@
+/* Paged KV cache and steps: KvCache and Step (see vkattn.i). */
