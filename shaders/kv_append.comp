@@ -1,0 +1,73 @@
+#version 450
+// vkattn_step_append: writes the new tokens of one layer into their pages,
+// converted to the cache dtype (round to nearest even; same dtype = the
+// same bits). One invocation per unit of one (token, kv head) row of K or
+// V: a 32-bit word of a 16-bit cache row of even length, else one element
+// (odd 16-bit rows share words with their neighbours: atomics).
+#extension GL_GOOGLE_include_directive : require
+#include "attention_common.glsl"
+
+layout(local_size_x = 64) in;
+
+layout(std430, binding = 0) coherent buffer Pool {
+  uint pool[];
+};
+layout(std430, binding = 1) readonly buffer KNew {
+  uint k_new[];
+};
+layout(std430, binding = 2) readonly buffer VNew {
+  uint v_new[];
+};
+// Per token of this pool buffer: (row in k_new/v_new, local page * page_size + slot).
+layout(std430, binding = 3) readonly buffer Jobs {
+  uvec2 jobs[];
+};
+
+layout(push_constant) uniform Push {
+  uint n_units;
+  uint hkv;
+  uint d;
+  uint dv;
+  uint uk;  // units per K row
+  uint uv;  // units per V row
+  uint page_size;
+  uint page_elems;  // elements per page (all layers)
+  uint k_off;       // this layer's K block, elements from the page start
+  uint v_off;
+  uint in_dt;
+  uint cache_dt;
+}
+pc;
+
+// Element i of the input, as cache-dtype bits.
+uint convert(bool is_v, uint i) {
+  uint w = is_v ? v_new[pc.in_dt == DT_F32 ? i : i >> 1] : k_new[pc.in_dt == DT_F32 ? i : i >> 1];
+  if (pc.in_dt == pc.cache_dt) return pc.in_dt == DT_F32 ? w : (w >> ((i & 1u) * 16u)) & 0xffffu;
+  float x = pc.in_dt == DT_F32 ? uintBitsToFloat(w) : decode16(pc.in_dt, (w >> ((i & 1u) * 16u)) & 0xffffu);
+  return pc.cache_dt == DT_F32 ? floatBitsToUint(x) : encode16(pc.cache_dt, x);
+}
+
+void main() {
+  uint gid = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * 64u + gl_LocalInvocationID.x;
+  if (gid >= pc.n_units) return;
+  uint per_head = pc.uk + pc.uv;
+  uint job = gid / (pc.hkv * per_head);
+  uint rem = gid % (pc.hkv * per_head);
+  uint h = rem / per_head;
+  uint u = rem % per_head;
+  bool is_v = u >= pc.uk;
+  if (is_v) u -= pc.uk;
+  uint dim = is_v ? pc.dv : pc.d;
+  uvec2 jb = jobs[job];
+  uint page = jb.y / pc.page_size, slot = jb.y % pc.page_size;
+  uint src = (jb.x * pc.hkv + h) * dim;
+  uint dst = page * pc.page_elems + (is_v ? pc.v_off : pc.k_off) + (h * pc.page_size + slot) * dim;
+  if (pc.cache_dt == DT_F32) {
+    pool[dst + u] = convert(is_v, src + u);
+  } else if (dim % 2u == 0u) {
+    uint e = 2u * u;
+    pool[(dst + e) >> 1] = convert(is_v, src + e) | (convert(is_v, src + e + 1u) << 16);
+  } else {
+    STORE16_ATOMIC(pool, dst + u, convert(is_v, src + u));
+  }
+}

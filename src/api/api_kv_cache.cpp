@@ -1,0 +1,118 @@
+// extern "C" shims for the paged KV cache and steps.
+#include <cstring>
+
+#include "api/firewall.h"
+#include "ops/kv_cache.h"
+
+using namespace vkattn;
+
+extern "C" {
+
+VKATTN_API void vkattn_kv_cache_desc_init(vkattn_kv_cache_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+  desc->page_size = 16;
+  desc->dtype = VKATTN_F16;
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_create(vkattn_context* ctx,
+                                                const vkattn_kv_cache_desc* desc,
+                                                vkattn_kv_cache** out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(desc);
+    VKATTN_REQUIRE_ARG(out);
+    auto cache = std::make_shared<KvCache>(ctx->impl, *desc);
+    *out = new vkattn_kv_cache{std::move(cache)};
+  });
+}
+
+VKATTN_API void vkattn_kv_cache_destroy(vkattn_kv_cache* cache) {
+  delete cache;
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_length(vkattn_kv_cache* cache, int64_t seq_id,
+                                                int32_t* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    VKATTN_REQUIRE_ARG(out);
+    *out = cache->impl->length(seq_id);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_remove(vkattn_kv_cache* cache, int64_t seq_id) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    cache->impl->remove(seq_id);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_fork(vkattn_kv_cache* cache, int64_t src, int64_t dst) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    cache->impl->fork(src, dst);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_truncate(vkattn_kv_cache* cache, int64_t seq_id,
+                                                  int32_t new_length) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    cache->impl->truncate(seq_id, new_length);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_num_free_pages(vkattn_kv_cache* cache, uint32_t* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    VKATTN_REQUIRE_ARG(out);
+    *out = cache->impl->num_free_pages();
+  });
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t layer,
+                                              int64_t seq_id, int32_t start, int32_t count,
+                                              void* k_dst, size_t k_bytes, void* v_dst,
+                                              size_t v_bytes) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    cache->impl->read(layer, seq_id, start, count, k_dst, k_bytes, v_dst, v_bytes);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_seqs,
+                                           const int64_t* seq_ids, const int32_t* num_new_tokens,
+                                           vkattn_step** out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    VKATTN_REQUIRE_ARG(out);
+    auto step = std::make_shared<Step>(cache->impl, num_seqs, seq_ids, num_new_tokens);
+    *out = new vkattn_step{std::move(step)};
+  });
+}
+
+VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
+                                            vkattn_tensor* v_new) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(step);
+    step->impl->append(layer, k_new ? k_new->impl.get() : nullptr,
+                       v_new ? v_new->impl.get() : nullptr);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_step_commit(vkattn_step* step) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(step);
+    step->impl->commit();
+    delete step;
+  });
+}
+
+VKATTN_API void vkattn_step_abort(vkattn_step* step) {
+  if (!step) return;
+  guard_void(__func__, [&] { step->impl->abort(); });
+  delete step;
+}
+
+}  // extern "C"

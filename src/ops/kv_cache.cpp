@@ -1,0 +1,321 @@
+#include "ops/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace vkattn {
+
+namespace {
+uint64_t round16(uint64_t x) {
+  return (x + 15) / 16 * 16;
+}
+}  // namespace
+
+KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
+    : ctx_(std::move(ctx)), desc_(d) {
+  require(d.struct_size == sizeof(vkattn_kv_cache_desc), "desc->struct_size is ", d.struct_size,
+          ", expected ", sizeof(vkattn_kv_cache_desc), " (call vkattn_kv_cache_desc_init)");
+  for (uint32_t r : d.reserved) require(r == 0, "desc->reserved must be 0");
+  require(d.num_layers >= 1, "desc->num_layers must be >= 1");
+  require(d.num_kv_heads >= 1, "desc->num_kv_heads must be >= 1");
+  require(d.head_dim >= 1 && d.head_dim <= 256, "desc->head_dim ", d.head_dim, " is not in 1..256");
+  require(d.head_dim_v <= 256, "desc->head_dim_v ", d.head_dim_v, " is not in 0..256");
+  require(d.page_size >= 1, "desc->page_size must be >= 1");
+  require(d.num_pages >= 1, "desc->num_pages must be >= 1");
+  require(d.dtype == VKATTN_F32 || d.dtype == VKATTN_F16 || d.dtype == VKATTN_BF16,
+          "desc->dtype must be f32, f16 or bf16");
+  if (desc_.head_dim_v == 0) desc_.head_dim_v = desc_.head_dim;
+  elem_size_ = static_cast<uint32_t>(dtype_size(d.dtype));
+  const uint64_t rows = static_cast<uint64_t>(d.num_kv_heads) * d.page_size;
+  k_block_ = round16(rows * desc_.head_dim * elem_size_);
+  v_block_ = round16(rows * desc_.head_dim_v * elem_size_);
+  page_bytes_ = d.num_layers * (k_block_ + v_block_);
+
+  // Every buffer is bound whole as a storage buffer (appends) and as texel
+  // views of single elements at the narrowest (attention, odd dims).
+  const DeviceCaps& caps = ctx_->device().caps();
+  uint64_t limit =
+      std::min<uint64_t>(caps.max_storage_buffer_range,
+                         static_cast<uint64_t>(caps.max_texel_buffer_elements) * elem_size_);
+  if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
+  limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
+  uint64_t ppb = limit / page_bytes_;
+  if (ppb == 0)
+    fail(VKATTN_ERROR_UNSUPPORTED, "a page of ", page_bytes_,
+         " bytes does not fit one device buffer (at most ", limit,
+         " bytes); use fewer tokens per page");
+  pages_per_buffer_ = static_cast<uint32_t>(std::min<uint64_t>(ppb, d.num_pages));
+  const uint32_t nbuf = (d.num_pages + pages_per_buffer_ - 1) / pages_per_buffer_;
+  free_.resize(nbuf);
+  for (uint32_t b = 0; b < nbuf; ++b) {
+    uint32_t first = b * pages_per_buffer_;
+    uint32_t n = std::min(pages_per_buffer_, d.num_pages - first);
+    buffers_.push_back(std::make_shared<Buffer>(ctx_->device(), n * page_bytes_, false));
+    // Stack: the lowest page on top.
+    for (uint32_t i = n; i-- > 0;) free_[b].push_back(first + i);
+  }
+  refs_.assign(d.num_pages, 0);
+  free_count_ = d.num_pages;
+}
+
+const KvSeq* KvCache::find(int64_t id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+int32_t KvCache::length(int64_t id) const {
+  const KvSeq* s = find(id);
+  return s ? s->len : 0;
+}
+
+void KvCache::require_no_step(const char* what) const {
+  require(open_step == nullptr, "cannot ", what, " while a step is open (commit or abort it)");
+}
+
+uint32_t KvCache::alloc_page(uint32_t near) {
+  if (free_count_ == 0) fail(VKATTN_ERROR_INTERNAL, "page pool exhausted after reservation");
+  uint32_t b = near;
+  if (b >= free_.size() || free_[b].empty()) {
+    b = 0;
+    for (uint32_t i = 1; i < free_.size(); ++i)
+      if (free_[i].size() > free_[b].size()) b = i;
+  }
+  uint32_t p = free_[b].back();
+  free_[b].pop_back();
+  --free_count_;
+  refs_[p] = 1;
+  return p;
+}
+
+void KvCache::release_page(uint32_t p) {
+  if (refs_[p] == 0) fail(VKATTN_ERROR_INTERNAL, "page ", p, " released twice");
+  if (--refs_[p] == 0) {
+    free_[buffer_of(p)].push_back(p);
+    ++free_count_;
+  }
+}
+
+void KvCache::remove(int64_t id) {
+  require_no_step("remove a sequence");
+  auto it = seqs_.find(id);
+  require(it != seqs_.end(), "sequence ", id, " does not exist");
+  for (uint32_t p : it->second.pages) release_page(p);
+  seqs_.erase(it);
+}
+
+void KvCache::fork(int64_t src, int64_t dst) {
+  require_no_step("fork");
+  const KvSeq* s = find(src);
+  require(s != nullptr, "source sequence ", src, " does not exist");
+  require(find(dst) == nullptr, "destination sequence ", dst, " already exists");
+  KvSeq copy = *s;
+  for (uint32_t p : copy.pages) ++refs_[p];
+  seqs_.emplace(dst, std::move(copy));
+}
+
+void KvCache::truncate(int64_t id, int32_t new_length) {
+  require_no_step("truncate");
+  auto it = seqs_.find(id);
+  require(it != seqs_.end(), "sequence ", id, " does not exist");
+  KvSeq& s = it->second;
+  require(new_length >= 0 && new_length <= s.len, "new_length ", new_length, " is not in 0..",
+          s.len, " (the sequence's length)");
+  const size_t keep = (static_cast<size_t>(new_length) + desc_.page_size - 1) / desc_.page_size;
+  for (size_t i = keep; i < s.pages.size(); ++i) release_page(s.pages[i]);
+  s.pages.resize(keep);
+  s.len = new_length;
+}
+
+void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, void* k_dst,
+                   size_t k_bytes, void* v_dst, size_t v_bytes) {
+  require(layer < desc_.num_layers, "layer ", layer, " is not below num_layers ", desc_.num_layers);
+  const KvSeq* s = find(id);
+  require(s != nullptr, "sequence ", id, " does not exist");
+  require(start >= 0 && count >= 0, "start and count must be >= 0 (got ", start, ", ", count, ")");
+  require(static_cast<int64_t>(start) + count <= s->len, "tokens [", start, ", ",
+          static_cast<int64_t>(start) + count, ") are beyond the sequence's length ", s->len);
+  const uint64_t hkv = desc_.num_kv_heads, d = desc_.head_dim, dv = desc_.head_dim_v;
+  const uint64_t k_row = d * elem_size_, v_row = dv * elem_size_;
+  const uint64_t k_want = count * hkv * k_row, v_want = count * hkv * v_row;
+  require(k_bytes == k_want, "k_bytes is ", k_bytes, ", expected ", k_want, " (count x Hkv x d x ",
+          elem_size_, ")");
+  require(v_bytes == v_want, "v_bytes is ", v_bytes, ", expected ", v_want, " (count x Hkv x dv x ",
+          elem_size_, ")");
+  if (count == 0) return;
+  require(k_dst && v_dst, "k_dst and v_dst must not be NULL");
+
+  Recorder& rec = ctx_->recorder();
+  for (const auto& b : buffers_) rec.wait_for(b->last_use);
+  const uint32_t ps = desc_.page_size;
+  // Source byte offset (buffer, offset) of token i, kv head h, K or V.
+  auto src = [&](int32_t tok, uint64_t h, bool is_v) {
+    uint32_t page = s->pages[tok / ps];
+    uint64_t row = h * ps + tok % ps;
+    uint64_t off =
+        static_cast<uint64_t>(local_page(page)) * page_bytes_ +
+        (is_v ? v_layer_offset(layer) + row * v_row : k_layer_offset(layer) + row * k_row);
+    return std::make_pair(buffer_of(page), off);
+  };
+  auto* kd = static_cast<uint8_t*>(k_dst);
+  auto* vd = static_cast<uint8_t*>(v_dst);
+  if (buffers_[0]->mapped()) {
+    for (int32_t i = 0; i < count; ++i)
+      for (uint64_t h = 0; h < hkv; ++h) {
+        auto [kb, ko] = src(start + i, h, false);
+        auto [vb, vo] = src(start + i, h, true);
+        std::memcpy(kd + (i * hkv + h) * k_row, buffers_[kb]->mapped() + ko, k_row);
+        std::memcpy(vd + (i * hkv + h) * v_row, buffers_[vb]->mapped() + vo, v_row);
+      }
+    return;
+  }
+  // Device-local pool: gather the rows into a staging buffer on the device.
+  auto staging = std::make_shared<Buffer>(ctx_->device(), k_want + v_want, true);
+  std::vector<std::vector<VkBufferCopy>> regions(buffers_.size());
+  for (int32_t i = 0; i < count; ++i)
+    for (uint64_t h = 0; h < hkv; ++h) {
+      auto [kb, ko] = src(start + i, h, false);
+      auto [vb, vo] = src(start + i, h, true);
+      regions[kb].push_back({ko, (i * hkv + h) * k_row, k_row});
+      regions[vb].push_back({vo, k_want + (i * hkv + h) * v_row, v_row});
+    }
+  rec.use(staging);
+  rec.barrier();
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    if (regions[b].empty()) continue;
+    rec.use(buffers_[b]);
+    vkCmdCopyBuffer(rec.cmd(), buffers_[b]->handle(), staging->handle(),
+                    static_cast<uint32_t>(regions[b].size()), regions[b].data());
+  }
+  rec.wait_for(rec.open_serial());
+  std::memcpy(kd, staging->mapped(), k_want);
+  std::memcpy(vd, staging->mapped() + k_want, v_want);
+}
+
+// ---------------------------------------------------------------------------
+
+Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const int32_t* t)
+    : cache_(std::move(cache)) {
+  KvCache& c = *cache_;
+  require(c.open_step == nullptr, "the cache already has an open step (commit or abort it first)");
+  require(n == 0 || (ids && t), "seq_ids and num_new_tokens must not be NULL");
+  const uint32_t ps = c.desc().page_size;
+  // Plan everything before touching the cache: a failure changes nothing.
+  std::unordered_map<int64_t, uint32_t> seen;
+  std::unordered_map<uint32_t, uint32_t> moving;  // shared page -> holders copying away
+  struct Need {
+    uint32_t fresh = 0;  // new pages
+    bool cow = false;    // copy the last (shared, partial) page first
+  };
+  std::vector<Need> need(n);
+  uint64_t pages_needed = 0;
+  int64_t total = 0;
+  seqs_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    require(t[i] >= 0, "num_new_tokens[", i, "] is ", t[i], ", must be >= 0");
+    auto [where, fresh] = seen.emplace(ids[i], i);
+    require(fresh, "sequence ", ids[i], " appears twice in the step (at ", where->second, " and ",
+            i, ")");
+    const KvSeq* s = c.find(ids[i]);
+    StepSeq& ss = seqs_[i];
+    ss.id = ids[i];
+    ss.len = s ? s->len : 0;
+    ss.t = t[i];
+    require(static_cast<int64_t>(ss.len) + ss.t <= INT32_MAX, "sequence ", ids[i],
+            " would exceed INT32_MAX tokens");
+    ss.new_off = static_cast<int32_t>(total);
+    total += ss.t;
+    require(total <= INT32_MAX, "the step has more than INT32_MAX new tokens");
+    const uint64_t have = s ? s->pages.size() : 0;
+    const uint64_t want = (static_cast<uint64_t>(ss.len) + ss.t + ps - 1) / ps;
+    need[i].fresh = static_cast<uint32_t>(want - have);
+    if (ss.t > 0 && ss.len % ps != 0) {
+      uint32_t last = s->pages.back();
+      // Other holders that stay on this page (those in the step that copy
+      // away do not count): the sequence may write in place if none.
+      if (c.refcount(last) - moving[last] > 1) {
+        need[i].cow = true;
+        ++moving[last];
+      }
+    }
+    pages_needed += need[i].fresh + (need[i].cow ? 1 : 0);
+  }
+  if (pages_needed > c.num_free_pages())
+    fail(VKATTN_ERROR_CACHE_FULL, "the step needs ", pages_needed, " free pages, the cache has ",
+         c.num_free_pages());
+
+  // Commit to the reservation (nothing below can fail for lack of pages).
+  std::vector<std::pair<uint32_t, uint32_t>> copies;  // (src, dst)
+  for (uint32_t i = 0; i < n; ++i) {
+    StepSeq& ss = seqs_[i];
+    const KvSeq* s = c.find(ss.id);
+    if (s) ss.pages = s->pages;
+    uint32_t near = ss.pages.empty() ? UINT32_MAX : c.buffer_of(ss.pages.back());
+    if (need[i].cow) {
+      uint32_t src = ss.pages.back();
+      uint32_t dst = c.alloc_page(near);
+      reserved_.push_back(dst);
+      cow_sources_.push_back(src);
+      copies.push_back({src, dst});
+      ss.pages.back() = dst;
+      near = c.buffer_of(dst);
+    }
+    for (uint32_t k = 0; k < need[i].fresh; ++k) {
+      uint32_t p = c.alloc_page(near);
+      reserved_.push_back(p);
+      ss.pages.push_back(p);
+      near = c.buffer_of(p);
+    }
+  }
+  total_new_ = total;
+  appended_.assign(c.desc().num_layers, false);
+  c.open_step = this;
+
+  // Copy-on-write copies of whole pages (every layer), on the device.
+  if (!copies.empty()) {
+    Recorder& rec = c.context().recorder();
+    rec.barrier();
+    const uint64_t pb = c.page_bytes();
+    for (auto [src, dst] : copies) {
+      const auto& sb = c.buffers()[c.buffer_of(src)];
+      const auto& db = c.buffers()[c.buffer_of(dst)];
+      rec.use(sb);
+      rec.use(db);
+      VkBufferCopy region{c.local_page(src) * pb, c.local_page(dst) * pb, pb};
+      vkCmdCopyBuffer(rec.cmd(), sb->handle(), db->handle(), 1, &region);
+    }
+  }
+}
+
+Step::~Step() {
+  if (open_) abort();
+}
+
+void Step::commit() {
+  require(open_, "the step is no longer open");
+  KvCache& c = *cache_;
+  for (uint32_t p : cow_sources_) c.release_page(p);
+  for (StepSeq& ss : seqs_) {
+    KvSeq& s = c.seqs()[ss.id];
+    s.len = ss.len + ss.t;
+    s.pages = std::move(ss.pages);
+  }
+  reserved_.clear();
+  cow_sources_.clear();
+  open_ = false;
+  c.open_step = nullptr;
+}
+
+void Step::abort() {
+  if (!open_) return;
+  KvCache& c = *cache_;
+  for (uint32_t p : reserved_) c.release_page(p);
+  reserved_.clear();
+  open_ = false;
+  c.open_step = nullptr;
+}
+
+}  // namespace vkattn

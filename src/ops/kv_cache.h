@@ -1,0 +1,135 @@
+// The paged KV cache (vkattn_kv_cache) and its steps (vkattn_step): page
+// pool, reference-counted pages, sequences and their block tables, all on
+// the host; the device only holds the pool. Appends are recorded by
+// ops/kv_append.cpp (shaders/kv_append.comp), paged attention by
+// ops/attention.cpp.
+//
+// In-page layout (chosen for shaders/attention_fwd.comp): a page is
+// num_layers blocks, one per layer, each [K: Hkv][page_size][d] followed by
+// [V: Hkv][page_size][dv], every K and V block rounded up to 16 bytes. A
+// work item of the attention kernel serves one kv head, so the keys it reads
+// from a page are one contiguous run of page_size * d elements, and every
+// row starts 16-byte aligned whenever d (dv) is a multiple of 8 halves or 4
+// floats, which is what the kernel's widest texel fetches need. Layers are
+// the outer dimension so that one page id covers a token range in every
+// layer (DESIGN.md), and a copy-on-write copies one contiguous page.
+//
+// Pool buffers: page p lives in buffer p / pages_per_buffer, at byte offset
+// (p % pages_per_buffer) * page_bytes; a buffer never exceeds the device's
+// maxStorageBufferRange (or VKATTN_KV_BUFFER_BYTES, a test override), so a
+// pool of any size works and every page lies in exactly one buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/context.h"
+#include "core/tensor.h"
+#include "vkattn/vkattn.h"
+
+namespace vkattn {
+
+class Step;
+
+struct KvSeq {
+  int32_t len = 0;
+  std::vector<uint32_t> pages;  // block table: page of tokens [i*ps, (i+1)*ps)
+};
+
+class KvCache {
+ public:
+  KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& desc);
+
+  Context& context() const { return *ctx_; }
+  const vkattn_kv_cache_desc& desc() const { return desc_; }  // head_dim_v resolved
+  uint32_t elem_size() const { return elem_size_; }
+  uint64_t page_bytes() const { return page_bytes_; }
+  uint64_t k_block_bytes() const { return k_block_; }  // one layer's K, 16-byte rounded
+  uint64_t v_block_bytes() const { return v_block_; }
+  // Byte offset of layer `l`'s K (V) block inside a page.
+  uint64_t k_layer_offset(uint32_t l) const { return l * (k_block_ + v_block_); }
+  uint64_t v_layer_offset(uint32_t l) const { return k_layer_offset(l) + k_block_; }
+  uint32_t pages_per_buffer() const { return pages_per_buffer_; }
+  uint32_t buffer_of(uint32_t page) const { return page / pages_per_buffer_; }
+  uint32_t local_page(uint32_t page) const { return page % pages_per_buffer_; }
+  const std::vector<std::shared_ptr<Buffer>>& buffers() const { return buffers_; }
+
+  int32_t length(int64_t id) const;
+  const KvSeq* find(int64_t id) const;
+  void remove(int64_t id);
+  void fork(int64_t src, int64_t dst);
+  void truncate(int64_t id, int32_t new_length);
+  uint32_t num_free_pages() const { return free_count_; }
+  void read(uint32_t layer, int64_t id, int32_t start, int32_t count, void* k_dst, size_t k_bytes,
+            void* v_dst, size_t v_bytes);
+
+  // Step support (one open step at a time).
+  Step* open_step = nullptr;
+  void require_no_step(const char* what) const;
+  // Takes a free page from buffer `near` if it has one, else from the buffer
+  // with the most free pages (keeps a sequence's pages
+  // in few buffers, so attention items are split rarely). Refcount -> 1.
+  uint32_t alloc_page(uint32_t near);
+  void release_page(uint32_t page);  // refcount - 1, freed at 0
+  uint32_t refcount(uint32_t page) const { return refs_[page]; }
+  std::unordered_map<int64_t, KvSeq>& seqs() { return seqs_; }
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  vkattn_kv_cache_desc desc_;
+  uint32_t elem_size_ = 0;
+  uint64_t k_block_ = 0, v_block_ = 0, page_bytes_ = 0;
+  uint32_t pages_per_buffer_ = 0;
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  std::vector<uint32_t> refs_;
+  std::vector<std::vector<uint32_t>> free_;  // per buffer, a stack of free pages
+  uint32_t free_count_ = 0;
+  std::unordered_map<int64_t, KvSeq> seqs_;
+};
+
+// One sequence of an open step.
+struct StepSeq {
+  int64_t id = 0;
+  int32_t len = 0;              // committed tokens before the step
+  int32_t t = 0;                // new tokens
+  int32_t new_off = 0;          // first row of its new tokens in the packed tensors
+  std::vector<uint32_t> pages;  // block table covering len + t tokens
+};
+
+class Step {
+ public:
+  // Reserves pages (copy-on-write copies are recorded here); throws
+  // CACHE_FULL / INVALID_ARGUMENT with the cache unchanged.
+  Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const int32_t* t);
+  ~Step();  // an uncommitted step is aborted
+
+  KvCache& cache() const { return *cache_; }
+  const std::vector<StepSeq>& seqs() const { return seqs_; }
+  int64_t total_new() const { return total_new_; }
+  bool appended(uint32_t layer) const { return appended_[layer]; }
+
+  void append(uint32_t layer, Tensor* k_new, Tensor* v_new);
+  void commit();
+  void abort();
+
+ private:
+  std::shared_ptr<KvCache> cache_;
+  std::vector<StepSeq> seqs_;
+  std::vector<uint32_t> reserved_;     // pages allocated by the step
+  std::vector<uint32_t> cow_sources_;  // released at commit
+  std::vector<bool> appended_;
+  int64_t total_new_ = 0;
+  bool open_ = true;
+};
+
+}  // namespace vkattn
+
+struct vkattn_kv_cache {
+  std::shared_ptr<vkattn::KvCache> impl;
+};
+struct vkattn_step {
+  std::shared_ptr<vkattn::Step> impl;
+};

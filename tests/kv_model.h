@@ -1,0 +1,66 @@
+// A host model of the paged KV cache for the tests: what every sequence
+// must hold (bytes in the cache dtype, per layer), and a driver that runs
+// steps on a real cache and on the model side by side.
+#pragma once
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "dtype_util.h"
+#include "test_util.h"
+
+namespace vkattn_test {
+
+struct KvShape {
+  uint32_t layers = 2, hkv = 2, d = 8, dv = 8, page_size = 16, pages = 64;
+  vkattn_dtype dtype = VKATTN_F16;
+};
+
+inline size_t dtype_bytes(vkattn_dtype dt) {
+  return dt == VKATTN_F32 ? 4 : 2;
+}
+
+class KvModel {
+ public:
+  explicit KvModel(const KvShape& s) : s_(s) {}
+  struct Seq {
+    std::vector<std::vector<uint8_t>> k, v;  // per layer, [len, hkv, d|dv] cache bytes
+    int32_t len = 0;
+  };
+  std::map<int64_t, Seq> seqs;
+
+  size_t k_row() const { return s_.hkv * s_.d * dtype_bytes(s_.dtype); }
+  size_t v_row() const { return s_.hkv * s_.dv * dtype_bytes(s_.dtype); }
+  Seq& get(int64_t id) {
+    Seq& q = seqs[id];
+    if (q.k.empty()) q.k.resize(s_.layers), q.v.resize(s_.layers);
+    return q;
+  }
+
+ private:
+  KvShape s_;
+};
+
+// Random finite values rounded to `dt`; their bytes in `dt` and in the cache dtype.
+struct NewTokens {
+  std::vector<uint8_t> in_bytes;     // what is written to the tensor
+  std::vector<uint8_t> cache_bytes;  // what the cache must hold afterwards
+};
+
+inline NewTokens random_tokens(std::mt19937& rng, size_t n, vkattn_dtype in_dt,
+                               vkattn_dtype cache_dt) {
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Every 7th value is tiny: f16 subnormals and their rounding.
+    x[i] = round_to(in_dt, u(rng) * (i % 7 == 3 ? 1e-5f : 1.0f));
+  }
+  NewTokens t;
+  t.in_bytes = encode_bytes(in_dt, x);
+  // Same dtype: the same bits; else through f32 with round to nearest even.
+  t.cache_bytes = in_dt == cache_dt ? t.in_bytes : encode_bytes(cache_dt, x);
+  return t;
+}
+
+}  // namespace vkattn_test
