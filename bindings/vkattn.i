@@ -21,6 +21,7 @@
 
 %{
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,6 +472,4 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
   }
 }
 
-#if !defined(VKATTN_SWIG_NO_KV_CACHE)
 %include "vkattn_kv.i"
-#endif

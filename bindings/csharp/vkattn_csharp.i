@@ -58,6 +58,9 @@ typedef struct vkattnx_span {
 %rename(Read) vkattn_tensor::m_readI32;
 %rename(Read) vkattn_tensor::m_readBytes;
 
+%rename(Read) vkattnx_kv_cache::m_readF32;
+%rename(Read) vkattnx_kv_cache::m_readU16;
+
 /* ---- arrays ---------------------------------------------------------- */
 /* (T* NAME, int64_t LEN) <-> one C# array, pinned for the call (VkattnPin);
  * null gives (NULL, 0). */
@@ -94,6 +97,13 @@ VKATTNX_CS_ARRAY(int64_t, long, IN_I64, OUT_I64)
 %enddef
 VKATTNX_CS_HANDLE(vkattn_context)
 VKATTNX_CS_HANDLE(vkattn_tensor)
+VKATTNX_CS_HANDLE(vkattnx_kv_cache)
+/* A Step's Dispose() aborts it unless it was committed. */
+VKATTNX_CS_HANDLE(vkattnx_step)
+%typemap(cscode) struct vkattnx_kv_cache, struct vkattnx_step %{
+  /// <summary>True until Dispose().</summary>
+  public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }
+%}
 %typemap(cscode) struct vkattn_context %{
   /// <summary>True until Dispose().</summary>
   public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }

@@ -446,3 +446,163 @@ func (c *Context) AttentionMerge(outA, lseA, outB, lseB, out, lse *Tensor) (err 
 		out.handle(), lse.handle())
 	return nil
 }
+
+// ---- paged KV cache -----------------------------------------------------
+
+// KvCacheDesc describes a paged KV cache; start from NewKvCacheDesc.
+type KvCacheDesc struct {
+	NumLayers, NumKvHeads int
+	HeadDim, HeadDimV     int // HeadDimV 0 = HeadDim
+	PageSize              int // tokens per page
+	NumPages              int
+	Dtype                 Dtype // F32, F16 or BF16
+}
+
+// NewKvCacheDesc is the library's defaults (page size, dtype) with the
+// required counts set.
+func NewKvCacheDesc(numLayers, numKvHeads, headDim, numPages int) KvCacheDesc {
+	r := raw.NewKvCacheDesc()
+	defer raw.DeleteKvCacheDesc(r)
+	return KvCacheDesc{NumLayers: numLayers, NumKvHeads: numKvHeads, HeadDim: headDim,
+		HeadDimV: int(r.GetHeadDimV()), PageSize: int(r.GetPageSize()), NumPages: numPages,
+		Dtype: Dtype(r.GetDtype())}
+}
+
+// KvCache is a pool of pages holding K and V of sequences named by int64 ids.
+type KvCache struct{ h raw.KvCache }
+
+// NewKvCache allocates the page pool on the context's device.
+func (c *Context) NewKvCache(d *KvCacheDesc) (kv *KvCache, err error) {
+	defer recoverErr(&err)
+	r := raw.KvCacheDesc(raw.SwigcptrKvCacheDesc(0))
+	if d != nil {
+		r = raw.NewKvCacheDesc()
+		defer raw.DeleteKvCacheDesc(r)
+		r.SetNumLayers(uint(d.NumLayers))
+		r.SetNumKvHeads(uint(d.NumKvHeads))
+		r.SetHeadDim(uint(d.HeadDim))
+		r.SetHeadDimV(uint(d.HeadDimV))
+		r.SetPageSize(uint(d.PageSize))
+		r.SetNumPages(uint(d.NumPages))
+		r.SetDtype(raw.Enum_SS_vkattn_dtype(d.Dtype))
+	}
+	return &KvCache{h: raw.NewKvCache(c.handle(), r)}, nil
+}
+
+func (kv *KvCache) handle() raw.KvCache {
+	if kv == nil || kv.h == nil {
+		return raw.SwigcptrKvCache(0)
+	}
+	return kv.h
+}
+
+// Close releases the cache (an open step keeps it alive until it ends).
+func (kv *KvCache) Close() error {
+	if kv == nil || kv.h == nil {
+		return ErrClosed
+	}
+	raw.DeleteKvCache(kv.h)
+	kv.h = nil
+	return nil
+}
+
+// Length is the number of committed tokens of a sequence (0 if unknown).
+func (kv *KvCache) Length(seq int64) (n int, err error) {
+	defer recoverErr(&err)
+	return kv.handle().Length(seq), nil
+}
+
+// Remove frees a sequence's pages.
+func (kv *KvCache) Remove(seq int64) (err error) {
+	defer recoverErr(&err)
+	kv.handle().Remove(seq)
+	return nil
+}
+
+// Fork makes dst (a new id) share every page of src.
+func (kv *KvCache) Fork(src, dst int64) (err error) {
+	defer recoverErr(&err)
+	kv.handle().Fork(src, dst)
+	return nil
+}
+
+// Truncate drops a sequence's tokens from newLength on.
+func (kv *KvCache) Truncate(seq int64, newLength int) (err error) {
+	defer recoverErr(&err)
+	kv.handle().Truncate(seq, newLength)
+	return nil
+}
+
+// NumFreePages is the number of pages in no sequence and no open step.
+func (kv *KvCache) NumFreePages() (n int, err error) {
+	defer recoverErr(&err)
+	return int(kv.handle().NumFreePages()), nil
+}
+
+// ReadF32 copies committed tokens [start, start+count) of one layer of an
+// f32 cache: k [count, Hkv, d], v [count, Hkv, dv].
+func (kv *KvCache) ReadF32(layer int, seq int64, start, count int, k, v []float32) (err error) {
+	defer recoverErr(&err)
+	kv.handle().ReadF32(layer, seq, start, count, k, v)
+	return nil
+}
+
+// ReadU16 is ReadF32 for f16/bf16 caches (bit patterns).
+func (kv *KvCache) ReadU16(layer int, seq int64, start, count int, k, v []uint16) (err error) {
+	defer recoverErr(&err)
+	kv.handle().ReadU16(layer, seq, start, count, k, v)
+	return nil
+}
+
+// Begin opens a step: seqIDs[i] brings numNew[i] new tokens (unknown ids
+// start new sequences). ErrorCacheFull leaves the cache as it was.
+func (kv *KvCache) Begin(seqIDs []int64, numNew []int32) (s *Step, err error) {
+	defer recoverErr(&err)
+	return &Step{h: kv.handle().Begin(seqIDs, numNew)}, nil
+}
+
+// Step is one open step of a cache. Commit it, or Close it to abort.
+type Step struct{ h raw.Step }
+
+func (s *Step) handle() raw.Step {
+	if s == nil || s.h == nil {
+		return raw.SwigcptrStep(0)
+	}
+	return s.h
+}
+
+// Append writes this step's new K/V of one layer: k [total_new, Hkv, d],
+// v [total_new, Hkv, dv], packed in the order of Begin's ids.
+func (s *Step) Append(layer int, k, v *Tensor) (err error) {
+	defer recoverErr(&err)
+	s.handle().Append(layer, k.handle(), v.handle())
+	return nil
+}
+
+// Commit advances the lengths by the step's token counts; the step ends.
+func (s *Step) Commit() (err error) {
+	defer recoverErr(&err)
+	s.handle().Commit()
+	return nil
+}
+
+// Abort drops the step's tokens (nothing happens to an ended step).
+func (s *Step) Abort() (err error) {
+	defer recoverErr(&err)
+	s.handle().Abort()
+	return nil
+}
+
+// Active is true until the step is committed, aborted or closed.
+func (s *Step) Active() bool { return s.handle().IsActive() }
+
+// Close aborts the step unless it was committed and frees it; deferring
+// Close after Commit is fine.
+func (s *Step) Close() error {
+	if s == nil || s.h == nil {
+		return ErrClosed
+	}
+	raw.DeleteStep(s.h)
+	s.h = nil
+	return nil
+}

@@ -49,6 +49,9 @@ static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
 %rename(read) vkattn_tensor::m_readI32;
 %rename(read) vkattn_tensor::m_readBytes;
 
+%rename(read) vkattnx_kv_cache::m_readF32;
+%rename(read) vkattnx_kv_cache::m_readU16;
+
 /* ---- arrays ---------------------------------------------------------- */
 /* (T* NAME, int64_t LEN) <-> one Java array; null gives (NULL, 0), which
  * the methods reject or read as "absent". Inputs are released with
@@ -119,6 +122,9 @@ VKATTNX_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long, IN_I64, OUT_I64)
 %enddef
 
 VKATTNX_JAVA_HANDLE(vkattn_context)
+VKATTNX_JAVA_HANDLE(vkattnx_kv_cache)
+/* A Step's close() aborts it unless it was committed. */
+VKATTNX_JAVA_HANDLE(vkattnx_step)
 
 %typemap(javainterfaces) struct vkattn_tensor "AutoCloseable"
 %typemap(javafinalize) struct vkattn_tensor ""

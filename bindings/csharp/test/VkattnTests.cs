@@ -237,4 +237,88 @@ public class VkattnTests {
              () => ctx.AttentionVarlen(Desc(false, -1), new[] { 0, 2 }, new[] { 0, 2 }, closed, t, t, t));
     }
   }
+
+  // ---- paged KV cache ----
+
+  static KvCacheDesc CacheDesc(uint layers, uint pages) {
+    var d = new KvCacheDesc();
+    d.NumLayers = layers;
+    d.NumKvHeads = Hkv;
+    d.HeadDim = D;
+    d.PageSize = 4;
+    d.NumPages = pages;
+    d.Dtype = Dtype.F32;
+    return d;
+  }
+
+  static float[] Slice(float[] a, int from, int to) {
+    var s = new float[to - from];
+    Array.Copy(a, from, s, 0, s.Length);
+    return s;
+  }
+
+  [Test]
+  public void KvCacheAppendCommitReadForkTruncate() {
+    var r = new Random(5);
+    const int row = Hkv * D;
+    using (var cache = new KvCache(ctx, CacheDesc(2, 8))) {
+      Assert.AreEqual(8, cache.NumFreePages());
+      float[][] k = { Randoms(r, 8 * row), Randoms(r, 8 * row) };
+      float[][] v = { Randoms(r, 8 * row), Randoms(r, 8 * row) };
+      using (var step = cache.Begin(new long[] { 7, 9 }, new[] { 5, 3 })) {
+        for (int l = 0; l < 2; ++l)
+          using (var tk = Tensor.Of(ctx, k[l], 8, Hkv, D))
+          using (var tv = Tensor.Of(ctx, v[l], 8, Hkv, D))
+            step.Append(l, tk, tv);
+        step.Commit();
+        Assert.IsFalse(step.IsActive());
+        Throws("vkattn: this Step is already committed or aborted", () => step.Commit());
+      }
+      Assert.AreEqual(5, cache.Length(7));
+      Assert.AreEqual(3, cache.Length(9));
+      Assert.AreEqual(0, cache.Length(1));
+      Assert.AreEqual(8 - 2 - 1, cache.NumFreePages());
+      float[] kOut = new float[3 * row], vOut = new float[3 * row];
+      cache.Read(1, 9, 0, 3, kOut, vOut);
+      CollectionAssert.AreEqual(Slice(k[1], 5 * row, 8 * row), kOut);
+      CollectionAssert.AreEqual(Slice(v[1], 5 * row, 8 * row), vOut);
+      cache.Fork(7, 8);
+      cache.Truncate(8, 2);
+      Assert.AreEqual(2, cache.Length(8));
+      cache.Remove(8);
+      Assert.AreEqual(0, cache.Length(8));
+      using (var s = cache.Begin(new long[] { 7, 10 }, new[] { 1, 2 })) Assert.IsTrue(s.IsActive());
+      Assert.AreEqual(5, cache.Length(7));
+      Assert.AreEqual(8 - 2 - 1, cache.NumFreePages());
+    }
+  }
+
+  [Test]
+  public void KvCacheErrorsAndMisuse() {
+    using (var cache = new KvCache(ctx, CacheDesc(1, 2))) {
+      Throws("vkattn_kv_cache_remove: ", () => cache.Remove(42));
+      var e = Assert.Throws<VkattnException>(() => cache.Begin(new long[] { 1 }, new[] { 100 }));
+      Assert.AreEqual(Status.ERROR_CACHE_FULL, e.Status);
+      StringAssert.StartsWith("vkattn_step_begin: ", e.Message);
+      Throws("vkattn: 2 sequence ids but 1 token counts", () => cache.Begin(new long[] { 1, 2 }, new[] { 1 }));
+      Throws("vkattn: the seqIds array is null", () => cache.Begin(null, new[] { 1 }));
+      Throws("vkattn: a 16-bit array does not fit a f32 cache", () => cache.Read(0, 1, 0, 0, new ushort[0], new ushort[0]));
+      var s = cache.Begin(new long[] { 1 }, new[] { 1 });
+      Throws("vkattn_kv_cache_fork: ", () => cache.Fork(1, 2));
+      Throws("vkattn_step_append: ", () => s.Append(0, null, null));
+      s.Abort();
+      s.Abort();
+      Throws("vkattn: this Step is already committed or aborted", () => s.Append(0, null, null));
+      s.Dispose();
+      s.Dispose();
+      Throws("vkattn: this Step is closed", () => s.Commit());
+      Throws("vkattn_kv_cache_create: ", () => new KvCache(ctx, null));
+    }
+    var closed = new KvCache(ctx, CacheDesc(1, 1));
+    var open = closed.Begin(new long[] { 3 }, new[] { 2 });
+    closed.Dispose();
+    closed.Dispose();
+    Throws("vkattn: this KvCache is closed", () => closed.Length(1));
+    open.Dispose();
+  }
 }

@@ -15,6 +15,9 @@ import org.vkattn.AttentionDesc;
 import org.vkattn.Context;
 import org.vkattn.DeviceInfo;
 import org.vkattn.Dtype;
+import org.vkattn.KvCache;
+import org.vkattn.KvCacheDesc;
+import org.vkattn.Step;
 import org.vkattn.Status;
 import org.vkattn.Tensor;
 import org.vkattn.Vkattn;
@@ -319,5 +322,106 @@ public class VkattnTest {
       assertNotNull(e.getMessage());
       assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_attention_varlen: "));
     }
+  }
+
+  // ---- paged KV cache ----
+
+  static KvCacheDesc cacheDesc(int layers, int pages) {
+    KvCacheDesc d = new KvCacheDesc();
+    d.setNumLayers(layers);
+    d.setNumKvHeads(HKV);
+    d.setHeadDim(D);
+    d.setPageSize(4);
+    d.setNumPages(pages);
+    d.setDtype(Dtype.F32);
+    return d;
+  }
+
+  @Test
+  public void kvCacheAppendCommitReadForkTruncate() {
+    Random r = new Random(5);
+    int row = HKV * D;
+    try (KvCache cache = new KvCache(ctx, cacheDesc(2, 8))) {
+      assertEquals(Dtype.F32, cache.dtype());
+      assertEquals(8, cache.numFreePages());
+      float[][] k = {random(r, 8 * row), random(r, 8 * row)};
+      float[][] v = {random(r, 8 * row), random(r, 8 * row)};
+      try (Step step = cache.begin(new long[] {7, 9}, new int[] {5, 3})) {
+        assertTrue(step.isActive());
+        for (int l = 0; l < 2; ++l) {
+          try (Tensor tk = Tensor.of(ctx, k[l], 8, HKV, D); Tensor tv = Tensor.of(ctx, v[l], 8, HKV, D)) {
+            step.append(l, tk, tv);
+          }
+        }
+        step.commit();
+        assertFalse(step.isActive());
+        VkattnException e = assertThrows(VkattnException.class, step::commit);
+        assertEquals("vkattn: this Step is already committed or aborted", e.getMessage());
+      }
+      assertEquals(5, cache.length(7));
+      assertEquals(3, cache.length(9));
+      assertEquals(0, cache.length(1));
+      assertEquals(8 - 2 - 1, cache.numFreePages()); // 5 tokens: 2 pages of 4; 3 tokens: 1
+      float[] kOut = new float[3 * row], vOut = new float[3 * row];
+      cache.read(1, 9, 0, 3, kOut, vOut);
+      assertArrayEquals(java.util.Arrays.copyOfRange(k[1], 5 * row, 8 * row), kOut, 0f);
+      assertArrayEquals(java.util.Arrays.copyOfRange(v[1], 5 * row, 8 * row), vOut, 0f);
+      cache.fork(7, 8);
+      assertEquals(5, cache.length(8));
+      cache.truncate(8, 2);
+      assertEquals(2, cache.length(8));
+      float[] k8 = new float[2 * row], v8 = new float[2 * row];
+      cache.read(0, 8, 0, 2, k8, v8);
+      assertArrayEquals(java.util.Arrays.copyOfRange(k[0], 0, 2 * row), k8, 0f);
+      cache.remove(8);
+      assertEquals(0, cache.length(8));
+      // A step closed without commit is aborted: nothing changes.
+      try (Step s = cache.begin(new long[] {7, 10}, new int[] {1, 2})) {
+        assertTrue(s.isActive());
+      }
+      assertEquals(5, cache.length(7));
+      assertEquals(0, cache.length(10));
+      assertEquals(8 - 2 - 1, cache.numFreePages());
+    }
+  }
+
+  @Test
+  public void kvCacheErrorsAndMisuse() {
+    try (KvCache cache = new KvCache(ctx, cacheDesc(1, 2))) {
+      VkattnException e = assertThrows(VkattnException.class, () -> cache.remove(42));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_kv_cache_remove: "));
+      e = assertThrows(VkattnException.class, () -> cache.begin(new long[] {1}, new int[] {100}));
+      assertEquals(Status.ERROR_CACHE_FULL, e.status());
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_step_begin: "));
+      assertEquals(2, cache.numFreePages());
+      e = assertThrows(VkattnException.class, () -> cache.begin(new long[] {1, 2}, new int[] {1}));
+      assertEquals("vkattn: 2 sequence ids but 1 token counts", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> cache.begin(null, new int[] {1}));
+      assertEquals("vkattn: the seqIds array is null", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> cache.read(0, 1, 0, 0, new short[0], new short[0]));
+      assertEquals("vkattn: a 16-bit array does not fit a f32 cache", e.getMessage());
+      Step s = cache.begin(new long[] {1}, new int[] {1});
+      e = assertThrows(VkattnException.class, () -> cache.fork(1, 2));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_kv_cache_fork: "));
+      e = assertThrows(VkattnException.class, () -> s.append(0, null, null));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_step_append: "));
+      s.abort();
+      s.abort();
+      e = assertThrows(VkattnException.class, () -> s.append(0, null, null));
+      assertEquals("vkattn: this Step is already committed or aborted", e.getMessage());
+      s.close();
+      s.close();
+      e = assertThrows(VkattnException.class, s::commit);
+      assertEquals("vkattn: this Step is closed", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> new KvCache(ctx, null));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_kv_cache_create: "));
+    }
+    KvCache closed = new KvCache(ctx, cacheDesc(1, 1));
+    Step open = closed.begin(new long[] {3}, new int[] {2});
+    closed.close();
+    closed.close();
+    VkattnException e = assertThrows(VkattnException.class, () -> closed.length(1));
+    assertEquals("vkattn: this KvCache is closed", e.getMessage());
+    open.close(); // a step keeps its cache alive until it ends
   }
 }
