@@ -204,6 +204,25 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %typemap(cstype) (const int64_t* shape, int64_t ndim) "params long[]"
 #endif
 
+/* The plain structs' field accessors would dereference a deleted (NULL)
+ * object: raise instead. */
+#if defined(SWIGGO)
+#define VKATTNX_RETURN_NULL /* the raise panics */
+#else
+#define VKATTNX_RETURN_NULL return $null;
+#endif
+%define VKATTNX_PLAIN_STRUCT(STRUCT, NAME)
+%typemap(check) struct STRUCT* self %{
+  if (!$1) {
+    VKATTNX_RAISE(VKATTN_ERROR_INVALID_ARGUMENT, "vkattn: this " NAME " was deleted");
+    VKATTNX_RETURN_NULL
+  }
+%}
+%enddef
+VKATTNX_PLAIN_STRUCT(vkattn_attention_desc, "AttentionDesc")
+VKATTNX_PLAIN_STRUCT(vkattn_kv_cache_desc, "KvCacheDesc")
+VKATTNX_PLAIN_STRUCT(vkattn_device_info, "DeviceInfo")
+
 /* ---- handles -------------------------------------------------------- */
 /* SWIG sees the handles as empty structs; the C types stay incomplete and
  * %extend supplies constructor, destructor and methods. */

@@ -219,6 +219,14 @@ public class VkattnTests {
     Throws("vkattn: this Tensor is closed", () => live.Write(new float[3]));
     Throws("vkattn: this Tensor is closed", () => live.ToFloatArray());
     Throws("vkattn: this Tensor is closed", () => live.Dtype());
+    // Plain structs can be disposed explicitly; their fields then throw.
+    var d = Desc(true, -1);
+    d.Dispose();
+    d.Dispose();
+    Throws("vkattn: this AttentionDesc was deleted", () => d.NumHeads = 1);
+    var info = ctx.DeviceInfo();
+    info.Dispose();
+    Throws("vkattn: this DeviceInfo was deleted", () => { var n = info.Name; });
   }
 
   [Test]

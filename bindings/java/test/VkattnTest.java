@@ -298,6 +298,16 @@ public class VkattnTest {
     // Objects keep their context alive: the tensor still works.
     assertArrayEquals(new float[] {1, 2, 3}, live.toFloatArray(), 0f);
     live.close();
+
+    // Plain structs can be deleted explicitly; their fields then raise.
+    AttentionDesc d = desc(true, -1);
+    d.delete();
+    d.delete();
+    e = assertThrows(VkattnException.class, () -> d.setNumHeads(1));
+    assertEquals("vkattn: this AttentionDesc was deleted", e.getMessage());
+    DeviceInfo info = ctx.deviceInfo();
+    info.delete();
+    assertThrows(VkattnException.class, info::getName);
   }
 
   @Test
