@@ -30,6 +30,10 @@ layout(constant_id = 0) const uint WG = 8;
 // time grows steeply with R * D); 0: iterate them.
 layout(constant_id = 9) const uint UNROLL_D = 0;
 layout(constant_id = 10) const uint QVEC = 1;  // 1: 4 elements per q texel
+// 1: K/V live in the pages of a paged KV cache (src/ops/kv_cache.h): key j
+// of a sequence is slot j % page_size of page block_table[k_off + j /
+// page_size], inside this dispatch's pool buffer (bound to k_tex/v_tex).
+layout(constant_id = 11) const uint PAGED = 0;
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -71,6 +75,9 @@ layout(std430, binding = 10) writeonly buffer PartO {
 layout(std430, binding = 11) writeonly buffer PartL {
   float part_lse[];
 };
+layout(std430, binding = 12) readonly buffer BlockTable {
+  uint block_table[];  // pages local to this dispatch's pool buffer
+};
 
 layout(push_constant) uniform Push {
   uint n_items;
@@ -81,27 +88,40 @@ layout(push_constant) uniform Push {
   float softcap;
   int window_left;
   uint mask_dtype;
+  uint item_base;  // this dispatch runs items [item_base, item_base + n_items)
+  // Paged: page size in tokens; a page's and this layer's K/V block offset,
+  // in K (V) texels.
+  uint page_size;
+  uint k_page_tx;
+  uint k_layer_tx;
+  uint v_page_tx;
+  uint v_layer_tx;
 }
 pc;
 
-// Elements [4c, 4c + 4) of K/V row `kr` (zero beyond the head dim).
-// which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
+// Texels per row of `dim` elements for a texel kind.
+uint row_texels(uint kind_vec, uint dim) {
+  return kind_vec == 2u ? dim / 8u : kind_vec == 1u ? (dim + 3u) / 4u : dim;
+}
+
+// Elements [4c, 4c + 4) of the K/V/q row starting at texel `base` (zero
+// beyond the head dim). which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
 uvec4 fetch_texel(uint which, int t) {
   return which == 0u ? texelFetch(k_tex, t) : which == 1u ? texelFetch(v_tex, t) : texelFetch(q_tex, t);
 }
 
-vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
+vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
   uint dt = which == 2u ? QDT : KDT;
   if (kind_vec == 2u) {
     // 16-bit data, dim % 8 == 0: one 16-byte texel holds 8 elements (slices
     // c and c ^ 1 fetch the same texel; the compiler merges the fetches).
-    uvec4 w = fetch_texel(which, int(kr * (dim / 8u) + c / 2u));
+    uvec4 w = fetch_texel(which, int(base + c / 2u));
     uvec2 h = (c & 1u) != 0u ? w.zw : w.xy;
     if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
     return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
   }
   if (kind_vec == 1u) {
-    uvec4 w = fetch_texel(which, int(kr * ((dim + 3u) / 4u) + c));
+    uvec4 w = fetch_texel(which, int(base + c));
     if (dt == DT_F32) return uintBitsToFloat(w);
     if (dt == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
     return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
@@ -109,7 +129,7 @@ vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
   vec4 r;
   [[unroll]] for (uint e = 0u; e < 4u; ++e) {
     uint col = 4u * c + e;
-    uint w = fetch_texel(which, int(kr * dim + min(col, dim - 1u))).x;
+    uint w = fetch_texel(which, int(base + min(col, dim - 1u))).x;
     float x = dt == DT_F32 ? uintBitsToFloat(w) : decode16(dt, w & 0xffffu);
     r[e] = col < dim ? x : 0.0;
   }
@@ -120,10 +140,7 @@ vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
 #define QK_STEP(c)                                                                      \
   {                                                                                     \
     vec4 kv[BK];                                                                        \
-    [[unroll]] for (uint j = 0u; j < BK; ++j) {                                         \
-      uint key = min(kb + j, it.k_end - 1u);                                            \
-      kv[j] = fetch_row(KVEC, D, (sq.k_off + key) * pc.num_kv_heads + it.kv_head, c, 0u); \
-    }                                                                                   \
+    [[unroll]] for (uint j = 0u; j < BK; ++j) kv[j] = fetch_row(KVEC, D, kbase[j], c, 0u); \
     [[unroll]] for (uint i = 0u; i < R; ++i) {                                          \
       vec4 qi = q[i * D4 + c];                                                          \
       [[unroll]] for (uint j = 0u; j < BK; ++j) s[i * BK + j] += dot(qi, kv[j]);        \
@@ -135,10 +152,7 @@ vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
 #define PV_STEP(c)                                                                      \
   {                                                                                     \
     vec4 vv[BK];                                                                        \
-    [[unroll]] for (uint j = 0u; j < BK; ++j) {                                         \
-      uint key = min(kb + j, it.k_end - 1u);                                            \
-      vv[j] = fetch_row(VVEC, DV, (sq.k_off + key) * pc.num_kv_heads + it.kv_head, c, 1u); \
-    }                                                                                   \
+    [[unroll]] for (uint j = 0u; j < BK; ++j) vv[j] = fetch_row(VVEC, DV, vbase[j], c, 1u); \
     [[unroll]] for (uint i = 0u; i < R; ++i) {                                          \
       vec4 a = acc[i * DV4 + c] * alphas[i];                                            \
       [[unroll]] for (uint j = 0u; j < BK; ++j)                                         \
@@ -148,7 +162,7 @@ vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
   }
 
 // q row i, head-dim slice c, pre-scaled (rows past the tile read row 0).
-#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow, (c), 2u) * pc.scale;
+#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow * row_texels(QVEC, D), (c), 2u) * pc.scale;
 
 // Normalized partial row i, slice c, of a split key range.
 #define PART_STORE(i, c)                                                  \
@@ -182,7 +196,7 @@ vec4 fetch_row(uint kind_vec, uint dim, uint kr, uint c, uint which) {
 void main() {
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;
-  Item it = items[id];
+  Item it = items[pc.item_base + id];
   Seq sq = seqs[it.seq];
   const uint G = pc.num_heads / pc.num_kv_heads;
   const uint lane = gl_LocalInvocationID.x;
@@ -222,6 +236,23 @@ void main() {
     // Scores of R rows x BK keys.
     float s[R * BK];
     [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;
+    // First texel of each key's K and V row (keys past the range repeat the last).
+    uint kbase[BK], vbase[BK];
+    if (PAGED != 0u) {
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        uint key = min(kb + j, it.k_end - 1u);
+        uint page = block_table[sq.k_off + key / pc.page_size];
+        uint row = it.kv_head * pc.page_size + key % pc.page_size;
+        kbase[j] = page * pc.k_page_tx + pc.k_layer_tx + row * row_texels(KVEC, D);
+        vbase[j] = page * pc.v_page_tx + pc.v_layer_tx + row * row_texels(VVEC, DV);
+      }
+    } else {
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        uint row = (sq.k_off + min(kb + j, it.k_end - 1u)) * pc.num_kv_heads + it.kv_head;
+        kbase[j] = row * row_texels(KVEC, D);
+        vbase[j] = row * row_texels(VVEC, DV);
+      }
+    }
     // UNROLL_D = 0 iterates the head dim in chunks of CK (q and acc then
     // live in memory, which keeps lavapipe's compile time in seconds);
     // rows and keys are always unrolled.

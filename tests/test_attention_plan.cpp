@@ -64,3 +64,30 @@ TEST(AttentionPlan, TooManySplitsIsUnsupported) {
     EXPECT_EQ(e.status(), VKATTN_ERROR_UNSUPPORTED);
   }
 }
+
+// Paged pools over several buffers: an item never crosses a buffer
+// segment, the pieces of a tile cover its keys exactly once, and items come
+// grouped by buffer (one dispatch each).
+TEST(AttentionPlan, ItemsStayInsideBufferSegments) {
+  int32_t cq[3] = {0, 1, 4}, ck[3] = {0, 700, 760};
+  std::vector<std::vector<KeySegment>> seg = {{{0, 100, 2}, {100, 640, 0}, {640, 700, 1}},
+                                              {{0, 60, 1}}};
+  Plan p = build_plan(shape(2, true, -1, 8, 256), 2, cq, ck, &seg);
+  std::vector<uint64_t> covered(2, 0);
+  for (const auto& it : p.items) {
+    bool inside = false;
+    for (const auto& g : seg[it.seq])
+      inside = inside || (it.buffer == g.buffer && g.begin <= it.k_begin && it.k_end <= g.end);
+    EXPECT_TRUE(inside) << "item [" << it.k_begin << ", " << it.k_end << ") buffer " << it.buffer;
+    EXPECT_LE(it.k_end - it.k_begin, 256u);
+    covered[it.seq] += it.k_end - it.k_begin;
+  }
+  EXPECT_EQ(covered[0], 2u * 700u);  // 2 kv heads
+  for (size_t i = 1; i < p.items.size(); ++i)
+    EXPECT_LE(p.items[i - 1].buffer, p.items[i].buffer) << "items grouped by buffer";
+  // Sequence 0's tiles (2 kv heads) are split across 3 buffers -> combined.
+  uint32_t slots = 0;
+  for (const auto& c : p.combine)
+    if (c.seq == 0) slots += c.n_slots;
+  EXPECT_GE(slots, 2u * 5u);  // 100 | 256 + 256 + 28 | 60
+}

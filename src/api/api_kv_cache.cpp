@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "api/firewall.h"
+#include "ops/attention.h"
 #include "ops/kv_cache.h"
 
 using namespace vkattn;
@@ -98,6 +99,22 @@ VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, v
     VKATTN_REQUIRE_ARG(step);
     step->impl->append(layer, k_new ? k_new->impl.get() : nullptr,
                        v_new ? v_new->impl.get() : nullptr);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
+                                               const vkattn_attention_desc* desc, vkattn_tensor* q,
+                                               vkattn_tensor* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(step);
+    Step& st = *step->impl;
+    Context& ctx = st.cache().context();
+    Tensor* qt = q ? q->impl.get() : nullptr;
+    Tensor* ot = out ? out->impl.get() : nullptr;
+    require(qt && ot, "q and out must not be NULL");
+    require(&qt->context() == &ctx, "q belongs to another context than the cache");
+    AttentionCall call = make_paged_call(ctx, desc, st, layer, qt, ot);
+    record_attention(ctx, call);
   });
 }
 

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ops/attention_plan.h"
 #include "ops/attention_variant.h"
+#include "ops/kv_cache.h"
 
 namespace vkattn {
 
@@ -16,8 +17,9 @@ const KernelLayout kFwdLayout{
     {BindingKind::kUniformTexel, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-    32};
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+     BindingKind::kStorageBuffer},
+    56};
 
 const KernelLayout kCombineLayout{
     "attention_combine",
@@ -36,6 +38,7 @@ struct FwdPush {
   float scale, softcap;
   int32_t window_left;
   uint32_t mask_dtype;
+  uint32_t item_base, page_size, k_page_tx, k_layer_tx, v_page_tx, v_layer_tx;
 };
 struct CombinePush {
   uint32_t n_items, num_heads, num_kv_heads, flags, tile_rows, dv;
@@ -43,7 +46,7 @@ struct CombinePush {
 struct MergePush {
   uint32_t rows, dv, words, has_lse_out;
 };
-static_assert(sizeof(FwdPush) == 32 && sizeof(CombinePush) == 24 && sizeof(MergePush) == 16,
+static_assert(sizeof(FwdPush) == 56 && sizeof(CombinePush) == 24 && sizeof(MergePush) == 16,
               "push constants mirror the shaders");
 
 bool is_float(vkattn_dtype dt) {
@@ -81,7 +84,11 @@ bool same_memory(const Tensor* a, const Tensor* b) {
 // Checks the dtypes and the shapes that do not depend on the layout.
 void check_tensors(Context& ctx, const AttentionCall& c) {
   const auto& d = c.desc;
-  require(c.q && c.k && c.v && c.out, "q, k, v and out must not be NULL");
+  const bool paged = c.step != nullptr;
+  if (paged)
+    require(c.q && c.out, "q and out must not be NULL");
+  else
+    require(c.q && c.k && c.v && c.out, "q, k, v and out must not be NULL");
   for (auto [t, n] : {std::pair<Tensor*, const char*>{c.q, "q"},
                       {c.k, "k"},
                       {c.v, "v"},
@@ -93,9 +100,12 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
   require(is_float(c.q->dtype()), "q must be f32, f16 or bf16, got ", dtype_name(c.q->dtype()));
   require(c.out->dtype() == c.q->dtype(), "out must have q's dtype ", dtype_name(c.q->dtype()),
           ", got ", dtype_name(c.out->dtype()));
-  require(c.k->dtype() == c.v->dtype(), "k and v must share a dtype");
-  require(c.k->dtype() == c.q->dtype() || c.k->dtype() == VKATTN_F16 || c.k->dtype() == VKATTN_BF16,
-          "k/v must have q's dtype or f16/bf16, got ", dtype_name(c.k->dtype()));
+  if (!paged) require(c.k->dtype() == c.v->dtype(), "k and v must share a dtype");
+  const vkattn_dtype kv = c.kv_dtype();
+  require(kv == c.q->dtype() || kv == VKATTN_F16 || kv == VKATTN_BF16,
+          paged ? "the cache dtype must be q's dtype or f16/bf16, got "
+                : "k/v must have q's dtype or f16/bf16, got ",
+          dtype_name(kv));
   for (const Tensor* in : {c.q, c.k, c.v})
     require(!same_memory(c.out, in) && !same_memory(c.lse, in),
             "out and lse must not alias q, k or v");
@@ -125,7 +135,7 @@ void check_limits(Context& ctx, const AttentionCall& c) {
       fail(VKATTN_ERROR_UNSUPPORTED, "a tensor of ", t->nbytes(),
            " bytes exceeds the device's maxStorageBufferRange ", caps.max_storage_buffer_range);
   for (const Tensor* t : {c.q, c.k, c.v})
-    if (static_cast<uint64_t>(t->numel()) > caps.max_texel_buffer_elements)
+    if (t && static_cast<uint64_t>(t->numel()) > caps.max_texel_buffer_elements)
       fail(VKATTN_ERROR_UNSUPPORTED, "q/k/v of ", t->numel(),
            " elements exceed the device's maxTexelBufferElements ", caps.max_texel_buffer_elements);
 }
@@ -297,21 +307,187 @@ AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, 
   return c;
 }
 
-void record_attention(Context& ctx, const AttentionCall& c) {
+vkattn_dtype AttentionCall::kv_dtype() const {
+  return step ? step->cache().desc().dtype : k->dtype();
+}
+
+AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, Step& step,
+                              uint32_t layer, Tensor* q, Tensor* out) {
+  AttentionCall c;
+  c.step = &step;
+  c.layer = layer;
+  c.desc = check_attention_desc(desc);
+  c.q = q, c.out = out;
+  c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
+  c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
+  c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
   const auto& d = c.desc;
-  const int64_t total_q = c.q->dim(0);
-  if (total_q == 0 || c.batch == 0) return;
+  const vkattn_kv_cache_desc& cd = step.cache().desc();
+  require(step.is_open(), "the step is no longer open");
+  require(layer < cd.num_layers, "layer ", layer, " is not below num_layers ", cd.num_layers);
+  require(d.num_kv_heads == cd.num_kv_heads && d.head_dim == cd.head_dim &&
+              d.head_dim_v == cd.head_dim_v,
+          "desc (Hkv ", d.num_kv_heads, ", d ", d.head_dim, ", dv ", d.head_dim_v,
+          ") does not match the cache (Hkv ", cd.num_kv_heads, ", d ", cd.head_dim, ", dv ",
+          cd.head_dim_v, ")");
+  check_tensors(ctx, c);
+  const int64_t n = step.total_new();
+  require_shape(*q, "q", {n, d.num_heads, d.head_dim});
+  require_shape(*out, "out", {n, d.num_heads, d.head_dim_v});
+  if (c.lse) require_shape(*c.lse, "lse", {n, d.num_heads});
+  require(n == 0 || step.appended(layer), "layer ", layer,
+          " has not been appended in this step (call vkattn_step_append first)");
+  c.batch = static_cast<uint32_t>(step.seqs().size());
+  c.cu_q.assign(1, 0);
+  c.cu_k.assign(1, 0);
+  int64_t mask_elems = 0;
+  for (const StepSeq& sq : step.seqs()) {
+    c.cu_q.push_back(c.cu_q.back() + sq.t);
+    require(static_cast<int64_t>(c.cu_k.back()) + sq.len + sq.t <= INT32_MAX,
+            "the step's sequences hold more than INT32_MAX tokens");
+    c.cu_k.push_back(c.cu_k.back() + sq.len + sq.t);
+    mask_elems += static_cast<int64_t>(sq.t) * (sq.len + sq.t);
+  }
+  if (c.mask) require_shape(*c.mask, "mask (1-D, sum of t_b * (len_b + t_b))", {mask_elems});
+  check_limits(ctx, c);
+  return c;
+}
+
+namespace {
+
+// A plan and its device copy: items, sequences, combine list and (paged)
+// block tables in one host-visible buffer.
+// Paged calls keep it in a buffer of their own, reused by every layer of
+// the step; other calls put it in the open batch's host ring.
+struct PreparedPlan {
+  Plan plan;
+  AttentionVariant var;
+  std::shared_ptr<Buffer> data;  // paged
+  Buffer* raw = nullptr;         // ring slice of the open batch
+  uint64_t base = 0;
+  uint64_t items_off = 0, seqs_off = 0, combine_off = 0, table_off = 0, table_bytes = 16;
+  std::vector<uint32_t> buffer_items;  // items per pool buffer (one entry when unpaged)
+
+  BoundBuffer bind(uint64_t off, uint64_t bytes) const {
+    BoundBuffer b;
+    b.buffer = data;
+    b.raw = raw;
+    b.offset = base + off;
+    b.range = std::max<uint64_t>(16, (bytes + 15) / 16 * 16);
+    return b;
+  }
+};
+
+std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c) {
+  const auto& d = c.desc;
+  auto pp = std::make_shared<PreparedPlan>();
   const uint32_t group = d.num_heads / d.num_kv_heads;
   uint32_t max_rows = 0;
   for (uint32_t b = 0; b < c.batch; ++b)
     max_rows =
         std::max<uint32_t>(max_rows, static_cast<uint32_t>(c.cu_q[b + 1] - c.cu_q[b]) * group);
-  AttentionVariant var = choose_attention_variant(ctx.device(), d.head_dim, d.head_dim_v, max_rows);
-
+  pp->var = choose_attention_variant(ctx.device(), d.head_dim, d.head_dim_v, max_rows);
+  const AttentionVariant& var = pp->var;
   PlanShape shape{group,         d.num_kv_heads,   d.causal != 0,
                   d.window_left, var.tile_rows(),  var.max_keys,
                   var.max_slots, var.target_items, var.min_split_keys};
-  Plan plan = build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data());
+
+  std::vector<uint32_t> table;
+  std::vector<std::vector<KeySegment>> segments;
+  if (c.step) {
+    // Block tables of local pages; keys cut where the pool buffer changes.
+    const KvCache& cache = c.step->cache();
+    const uint32_t ps = cache.desc().page_size;
+    segments.resize(c.batch);
+    for (uint32_t b = 0; b < c.batch; ++b) {
+      const StepSeq& sq = c.step->seqs()[b];
+      const uint32_t u = static_cast<uint32_t>(sq.len + sq.t);
+      const uint32_t n_pages = (u + ps - 1) / ps;
+      for (uint32_t i = 0; i < n_pages; ++i) {
+        uint32_t page = sq.pages[i], buf = cache.buffer_of(page);
+        table.push_back(cache.local_page(page));
+        auto& seg = segments[b];
+        uint32_t k0 = i * ps, k1 = std::min(u, k0 + ps);
+        if (!seg.empty() && seg.back().buffer == buf)
+          seg.back().end = k1;
+        else
+          seg.push_back({k0, k1, buf});
+      }
+    }
+  }
+  pp->plan = build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(), c.step ? &segments : nullptr);
+  Plan& plan = pp->plan;
+  if (c.step) {
+    // Block-table offsets per sequence.
+    uint32_t off = 0;
+    const uint32_t ps = c.step->cache().desc().page_size;
+    for (uint32_t b = 0; b < c.batch; ++b) {
+      plan.seqs[b].k_off = off;
+      off += (plan.seqs[b].u + ps - 1) / ps;
+    }
+    pp->buffer_items.assign(c.step->cache().buffers().size(), 0);
+    for (const PlanItem& it : plan.items) ++pp->buffer_items[it.buffer];
+  } else {
+    pp->buffer_items.assign(1, static_cast<uint32_t>(plan.items.size()));
+  }
+  if (plan.items.empty()) return pp;
+
+  const uint64_t align = std::max<uint64_t>(16, ctx.device().caps().min_storage_offset_alignment);
+  auto up = [&](uint64_t x) { return (x + align - 1) / align * align; };
+  pp->items_off = 0;
+  pp->seqs_off = up(plan.items.size() * sizeof(PlanItem));
+  pp->combine_off = pp->seqs_off + up(plan.seqs.size() * sizeof(PlanSeq));
+  pp->table_off = pp->combine_off + up(std::max<size_t>(1, plan.combine.size()) * sizeof(PlanItem));
+  pp->table_bytes = std::max<uint64_t>(16, table.size() * 4);
+  const uint64_t bytes = pp->table_off + up(pp->table_bytes);
+  uint8_t* m = nullptr;
+  if (c.step) {
+    pp->data = std::make_shared<Buffer>(ctx.device(), bytes, true);
+    m = pp->data->mapped();
+  } else {
+    HostSlice s = ctx.recorder().alloc_host(bytes);
+    pp->raw = s.buffer;
+    pp->base = s.offset;
+    m = s.host;
+  }
+  std::memset(m, 0, bytes);
+  std::memcpy(m + pp->items_off, plan.items.data(), plan.items.size() * sizeof(PlanItem));
+  std::memcpy(m + pp->seqs_off, plan.seqs.data(), plan.seqs.size() * sizeof(PlanSeq));
+  std::memcpy(m + pp->combine_off, plan.combine.data(), plan.combine.size() * sizeof(PlanItem));
+  std::memcpy(m + pp->table_off, table.data(), table.size() * 4);
+  return pp;
+}
+
+// A texel view of a whole pool buffer.
+BoundBuffer pool_binding(const std::shared_ptr<Buffer>& buf, vkattn_dtype dt, uint32_t kind) {
+  VkFormat f = texel_format(dt, kind);
+  uint64_t tb = texel_bytes(f);
+  BoundBuffer b;
+  b.buffer = buf;
+  b.format = f;
+  b.range = buf->size() / tb * tb;
+  return b;
+}
+
+}  // namespace
+
+void record_attention(Context& ctx, const AttentionCall& c) {
+  const auto& d = c.desc;
+  const int64_t total_q = c.q->dim(0);
+  if (total_q == 0 || c.batch == 0) return;
+
+  // The plan: built once per step and shape, reused by every layer.
+  std::shared_ptr<PreparedPlan> pp;
+  if (c.step) {
+    std::vector<uint32_t> key = {d.num_heads, d.causal, static_cast<uint32_t>(d.window_left)};
+    auto& slot = c.step->plans[key];
+    if (!slot) slot = prepare_plan(ctx, c);
+    pp = std::static_pointer_cast<PreparedPlan>(slot);
+  } else {
+    pp = prepare_plan(ctx, c);
+  }
+  const Plan& plan = pp->plan;
+  const AttentionVariant& var = pp->var;
   if (plan.items.empty()) return;
 
   uint32_t flags = 0;
@@ -341,8 +517,9 @@ void record_attention(Context& ctx, const AttentionCall& c) {
     part_l.range = part_rows * 4;
   }
 
-  const uint32_t kvec = texel_kind(c.k->dtype(), d.head_dim, var.scalar_fetch);
-  const uint32_t vvec = texel_kind(c.v->dtype(), d.head_dim_v, var.scalar_fetch);
+  const vkattn_dtype kv_dt = c.kv_dtype();
+  const uint32_t kvec = texel_kind(kv_dt, d.head_dim, var.scalar_fetch);
+  const uint32_t vvec = texel_kind(kv_dt, d.head_dim_v, var.scalar_fetch);
   const uint32_t qvec = texel_kind(c.q->dtype(), d.head_dim, var.scalar_fetch);
   std::vector<uint32_t> spec = {var.wg,
                                 var.rows,
@@ -350,11 +527,12 @@ void record_attention(Context& ctx, const AttentionCall& c) {
                                 d.head_dim,
                                 d.head_dim_v,
                                 static_cast<uint32_t>(c.q->dtype()),
-                                static_cast<uint32_t>(c.k->dtype()),
+                                static_cast<uint32_t>(kv_dt),
                                 kvec,
                                 vvec,
                                 var.unroll_d ? 1u : 0u,
-                                qvec};
+                                qvec,
+                                c.step ? 1u : 0u};
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& fwd = pipes.get(kFwdLayout, spec);
   const Pipeline* combine = plan.combine.empty()
@@ -362,28 +540,53 @@ void record_attention(Context& ctx, const AttentionCall& c) {
                                 : &pipes.get(kCombineLayout, {static_cast<uint32_t>(c.q->dtype())});
 
   Recorder& rec = ctx.recorder();
-  BoundBuffer items = host_upload(rec, plan.items.data(), plan.items.size() * sizeof(PlanItem));
-  BoundBuffer seqs = host_upload(rec, plan.seqs.data(), plan.seqs.size() * sizeof(PlanSeq));
+  BoundBuffer items = pp->bind(pp->items_off, plan.items.size() * sizeof(PlanItem));
+  BoundBuffer seqs = pp->bind(pp->seqs_off, plan.seqs.size() * sizeof(PlanSeq));
+  BoundBuffer table = pp->bind(pp->table_off, pp->table_bytes);
   BoundBuffer key_valid = c.key_valid.empty()
                               ? storage(ctx, nullptr)
                               : host_upload(rec, c.key_valid.data(), c.key_valid.size());
-  FwdPush push{static_cast<uint32_t>(plan.items.size()),
-               d.num_heads,
-               d.num_kv_heads,
-               flags,
-               d.scale,
-               d.softcap,
-               d.window_left,
-               c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u};
-  pipes.dispatch(rec, fwd,
-                 {texel_binding(ctx, *c.q, qvec), texel_binding(ctx, *c.k, kvec),
-                  texel_binding(ctx, *c.v, vvec),
-                  storage(ctx, c.out), storage(ctx, c.lse), items, seqs, storage(ctx, c.mask),
-                  storage(ctx, c.alibi), key_valid, part_o, part_l},
-                 &push, sizeof(push), plan.items.size());
+  FwdPush push{
+      0,       d.num_heads, d.num_kv_heads, flags,
+      d.scale, d.softcap,   d.window_left,  c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u};
+  if (c.step) {
+    const KvCache& cache = c.step->cache();
+    // Page and layer offsets in texels (both are multiples of 16 bytes).
+    auto tx = [&](uint64_t bytes, uint32_t kind) {
+      return static_cast<uint32_t>(bytes / texel_bytes(texel_format(kv_dt, kind)));
+    };
+    push.page_size = cache.desc().page_size;
+    push.k_page_tx = tx(cache.page_bytes(), kvec);
+    push.k_layer_tx = tx(cache.k_layer_offset(c.layer), kvec);
+    push.v_page_tx = tx(cache.page_bytes(), vvec);
+    push.v_layer_tx = tx(cache.v_layer_offset(c.layer), vvec);
+  }
+  // One dispatch per pool buffer that holds keys of the step (one when the
+  // pool is one buffer, and for unpaged calls).
+  uint32_t base = 0;
+  for (size_t b = 0; b < pp->buffer_items.size(); ++b) {
+    const uint32_t n = pp->buffer_items[b];
+    if (n == 0) continue;
+    push.n_items = n;
+    push.item_base = base;
+    base += n;
+    BoundBuffer kt, vt;
+    if (c.step) {
+      const auto& buf = c.step->cache().buffers()[b];
+      kt = pool_binding(buf, kv_dt, kvec);
+      vt = pool_binding(buf, kv_dt, vvec);
+    } else {
+      kt = texel_binding(ctx, *c.k, kvec);
+      vt = texel_binding(ctx, *c.v, vvec);
+    }
+    pipes.dispatch(
+        rec, fwd,
+        {texel_binding(ctx, *c.q, qvec), kt, vt, storage(ctx, c.out), storage(ctx, c.lse), items,
+         seqs, storage(ctx, c.mask), storage(ctx, c.alibi), key_valid, part_o, part_l, table},
+        &push, sizeof(push), n);
+  }
   if (combine) {
-    BoundBuffer citems =
-        host_upload(rec, plan.combine.data(), plan.combine.size() * sizeof(PlanItem));
+    BoundBuffer citems = pp->bind(pp->combine_off, plan.combine.size() * sizeof(PlanItem));
     CombinePush cp{static_cast<uint32_t>(plan.combine.size()),
                    d.num_heads,
                    d.num_kv_heads,

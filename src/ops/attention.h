@@ -12,6 +12,8 @@
 
 namespace vkattn {
 
+class Step;
+
 // Everything a forward call needs, already in packed ("varlen") form.
 struct AttentionCall {
   vkattn_attention_desc desc;  // validated copy; head_dim_v resolved
@@ -20,6 +22,10 @@ struct AttentionCall {
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
   Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr;
   std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none
+  // Paged: K/V come from layer `layer` of the step's cache (k, v null).
+  Step* step = nullptr;
+  uint32_t layer = 0;
+  vkattn_dtype kv_dtype() const;
 };
 
 // Checks a descriptor and returns a copy with defaults resolved. Throws
@@ -32,6 +38,10 @@ AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, 
                                Tensor* v, Tensor* out);
 AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, Tensor* q,
                                Tensor* k, Tensor* v, const int32_t* key_mask, Tensor* out);
+
+// vkattn_step_attention: q [total_new, H, d] over the step's cache layer.
+AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, Step& step,
+                              uint32_t layer, Tensor* q, Tensor* out);
 
 // Records the forward pass. Nothing is recorded for empty work.
 void record_attention(Context& ctx, const AttentionCall& call);

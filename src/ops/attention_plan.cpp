@@ -16,7 +16,8 @@ struct Tile {
 };
 }  // namespace
 
-Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const int32_t* cu_k) {
+Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const int32_t* cu_k,
+                const std::vector<std::vector<KeySegment>>* segments) {
   Plan plan;
   plan.seqs.resize(batch);
   std::vector<Tile> tiles;
@@ -57,25 +58,42 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const i
     uint64_t by_parallel =
         std::min<uint64_t>(parallel_split, std::max<uint64_t>(1, range / s.min_split_keys));
     n = std::max(n, by_parallel);
-    if (n > s.max_slots)
-      fail(VKATTN_ERROR_UNSUPPORTED, "a sequence with ", range, " visible keys needs ", n,
+    const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
+    // Pieces of the key range: whole, or cut where the pool buffer changes.
+    std::vector<KeySegment> pieces;
+    if (segments) {
+      for (const KeySegment& g : (*segments)[t.seq]) {
+        uint32_t b = std::max(g.begin, t.k_begin), e = std::min(g.end, t.k_end);
+        if (b < e) pieces.push_back({b, e, g.buffer});
+      }
+    }
+    if (pieces.empty()) pieces.push_back({t.k_begin, t.k_end, 0});
+    uint64_t total = 0;
+    for (const KeySegment& g : pieces)
+      total += ceil_div(std::max<uint64_t>(1, g.end - g.begin), chunk);
+    if (total > s.max_slots)
+      fail(VKATTN_ERROR_UNSUPPORTED, "a sequence with ", range, " visible keys needs ", total,
            " key splits; at most ", s.max_slots, " x ", s.max_keys,
            " keys per query are supported");
-    if (n == 1) {
-      plan.items.push_back({t.seq, t.kv_head, t.row0, kNoSlot, t.k_begin, t.k_end, 0, 0});
+    if (total == 1) {
+      plan.items.push_back(
+          {t.seq, t.kv_head, t.row0, kNoSlot, pieces[0].begin, pieces[0].end, 0, pieces[0].buffer});
       continue;
     }
-    uint64_t chunk = ceil_div(range, n);
     uint32_t first = plan.num_slots;
-    for (uint64_t i = 0; i < n; ++i) {
-      uint32_t b = static_cast<uint32_t>(t.k_begin + std::min(range, i * chunk));
-      uint32_t e = static_cast<uint32_t>(t.k_begin + std::min(range, (i + 1) * chunk));
-      plan.items.push_back({t.seq, t.kv_head, t.row0, plan.num_slots++, b, e, 0, 0});
+    for (const KeySegment& g : pieces) {
+      for (uint64_t b = g.begin; b < g.end; b += chunk) {
+        uint32_t e = static_cast<uint32_t>(std::min<uint64_t>(g.end, b + chunk));
+        plan.items.push_back(
+            {t.seq, t.kv_head, t.row0, plan.num_slots++, static_cast<uint32_t>(b), e, 0, g.buffer});
+      }
     }
-    plan.combine.push_back({t.seq, t.kv_head, t.row0, first, 0, 0, static_cast<uint32_t>(n), 0});
+    plan.combine.push_back({t.seq, t.kv_head, t.row0, first, 0, 0, plan.num_slots - first, 0});
   }
-  // Heaviest first, so the device's last workgroups are short ones.
+  // By buffer (one dispatch each), heaviest first within a buffer, so the
+  // device's last workgroups are short ones.
   std::stable_sort(plan.items.begin(), plan.items.end(), [](const PlanItem& a, const PlanItem& b) {
+    if (a.buffer != b.buffer) return a.buffer < b.buffer;
     return a.k_end - a.k_begin > b.k_end - b.k_begin;
   });
   return plan;

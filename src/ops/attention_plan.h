@@ -27,10 +27,10 @@ constexpr uint32_t kNoSlot = 0xffffffffu;
 // std430 records shared with the shaders (struct Item / struct Seq).
 struct PlanItem {
   uint32_t seq, kv_head, row0, slot;
-  uint32_t k_begin, k_end, n_slots, pad;
+  uint32_t k_begin, k_end, n_slots, buffer;
 };
 struct PlanSeq {
-  uint32_t q_off, k_off, t, u;
+  uint32_t q_off, k_off, t, u;  // paged: k_off = first block-table entry
   uint32_t mask_off, pad0, pad1, pad2;
 };
 static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 32, "std430 layout");
@@ -54,8 +54,18 @@ struct Plan {
   uint32_t num_slots = 0;         // partial rows = num_slots * tile_rows
 };
 
-// cu_q/cu_k: validated prefix sums of batch + 1 entries. Throws
+// Keys [begin, end) of a sequence that live in pool buffer `buffer` (paged
+// KV cache). A work item reads one buffer, so its key range never crosses
+// a segment boundary; the item's `pad` field carries the buffer.
+struct KeySegment {
+  uint32_t begin, end, buffer;
+};
+
+// cu_q/cu_k: validated prefix sums of batch + 1 entries. segments: per
+// sequence, its keys cut by pool buffer (paged), or null (one buffer).
+// Items come sorted by buffer, heaviest first within a buffer. Throws
 // VKATTN_ERROR_UNSUPPORTED when a sequence needs more than max_slots splits.
-Plan build_plan(const PlanShape& shape, uint32_t batch, const int32_t* cu_q, const int32_t* cu_k);
+Plan build_plan(const PlanShape& shape, uint32_t batch, const int32_t* cu_q, const int32_t* cu_k,
+                const std::vector<std::vector<KeySegment>>* segments = nullptr);
 
 }  // namespace vkattn

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -110,6 +111,10 @@ class Step {
   const std::vector<StepSeq>& seqs() const { return seqs_; }
   int64_t total_new() const { return total_new_; }
   bool appended(uint32_t layer) const { return appended_[layer]; }
+  bool is_open() const { return open_; }
+  // Attention plans of this step, by (H, causal, window): built at the
+  // first layer that needs one, reused by the others (ops/attention.cpp).
+  std::map<std::vector<uint32_t>, std::shared_ptr<void>> plans;
 
   void append(uint32_t layer, Tensor* k_new, Tensor* v_new);
   void commit();

@@ -1,0 +1,495 @@
+// Attention over the paged KV cache (B2): every step's output is checked
+// against src/reference over the same tokens (cached + new), for mixed
+// prefill/decode batches, chunked prefill, scrambled page orders, page sizes
+// 1/5/16/64, GQA decode over long contexts, NaN in unused slots, per-layer
+// windows and pools split over several buffers.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+#include "dtype_util.h"
+#include "kv_model.h"
+#include "reference/attention_ref.h"
+
+using namespace vkattn_test;
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+// What one layer of a step computes.
+struct LayerCfg {
+  uint32_t H = 4;
+  bool causal = true;
+  int window = -1;
+  float softcap = 0.0f;
+  bool alibi = false;
+  int mask_type = VKATTN_MASK_NONE;
+};
+
+class StepAttentionTest : public ContextTest {
+ protected:
+  void TearDown() override {
+    if (cache) vkattn_kv_cache_destroy(cache);
+    ContextTest::TearDown();
+  }
+
+  void create(const KvShape& s) {
+    shape = s;
+    vkattn_kv_cache_desc d;
+    vkattn_kv_cache_desc_init(&d);
+    d.num_layers = s.layers;
+    d.num_kv_heads = s.hkv;
+    d.head_dim = s.d;
+    d.head_dim_v = s.dv;
+    d.page_size = s.page_size;
+    d.num_pages = s.pages;
+    d.dtype = s.dtype;
+    ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+    k_model.clear();
+    v_model.clear();
+  }
+
+  std::vector<float> random_vec(size_t n, vkattn_dtype dt) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(n);
+    for (float& e : x) e = round_to(dt, u(rng));
+    return x;
+  }
+
+  // Values of the new tokens depend only on (sequence, position, layer,
+  // kind), so chunked and one-shot prefill see the same data.
+  std::vector<float> token_rows(int kind, const std::vector<int64_t>& ids,
+                                const std::vector<int32_t>& len, const std::vector<int32_t>& t,
+                                uint32_t layer, size_t width, vkattn_dtype dt) {
+    std::vector<float> x;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (size_t b = 0; b < ids.size(); ++b)
+      for (int32_t i = 0; i < t[b]; ++i) {
+        std::mt19937 g(
+            static_cast<uint32_t>(ids[b] * 1000003 + (len[b] + i) * 131 + layer * 7 + kind));
+        for (size_t e = 0; e < width; ++e) x.push_back(round_to(dt, u(g)));
+      }
+    return x;
+  }
+
+  void upload(vkattn_tensor* t, vkattn_dtype dt, const std::vector<float>& x) {
+    auto b = encode_bytes(dt, x);
+    ASSERT_EQ(vkattn_tensor_write(t, b.data(), b.size()), VKATTN_SUCCESS);
+  }
+
+  // Fills every page with NaN (a sequence that takes the whole pool, removed again).
+  void poison_pool() {
+    uint32_t free = 0;
+    ASSERT_EQ(vkattn_kv_cache_num_free_pages(cache, &free), VKATTN_SUCCESS);
+    int64_t id = -999;
+    int32_t t = static_cast<int32_t>(free * shape.page_size);
+    vkattn_step* st = nullptr;
+    ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &t, &st), VKATTN_SUCCESS) << vkattn_last_error();
+    vkattn_tensor* k = tensor(VKATTN_F32, {t, shape.hkv, shape.d});
+    vkattn_tensor* v = tensor(VKATTN_F32, {t, shape.hkv, shape.dv});
+    upload(k, VKATTN_F32, std::vector<float>(size_t(t) * shape.hkv * shape.d, kNaN));
+    upload(v, VKATTN_F32, std::vector<float>(size_t(t) * shape.hkv * shape.dv, kNaN));
+    for (uint32_t l = 0; l < shape.layers; ++l) ASSERT_EQ(vkattn_step_append(st, l, k, v), 0);
+    ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_kv_cache_remove(cache, id), VKATTN_SUCCESS);
+  }
+
+  // One step over `ids` with t new tokens each: appends and attends every
+  // layer (cfg[l % cfg.size()]), checks each layer against the reference,
+  // then commits (or aborts). Returns the outputs of the last layer.
+  std::vector<float> run_step(const std::vector<int64_t>& ids, const std::vector<int32_t>& t,
+                              const std::vector<LayerCfg>& cfg, vkattn_dtype qdt,
+                              bool commit = true, bool attend = true) {
+    const size_t B = ids.size();
+    vkattn_step* st = nullptr;
+    EXPECT_EQ(vkattn_step_begin(cache, static_cast<uint32_t>(B), ids.data(), t.data(), &st),
+              VKATTN_SUCCESS)
+        << vkattn_last_error();
+    if (!st) return {};
+    std::vector<int32_t> len(B), cu_q(B + 1, 0), cu_k(B + 1, 0);
+    for (size_t b = 0; b < B; ++b) {
+      EXPECT_EQ(vkattn_kv_cache_length(cache, ids[b], &len[b]), VKATTN_SUCCESS);
+      cu_q[b + 1] = cu_q[b] + t[b];
+      cu_k[b + 1] = cu_k[b] + len[b] + t[b];
+    }
+    const int64_t n = cu_q[B];
+    const uint32_t hkv = shape.hkv, d = shape.d, dv = shape.dv;
+    std::vector<std::vector<float>> new_k(shape.layers), new_v(shape.layers);
+    vkattn_tensor* kt = tensor(VKATTN_F32, {n, hkv, d});
+    vkattn_tensor* vt = tensor(VKATTN_F32, {n, hkv, dv});
+    std::vector<float> last_out;
+    for (uint32_t l = 0; l < shape.layers; ++l) {
+      const LayerCfg& c = cfg[l % cfg.size()];
+      // New K/V as f32 values; the cache holds them rounded to its dtype.
+      new_k[l] = token_rows(0, ids, len, t, l, hkv * d, VKATTN_F32);
+      new_v[l] = token_rows(1, ids, len, t, l, hkv * dv, VKATTN_F32);
+      upload(kt, VKATTN_F32, new_k[l]);
+      upload(vt, VKATTN_F32, new_v[l]);
+      for (float& x : new_k[l]) x = round_to(shape.dtype, x);
+      for (float& x : new_v[l]) x = round_to(shape.dtype, x);
+      EXPECT_EQ(vkattn_step_append(st, l, kt, vt), VKATTN_SUCCESS) << vkattn_last_error();
+      if (!attend) continue;
+
+      // Keys of the reference: cached + new, per sequence.
+      std::vector<float> rk, rv;
+      for (size_t b = 0; b < B; ++b) {
+        auto& mk = k_model[ids[b]];
+        auto& mv = v_model[ids[b]];
+        if (mk.empty()) mk.resize(shape.layers), mv.resize(shape.layers);
+        rk.insert(rk.end(), mk[l].begin(), mk[l].begin() + size_t(len[b]) * hkv * d);
+        rv.insert(rv.end(), mv[l].begin(), mv[l].begin() + size_t(len[b]) * hkv * dv);
+        rk.insert(rk.end(), new_k[l].begin() + size_t(cu_q[b]) * hkv * d,
+                  new_k[l].begin() + size_t(cu_q[b + 1]) * hkv * d);
+        rv.insert(rv.end(), new_v[l].begin() + size_t(cu_q[b]) * hkv * dv,
+                  new_v[l].begin() + size_t(cu_q[b + 1]) * hkv * dv);
+      }
+      std::vector<float> q = token_rows(2, ids, len, t, l, c.H * d, qdt);
+      vkattn_tensor* qt = tensor(qdt, {n, c.H, d});
+      vkattn_tensor* ot = tensor(qdt, {n, c.H, dv});
+      vkattn_tensor* lt = tensor(VKATTN_F32, {n, c.H});
+      upload(qt, qdt, q);
+      upload(ot, qdt, std::vector<float>(n * c.H * dv, kNaN));
+      upload(lt, VKATTN_F32, std::vector<float>(n * c.H, kNaN));
+      vkattn_attention_desc desc;
+      vkattn_attention_desc_init(&desc);
+      desc.num_heads = c.H;
+      desc.num_kv_heads = hkv;
+      desc.head_dim = d;
+      desc.head_dim_v = dv;
+      desc.causal = c.causal;
+      desc.window_left = c.window;
+      desc.softcap = c.softcap;
+      desc.lse = lt;
+      vkattn::ref::AttentionParams p;
+      p.num_heads = c.H;
+      p.num_kv_heads = hkv;
+      p.head_dim = d;
+      p.head_dim_v = dv;
+      p.causal = c.causal;
+      p.window_left = c.window;
+      p.softcap = c.softcap;
+      std::vector<float> slopes;
+      if (c.alibi) {
+        for (uint32_t h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0f * (h + 1) / c.H));
+        vkattn_tensor* at = tensor(VKATTN_F32, {c.H});
+        upload(at, VKATTN_F32, slopes);
+        desc.alibi_slopes = at;
+        p.alibi_slopes = slopes.data();
+      }
+      std::vector<float> amask;
+      if (c.mask_type == VKATTN_MASK_ADDITIVE) {
+        int64_t elems = 0;
+        for (size_t b = 0; b < B; ++b) elems += int64_t(t[b]) * (len[b] + t[b]);
+        amask.resize(elems);
+        for (float& x : amask)
+          x = rng() % 4 == 0 ? -kInf : round_to(VKATTN_F32, float(rng() % 7) / 4 - 1);
+        vkattn_tensor* mt = tensor(VKATTN_F32, {elems});
+        upload(mt, VKATTN_F32, amask);
+        desc.mask_type = VKATTN_MASK_ADDITIVE;
+        desc.mask = mt;
+        p.mask_type = VKATTN_MASK_ADDITIVE;
+        p.add_mask = amask.data();
+      }
+      EXPECT_EQ(vkattn_step_attention(st, l, &desc, qt, ot), VKATTN_SUCCESS) << vkattn_last_error();
+      std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
+      vkattn::ref::attention_varlen(p, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
+                                    rk.data(), rv.data(), ref_out.data(), ref_lse.data());
+      std::vector<uint8_t> ob(vkattn_tensor_nbytes(ot)), lb(vkattn_tensor_nbytes(lt));
+      EXPECT_EQ(vkattn_tensor_read(ot, ob.data(), ob.size()), VKATTN_SUCCESS);
+      EXPECT_EQ(vkattn_tensor_read(lt, lb.data(), lb.size()), VKATTN_SUCCESS);
+      std::vector<float> out = decode_bytes(qdt, ob), lse = decode_bytes(VKATTN_F32, lb);
+      compare(out, lse, ref_out, ref_lse, qdt, l);
+      last_out = out;
+    }
+    if (commit) {
+      EXPECT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
+      for (size_t b = 0; b < B; ++b) {
+        auto& mk = k_model[ids[b]];
+        auto& mv = v_model[ids[b]];
+        if (mk.empty()) mk.resize(shape.layers), mv.resize(shape.layers);
+        for (uint32_t l = 0; l < shape.layers; ++l) {
+          mk[l].resize(size_t(len[b]) * hkv * d);
+          mv[l].resize(size_t(len[b]) * hkv * dv);
+          mk[l].insert(mk[l].end(), new_k[l].begin() + size_t(cu_q[b]) * hkv * d,
+                       new_k[l].begin() + size_t(cu_q[b + 1]) * hkv * d);
+          mv[l].insert(mv[l].end(), new_v[l].begin() + size_t(cu_q[b]) * hkv * dv,
+                       new_v[l].begin() + size_t(cu_q[b + 1]) * hkv * dv);
+        }
+      }
+    } else {
+      vkattn_step_abort(st);
+    }
+    return last_out;
+  }
+
+  // Tolerances of tests/attention_case.h.
+  void compare(const std::vector<float>& out, const std::vector<float>& lse,
+               const std::vector<float>& ref_out, const std::vector<float>& ref_lse,
+               vkattn_dtype qdt, uint32_t layer) {
+    const size_t rows = ref_lse.size(), dv = rows ? ref_out.size() / rows : 0;
+    int bad = 0;
+    for (size_t r = 0; r < rows && bad < 5; ++r) {
+      if (std::isinf(ref_lse[r])) {
+        if (!(std::isinf(lse[r]) && lse[r] < 0))
+          ++bad, ADD_FAILURE() << "row " << r << " layer " << layer << ": lse " << lse[r]
+                               << ", want -inf";
+      } else if (!(std::fabs(lse[r] - ref_lse[r]) <= 5e-5 * (1 + std::fabs(ref_lse[r])))) {
+        ++bad, ADD_FAILURE() << "row " << r << " layer " << layer << ": lse " << lse[r] << ", want "
+                             << ref_lse[r];
+      }
+      for (size_t e = 0; e < dv; ++e) {
+        double want = ref_out[r * dv + e], got = out[r * dv + e];
+        double tol = 0.5 * ulp_of(qdt, want) + 3e-5;
+        if (!(std::fabs(got - want) <= tol)) {
+          ++bad;
+          ADD_FAILURE() << "row " << r << " elem " << e << " layer " << layer << ": " << got
+                        << ", want " << want;
+          break;
+        }
+      }
+    }
+  }
+
+  void fork(int64_t src, int64_t dst) {
+    ASSERT_EQ(vkattn_kv_cache_fork(cache, src, dst), VKATTN_SUCCESS);
+    k_model[dst] = k_model[src];
+    v_model[dst] = v_model[src];
+  }
+  void remove(int64_t id) {
+    ASSERT_EQ(vkattn_kv_cache_remove(cache, id), VKATTN_SUCCESS);
+    k_model.erase(id);
+    v_model.erase(id);
+  }
+
+  KvShape shape;
+  vkattn_kv_cache* cache = nullptr;
+  std::map<int64_t, std::vector<std::vector<float>>> k_model, v_model;  // per seq, per layer
+  std::mt19937 rng{42};
+};
+
+}  // namespace
+
+// A mixed batch (prefill chunks and decodes) over page sizes 1, 5, 16, 64,
+// after fork/remove have scrambled the page order, with NaN in every slot
+// that holds no token.
+TEST_F(StepAttentionTest, MixedBatchesOverPageSizes) {
+  for (uint32_t ps : {1u, 5u, 16u, 64u}) {
+    SCOPED_TRACE(testing::Message() << "page_size " << ps);
+    if (cache) vkattn_kv_cache_destroy(cache);
+    KvShape s;
+    s.layers = 2;
+    s.hkv = 2;
+    s.d = 16;
+    s.dv = 16;
+    s.page_size = ps;
+    s.pages = 600 / ps + 24;
+    s.dtype = ps == 5 ? VKATTN_BF16 : VKATTN_F16;
+    create(s);
+    poison_pool();
+    std::vector<LayerCfg> cfg(1);
+    run_step({1, 2, 3}, {37, 5, 64}, cfg, VKATTN_F32);
+    fork(2, 4);
+    remove(1);  // frees pages in the middle of the pool
+    run_step({5, 2, 4, 3}, {20, 1, 1, 1}, cfg, VKATTN_F32);  // new prompt + decodes
+    run_step({4, 6, 2}, {9, 3, 2}, cfg, VKATTN_F16);
+    run_step({3, 5}, {1, 1}, cfg, VKATTN_BF16);
+  }
+}
+
+// Chunked prefill of one prompt equals one-shot prefill (both are checked
+// against the reference, and against each other), for chunk sizes that do
+// and do not divide the prompt and the page size.
+TEST_F(StepAttentionTest, ChunkedPrefillEqualsOneShot) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 2;
+  s.d = 32;
+  s.dv = 32;
+  s.page_size = 16;
+  s.pages = 64;
+  s.dtype = VKATTN_F16;
+  const int prompt = 300;
+  std::vector<float> one_shot;
+  for (int chunk : {300, 64, 73, 128, 37}) {
+    SCOPED_TRACE(testing::Message() << "chunk " << chunk);
+    if (cache) vkattn_kv_cache_destroy(cache);
+    create(s);
+    std::vector<LayerCfg> cfg(1);
+    cfg[0].H = 8;  // GQA 4:1
+    std::vector<float> out;
+    for (int done = 0; done < prompt; done += chunk) {
+      auto o = run_step({1}, {std::min(chunk, prompt - done)}, cfg, VKATTN_F32);
+      out.insert(out.end(), o.begin(), o.end());
+    }
+    int32_t len = 0;
+    ASSERT_EQ(vkattn_kv_cache_length(cache, 1, &len), VKATTN_SUCCESS);
+    EXPECT_EQ(len, prompt);
+    if (chunk == prompt) {
+      one_shot = out;
+      continue;
+    }
+    ASSERT_EQ(out.size(), one_shot.size());
+    double worst = 0;
+    for (size_t i = 0; i < out.size(); ++i)
+      worst = std::max(worst, double(std::fabs(out[i] - one_shot[i])));
+    EXPECT_LT(worst, 2e-5) << "largest difference to one-shot prefill";
+  }
+}
+
+// GQA 8:1 decode of 16 sequences with lengths from 1 to 4096 in one step
+// (split-KV with a combine pass), f16 cache, d = 128.
+TEST_F(StepAttentionTest, GqaDecodeOverLongContexts) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 2;
+  s.d = 128;
+  s.dv = 128;
+  s.page_size = 16;
+  s.dtype = VKATTN_F16;
+  const std::vector<int32_t> lens = {1,   2,   7,    16,   17,   100,  255,  256,
+                                     511, 777, 1000, 1024, 2047, 2500, 3333, 4095};
+  int64_t pages = 0;
+  for (int32_t l : lens) pages += (l + 1 + 15) / 16;
+  s.pages = static_cast<uint32_t>(pages + 8);
+  create(s);
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < lens.size(); ++i) ids.push_back(100 + i);
+  std::vector<LayerCfg> cfg(1);
+  cfg[0].H = 16;
+  run_step(ids, lens, cfg, VKATTN_F32, true, /*attend=*/false);  // fill the cache only
+  run_step(ids, std::vector<int32_t>(ids.size(), 1), cfg, VKATTN_F32);
+  run_step(ids, std::vector<int32_t>(ids.size(), 1), cfg, VKATTN_F16);
+}
+
+// Decode over more than 100000 cached tokens is exact (lavapipe's loop cap).
+TEST_F(StepAttentionTest, DecodeOverHundredThousandTokens) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 1;
+  s.d = 8;
+  s.dv = 8;
+  s.page_size = 64;
+  s.pages = 100100 / 64 + 4;
+  s.dtype = VKATTN_BF16;
+  create(s);
+  std::vector<LayerCfg> cfg(1);
+  cfg[0].H = 2;
+  run_step({9}, {100050}, cfg, VKATTN_F32, true, /*attend=*/false);
+  run_step({9}, {1}, cfg, VKATTN_F32);
+  cfg[0].window = 70000;
+  run_step({9}, {2}, cfg, VKATTN_F32);
+}
+
+// Layers with different windows, softcap, ALiBi and an additive mask in one
+// step; truncation leaves NaN-free garbage and NaN beyond the length.
+TEST_F(StepAttentionTest, PerLayerOptionsAndTruncate) {
+  KvShape s;
+  s.layers = 4;
+  s.hkv = 2;
+  s.d = 24;
+  s.dv = 8;
+  s.page_size = 8;
+  s.pages = 80;
+  s.dtype = VKATTN_F32;
+  create(s);
+  poison_pool();
+  std::vector<LayerCfg> cfg(4);
+  cfg[0].window = 4;
+  cfg[1].window = -1;
+  cfg[1].softcap = 5.0f;
+  cfg[2].alibi = true;
+  cfg[2].window = 20;
+  cfg[3].mask_type = VKATTN_MASK_ADDITIVE;
+  cfg[3].causal = false;
+  run_step({1, 2}, {30, 11}, cfg, VKATTN_F32);
+  // Tokens appended then truncated away hold NaN: nothing may read them.
+  {
+    int64_t id = 1;
+    int32_t t = 6;
+    vkattn_step* st = nullptr;
+    ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &t, &st), VKATTN_SUCCESS);
+    vkattn_tensor* k = tensor(VKATTN_F32, {t, s.hkv, s.d});
+    vkattn_tensor* v = tensor(VKATTN_F32, {t, s.hkv, s.dv});
+    upload(k, VKATTN_F32, std::vector<float>(t * s.hkv * s.d, kNaN));
+    upload(v, VKATTN_F32, std::vector<float>(t * s.hkv * s.dv, kNaN));
+    for (uint32_t l = 0; l < s.layers; ++l) ASSERT_EQ(vkattn_step_append(st, l, k, v), 0);
+    ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_kv_cache_truncate(cache, 1, 27), VKATTN_SUCCESS);  // inside a page
+  }
+  run_step({2, 1}, {1, 1}, cfg, VKATTN_F32);
+  run_step({1}, {5}, cfg, VKATTN_F32);
+}
+
+// A pool split over several buffers: sequences span buffers, attention runs
+// one dispatch per buffer and merges the pieces.
+TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
+  setenv("VKATTN_KV_BUFFER_BYTES", "8192", 1);
+  KvShape s;
+  s.layers = 2;
+  s.hkv = 2;
+  s.d = 16;
+  s.dv = 16;
+  s.page_size = 4;  // 2 x 2 x (2 x 4 x 16 x 2) = 1 KiB per page, 8 per buffer
+  s.pages = 96;
+  s.dtype = VKATTN_F16;
+  create(s);
+  unsetenv("VKATTN_KV_BUFFER_BYTES");
+  poison_pool();
+  std::vector<LayerCfg> cfg(1);
+  run_step({1, 2}, {50, 70}, cfg, VKATTN_F32);
+  fork(1, 3);
+  run_step({1, 2, 3}, {1, 33, 2}, cfg, VKATTN_F32);
+  remove(2);
+  run_step({4, 1, 3}, {100, 1, 1}, cfg, VKATTN_F32);
+}
+
+// Bad input: a status with a message, nothing recorded.
+TEST_F(StepAttentionTest, BadInputIsRejected) {
+  KvShape s;
+  s.layers = 2;
+  s.d = 8;
+  s.dv = 8;
+  s.dtype = VKATTN_F32;
+  create(s);
+  int64_t ids[2] = {1, 2};
+  int32_t t[2] = {3, 1};
+  vkattn_step* st = nullptr;
+  ASSERT_EQ(vkattn_step_begin(cache, 2, ids, t, &st), VKATTN_SUCCESS);
+  vkattn_tensor* k = tensor(VKATTN_F32, {4, s.hkv, s.d});
+  vkattn_tensor* v = tensor(VKATTN_F32, {4, s.hkv, s.dv});
+  ASSERT_EQ(vkattn_step_append(st, 0, k, v), VKATTN_SUCCESS);
+  vkattn_tensor* q = tensor(VKATTN_F32, {4, 4, s.d});
+  vkattn_tensor* out = tensor(VKATTN_F32, {4, 4, s.dv});
+  vkattn_tensor* q16 = tensor(VKATTN_F16, {4, 4, s.d});
+  vkattn_tensor* out16 = tensor(VKATTN_F16, {4, 4, s.dv});
+  vkattn_tensor* q_short = tensor(VKATTN_F32, {3, 4, s.d});
+  vkattn_tensor* mask = tensor(VKATTN_F32, {5});
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = 4;
+  desc.num_kv_heads = s.hkv;
+  desc.head_dim = s.d;
+  EXPECT_INVALID(vkattn_step_attention(st, 1, &desc, q, out), "not been appended");
+  EXPECT_INVALID(vkattn_step_attention(st, 2, &desc, q, out), "layer");
+  EXPECT_INVALID(vkattn_step_attention(st, 0, &desc, q_short, out), "q has shape");
+  EXPECT_INVALID(vkattn_step_attention(st, 0, &desc, q16, out16), "cache dtype");
+  EXPECT_INVALID(vkattn_step_attention(st, 0, &desc, q, nullptr), "NULL");
+  EXPECT_INVALID(vkattn_step_attention(st, 0, nullptr, q, out), "desc");
+  desc.mask_type = VKATTN_MASK_ADDITIVE;
+  desc.mask = mask;
+  EXPECT_INVALID(vkattn_step_attention(st, 0, &desc, q, out), "mask");
+  desc.mask_type = VKATTN_MASK_NONE;
+  desc.mask = nullptr;
+  desc.head_dim = 16;
+  EXPECT_INVALID(vkattn_step_attention(st, 0, &desc, q, out), "does not match the cache");
+  desc.head_dim = s.d;
+  desc.num_kv_heads = 1;
+  EXPECT_INVALID(vkattn_step_attention(st, 0, &desc, q, out), "does not match the cache");
+  desc.num_kv_heads = s.hkv;
+  EXPECT_EQ(vkattn_step_attention(st, 0, &desc, q, out), VKATTN_SUCCESS) << vkattn_last_error();
+  vkattn_step_abort(st);
+}
