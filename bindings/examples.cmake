@@ -1,6 +1,6 @@
 # The three binding examples (examples/java, examples/csharp, examples/go):
 # build targets, `run_example_<lang>` targets, and ctest tests (label
-# `bindings`). Included by CMakeLists.txt once Step.attention exists.
+# `bindings`). Included by CMakeLists.txt.
 set(EX ${PROJECT_SOURCE_DIR}/examples)
 
 # Java: launched from source (java 11+), only the jar on the class path.

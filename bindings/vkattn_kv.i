@@ -193,7 +193,6 @@ struct vkattnx_step {};
     VKATTNX_STEP(self, );
     vkattnx_ok(vkattn_step_append(self->step, (uint32_t)layer, k, v));
   }
-#if !defined(VKATTN_SWIG_NO_STEP_ATTENTION)
   /* Attention of q [total_new, H, d] over each sequence's len + t tokens of
    * this layer (append it first): out [total_new, H, dv]. */
   void m_attention(int32_t layer, const vkattn_attention_desc* desc, vkattn_tensor* q,
@@ -201,7 +200,6 @@ struct vkattnx_step {};
     VKATTNX_STEP(self, );
     vkattnx_ok(vkattn_step_attention(self->step, (uint32_t)layer, desc, q, out));
   }
-#endif
   /* Lengths advance by the step's token counts; the step is finished. */
   void m_commit() {
     VKATTNX_STEP(self, );
