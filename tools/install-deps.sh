@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what vkattn needs on Debian 12 (run as root). Packages come from
 # Debian only: the Vulkan loader and headers, volk, glslang, SPIR-V tools,
-# the Khronos validation layer and lavapipe (a CPU Vulkan device).
+# the Khronos validation layer and lavapipe (a CPU Vulkan device); for the
+# Java/C#/Go bindings SWIG, a JDK with JUnit 4, Mono with NUnit 2.6, and Go.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -11,4 +12,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ gcc make pkg-config \
   libvulkan-dev libvulkan-volk-dev glslang-tools spirv-tools \
   vulkan-validationlayers mesa-vulkan-drivers \
-  libgtest-dev ${VKATTN_EXTRA_PACKAGES:-} >/dev/null
+  libgtest-dev \
+  swig default-jdk junit4 mono-mcs mono-runtime nunit-console libnunit-cil-dev golang-go \
+  ${VKATTN_EXTRA_PACKAGES:-} >/dev/null

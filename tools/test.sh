@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds from scratch in
-# build/, runs every test except the `slow` label on the default device.
+# build/ (with the Java, C# and Go bindings), runs every test except the
+# `slow` label on the default device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVKATTN_BINDINGS=ON
 cmake --build build -j"$(nproc)"
 ctest --test-dir build -j"$(nproc)" -LE slow --output-on-failure --timeout 900

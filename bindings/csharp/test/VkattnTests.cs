@@ -1,0 +1,332 @@
+// The C# binding on the default device (lavapipe in CI), tiny shapes. NUnit 2.6.
+using System;
+using NUnit.Framework;
+using Vkattn;
+
+[TestFixture]
+public class VkattnTests {
+  const int H = 4, Hkv = 2, D = 8;
+  Context ctx;
+
+  [TestFixtureSetUp]
+  public void Open() { ctx = new Context(); }
+
+  [TestFixtureTearDown]
+  public void Close() { ctx.Dispose(); }
+
+  // ---- plain reference attention (bottom-right causal, window, GQA) ----
+
+  // Returns out [tq*h*d] and lse [tq*h] for a packed batch.
+  static float[][] Reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
+                             int hkv, int d, bool causal, int window) {
+    int tq = cuQ[cuQ.Length - 1];
+    var out_ = new float[tq * h * d];
+    var lse = new float[tq * h];
+    double scale = 1.0 / Math.Sqrt(d);
+    for (int b = 0; b + 1 < cuQ.Length; ++b) {
+      int t = cuQ[b + 1] - cuQ[b], u = cuK[b + 1] - cuK[b];
+      for (int i = 0; i < t; ++i) {
+        int pos = u - t + i;
+        for (int hh = 0; hh < h; ++hh) {
+          int kh = hh / (h / hkv), row = (cuQ[b] + i) * h + hh;
+          var s = new double[u];
+          double m = double.NegativeInfinity;
+          for (int j = 0; j < u; ++j) {
+            s[j] = double.NegativeInfinity;
+            if ((causal && j > pos) || (window >= 0 && pos - j > window)) continue;
+            double dot = 0;
+            for (int e = 0; e < d; ++e) dot += (double)q[row * d + e] * k[((cuK[b] + j) * hkv + kh) * d + e];
+            s[j] = dot * scale;
+            m = Math.Max(m, s[j]);
+          }
+          double l = 0;
+          var acc = new double[d];
+          for (int j = 0; j < u; ++j) {
+            if (double.IsNegativeInfinity(s[j])) continue;
+            double p = Math.Exp(s[j] - m);
+            l += p;
+            for (int e = 0; e < d; ++e) acc[e] += p * v[((cuK[b] + j) * hkv + kh) * d + e];
+          }
+          for (int e = 0; e < d; ++e) out_[row * d + e] = l > 0 ? (float)(acc[e] / l) : 0f;
+          lse[row] = (float)(m + Math.Log(l));
+        }
+      }
+    }
+    return new[] { out_, lse };
+  }
+
+  static float[] Randoms(Random r, int n) {
+    var a = new float[n];
+    for (int i = 0; i < n; ++i) a[i] = (float)r.NextDouble() - 0.5f;
+    return a;
+  }
+
+  static double MaxDiff(float[] a, float[] b) {
+    Assert.AreEqual(a.Length, b.Length);
+    double m = 0;
+    for (int i = 0; i < a.Length; ++i) m = Math.Max(m, Math.Abs(a[i] - b[i]));
+    return m;
+  }
+
+  static AttentionDesc Desc(bool causal, int window) {
+    var d = new AttentionDesc();
+    d.NumHeads = H;
+    d.NumKvHeads = Hkv;
+    d.HeadDim = D;
+    d.Causal = causal ? 1u : 0u;
+    d.WindowLeft = window;
+    return d;
+  }
+
+  static void Throws(string prefix, TestDelegate call) {
+    var e = Assert.Throws<VkattnException>(call);
+    StringAssert.StartsWith(prefix, e.Message);
+  }
+
+  // ---- results ----
+
+  [Test]
+  public void VarlenCausalWindowMatchesReference() {
+    var r = new Random(1);
+    int[] cuQ = { 0, 3, 5, 6 }, cuK = { 0, 7, 9, 13 };
+    const int tq = 6, tk = 13, window = 2;
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    var reference = Reference(q, k, v, cuQ, cuK, H, Hkv, D, true, window);
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D))
+    using (var tL = new Tensor(ctx, Dtype.F32, tq, H)) {
+      var d = Desc(true, window);
+      d.Lse = tL;
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(reference[0], tO.ToFloatArray()), 1e-5);
+      Assert.Less(MaxDiff(reference[1], tL.ToFloatArray()), 1e-5);
+    }
+  }
+
+  // bf16 bits of values that bf16 holds exactly are the top half of the f32 bits.
+  static ushort ToBf16(float f) { return (ushort)(BitConverter.ToUInt32(BitConverter.GetBytes(f), 0) >> 16); }
+  static float FromBf16(ushort b) { return BitConverter.ToSingle(BitConverter.GetBytes((uint)b << 16), 0); }
+
+  [Test]
+  public void Bf16ThroughUShortArrays() {
+    var r = new Random(2);
+    int[] cuQ = { 0, 2 }, cuK = { 0, 5 };
+    Func<int, float[]> exact = n => {
+      var a = new float[n];
+      for (int i = 0; i < n; ++i) a[i] = (r.Next(256) - 128) / 256f;
+      return a;
+    };
+    float[] q = exact(2 * H * D), k = exact(5 * Hkv * D), v = exact(5 * Hkv * D);
+    Func<float[], ushort[]> bits = a => Array.ConvertAll(a, ToBf16);
+    var reference = Reference(q, k, v, cuQ, cuK, H, Hkv, D, true, -1);
+    using (var tQ = Tensor.Of(ctx, Dtype.BF16, bits(q), 2, H, D))
+    using (var tK = Tensor.Of(ctx, Dtype.BF16, bits(k), 5, Hkv, D))
+    using (var tV = Tensor.Of(ctx, Dtype.BF16, bits(v), 5, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.BF16, 2, H, D)) {
+      ctx.AttentionVarlen(Desc(true, -1), cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(reference[0], Array.ConvertAll(tO.ToUShortArray(), FromBf16)), 8e-3);
+    }
+  }
+
+  [Test]
+  public void MergeOfTwoKeyHalvesEqualsFullAttention() {
+    var r = new Random(3);
+    const int n = 3, u = 6, half = u / 2 * Hkv * D;
+    float[] q = Randoms(r, n * H * D), k = Randoms(r, u * Hkv * D), v = Randoms(r, u * Hkv * D);
+    var full = Reference(q, k, v, new[] { 0, n }, new[] { 0, u }, H, Hkv, D, false, -1);
+    Func<float[], int, float[]> part = (a, i) => { var p = new float[half]; Array.Copy(a, i * half, p, 0, half); return p; };
+    using (var tQ = Tensor.Of(ctx, q, n, H, D))
+    using (var k1 = Tensor.Of(ctx, part(k, 0), u / 2, Hkv, D))
+    using (var v1 = Tensor.Of(ctx, part(v, 0), u / 2, Hkv, D))
+    using (var k2 = Tensor.Of(ctx, part(k, 1), u / 2, Hkv, D))
+    using (var v2 = Tensor.Of(ctx, part(v, 1), u / 2, Hkv, D))
+    using (var o1 = new Tensor(ctx, Dtype.F32, n, H, D))
+    using (var o2 = new Tensor(ctx, Dtype.F32, n, H, D))
+    using (var l1 = new Tensor(ctx, Dtype.F32, n, H))
+    using (var l2 = new Tensor(ctx, Dtype.F32, n, H)) {
+      int[] cuQ = { 0, n }, cuK = { 0, u / 2 };
+      var d = Desc(false, -1);
+      d.Lse = l1;
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, k1, v1, o1);
+      d.Lse = l2;
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, k2, v2, o2);
+      ctx.AttentionMerge(o1, l1, o2, l2, o1, l1);
+      Assert.Less(MaxDiff(full[0], o1.ToFloatArray()), 1e-5);
+      Assert.Less(MaxDiff(full[1], l1.ToFloatArray()), 1e-5);
+    }
+  }
+
+  [Test]
+  public void GettersAndDevices() {
+    using (var t = new Tensor(ctx, Dtype.F16, 5, 0, 3)) {
+      Assert.AreEqual(Dtype.F16, t.Dtype());
+      CollectionAssert.AreEqual(new long[] { 5, 0, 3 }, t.Shape);
+      Assert.AreEqual(0, t.Nbytes());
+      Assert.AreEqual(0, t.ToUShortArray().Length);
+    }
+    Assert.AreEqual(Library.VERSION_MAJOR * 10000 + Library.VERSION_MINOR * 100 + Library.VERSION_PATCH,
+                    Library.Version());
+    Assert.AreEqual(2, Library.DtypeSize(Dtype.F16));
+    var info = ctx.DeviceInfo();
+    Assert.IsNotEmpty(info.Name);
+    Assert.Greater(info.MaxBufferRange, 0);
+    bool found = false;
+    for (long i = 0; i < Library.DeviceCount(); ++i) found |= Library.GetDeviceInfo(i).Name == info.Name;
+    Assert.IsTrue(found);
+    Throws("vkattn_device_get_info: ", () => Library.GetDeviceInfo(Library.DeviceCount()));
+    Assert.AreEqual("invalid argument", Library.StatusString(Status.ERROR_INVALID_ARGUMENT));
+  }
+
+  // ---- errors carry the C message ----
+
+  [Test]
+  public void BadInputThrowsWithTheLibraryMessage() {
+    using (var t = new Tensor(ctx, Dtype.F32, 2, 3)) {
+      var e = Assert.Throws<VkattnException>(() => t.Write(new float[5]));
+      Assert.AreEqual(Status.ERROR_INVALID_ARGUMENT, e.Status);
+      Assert.AreEqual("vkattn_tensor_write: nbytes 20 != tensor size 24", e.Message);
+      Throws("vkattn_tensor_read: nbytes 28", () => t.Read(new float[7]));
+      Throws("vkattn: a 16-bit array does not fit a f32 tensor", () => t.Write(new ushort[6]));
+    }
+    Throws("vkattn_tensor_create: ", () => new Tensor(ctx, Dtype.F32, 1, 2, 3, 4, 5));
+    Throws("vkattn_context_create: ", () => new Context(1000, 0));
+    using (var q = new Tensor(ctx, Dtype.F32, 2, H, D)) {
+      var d = Desc(false, -1);
+      d.HeadDim = 0;
+      Throws("vkattn_attention_varlen: ", () => ctx.AttentionVarlen(d, new[] { 0, 2 }, new[] { 0, 2 }, q, q, q, q));
+      Throws("vkattn: cu_seqlens_k has 1 entries",
+             () => ctx.AttentionVarlen(Desc(false, -1), new[] { 0, 2 }, new[] { 0 }, q, q, q, q));
+    }
+  }
+
+  // ---- misuse fails cleanly ----
+
+  [Test]
+  public void DisposeTwiceAndUseAfterDispose() {
+    var c = new Context();
+    var live = Tensor.Of(c, new float[] { 1, 2, 3 }, 3);
+    c.Dispose();
+    c.Dispose();
+    Assert.IsFalse(c.IsOpen);
+    Throws("vkattn: this Context is closed", () => c.Synchronize());
+    Throws("vkattn_tensor_create: ", () => new Tensor(c, Dtype.F32, 1));
+    // Objects keep their context alive.
+    CollectionAssert.AreEqual(new float[] { 1, 2, 3 }, live.ToFloatArray());
+    live.Dispose();
+    live.Dispose();
+    Throws("vkattn: this Tensor is closed", () => live.Write(new float[3]));
+    Throws("vkattn: this Tensor is closed", () => live.ToFloatArray());
+    Throws("vkattn: this Tensor is closed", () => live.Dtype());
+    // Plain structs can be disposed explicitly; their fields then throw.
+    var d = Desc(true, -1);
+    d.Dispose();
+    d.Dispose();
+    Throws("vkattn: this AttentionDesc was deleted", () => d.NumHeads = 1);
+    var info = ctx.DeviceInfo();
+    info.Dispose();
+    Throws("vkattn: this DeviceInfo was deleted", () => { var n = info.Name; });
+  }
+
+  [Test]
+  public void NullArgumentsThrow() {
+    using (var t = new Tensor(ctx, Dtype.F32, 2, H, D)) {
+      Throws("vkattn: the float array is null", () => t.Write((float[])null));
+      Throws("vkattn: the int array is null", () => t.Read((int[])null));
+      Throws("vkattn_tensor_create: ", () => new Tensor(null, Dtype.F32, 1));
+      Throws("vkattn: the shape array is null", () => new Tensor(ctx, Dtype.F32, (long[])null));
+      Throws("vkattn_attention_varlen: ", () => ctx.AttentionVarlen(null, new[] { 0, 2 }, new[] { 0, 2 }, t, t, t, t));
+      Throws("vkattn: cu_seqlens_q is null", () => ctx.AttentionVarlen(Desc(false, -1), null, null, t, t, t, t));
+      Throws("vkattn_attention_merge: ", () => ctx.AttentionMerge(null, null, null, null, null, null));
+      var closed = new Tensor(ctx, Dtype.F32, 2, H, D);
+      closed.Dispose();
+      Throws("vkattn_attention_varlen: ",
+             () => ctx.AttentionVarlen(Desc(false, -1), new[] { 0, 2 }, new[] { 0, 2 }, closed, t, t, t));
+    }
+  }
+
+  // ---- paged KV cache ----
+
+  static KvCacheDesc CacheDesc(uint layers, uint pages) {
+    var d = new KvCacheDesc();
+    d.NumLayers = layers;
+    d.NumKvHeads = Hkv;
+    d.HeadDim = D;
+    d.PageSize = 4;
+    d.NumPages = pages;
+    d.Dtype = Dtype.F32;
+    return d;
+  }
+
+  static float[] Slice(float[] a, int from, int to) {
+    var s = new float[to - from];
+    Array.Copy(a, from, s, 0, s.Length);
+    return s;
+  }
+
+  [Test]
+  public void KvCacheAppendCommitReadForkTruncate() {
+    var r = new Random(5);
+    const int row = Hkv * D;
+    using (var cache = new KvCache(ctx, CacheDesc(2, 8))) {
+      Assert.AreEqual(8, cache.NumFreePages());
+      float[][] k = { Randoms(r, 8 * row), Randoms(r, 8 * row) };
+      float[][] v = { Randoms(r, 8 * row), Randoms(r, 8 * row) };
+      using (var step = cache.Begin(new long[] { 7, 9 }, new[] { 5, 3 })) {
+        for (int l = 0; l < 2; ++l)
+          using (var tk = Tensor.Of(ctx, k[l], 8, Hkv, D))
+          using (var tv = Tensor.Of(ctx, v[l], 8, Hkv, D))
+            step.Append(l, tk, tv);
+        step.Commit();
+        Assert.IsFalse(step.IsActive());
+        Throws("vkattn: this Step is already committed or aborted", () => step.Commit());
+      }
+      Assert.AreEqual(5, cache.Length(7));
+      Assert.AreEqual(3, cache.Length(9));
+      Assert.AreEqual(0, cache.Length(1));
+      Assert.AreEqual(8 - 2 - 1, cache.NumFreePages());
+      float[] kOut = new float[3 * row], vOut = new float[3 * row];
+      cache.Read(1, 9, 0, 3, kOut, vOut);
+      CollectionAssert.AreEqual(Slice(k[1], 5 * row, 8 * row), kOut);
+      CollectionAssert.AreEqual(Slice(v[1], 5 * row, 8 * row), vOut);
+      cache.Fork(7, 8);
+      cache.Truncate(8, 2);
+      Assert.AreEqual(2, cache.Length(8));
+      cache.Remove(8);
+      Assert.AreEqual(0, cache.Length(8));
+      using (var s = cache.Begin(new long[] { 7, 10 }, new[] { 1, 2 })) Assert.IsTrue(s.IsActive());
+      Assert.AreEqual(5, cache.Length(7));
+      Assert.AreEqual(8 - 2 - 1, cache.NumFreePages());
+    }
+  }
+
+  [Test]
+  public void KvCacheErrorsAndMisuse() {
+    using (var cache = new KvCache(ctx, CacheDesc(1, 2))) {
+      Throws("vkattn_kv_cache_remove: ", () => cache.Remove(42));
+      var e = Assert.Throws<VkattnException>(() => cache.Begin(new long[] { 1 }, new[] { 100 }));
+      Assert.AreEqual(Status.ERROR_CACHE_FULL, e.Status);
+      StringAssert.StartsWith("vkattn_step_begin: ", e.Message);
+      Throws("vkattn: 2 sequence ids but 1 token counts", () => cache.Begin(new long[] { 1, 2 }, new[] { 1 }));
+      Throws("vkattn: the seqIds array is null", () => cache.Begin(null, new[] { 1 }));
+      Throws("vkattn: a 16-bit array does not fit a f32 cache", () => cache.Read(0, 1, 0, 0, new ushort[0], new ushort[0]));
+      var s = cache.Begin(new long[] { 1 }, new[] { 1 });
+      Throws("vkattn_kv_cache_fork: ", () => cache.Fork(1, 2));
+      Throws("vkattn_step_append: ", () => s.Append(0, null, null));
+      s.Abort();
+      s.Abort();
+      Throws("vkattn: this Step is already committed or aborted", () => s.Append(0, null, null));
+      s.Dispose();
+      s.Dispose();
+      Throws("vkattn: this Step is closed", () => s.Commit());
+      Throws("vkattn_kv_cache_create: ", () => new KvCache(ctx, null));
+    }
+    var closed = new KvCache(ctx, CacheDesc(1, 1));
+    var open = closed.Begin(new long[] { 3 }, new[] { 2 });
+    closed.Dispose();
+    closed.Dispose();
+    Throws("vkattn: this KvCache is closed", () => closed.Length(1));
+    open.Dispose();
+  }
+}

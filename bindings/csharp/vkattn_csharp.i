@@ -1,0 +1,146 @@
+/* C# part of the bindings (namespace Vkattn), included by ../vkattn.i.
+ * Errors become Vkattn.VkattnException (status + the C message): the
+ * native side calls a registered delegate that sets SWIG's pending
+ * exception, and SWIG's check after each call throws it. The handle
+ * classes are IDisposable (no finalizer); arrays are pinned, not copied. */
+
+%{
+typedef void(SWIGSTDCALL* vkattnx_cs_raise_fn)(int status, const char* message);
+static vkattnx_cs_raise_fn vkattnx_cs_raise;
+
+#ifdef __cplusplus
+extern "C"
+#endif
+SWIGEXPORT void SWIGSTDCALL VkattnxRegisterRaise(vkattnx_cs_raise_fn fn) {
+  vkattnx_cs_raise = fn;
+}
+
+#define VKATTNX_RAISE(status, message) \
+  do {                                 \
+    if (vkattnx_cs_raise) vkattnx_cs_raise((status), (message)); \
+  } while (0)
+
+/* A pinned managed array: what the C# side passes by ref. */
+typedef struct vkattnx_span {
+  void* ptr;
+  int64_t count;
+} vkattnx_span;
+%}
+
+%pragma(csharp) imclasscode=%{
+  protected class VkattnxRaiseHelper {
+    public delegate void RaiseDelegate(int status, string message);
+    static RaiseDelegate raiseDelegate = new RaiseDelegate(Raise);
+
+    [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="VkattnxRegisterRaise")]
+    public static extern void VkattnxRegisterRaise(RaiseDelegate fn);
+
+    static void Raise(int status, string message) {
+      SWIGPendingException.Set(new VkattnException((Status)status, message));
+    }
+
+    static VkattnxRaiseHelper() {
+      VkattnxRegisterRaise(raiseDelegate);
+    }
+  }
+  protected static VkattnxRaiseHelper vkattnxRaiseHelper = new VkattnxRaiseHelper();
+%}
+
+/* ---- names: methods and properties UpperCamel ------------------------ */
+%rename("%(regex:/^m_(.)(.*)/\\U\\1\\E\\2/)s", %$isfunction) "";
+%rename("%(camelcase)s", %$isvariable, %$ismember) "";
+%rename(Write) vkattn_tensor::m_writeF32;
+%rename(Write) vkattn_tensor::m_writeU16;
+%rename(Write) vkattn_tensor::m_writeI32;
+%rename(Write) vkattn_tensor::m_writeBytes;
+%rename(Read) vkattn_tensor::m_readF32;
+%rename(Read) vkattn_tensor::m_readU16;
+%rename(Read) vkattn_tensor::m_readI32;
+%rename(Read) vkattn_tensor::m_readBytes;
+
+%rename(Read) vkattnx_kv_cache::m_readF32;
+%rename(Read) vkattnx_kv_cache::m_readU16;
+
+/* ---- arrays ---------------------------------------------------------- */
+/* (T* NAME, int64_t LEN) <-> one C# array, pinned for the call (VkattnPin);
+ * null gives (NULL, 0). */
+%define VKATTNX_CS_ARRAY(CTYPE, CSTYPE, IN, OUT)
+%typemap(ctype) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "vkattnx_span*"
+%typemap(imtype) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "ref VkattnSpan"
+%typemap(cstype) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "CSTYPE[]"
+%typemap(csin, pre="    VkattnPin pin_$csinput = new VkattnPin($csinput);",
+         post="      pin_$csinput.Dispose();")
+    (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "ref pin_$csinput.Span"
+%typemap(in) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) {
+  $1 = (CTYPE*)$input->ptr;
+  $2 = $input->count;
+}
+%enddef
+
+VKATTNX_CS_ARRAY(float, float, IN_F32, OUT_F32)
+VKATTNX_CS_ARRAY(uint16_t, ushort, IN_U16, OUT_U16)
+VKATTNX_CS_ARRAY(int32_t, int, IN_I32, OUT_I32)
+VKATTNX_CS_ARRAY(uint8_t, byte, IN_U8, OUT_U8)
+VKATTNX_CS_ARRAY(int64_t, long, IN_I64, OUT_I64)
+
+/* ---- handle classes: IDisposable, no finalizer ------------------------
+ * A context is externally synchronized, so objects are not destroyed from
+ * the finalizer thread: dispose them (using). Dispose is idempotent; a
+ * disposed object raises VkattnException when used. */
+%define VKATTNX_CS_HANDLE(STRUCT)
+%typemap(csdispose) struct STRUCT %{
+  /// <summary>Releases the native object; further calls are a no-op.</summary>
+  public void Dispose() {
+    Dispose(true);
+  }
+%}
+%enddef
+VKATTNX_CS_HANDLE(vkattn_context)
+VKATTNX_CS_HANDLE(vkattn_tensor)
+VKATTNX_CS_HANDLE(vkattnx_kv_cache)
+/* A Step's Dispose() aborts it unless it was committed. */
+VKATTNX_CS_HANDLE(vkattnx_step)
+%typemap(cscode) struct vkattnx_kv_cache, struct vkattnx_step %{
+  /// <summary>True until Dispose().</summary>
+  public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }
+%}
+%typemap(cscode) struct vkattn_context %{
+  /// <summary>True until Dispose().</summary>
+  public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }
+%}
+%typemap(cscode) struct vkattn_tensor %{
+  /// <summary>True until Dispose().</summary>
+  public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }
+
+  /// <summary>The dims, outermost first.</summary>
+  public long[] Shape {
+    get {
+      long[] s = new long[Ndim()];
+      for (int i = 0; i < s.Length; ++i) s[i] = Dim(i);
+      return s;
+    }
+  }
+
+  /// <summary>A new f32 tensor holding data (its length must match the shape).</summary>
+  public static Tensor Of(Context ctx, float[] data, params long[] shape) {
+    Tensor t = new Tensor(ctx, global::Vkattn.Dtype.F32, shape);
+    try { t.Write(data); } catch { t.Dispose(); throw; }
+    return t;
+  }
+
+  /// <summary>A new f16 or bf16 tensor holding the bit patterns in data.</summary>
+  public static Tensor Of(Context ctx, global::Vkattn.Dtype dtype, ushort[] data, params long[] shape) {
+    Tensor t = new Tensor(ctx, dtype, shape);
+    try { t.Write(data); } catch { t.Dispose(); throw; }
+    return t;
+  }
+
+  /// <summary>Reads an f32 tensor.</summary>
+  public float[] ToFloatArray() { var a = new float[checked((int)Numel())]; Read(a); return a; }
+  /// <summary>Reads the bit patterns of an f16 or bf16 tensor.</summary>
+  public ushort[] ToUShortArray() { var a = new ushort[checked((int)Numel())]; Read(a); return a; }
+  /// <summary>Reads an i32 tensor.</summary>
+  public int[] ToIntArray() { var a = new int[checked((int)Numel())]; Read(a); return a; }
+  /// <summary>Reads the raw bytes of any tensor.</summary>
+  public byte[] ToByteArray() { var a = new byte[checked((int)Nbytes())]; Read(a); return a; }
+%}

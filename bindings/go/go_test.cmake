@@ -1,0 +1,21 @@
+# cmake -P: `go test -v` in the assembled module, then the pass count
+# (go test prints none of its own).  -DGO -DENV (A=1|B=2|...) -DDIR
+string(REPLACE "|" ";" env "${ENV}")
+foreach(kv ${env})
+  string(FIND "${kv}" "=" eq)
+  string(SUBSTRING "${kv}" 0 ${eq} k)
+  math(EXPR eq "${eq} + 1")
+  string(SUBSTRING "${kv}" ${eq} -1 v)
+  set(ENV{${k}} "${v}")
+endforeach()
+execute_process(COMMAND ${GO} test -count=1 -v ./... WORKING_DIRECTORY ${DIR}
+  OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
+message("${out}")
+string(REGEX MATCHALL "--- PASS: " passed "${out}")
+string(REGEX MATCHALL "--- FAIL: " failed "${out}")
+list(LENGTH passed np)
+list(LENGTH failed nf)
+message("go test: ${np} passed, ${nf} failed")
+if(NOT rc EQUAL 0 OR nf GREATER 0 OR np EQUAL 0)
+  message(FATAL_ERROR "go test failed (exit ${rc})")
+endif()

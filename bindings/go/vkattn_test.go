@@ -1,0 +1,333 @@
+package vkattn
+
+import (
+	"errors"
+	"math"
+	"math/rand"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const tH, tHkv, tD = 4, 2, 8
+
+// reference is plain attention over a packed batch (bottom-right causal,
+// window, GQA); it returns out [tq*h*d] and lse [tq*h].
+func reference(q, k, v []float32, cuQ, cuK []int32, h, hkv, d int, causal bool, window int) ([]float32, []float32) {
+	tq := int(cuQ[len(cuQ)-1])
+	out := make([]float32, tq*h*d)
+	lse := make([]float32, tq*h)
+	scale := 1 / math.Sqrt(float64(d))
+	for b := 0; b+1 < len(cuQ); b++ {
+		t, u := int(cuQ[b+1]-cuQ[b]), int(cuK[b+1]-cuK[b])
+		for i := 0; i < t; i++ {
+			pos := u - t + i
+			for hh := 0; hh < h; hh++ {
+				kh, row := hh/(h/hkv), (int(cuQ[b])+i)*h+hh
+				s := make([]float64, u)
+				m := math.Inf(-1)
+				for j := 0; j < u; j++ {
+					s[j] = math.Inf(-1)
+					if (causal && j > pos) || (window >= 0 && pos-j > window) {
+						continue
+					}
+					dot := 0.0
+					for e := 0; e < d; e++ {
+						dot += float64(q[row*d+e]) * float64(k[((int(cuK[b])+j)*hkv+kh)*d+e])
+					}
+					s[j] = dot * scale
+					m = math.Max(m, s[j])
+				}
+				l, acc := 0.0, make([]float64, d)
+				for j := 0; j < u; j++ {
+					if math.IsInf(s[j], -1) {
+						continue
+					}
+					p := math.Exp(s[j] - m)
+					l += p
+					for e := 0; e < d; e++ {
+						acc[e] += p * float64(v[((int(cuK[b])+j)*hkv+kh)*d+e])
+					}
+				}
+				for e := 0; e < d; e++ {
+					if l > 0 {
+						out[row*d+e] = float32(acc[e] / l)
+					}
+				}
+				lse[row] = float32(m + math.Log(l))
+			}
+		}
+	}
+	return out, lse
+}
+
+func randoms(r *rand.Rand, n int) []float32 {
+	a := make([]float32, n)
+	for i := range a {
+		a[i] = r.Float32() - 0.5
+	}
+	return a
+}
+
+func maxDiff(t *testing.T, a, b []float32) float64 {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("lengths %d != %d", len(a), len(b))
+	}
+	m := 0.0
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i]-b[i])))
+	}
+	return m
+}
+
+// must unwraps calls that are not under test (a failure aborts the run).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func newContext(t *testing.T) *Context {
+	c := must(NewContext())
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func tensorF32(t *testing.T, c *Context, data []float32, shape ...int64) *Tensor {
+	x := must(c.TensorF32(data, shape...))
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
+func tensor(t *testing.T, c *Context, dtype Dtype, shape ...int64) *Tensor {
+	x := must(c.NewTensor(dtype, shape...))
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
+// wantError checks err is a *Error whose message starts with prefix.
+func wantError(t *testing.T, err error, prefix string) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("want *vkattn.Error with %q, got %v", prefix, err)
+	}
+	if !strings.HasPrefix(e.Message, prefix) {
+		t.Fatalf("message %q does not start with %q", e.Message, prefix)
+	}
+	return e
+}
+
+func TestVarlenCausalWindowMatchesReference(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(1))
+	cuQ, cuK := []int32{0, 3, 5, 6}, []int32{0, 7, 9, 13}
+	const tq, tk, window = 6, 13, 2
+	q, k, v := randoms(r, tq*tH*tD), randoms(r, tk*tHkv*tD), randoms(r, tk*tHkv*tD)
+	refOut, refLse := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, window)
+	out, lse := tensor(t, c, F32, tq, tH, tD), tensor(t, c, F32, tq, tH)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.Causal, d.WindowLeft, d.Lse = true, window, lse
+	err := c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
+		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := maxDiff(t, refOut, must(out.ReadF32())); m > 1e-5 {
+		t.Errorf("out: max diff %g", m)
+	}
+	if m := maxDiff(t, refLse, must(lse.ReadF32())); m > 1e-5 {
+		t.Errorf("lse: max diff %g", m)
+	}
+}
+
+// bf16 bits of values that bf16 holds exactly are the top half of the f32 bits.
+func TestBF16ThroughUint16Slices(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(2))
+	cuQ, cuK := []int32{0, 2}, []int32{0, 5}
+	exact := func(n int) ([]float32, []uint16) {
+		f, b := make([]float32, n), make([]uint16, n)
+		for i := range f {
+			f[i] = float32(r.Intn(256)-128) / 256
+			b[i] = uint16(math.Float32bits(f[i]) >> 16)
+		}
+		return f, b
+	}
+	q, qb := exact(2 * tH * tD)
+	k, kb := exact(5 * tHkv * tD)
+	v, vb := exact(5 * tHkv * tD)
+	ref, _ := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, -1)
+	mk := func(data []uint16, shape ...int64) *Tensor {
+		x := must(c.TensorU16(BF16, data, shape...))
+		t.Cleanup(func() { x.Close() })
+		return x
+	}
+	out := tensor(t, c, BF16, 2, tH, tD)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.Causal = true
+	if err := c.AttentionVarlen(&d, cuQ, cuK, mk(qb, 2, tH, tD), mk(kb, 5, tHkv, tD), mk(vb, 5, tHkv, tD), out); err != nil {
+		t.Fatal(err)
+	}
+	bits := must(out.ReadU16())
+	got := make([]float32, len(bits))
+	for i, b := range bits {
+		got[i] = math.Float32frombits(uint32(b) << 16)
+	}
+	if m := maxDiff(t, ref, got); m > 8e-3 {
+		t.Errorf("max diff %g", m)
+	}
+}
+
+func TestMergeOfTwoKeyHalvesEqualsFullAttention(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(3))
+	const n, u = 3, 6
+	q, k, v := randoms(r, n*tH*tD), randoms(r, u*tHkv*tD), randoms(r, u*tHkv*tD)
+	refOut, refLse := reference(q, k, v, []int32{0, n}, []int32{0, u}, tH, tHkv, tD, false, -1)
+	half := u / 2 * tHkv * tD
+	tq := tensorF32(t, c, q, n, tH, tD)
+	o1, o2 := tensor(t, c, F32, n, tH, tD), tensor(t, c, F32, n, tH, tD)
+	l1, l2 := tensor(t, c, F32, n, tH), tensor(t, c, F32, n, tH)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	for i, part := range []struct{ o, l *Tensor }{{o1, l1}, {o2, l2}} {
+		d.Lse = part.l
+		ks := tensorF32(t, c, k[i*half:(i+1)*half], u/2, tHkv, tD)
+		vs := tensorF32(t, c, v[i*half:(i+1)*half], u/2, tHkv, tD)
+		if err := c.AttentionVarlen(&d, []int32{0, n}, []int32{0, u / 2}, tq, ks, vs, part.o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.AttentionMerge(o1, l1, o2, l2, o1, l1); err != nil {
+		t.Fatal(err)
+	}
+	if m := maxDiff(t, refOut, must(o1.ReadF32())); m > 1e-5 {
+		t.Errorf("out: max diff %g", m)
+	}
+	if m := maxDiff(t, refLse, must(l1.ReadF32())); m > 1e-5 {
+		t.Errorf("lse: max diff %g", m)
+	}
+}
+
+func TestGettersAndDevices(t *testing.T) {
+	c := newContext(t)
+	x := tensor(t, c, F16, 5, 0, 3)
+	if d := must(x.Dtype()); d != F16 {
+		t.Errorf("dtype %v", d)
+	}
+	if s := must(x.Shape()); len(s) != 3 || s[0] != 5 || s[1] != 0 || s[2] != 3 {
+		t.Errorf("shape %v", s)
+	}
+	if n := must(x.ReadU16()); len(n) != 0 {
+		t.Errorf("read %d elements", len(n))
+	}
+	if F16.Size() != 2 || Version() != 100 {
+		t.Errorf("size %d version %d", F16.Size(), Version())
+	}
+	info := must(c.DeviceInfo())
+	if info.Name == "" || info.MaxBufferRange == 0 {
+		t.Errorf("device info %+v", info)
+	}
+	n := must(DeviceCount())
+	found := false
+	for i := 0; i < n; i++ {
+		found = found || must(DeviceInfoAt(i)).Name == info.Name
+	}
+	if !found {
+		t.Errorf("%q not among %d devices", info.Name, n)
+	}
+	_, err := DeviceInfoAt(n)
+	wantError(t, err, "vkattn_device_get_info: ")
+	if ErrorInvalidArgument.String() != "invalid argument" {
+		t.Errorf("status string %q", ErrorInvalidArgument.String())
+	}
+}
+
+func TestBadInputReturnsTheLibraryMessage(t *testing.T) {
+	c := newContext(t)
+	x := tensor(t, c, F32, 2, 3)
+	e := wantError(t, x.WriteF32(make([]float32, 5)), "vkattn_tensor_write: nbytes 20 != tensor size 24")
+	if e.Status != ErrorInvalidArgument {
+		t.Errorf("status %v", e.Status)
+	}
+	wantError(t, x.ReadF32Into(make([]float32, 7)), "vkattn_tensor_read: nbytes 28")
+	wantError(t, x.WriteU16(make([]uint16, 6)), "vkattn: a 16-bit array does not fit a f32 tensor")
+	_, err := c.NewTensor(F32, 1, 2, 3, 4, 5)
+	wantError(t, err, "vkattn_tensor_create: ")
+	_, err = NewContextOn(1000, 0)
+	wantError(t, err, "vkattn_context_create: ")
+	q := tensor(t, c, F32, 2, tH, tD)
+	d := NewAttentionDesc(tH, tHkv, 0)
+	wantError(t, c.AttentionVarlen(&d, []int32{0, 2}, []int32{0, 2}, q, q, q, q), "vkattn_attention_varlen: ")
+	d = NewAttentionDesc(tH, tHkv, tD)
+	wantError(t, c.AttentionVarlen(&d, []int32{0, 2}, []int32{0}, q, q, q, q), "vkattn: cu_seqlens_k has 1 entries")
+}
+
+func TestCloseTwiceAndUseAfterClose(t *testing.T) {
+	c := must(NewContext())
+	x := must(c.TensorF32([]float32{1, 2, 3}, 3))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != ErrClosed {
+		t.Errorf("second close: %v", err)
+	}
+	wantError(t, c.Synchronize(), "vkattn: this Context is closed")
+	_, err := c.NewTensor(F32, 1)
+	wantError(t, err, "vkattn_tensor_create: ")
+	// Objects keep their context alive.
+	if got := must(x.ReadF32()); got[0] != 1 || got[2] != 3 {
+		t.Errorf("read after context close: %v", got)
+	}
+	x.Close()
+	if err := x.Close(); err != ErrClosed {
+		t.Errorf("second close: %v", err)
+	}
+	wantError(t, x.WriteF32([]float32{1, 2, 3}), "vkattn: this Tensor is closed")
+	_, err = x.ReadF32()
+	wantError(t, err, "vkattn: this Tensor is closed")
+	_, err = x.Shape()
+	wantError(t, err, "vkattn: this Tensor is closed")
+}
+
+func TestNilArguments(t *testing.T) {
+	c := newContext(t)
+	x := tensor(t, c, F32, 2, tH, tD)
+	wantError(t, x.WriteF32(nil), "vkattn: the float array is null")
+	var nilTensor *Tensor
+	wantError(t, nilTensor.WriteF32([]float32{1}), "vkattn: this Tensor is closed")
+	var nilContext *Context
+	_, err := nilContext.NewTensor(F32, 1)
+	wantError(t, err, "vkattn_tensor_create: ")
+	d := NewAttentionDesc(tH, tHkv, tD)
+	wantError(t, c.AttentionVarlen(nil, []int32{0, 2}, []int32{0, 2}, x, x, x, x), "vkattn_attention_varlen: ")
+	wantError(t, c.AttentionVarlen(&d, nil, nil, x, x, x, x), "vkattn: cu_seqlens_q is null")
+	wantError(t, c.AttentionVarlen(&d, []int32{0, 2}, []int32{0, 2}, nil, x, x, x), "vkattn_attention_varlen: ")
+	wantError(t, c.AttentionMerge(nil, nil, nil, nil, nil, nil), "vkattn_attention_merge: ")
+	wantError(t, c.AttentionPadded(&d, x, x, x, []int32{1}, x), "vkattn_attention_padded: ")
+}
+
+// Errors are read in the same native call, so goroutines that fail at
+// once (and may share OS threads) each get their own message.
+func TestConcurrentErrorsKeepTheirMessages(t *testing.T) {
+	const goroutines, calls = 8, 20
+	type result struct {
+		g   int
+		err error
+	}
+	results := make(chan result, goroutines*calls)
+	for g := 0; g < goroutines; g++ {
+		go func(g int) {
+			for i := 0; i < calls; i++ {
+				_, err := DeviceInfoAt(1000 + g)
+				results <- result{g, err}
+			}
+		}(g)
+	}
+	for i := 0; i < goroutines*calls; i++ {
+		r := <-results
+		wantError(t, r.err, "vkattn_device_get_info: device index "+strconv.Itoa(1000+r.g)+" out of range")
+	}
+}

@@ -1,0 +1,437 @@
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNotNull;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Random;
+import org.junit.AfterClass;
+import org.junit.BeforeClass;
+import org.junit.Test;
+import org.vkattn.AttentionDesc;
+import org.vkattn.Context;
+import org.vkattn.DeviceInfo;
+import org.vkattn.Dtype;
+import org.vkattn.KvCache;
+import org.vkattn.KvCacheDesc;
+import org.vkattn.Step;
+import org.vkattn.Status;
+import org.vkattn.Tensor;
+import org.vkattn.Vkattn;
+import org.vkattn.VkattnException;
+
+/** The Java binding on the default device (lavapipe in CI), tiny shapes. */
+public class VkattnTest {
+  static final int H = 4, HKV = 2, D = 8;
+  static Context ctx;
+
+  @BeforeClass
+  public static void open() {
+    ctx = new Context();
+  }
+
+  @AfterClass
+  public static void close() {
+    ctx.close();
+  }
+
+  // ---- plain reference attention (bottom-right causal, window, GQA) ----
+
+  /** Returns {out [tq*H*dv], lse [tq*H]} for a packed batch. */
+  static float[][] reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
+      int hkv, int d, int dv, boolean causal, int window) {
+    int tq = cuQ[cuQ.length - 1];
+    float[] out = new float[tq * h * dv];
+    float[] lse = new float[tq * h];
+    double scale = 1.0 / Math.sqrt(d);
+    for (int b = 0; b + 1 < cuQ.length; ++b) {
+      int t = cuQ[b + 1] - cuQ[b], u = cuK[b + 1] - cuK[b];
+      for (int i = 0; i < t; ++i) {
+        int pos = u - t + i;
+        for (int hh = 0; hh < h; ++hh) {
+          int kh = hh / (h / hkv);
+          int row = (cuQ[b] + i) * h + hh;
+          double[] s = new double[u];
+          double m = Double.NEGATIVE_INFINITY;
+          for (int j = 0; j < u; ++j) {
+            boolean visible = (!causal || j <= pos) && (window < 0 || pos - j <= window);
+            if (!visible) {
+              s[j] = Double.NEGATIVE_INFINITY;
+              continue;
+            }
+            double dot = 0;
+            for (int e = 0; e < d; ++e) dot += q[row * d + e] * k[((cuK[b] + j) * hkv + kh) * d + e];
+            s[j] = dot * scale;
+            m = Math.max(m, s[j]);
+          }
+          double l = 0;
+          double[] acc = new double[dv];
+          for (int j = 0; j < u; ++j) {
+            if (s[j] == Double.NEGATIVE_INFINITY) continue;
+            double p = Math.exp(s[j] - m);
+            l += p;
+            for (int e = 0; e < dv; ++e) acc[e] += p * v[((cuK[b] + j) * hkv + kh) * dv + e];
+          }
+          for (int e = 0; e < dv; ++e) out[row * dv + e] = l > 0 ? (float) (acc[e] / l) : 0f;
+          lse[row] = l > 0 ? (float) (m + Math.log(l)) : Float.NEGATIVE_INFINITY;
+        }
+      }
+    }
+    return new float[][] {out, lse};
+  }
+
+  static float[] random(Random r, int n) {
+    float[] a = new float[n];
+    for (int i = 0; i < n; ++i) a[i] = r.nextFloat() - 0.5f;
+    return a;
+  }
+
+  static float maxDiff(float[] a, float[] b) {
+    assertEquals(a.length, b.length);
+    float m = 0;
+    for (int i = 0; i < a.length; ++i) m = Math.max(m, Math.abs(a[i] - b[i]));
+    return m;
+  }
+
+  static AttentionDesc desc(boolean causal, int window) {
+    AttentionDesc d = new AttentionDesc();
+    d.setNumHeads(H);
+    d.setNumKvHeads(HKV);
+    d.setHeadDim(D);
+    d.setCausal(causal ? 1 : 0);
+    d.setWindowLeft(window);
+    return d;
+  }
+
+  // f16 bits for values that f16 holds exactly (multiples of 1/1024 below 1).
+  static short toHalf(float f) {
+    int bits = Float.floatToIntBits(f);
+    int sign = (bits >>> 16) & 0x8000;
+    if ((bits & 0x7fffffff) == 0) return (short) sign;
+    int exp = ((bits >>> 23) & 0xff) - 127 + 15;
+    return (short) (sign | (exp << 10) | ((bits >>> 13) & 0x3ff));
+  }
+
+  static float fromHalf(short s) {
+    int h = s & 0xffff;
+    int sign = (h & 0x8000) << 16;
+    int exp = (h >>> 10) & 0x1f;
+    int man = h & 0x3ff;
+    if (exp == 0) return Float.intBitsToFloat(sign) + (sign != 0 ? -1 : 1) * man / 16777216f;
+    return Float.intBitsToFloat(sign | ((exp - 15 + 127) << 23) | (man << 13));
+  }
+
+  // ---- results ----
+
+  @Test
+  public void varlenCausalWindowMatchesReference() {
+    Random r = new Random(1);
+    int[] cuQ = {0, 3, 5, 6}, cuK = {0, 7, 9, 13}; // (t, u) = (3,7), (2,2), (1,4)
+    int tq = 6, tk = 13, window = 2;
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    float[][] ref = reference(q, k, v, cuQ, cuK, H, HKV, D, D, true, window);
+    try (Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tL = new Tensor(ctx, Dtype.F32, tq, H)) {
+      AttentionDesc d = desc(true, window);
+      d.setLse(tL);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      assertTrue("out", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
+      assertTrue("lse", maxDiff(ref[1], tL.toFloatArray()) < 1e-5f);
+    }
+  }
+
+  @Test
+  public void f16ThroughShortArrays() {
+    Random r = new Random(2);
+    int[] cuQ = {0, 2}, cuK = {0, 5};
+    int tq = 2, tk = 5;
+    float[] q = new float[tq * H * D], k = new float[tk * HKV * D], v = new float[tk * HKV * D];
+    for (float[] a : new float[][] {q, k, v})
+      for (int i = 0; i < a.length; ++i) a[i] = (r.nextInt(1024) - 512) / 1024f;
+    short[][] h = new short[3][];
+    float[][] src = {q, k, v};
+    for (int n = 0; n < 3; ++n) {
+      h[n] = new short[src[n].length];
+      for (int i = 0; i < h[n].length; ++i) h[n][i] = toHalf(src[n][i]);
+      for (int i = 0; i < h[n].length; ++i) assertEquals(src[n][i], fromHalf(h[n][i]), 0f);
+    }
+    float[][] ref = reference(q, k, v, cuQ, cuK, H, HKV, D, D, true, -1);
+    try (Tensor tQ = Tensor.of(ctx, Dtype.F16, h[0], tq, H, D);
+        Tensor tK = Tensor.of(ctx, Dtype.F16, h[1], tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, Dtype.F16, h[2], tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F16, tq, H, D)) {
+      ctx.attentionVarlen(desc(true, -1), cuQ, cuK, tQ, tK, tV, tO);
+      short[] o = tO.toShortArray();
+      float[] of = new float[o.length];
+      for (int i = 0; i < o.length; ++i) of[i] = fromHalf(o[i]);
+      assertTrue(maxDiff(ref[0], of) < 2e-3f);
+    }
+  }
+
+  @Test
+  public void mergeOfTwoKeyHalvesEqualsFullAttention() {
+    Random r = new Random(3);
+    int n = 3, u = 6;
+    float[] q = random(r, n * H * D), k = random(r, u * HKV * D), v = random(r, u * HKV * D);
+    float[][] full = reference(q, k, v, new int[] {0, n}, new int[] {0, u}, H, HKV, D, D, false, -1);
+    int half = u / 2 * HKV * D;
+    try (Tensor tQ = Tensor.of(ctx, q, n, H, D);
+        Tensor k1 = Tensor.of(ctx, java.util.Arrays.copyOfRange(k, 0, half), u / 2, HKV, D);
+        Tensor v1 = Tensor.of(ctx, java.util.Arrays.copyOfRange(v, 0, half), u / 2, HKV, D);
+        Tensor k2 = Tensor.of(ctx, java.util.Arrays.copyOfRange(k, half, k.length), u / 2, HKV, D);
+        Tensor v2 = Tensor.of(ctx, java.util.Arrays.copyOfRange(v, half, v.length), u / 2, HKV, D);
+        Tensor o1 = new Tensor(ctx, Dtype.F32, n, H, D);
+        Tensor o2 = new Tensor(ctx, Dtype.F32, n, H, D);
+        Tensor l1 = new Tensor(ctx, Dtype.F32, n, H);
+        Tensor l2 = new Tensor(ctx, Dtype.F32, n, H)) {
+      int[] cuQ = {0, n}, cuK = {0, u / 2};
+      AttentionDesc d = desc(false, -1);
+      d.setLse(l1);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, k1, v1, o1);
+      d.setLse(l2);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, k2, v2, o2);
+      ctx.attentionMerge(o1, l1, o2, l2, o1, l1); // in place into o1, l1
+      assertTrue(maxDiff(full[0], o1.toFloatArray()) < 1e-5f);
+      assertTrue(maxDiff(full[1], l1.toFloatArray()) < 1e-5f);
+    }
+  }
+
+  @Test
+  public void byteBuffersDirectAndHeap() {
+    float[] data = random(new Random(4), 24);
+    ByteBuffer in = ByteBuffer.allocateDirect(96).order(ByteOrder.nativeOrder());
+    in.asFloatBuffer().put(data);
+    try (Tensor t = new Tensor(ctx, Dtype.F32, 2, 3, 4)) {
+      t.write(in);
+      assertArrayEquals(data, t.toFloatArray(), 0f);
+      ByteBuffer outDirect = ByteBuffer.allocateDirect(96).order(ByteOrder.nativeOrder());
+      t.read(outDirect);
+      float[] back = new float[24];
+      outDirect.asFloatBuffer().get(back);
+      assertArrayEquals(data, back, 0f);
+      ByteBuffer outHeap = ByteBuffer.allocate(96).order(ByteOrder.nativeOrder());
+      t.read(outHeap);
+      outHeap.asFloatBuffer().get(back);
+      assertArrayEquals(data, back, 0f);
+      // A direct buffer with the wrong number of remaining bytes.
+      VkattnException e = assertThrows(VkattnException.class, () -> t.write(ByteBuffer.allocateDirect(95)));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_tensor_write: "));
+    }
+  }
+
+  @Test
+  public void gettersAndDeviceInfo() {
+    try (Tensor t = new Tensor(ctx, Dtype.BF16, 5, 0, 3)) {
+      assertEquals(Dtype.BF16, t.dtype());
+      assertArrayEquals(new long[] {5, 0, 3}, t.shape());
+      assertEquals(0, t.nbytes());
+      assertEquals(0, t.toShortArray().length);
+    }
+    assertEquals(Vkattn.VERSION_MAJOR * 10000 + Vkattn.VERSION_MINOR * 100 + Vkattn.VERSION_PATCH,
+        Vkattn.version());
+    assertEquals(2, Vkattn.dtypeSize(Dtype.F16));
+    assertTrue(Vkattn.deviceCount() >= 1);
+    DeviceInfo info = ctx.deviceInfo();
+    assertFalse(info.getName().isEmpty());
+    assertTrue(info.getMaxBufferRange() > 0);
+    boolean found = false;
+    for (long i = 0; i < Vkattn.deviceCount(); ++i) found |= Vkattn.deviceInfo(i).getName().equals(info.getName());
+    assertTrue(found);
+    assertEquals("invalid argument", Vkattn.statusString(Status.ERROR_INVALID_ARGUMENT));
+  }
+
+  // ---- errors carry the C message ----
+
+  @Test
+  public void badInputRaisesWithTheLibraryMessage() {
+    try (Tensor t = new Tensor(ctx, Dtype.F32, 2, 3)) {
+      VkattnException e = assertThrows(VkattnException.class, () -> t.write(new float[5]));
+      assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+      assertEquals("vkattn_tensor_write: nbytes 20 != tensor size 24", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> t.read(new float[7]));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_tensor_read: nbytes 28"));
+      e = assertThrows(VkattnException.class, () -> t.write(new short[6]));
+      assertEquals("vkattn: a 16-bit array does not fit a f32 tensor", e.getMessage());
+    }
+    VkattnException e = assertThrows(VkattnException.class, () -> new Tensor(ctx, Dtype.F32, 1, 2, 3, 4, 5));
+    assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_tensor_create: "));
+    e = assertThrows(VkattnException.class, () -> new Context(1000, 0));
+    assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_context_create: "));
+    try (Tensor q = new Tensor(ctx, Dtype.F32, 2, H, D); Tensor o = new Tensor(ctx, Dtype.F32, 2, H, D)) {
+      AttentionDesc d = desc(false, -1);
+      d.setHeadDim(0);
+      e = assertThrows(VkattnException.class, () -> ctx.attentionVarlen(d, new int[] {0, 2}, new int[] {0, 2}, q, q, q, o));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_attention_varlen: "));
+      // Arrays whose length the C API cannot see are checked by the binding.
+      e = assertThrows(VkattnException.class, () -> ctx.attentionVarlen(desc(false, -1), new int[] {0, 2}, new int[] {0}, q, q, q, o));
+      assertTrue(e.getMessage(), e.getMessage().contains("cu_seqlens_k has 1 entries"));
+    }
+  }
+
+  // ---- misuse fails cleanly ----
+
+  @Test
+  public void closeTwiceAndUseAfterClose() {
+    Tensor t = new Tensor(ctx, Dtype.F32, 4);
+    assertTrue(t.isOpen());
+    t.close();
+    t.close();
+    assertFalse(t.isOpen());
+    VkattnException e = assertThrows(VkattnException.class, () -> t.write(new float[4]));
+    assertEquals("vkattn: this Tensor is closed", e.getMessage());
+    assertThrows(VkattnException.class, t::toFloatArray);
+    assertThrows(VkattnException.class, t::dtype);
+
+    Context c = new Context();
+    Tensor live = Tensor.of(c, new float[] {1, 2, 3}, 3);
+    c.close();
+    c.close();
+    e = assertThrows(VkattnException.class, c::synchronize);
+    assertEquals("vkattn: this Context is closed", e.getMessage());
+    assertThrows(VkattnException.class, () -> new Tensor(c, Dtype.F32, 1));
+    // Objects keep their context alive: the tensor still works.
+    assertArrayEquals(new float[] {1, 2, 3}, live.toFloatArray(), 0f);
+    live.close();
+
+    // Plain structs can be deleted explicitly; their fields then raise.
+    AttentionDesc d = desc(true, -1);
+    d.delete();
+    d.delete();
+    e = assertThrows(VkattnException.class, () -> d.setNumHeads(1));
+    assertEquals("vkattn: this AttentionDesc was deleted", e.getMessage());
+    DeviceInfo info = ctx.deviceInfo();
+    info.delete();
+    assertThrows(VkattnException.class, info::getName);
+  }
+
+  @Test
+  public void nullArgumentsRaise() {
+    try (Tensor t = new Tensor(ctx, Dtype.F32, 2)) {
+      assertThrows(VkattnException.class, () -> t.write((float[]) null));
+      assertThrows(VkattnException.class, () -> t.read((int[]) null));
+      assertThrows(VkattnException.class, () -> t.write((ByteBuffer) null));
+      assertThrows(VkattnException.class, () -> new Tensor(null, Dtype.F32, 1));
+      assertThrows(VkattnException.class, () -> new Tensor(ctx, Dtype.F32, (long[]) null));
+      VkattnException e = assertThrows(VkattnException.class,
+          () -> ctx.attentionVarlen(null, new int[] {0, 2}, new int[] {0, 2}, t, t, t, t));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_attention_varlen: "));
+      assertThrows(VkattnException.class, () -> ctx.attentionVarlen(desc(false, -1), null, null, t, t, t, t));
+      assertThrows(VkattnException.class, () -> ctx.attentionMerge(null, null, null, null, null, null));
+    }
+    Tensor closed = new Tensor(ctx, Dtype.F32, 2, H, D);
+    closed.close();
+    try (Tensor o = new Tensor(ctx, Dtype.F32, 2, H, D)) {
+      VkattnException e = assertThrows(VkattnException.class,
+          () -> ctx.attentionVarlen(desc(false, -1), new int[] {0, 2}, new int[] {0, 2}, closed, o, o, o));
+      assertNotNull(e.getMessage());
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_attention_varlen: "));
+    }
+  }
+
+  // ---- paged KV cache ----
+
+  static KvCacheDesc cacheDesc(int layers, int pages) {
+    KvCacheDesc d = new KvCacheDesc();
+    d.setNumLayers(layers);
+    d.setNumKvHeads(HKV);
+    d.setHeadDim(D);
+    d.setPageSize(4);
+    d.setNumPages(pages);
+    d.setDtype(Dtype.F32);
+    return d;
+  }
+
+  @Test
+  public void kvCacheAppendCommitReadForkTruncate() {
+    Random r = new Random(5);
+    int row = HKV * D;
+    try (KvCache cache = new KvCache(ctx, cacheDesc(2, 8))) {
+      assertEquals(Dtype.F32, cache.dtype());
+      assertEquals(8, cache.numFreePages());
+      float[][] k = {random(r, 8 * row), random(r, 8 * row)};
+      float[][] v = {random(r, 8 * row), random(r, 8 * row)};
+      try (Step step = cache.begin(new long[] {7, 9}, new int[] {5, 3})) {
+        assertTrue(step.isActive());
+        for (int l = 0; l < 2; ++l) {
+          try (Tensor tk = Tensor.of(ctx, k[l], 8, HKV, D); Tensor tv = Tensor.of(ctx, v[l], 8, HKV, D)) {
+            step.append(l, tk, tv);
+          }
+        }
+        step.commit();
+        assertFalse(step.isActive());
+        VkattnException e = assertThrows(VkattnException.class, step::commit);
+        assertEquals("vkattn: this Step is already committed or aborted", e.getMessage());
+      }
+      assertEquals(5, cache.length(7));
+      assertEquals(3, cache.length(9));
+      assertEquals(0, cache.length(1));
+      assertEquals(8 - 2 - 1, cache.numFreePages()); // 5 tokens: 2 pages of 4; 3 tokens: 1
+      float[] kOut = new float[3 * row], vOut = new float[3 * row];
+      cache.read(1, 9, 0, 3, kOut, vOut);
+      assertArrayEquals(java.util.Arrays.copyOfRange(k[1], 5 * row, 8 * row), kOut, 0f);
+      assertArrayEquals(java.util.Arrays.copyOfRange(v[1], 5 * row, 8 * row), vOut, 0f);
+      cache.fork(7, 8);
+      assertEquals(5, cache.length(8));
+      cache.truncate(8, 2);
+      assertEquals(2, cache.length(8));
+      float[] k8 = new float[2 * row], v8 = new float[2 * row];
+      cache.read(0, 8, 0, 2, k8, v8);
+      assertArrayEquals(java.util.Arrays.copyOfRange(k[0], 0, 2 * row), k8, 0f);
+      cache.remove(8);
+      assertEquals(0, cache.length(8));
+      // A step closed without commit is aborted: nothing changes.
+      try (Step s = cache.begin(new long[] {7, 10}, new int[] {1, 2})) {
+        assertTrue(s.isActive());
+      }
+      assertEquals(5, cache.length(7));
+      assertEquals(0, cache.length(10));
+      assertEquals(8 - 2 - 1, cache.numFreePages());
+    }
+  }
+
+  @Test
+  public void kvCacheErrorsAndMisuse() {
+    try (KvCache cache = new KvCache(ctx, cacheDesc(1, 2))) {
+      VkattnException e = assertThrows(VkattnException.class, () -> cache.remove(42));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_kv_cache_remove: "));
+      e = assertThrows(VkattnException.class, () -> cache.begin(new long[] {1}, new int[] {100}));
+      assertEquals(Status.ERROR_CACHE_FULL, e.status());
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_step_begin: "));
+      assertEquals(2, cache.numFreePages());
+      e = assertThrows(VkattnException.class, () -> cache.begin(new long[] {1, 2}, new int[] {1}));
+      assertEquals("vkattn: 2 sequence ids but 1 token counts", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> cache.begin(null, new int[] {1}));
+      assertEquals("vkattn: the seqIds array is null", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> cache.read(0, 1, 0, 0, new short[0], new short[0]));
+      assertEquals("vkattn: a 16-bit array does not fit a f32 cache", e.getMessage());
+      Step s = cache.begin(new long[] {1}, new int[] {1});
+      e = assertThrows(VkattnException.class, () -> cache.fork(1, 2));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_kv_cache_fork: "));
+      e = assertThrows(VkattnException.class, () -> s.append(0, null, null));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_step_append: "));
+      s.abort();
+      s.abort();
+      e = assertThrows(VkattnException.class, () -> s.append(0, null, null));
+      assertEquals("vkattn: this Step is already committed or aborted", e.getMessage());
+      s.close();
+      s.close();
+      e = assertThrows(VkattnException.class, s::commit);
+      assertEquals("vkattn: this Step is closed", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> new KvCache(ctx, null));
+      assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn_kv_cache_create: "));
+    }
+    KvCache closed = new KvCache(ctx, cacheDesc(1, 1));
+    Step open = closed.begin(new long[] {3}, new int[] {2});
+    closed.close();
+    closed.close();
+    VkattnException e = assertThrows(VkattnException.class, () -> closed.length(1));
+    assertEquals("vkattn: this KvCache is closed", e.getMessage());
+    open.close(); // a step keeps its cache alive until it ends
+  }
+}

@@ -1,0 +1,256 @@
+/* Java part of the bindings (package org.vkattn), included by ../vkattn.i.
+ * Errors become org.vkattn.VkattnException (status + the C message); the
+ * handle classes are AutoCloseable; arrays are Java primitive arrays and
+ * tensors also take direct ByteBuffers. */
+
+%{
+/* Throws org.vkattn.VkattnException(status, message) unless an exception
+ * (e.g. OutOfMemoryError from an array typemap) is already pending. */
+static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
+  jclass cls;
+  jmethodID ctor;
+  jstring jmsg;
+  jobject ex;
+  if ((*jenv)->ExceptionCheck(jenv)) return;
+  cls = (*jenv)->FindClass(jenv, "org/vkattn/VkattnException");
+  if (!cls) return; /* NoClassDefFoundError is pending */
+  ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
+  if (!ctor) return;
+  jmsg = (*jenv)->NewStringUTF(jenv, message);
+  if (!jmsg) return;
+  ex = (*jenv)->NewObject(jenv, cls, ctor, (jint)status, jmsg);
+  if (ex) (*jenv)->Throw(jenv, (jthrowable)ex);
+}
+/* No `return` after the throw: the wrapper falls through so that freearg
+ * releases the Java arrays; the proxy sees the pending exception. */
+#define VKATTNX_RAISE(status, message) vkattnx_java_throw(jenv, (status), (message))
+%}
+
+/* The JNI class loads the native library (from java.library.path, else
+ * from the jar; see NativeLoader). */
+%pragma(java) jniclasscode=%{
+  static {
+    NativeLoader.load();
+  }
+%}
+
+/* Proper Java enums (Status, Dtype, ...), not SWIG's typesafe-enum classes. */
+%include "enums.swg"
+
+/* ---- names ----------------------------------------------------------- */
+%rename("%(regex:/^m_(.*)/\\1/)s", %$isfunction) "";
+%rename("%(lowercamelcase)s", %$isvariable, %$ismember) "";
+%rename(write) vkattn_tensor::m_writeF32;
+%rename(write) vkattn_tensor::m_writeU16;
+%rename(write) vkattn_tensor::m_writeI32;
+%rename(write) vkattn_tensor::m_writeBytes;
+%rename(read) vkattn_tensor::m_readF32;
+%rename(read) vkattn_tensor::m_readU16;
+%rename(read) vkattn_tensor::m_readI32;
+%rename(read) vkattn_tensor::m_readBytes;
+
+%rename(read) vkattnx_kv_cache::m_readF32;
+%rename(read) vkattnx_kv_cache::m_readU16;
+
+/* ---- arrays ---------------------------------------------------------- */
+/* (T* NAME, int64_t LEN) <-> one Java array; null gives (NULL, 0), which
+ * the methods reject or read as "absent". Inputs are released with
+ * JNI_ABORT (nothing copied back), outputs with 0. */
+%define VKATTNX_JAVA_ARRAY(CTYPE, JTYPE, JNIELEM, JNIARRAY, NAME, IN, OUT)
+%typemap(jni) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "JNIARRAY"
+%typemap(jtype) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "JTYPE[]"
+%typemap(jstype) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "JTYPE[]"
+%typemap(javain) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) "$javainput"
+%typemap(in) (const CTYPE* IN, int64_t IN_LEN), (CTYPE* OUT, int64_t OUT_LEN) {
+  $1 = NULL;
+  $2 = 0;
+  if ($input) {
+    $2 = (int64_t)(*jenv)->GetArrayLength(jenv, $input);
+    $1 = (CTYPE*)(*jenv)->Get##NAME##ArrayElements(jenv, $input, NULL);
+    if (!$1) return $null; /* OutOfMemoryError is pending */
+  }
+}
+%typemap(freearg) (const CTYPE* IN, int64_t IN_LEN) {
+  if ($1) (*jenv)->Release##NAME##ArrayElements(jenv, $input, (JNIELEM*)$1, JNI_ABORT);
+}
+%typemap(freearg) (CTYPE* OUT, int64_t OUT_LEN) {
+  if ($1) (*jenv)->Release##NAME##ArrayElements(jenv, $input, (JNIELEM*)$1, 0);
+}
+%enddef
+
+VKATTNX_JAVA_ARRAY(float, float, jfloat, jfloatArray, Float, IN_F32, OUT_F32)
+VKATTNX_JAVA_ARRAY(uint16_t, short, jshort, jshortArray, Short, IN_U16, OUT_U16)
+VKATTNX_JAVA_ARRAY(int32_t, int, jint, jintArray, Int, IN_I32, OUT_I32)
+VKATTNX_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte, IN_U8, OUT_U8)
+VKATTNX_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long, IN_I64, OUT_I64)
+
+
+/* Direct ByteBuffer: its address and capacity (NULL and -1 for a heap
+ * buffer or null). */
+%typemap(jni) (void* BUF, int64_t BUF_CAP) "jobject"
+%typemap(jtype) (void* BUF, int64_t BUF_CAP) "java.nio.ByteBuffer"
+%typemap(jstype) (void* BUF, int64_t BUF_CAP) "java.nio.ByteBuffer"
+%typemap(javain) (void* BUF, int64_t BUF_CAP) "$javainput"
+%typemap(in) (void* BUF, int64_t BUF_CAP) {
+  $1 = NULL;
+  $2 = -1;
+  if ($input) {
+    $1 = (*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1) $2 = (int64_t)(*jenv)->GetDirectBufferCapacity(jenv, $input);
+  }
+}
+
+/* ---- handle classes: AutoCloseable, no finalizer ------------------------
+ * A context is externally synchronized, so objects are not destroyed from
+ * the finalizer thread: close them (try-with-resources). close() is
+ * idempotent; a closed object raises VkattnException when used. */
+%define VKATTNX_JAVA_HANDLE(STRUCT)
+%typemap(javainterfaces) struct STRUCT "AutoCloseable"
+%typemap(javafinalize) struct STRUCT ""
+%typemap(javacode) struct STRUCT %{
+  /** Releases the native object; further calls are a no-op. */
+  @Override
+  public void close() {
+    delete();
+  }
+
+  /** True until close(). */
+  public boolean isOpen() {
+    return swigCPtr != 0;
+  }
+%}
+%enddef
+
+VKATTNX_JAVA_HANDLE(vkattn_context)
+VKATTNX_JAVA_HANDLE(vkattnx_kv_cache)
+/* A Step's close() aborts it unless it was committed. */
+VKATTNX_JAVA_HANDLE(vkattnx_step)
+
+%typemap(javainterfaces) struct vkattn_tensor "AutoCloseable"
+%typemap(javafinalize) struct vkattn_tensor ""
+%typemap(javacode) struct vkattn_tensor %{
+  /** Releases the device tensor; further calls are a no-op. */
+  @Override
+  public void close() {
+    delete();
+  }
+
+  /** True until close(). */
+  public boolean isOpen() {
+    return swigCPtr != 0;
+  }
+
+  /** The dims, outermost first. */
+  public long[] shape() {
+    long[] s = new long[ndim()];
+    for (int i = 0; i < s.length; ++i) s[i] = dim(i);
+    return s;
+  }
+
+  /** A new f32 tensor holding data (data.length must match the shape). */
+  public static Tensor of(Context ctx, float[] data, long... shape) {
+    Tensor t = new Tensor(ctx, Dtype.F32, shape);
+    try {
+      t.write(data);
+    } catch (RuntimeException e) {
+      t.close();
+      throw e;
+    }
+    return t;
+  }
+
+  /** A new f16 or bf16 tensor holding the bit patterns in data. */
+  public static Tensor of(Context ctx, Dtype dtype, short[] data, long... shape) {
+    Tensor t = new Tensor(ctx, dtype, shape);
+    try {
+      t.write(data);
+    } catch (RuntimeException e) {
+      t.close();
+      throw e;
+    }
+    return t;
+  }
+
+  /** Reads an f32 tensor. */
+  public float[] toFloatArray() {
+    float[] a = new float[Math.toIntExact(numel())];
+    read(a);
+    return a;
+  }
+
+  /** Reads the bit patterns of an f16 or bf16 tensor. */
+  public short[] toShortArray() {
+    short[] a = new short[Math.toIntExact(numel())];
+    read(a);
+    return a;
+  }
+
+  /** Reads an i32 tensor. */
+  public int[] toIntArray() {
+    int[] a = new int[Math.toIntExact(numel())];
+    read(a);
+    return a;
+  }
+
+  /** Reads the raw bytes (native byte order) of any tensor. */
+  public byte[] toByteArray() {
+    byte[] a = new byte[Math.toIntExact(nbytes())];
+    read(a);
+    return a;
+  }
+
+  /** Writes the whole tensor from b's remaining bytes (position to limit,
+   * which must be nbytes(); native byte order). The position is unchanged. */
+  public void write(java.nio.ByteBuffer b) {
+    if (b == null || b.isDirect()) {
+      writeBuffer(b, b == null ? 0 : b.position(), b == null ? 0 : b.remaining());
+    } else {
+      byte[] a = new byte[b.remaining()];
+      b.duplicate().get(a);
+      write(a);
+    }
+  }
+
+  /** Reads the whole tensor into b's remaining bytes (which must be
+   * nbytes()). The position is unchanged. */
+  public void read(java.nio.ByteBuffer b) {
+    if (b != null && b.isReadOnly()) throw new java.nio.ReadOnlyBufferException();
+    if (b == null || b.isDirect()) {
+      readBuffer(b, b == null ? 0 : b.position(), b == null ? 0 : b.remaining());
+    } else {
+      byte[] a = new byte[b.remaining()];
+      read(a);
+      b.duplicate().put(a);
+    }
+  }
+%}
+
+%javamethodmodifiers vkattn_tensor::m_writeBuffer "private";
+%javamethodmodifiers vkattn_tensor::m_readBuffer "private";
+
+%extend vkattn_tensor {
+  void m_writeBuffer(void* BUF, int64_t BUF_CAP, int64_t offset, int64_t length) {
+    VKATTNX_OPEN(self, "Tensor", );
+    if (!BUF) {
+      vkattnx_fail("vkattn: the ByteBuffer is null or not direct");
+      return;
+    }
+    if (offset < 0 || length < 0 || offset + length > BUF_CAP) {
+      vkattnx_fail("vkattn: ByteBuffer range out of bounds");
+      return;
+    }
+    vkattnx_ok(vkattn_tensor_write(self, (char*)BUF + offset, (size_t)length));
+  }
+  void m_readBuffer(void* BUF, int64_t BUF_CAP, int64_t offset, int64_t length) {
+    VKATTNX_OPEN(self, "Tensor", );
+    if (!BUF) {
+      vkattnx_fail("vkattn: the ByteBuffer is null or not direct");
+      return;
+    }
+    if (offset < 0 || length < 0 || offset + length > BUF_CAP) {
+      vkattnx_fail("vkattn: ByteBuffer range out of bounds");
+      return;
+    }
+    vkattnx_ok(vkattn_tensor_read(self, (char*)BUF + offset, (size_t)length));
+  }
+}

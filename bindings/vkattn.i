@@ -1,0 +1,494 @@
+/* vkattn.i: the SWIG interface shared by the Java, C# and Go bindings.
+ *
+ * SWIG reads include/vkattn/vkattn.h itself (enums, constants, the plain
+ * structs); this file only says how handles become classes (%extend), how
+ * a failing status becomes the language's error (%exception) and which
+ * array parameters the languages fill. The per-language files
+ * (java/vkattn_java.i, csharp/vkattn_csharp.i, go/vkattn_go.i) supply
+ * VKATTNX_RAISE and the array typemaps named IN_F32, OUT_F32, ... below.
+ *
+ * Naming in this file: methods are written m_lowerCamel and renamed per
+ * language (Java lowerCamel, C# and Go UpperCamel); helpers that are not
+ * part of the C API start with vkattnx_.
+ */
+#if defined(SWIGGO)
+%module vkattnraw
+#elif defined(SWIGCSHARP)
+%module Library
+#else
+%module Vkattn
+#endif
+
+%{
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(SWIGGO)
+/* A copy in the Go package directory: Go's build cache tracks only the
+ * package's own files (bindings/CMakeLists.txt keeps the copy current). */
+#include "vkattn.h"
+#else
+#include "vkattn/vkattn.h"
+#endif
+
+/* The status of the last call made by a wrapper on this thread and, for
+ * checks the wrapper makes itself, its own message (NULL: the message is
+ * vkattn_last_error()). %exception clears both, runs the call, and raises
+ * within the same native call, so no other vkattn call can overwrite the
+ * thread-local message in between. */
+static _Thread_local int vkattnx_status;
+static _Thread_local const char* vkattnx_message;
+static _Thread_local char vkattnx_message_buf[512];
+
+/* Records a C API status; returns nonzero on success. */
+static int vkattnx_ok(vkattn_status status) {
+  vkattnx_status = (int)status;
+  vkattnx_message = NULL;
+  return status == VKATTN_SUCCESS;
+}
+
+/* A check of the wrapper's own failed: INVALID_ARGUMENT with this message. */
+static void vkattnx_fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void vkattnx_fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(vkattnx_message_buf, sizeof vkattnx_message_buf, fmt, ap);
+  va_end(ap);
+  vkattnx_status = VKATTN_ERROR_INVALID_ARGUMENT;
+  vkattnx_message = vkattnx_message_buf;
+}
+
+/* A closed (or never created) object reaches native code as NULL. */
+#define VKATTNX_OPEN(self, what, ret)                             \
+  do {                                                            \
+    if (!(self)) {                                                \
+      vkattnx_fail("vkattn: this " what " is closed");            \
+      return ret;                                                 \
+    }                                                             \
+  } while (0)
+
+static const char* vkattnx_dtype_name(vkattn_dtype d) {
+  switch (d) {
+    case VKATTN_F32: return "f32";
+    case VKATTN_F16: return "f16";
+    case VKATTN_BF16: return "bf16";
+    case VKATTN_U8: return "u8";
+    case VKATTN_I32: return "i32";
+  }
+  return "unknown";
+}
+
+/* Host array <-> tensor. `ok_dtype` says which tensor dtypes the array's
+ * element type fits; the byte count is checked by the C API. */
+static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t elem,
+                             int write, const char* array_kind, int ok_dtype) {
+  if (!t) {
+    vkattnx_fail("vkattn: this Tensor is closed");
+    return;
+  }
+  if (!data && (count != 0 || vkattn_tensor_nbytes(t) != 0)) {
+    vkattnx_fail("vkattn: the %s array is null", array_kind);
+    return;
+  }
+  if (!ok_dtype) {
+    vkattnx_fail("vkattn: a %s array does not fit a %s tensor", array_kind,
+                 vkattnx_dtype_name(vkattn_tensor_dtype(t)));
+    return;
+  }
+  static const char dummy = 0; /* a non-NULL pointer for zero-sized tensors */
+  size_t nbytes = (size_t)count * elem;
+  if (write)
+    vkattnx_ok(vkattn_tensor_write(t, data ? data : &dummy, nbytes));
+  else
+    vkattnx_ok(vkattn_tensor_read(t, data ? data : (void*)&dummy, nbytes));
+}
+
+#define VKATTNX_IS16(t) \
+  (vkattn_tensor_dtype(t) == VKATTN_F16 || vkattn_tensor_dtype(t) == VKATTN_BF16)
+%}
+
+%include <stdint.i>
+#if defined(SWIGJAVA) || defined(SWIGCSHARP)
+/* With SWIGWORDSIZE64, stdint.i makes int64_t a C long, which Java and C#
+ * would map to a 32-bit int; uint64_t would become a BigInteger in Java.
+ * Both are a signed 64-bit long here. */
+%apply long long { int64_t };
+%apply long long { uint64_t };
+#endif
+
+/* Every wrapped call: clear, call, and raise in the same native call.
+ * VKATTNX_RAISE comes from the language's file. */
+%exception {
+  vkattnx_status = 0;
+  vkattnx_message = NULL;
+  $action
+  if (vkattnx_status != 0) {
+    VKATTNX_RAISE(vkattnx_status, vkattnx_message ? vkattnx_message : vkattn_last_error());
+  }
+}
+
+/* Per-language typemaps, VKATTNX_RAISE and class decorations. */
+#if defined(SWIGJAVA)
+%include "java/vkattn_java.i"
+#elif defined(SWIGCSHARP)
+%include "csharp/vkattn_csharp.i"
+#elif defined(SWIGGO)
+%include "go/vkattn_go.i"
+#endif
+
+
+/* ---- names ---------------------------------------------------------- */
+/* The raw C functions are not wrapped: the classes below call them. */
+%rename("$ignore", %$isfunction, %$not %$ismember) "";
+%rename("%(strip:[VKATTN_])s", %$isenumitem) "";
+%rename("%(strip:[VKATTN_])s", %$isconstant) "";
+%ignore VKATTN_API;
+%ignore VKATTN_VKATTN_H_;
+%ignore vkattn_context_desc; /* Context's constructor takes its two fields */
+
+%rename(Status) vkattn_status;
+%rename(DeviceType) vkattn_device_type;
+%rename(Dtype) vkattn_dtype;
+%rename(MaskType) vkattn_mask_type;
+%rename(DeviceInfo) vkattn_device_info;
+%rename(AttentionDesc) vkattn_attention_desc;
+%rename(KvCacheDesc) vkattn_kv_cache_desc;
+%rename(Context) vkattn_context;
+%rename(Tensor) vkattn_tensor;
+
+/* Plain structs: struct_size and reserved are the wrapper's business. */
+%ignore vkattn_device_info::struct_size;
+%ignore vkattn_attention_desc::struct_size;
+%ignore vkattn_attention_desc::reserved;
+%ignore vkattn_kv_cache_desc::struct_size;
+%ignore vkattn_kv_cache_desc::reserved;
+%immutable vkattn_device_info::name;
+%immutable vkattn_device_info::driver_name;
+%immutable vkattn_device_info::driver_info;
+%immutable vkattn_device_info::vendor_id;
+%immutable vkattn_device_info::device_id;
+%immutable vkattn_device_info::device_type;
+%immutable vkattn_device_info::api_version;
+%immutable vkattn_device_info::driver_version;
+%immutable vkattn_device_info::subgroup_size;
+%immutable vkattn_device_info::max_shared_memory;
+%immutable vkattn_device_info::max_buffer_range;
+%immutable vkattn_device_info::supports_f16;
+%immutable vkattn_device_info::supports_16bit_storage;
+%immutable vkattn_device_info::supports_bf16;
+
+/* Array parameters: each language maps (T* NAME, int64_t LEN) to one array
+ * (Java T[], C# T[], Go []T); the names below select the typemaps. Class
+ * members are wrapped where the class is declared, so these come first. */
+%apply (const int32_t* IN_I32, int64_t IN_LEN) {
+  (const int32_t* cuQ, int64_t cuQLen),
+  (const int32_t* cuK, int64_t cuKLen),
+  (const int32_t* keyMask, int64_t keyMaskLen)
+};
+%apply (const int64_t* IN_I64, int64_t IN_LEN) { (const int64_t* shape, int64_t ndim) };
+%apply (const float* IN_F32, int64_t IN_LEN) { (const float* data, int64_t count) };
+%apply (const uint16_t* IN_U16, int64_t IN_LEN) { (const uint16_t* data, int64_t count) };
+%apply (const int32_t* IN_I32, int64_t IN_LEN) { (const int32_t* data, int64_t count) };
+%apply (const uint8_t* IN_U8, int64_t IN_LEN) { (const uint8_t* data, int64_t count) };
+%apply (float* OUT_F32, int64_t OUT_LEN) { (float* dst, int64_t count) };
+%apply (uint16_t* OUT_U16, int64_t OUT_LEN) { (uint16_t* dst, int64_t count) };
+%apply (int32_t* OUT_I32, int64_t OUT_LEN) { (int32_t* dst, int64_t count) };
+%apply (uint8_t* OUT_U8, int64_t OUT_LEN) { (uint8_t* dst, int64_t count) };
+#if defined(SWIGJAVA)
+/* A shape is the constructor's last parameter: new Tensor(ctx, Dtype.F32, 4, 2, 8). */
+%typemap(jstype) (const int64_t* shape, int64_t ndim) "long..."
+#elif defined(SWIGCSHARP)
+%typemap(cstype) (const int64_t* shape, int64_t ndim) "params long[]"
+#endif
+
+/* The plain structs' field accessors would dereference a deleted (NULL)
+ * object: raise instead. */
+#if defined(SWIGGO)
+#define VKATTNX_RETURN_NULL /* the raise panics */
+#else
+#define VKATTNX_RETURN_NULL return $null;
+#endif
+%define VKATTNX_PLAIN_STRUCT(STRUCT, NAME)
+%typemap(check) struct STRUCT* self %{
+  if (!$1) {
+    VKATTNX_RAISE(VKATTN_ERROR_INVALID_ARGUMENT, "vkattn: this " NAME " was deleted");
+    VKATTNX_RETURN_NULL
+  }
+%}
+%enddef
+VKATTNX_PLAIN_STRUCT(vkattn_attention_desc, "AttentionDesc")
+VKATTNX_PLAIN_STRUCT(vkattn_kv_cache_desc, "KvCacheDesc")
+VKATTNX_PLAIN_STRUCT(vkattn_device_info, "DeviceInfo")
+
+/* ---- handles -------------------------------------------------------- */
+/* SWIG sees the handles as empty structs; the C types stay incomplete and
+ * %extend supplies constructor, destructor and methods. */
+%nodefaultctor vkattn_device_info;
+%nodefaultctor vkattn_context;
+%nodefaultctor vkattn_tensor;
+struct vkattn_context {};
+struct vkattn_tensor {};
+
+%newobject vkattn_context::m_deviceInfo;
+%newobject vkattnx_device_info;
+
+
+%include "vkattn/vkattn.h"
+
+/* ---- module-level functions ------------------------------------------ */
+#if defined(SWIGJAVA)
+%rename(version) vkattnx_version;
+%rename(statusString) vkattnx_status_string;
+%rename(dtypeSize) vkattnx_dtype_size;
+%rename(deviceCount) vkattnx_device_count;
+%rename(deviceInfo) vkattnx_device_info;
+#else
+%rename(Version) vkattnx_version;
+%rename(StatusString) vkattnx_status_string;
+%rename(DtypeSize) vkattnx_dtype_size;
+%rename(DeviceCount) vkattnx_device_count;
+%rename(GetDeviceInfo) vkattnx_device_info; /* DeviceInfo is the class */
+#endif
+%inline %{
+/* major*10000 + minor*100 + patch of the loaded library. */
+static int64_t vkattnx_version(void) { return (int64_t)vkattn_version(); }
+static const char* vkattnx_status_string(vkattn_status s) { return vkattn_status_string(s); }
+static int64_t vkattnx_dtype_size(vkattn_dtype d) { return (int64_t)vkattn_dtype_size(d); }
+/* Vulkan devices visible (0 without a loader); creates no context. */
+static int64_t vkattnx_device_count(void) {
+  uint32_t n = 0;
+  vkattnx_ok(vkattn_device_count(&n));
+  return (int64_t)n;
+}
+static vkattn_device_info* vkattnx_device_info(int64_t index) {
+  if (index < 0 || index > UINT32_MAX) {
+    vkattnx_fail("vkattn: device index %lld out of range", (long long)index);
+    return NULL;
+  }
+  vkattn_device_info* info = (vkattn_device_info*)calloc(1, sizeof *info);
+  if (!info) {
+    vkattnx_fail("vkattn: out of host memory");
+    return NULL;
+  }
+  if (!vkattnx_ok(vkattn_device_get_info((uint32_t)index, info))) {
+    free(info);
+    return NULL;
+  }
+  return info;
+}
+%}
+
+/* ---- plain structs ---------------------------------------------------- */
+%extend vkattn_device_info {
+  ~vkattn_device_info() { free(self); }
+}
+
+%extend vkattn_attention_desc {
+  /* Defaults of vkattn_attention_desc_init: window -1, no mask/ALiBi/lse;
+   * head counts and dims must be set. */
+  vkattn_attention_desc() {
+    vkattn_attention_desc* d = (vkattn_attention_desc*)calloc(1, sizeof *d);
+    if (!d) {
+      vkattnx_fail("vkattn: out of host memory");
+      return NULL;
+    }
+    vkattn_attention_desc_init(d);
+    return d;
+  }
+  ~vkattn_attention_desc() { free(self); }
+}
+
+/* ---- Context ---------------------------------------------------------- */
+%extend vkattn_context {
+  /* The default device (VKATTN_DEVICE, else the best one). */
+  vkattn_context() {
+    vkattn_context* ctx = NULL;
+    vkattnx_ok(vkattn_context_create(NULL, &ctx));
+    return ctx;
+  }
+  /* device_index -1 = default; flags = CONTEXT_VALIDATION | CONTEXT_PROFILING. */
+  vkattn_context(int32_t deviceIndex, int64_t flags) {
+    vkattn_context_desc d;
+    vkattn_context* ctx = NULL;
+    if (flags < 0 || flags > UINT32_MAX) {
+      vkattnx_fail("vkattn: flags %lld out of range", (long long)flags);
+      return NULL;
+    }
+    vkattn_context_desc_init(&d);
+    d.device_index = deviceIndex;
+    d.flags = (uint32_t)flags;
+    vkattnx_ok(vkattn_context_create(&d, &ctx));
+    return ctx;
+  }
+  ~vkattn_context() { vkattn_context_destroy(self); }
+
+  void m_flush() {
+    VKATTNX_OPEN(self, "Context", );
+    vkattnx_ok(vkattn_context_flush(self));
+  }
+  void m_synchronize() {
+    VKATTNX_OPEN(self, "Context", );
+    vkattnx_ok(vkattn_context_synchronize(self));
+  }
+  vkattn_device_info* m_deviceInfo() {
+    vkattn_device_info* info;
+    VKATTNX_OPEN(self, "Context", NULL);
+    info = (vkattn_device_info*)calloc(1, sizeof *info);
+    if (!info) {
+      vkattnx_fail("vkattn: out of host memory");
+      return NULL;
+    }
+    if (!vkattnx_ok(vkattn_context_get_device_info(self, info))) {
+      free(info);
+      return NULL;
+    }
+    return info;
+  }
+  int64_t m_validationMessages() {
+    uint32_t n = 0;
+    VKATTNX_OPEN(self, "Context", 0);
+    vkattnx_ok(vkattn_context_validation_messages(self, &n));
+    return (int64_t)n;
+  }
+  /* GPU nanoseconds of the last completed submission (PROFILING only). */
+  int64_t m_lastGpuTimeNs() {
+    uint64_t ns = 0;
+    VKATTNX_OPEN(self, "Context", 0);
+    vkattnx_ok(vkattn_context_last_gpu_time(self, &ns));
+    return (int64_t)ns;
+  }
+
+  /* Packed batch: cuQ and cuK are the prefix sums (batch + 1 entries). */
+  void m_attentionVarlen(const vkattn_attention_desc* desc, const int32_t* cuQ,
+                         int64_t cuQLen, const int32_t* cuK, int64_t cuKLen,
+                         vkattn_tensor* q, vkattn_tensor* k, vkattn_tensor* v,
+                         vkattn_tensor* out) {
+    VKATTNX_OPEN(self, "Context", );
+    if (!cuQ || !cuK) {
+      vkattnx_fail("vkattn: cu_seqlens_%s is null", cuQ ? "k" : "q");
+      return;
+    }
+    if (cuQLen < 1 || cuQLen - 1 > UINT32_MAX) {
+      vkattnx_fail("vkattn: cu_seqlens_q needs batch + 1 >= 1 entries, has %lld",
+                   (long long)cuQLen);
+      return;
+    }
+    if (cuKLen != cuQLen) {
+      vkattnx_fail("vkattn: cu_seqlens_k has %lld entries, cu_seqlens_q %lld (both batch + 1)",
+                   (long long)cuKLen, (long long)cuQLen);
+      return;
+    }
+    vkattnx_ok(vkattn_attention_varlen(self, desc, (uint32_t)(cuQLen - 1), cuQ, cuK, q, k,
+                                       v, out));
+  }
+
+  /* Padded batch; keyMask (B * Sk entries of 0/1) may be null. */
+  void m_attentionPadded(const vkattn_attention_desc* desc, vkattn_tensor* q,
+                         vkattn_tensor* k, vkattn_tensor* v, const int32_t* keyMask,
+                         int64_t keyMaskLen, vkattn_tensor* out) {
+    VKATTNX_OPEN(self, "Context", );
+    /* The C API cannot see the array's length: check it here (q and k are
+     * checked by the C call when this check passes or does not apply). */
+    if (keyMask && q && k && vkattn_tensor_ndim(q) == 4 && vkattn_tensor_ndim(k) == 4) {
+      int64_t want = vkattn_tensor_shape(q, 0) * vkattn_tensor_shape(k, 1);
+      if (keyMaskLen != want) {
+        vkattnx_fail("vkattn: keyMask has %lld entries, expected B * Sk = %lld",
+                     (long long)keyMaskLen, (long long)want);
+        return;
+      }
+    }
+    vkattnx_ok(vkattn_attention_padded(self, desc, q, k, v, keyMask, out));
+  }
+
+  /* Combines two partial attentions over disjoint key sets; lse may be null. */
+  void m_attentionMerge(vkattn_tensor* outA, vkattn_tensor* lseA, vkattn_tensor* outB,
+                        vkattn_tensor* lseB, vkattn_tensor* out, vkattn_tensor* lse) {
+    VKATTNX_OPEN(self, "Context", );
+    vkattnx_ok(vkattn_attention_merge(self, outA, lseA, outB, lseB, out, lse));
+  }
+}
+
+/* ---- Tensor ----------------------------------------------------------- */
+
+%extend vkattn_tensor {
+  /* A device tensor, row-major, 1..4 dims; the contents start undefined. */
+  vkattn_tensor(vkattn_context* ctx, vkattn_dtype dtype, const int64_t* shape, int64_t ndim) {
+    vkattn_tensor* t = NULL;
+    if (!shape) {
+      vkattnx_fail("vkattn: the shape array is null");
+      return NULL;
+    }
+    if (ndim < 0 || ndim > UINT32_MAX) ndim = 0; /* rejected by the C call */
+    vkattnx_ok(vkattn_tensor_create(ctx, dtype, (uint32_t)ndim, shape, &t));
+    return t;
+  }
+  ~vkattn_tensor() { vkattn_tensor_destroy(self); }
+
+  /* Whole-tensor transfers; the array length must equal the element count.
+   * f32 <-> float, f16/bf16 <-> 16-bit bit patterns, i32 <-> int; bytes fit
+   * any dtype (length = nbytes). */
+  void m_writeF32(const float* data, int64_t count) {
+    vkattnx_transfer(self, (void*)data, count, 4, 1, "float",
+                     self && vkattn_tensor_dtype(self) == VKATTN_F32);
+  }
+  void m_writeU16(const uint16_t* data, int64_t count) {
+    vkattnx_transfer(self, (void*)data, count, 2, 1, "16-bit", self && VKATTNX_IS16(self));
+  }
+  void m_writeI32(const int32_t* data, int64_t count) {
+    vkattnx_transfer(self, (void*)data, count, 4, 1, "int",
+                     self && vkattn_tensor_dtype(self) == VKATTN_I32);
+  }
+  void m_writeBytes(const uint8_t* data, int64_t count) {
+    vkattnx_transfer(self, (void*)data, count, 1, 1, "byte", 1);
+  }
+  void m_readF32(float* dst, int64_t count) {
+    vkattnx_transfer(self, dst, count, 4, 0, "float",
+                     self && vkattn_tensor_dtype(self) == VKATTN_F32);
+  }
+  void m_readU16(uint16_t* dst, int64_t count) {
+    vkattnx_transfer(self, dst, count, 2, 0, "16-bit", self && VKATTNX_IS16(self));
+  }
+  void m_readI32(int32_t* dst, int64_t count) {
+    vkattnx_transfer(self, dst, count, 4, 0, "int",
+                     self && vkattn_tensor_dtype(self) == VKATTN_I32);
+  }
+  void m_readBytes(uint8_t* dst, int64_t count) {
+    vkattnx_transfer(self, dst, count, 1, 0, "byte", 1);
+  }
+
+  vkattn_dtype m_dtype() {
+    VKATTNX_OPEN(self, "Tensor", VKATTN_F32);
+    return vkattn_tensor_dtype(self);
+  }
+  int32_t m_ndim() {
+    VKATTNX_OPEN(self, "Tensor", 0);
+    return (int32_t)vkattn_tensor_ndim(self);
+  }
+  /* Size of dimension i, 0 <= i < ndim. */
+  int64_t m_dim(int32_t i) {
+    VKATTNX_OPEN(self, "Tensor", 0);
+    if (i < 0 || (uint32_t)i >= vkattn_tensor_ndim(self)) {
+      vkattnx_fail("vkattn: dim %d out of range: the tensor has %u dims", (int)i,
+                   vkattn_tensor_ndim(self));
+      return 0;
+    }
+    return vkattn_tensor_shape(self, (uint32_t)i);
+  }
+  int64_t m_nbytes() {
+    VKATTNX_OPEN(self, "Tensor", 0);
+    return (int64_t)vkattn_tensor_nbytes(self);
+  }
+  /* Number of elements. */
+  int64_t m_numel() {
+    int64_t n = 1;
+    uint32_t i;
+    VKATTNX_OPEN(self, "Tensor", 0);
+    for (i = 0; i < vkattn_tensor_ndim(self); ++i) n *= vkattn_tensor_shape(self, i);
+    return n;
+  }
+}
+
+%include "vkattn_kv.i"
