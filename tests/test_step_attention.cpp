@@ -300,6 +300,38 @@ TEST_F(StepAttentionTest, MixedBatchesOverPageSizes) {
   }
 }
 
+// A mixed batch gives each sequence what it gets when run alone (device
+// against device, same tokens: values depend only on sequence and position).
+TEST_F(StepAttentionTest, MixedBatchEqualsEachAlone) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 2;
+  s.d = 32;
+  s.dv = 32;
+  s.page_size = 16;
+  s.pages = 64;
+  std::vector<LayerCfg> cfg(1);
+  cfg[0].H = 8;
+  const std::vector<int64_t> ids = {1, 2, 3};
+  const std::vector<int32_t> prefill = {300, 50, 7}, step = {1, 20, 1};
+  create(s);
+  run_step(ids, prefill, cfg, VKATTN_F32);
+  std::vector<float> mixed = run_step(ids, step, cfg, VKATTN_F32);
+  size_t row = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    vkattn_kv_cache_destroy(cache);
+    create(s);
+    run_step({ids[i]}, {prefill[i]}, cfg, VKATTN_F32);
+    std::vector<float> alone = run_step({ids[i]}, {step[i]}, cfg, VKATTN_F32);
+    ASSERT_EQ(alone.size(), size_t(step[i]) * cfg[0].H * s.dv);
+    double worst = 0;
+    for (size_t e = 0; e < alone.size(); ++e)
+      worst = std::max(worst, double(std::fabs(alone[e] - mixed[row + e])));
+    EXPECT_LT(worst, 2e-5) << "sequence " << ids[i];
+    row += alone.size();
+  }
+}
+
 // Chunked prefill of one prompt equals one-shot prefill (both are checked
 // against the reference, and against each other), for chunk sizes that do
 // and do not divide the prompt and the page size.

@@ -1,4 +1,5 @@
 // vkattn_step_append: validation and recording of shaders/kv_append.comp.
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -73,8 +74,8 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   for (size_t b = 0; b < jobs.size(); ++b) {
     if (jobs[b].empty()) continue;
     const uint64_t n_jobs = jobs[b].size() / 2;
-    const uint64_t units = n_jobs * d.num_kv_heads * (uk + uv);
-    require(units < (1ull << 32), "too many elements in one append");
+    const uint64_t rows = n_jobs * d.num_kv_heads * 2;  // one workgroup each
+    require(rows < (1ull << 32), "too many rows in one append");
     HostSlice s = rec.alloc_host((jobs[b].size() * 4 + 15) / 16 * 16);
     std::memset(s.host, 0, s.size);
     std::memcpy(s.host, jobs[b].data(), jobs[b].size() * 4);
@@ -86,7 +87,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
     pool.buffer = c.buffers()[b];
     kb.buffer = k->buffer();
     vb.buffer = v->buffer();
-    AppendPush push{static_cast<uint32_t>(units),
+    AppendPush push{static_cast<uint32_t>(rows),
                     d.num_kv_heads,
                     d.head_dim,
                     d.head_dim_v,
@@ -98,7 +99,13 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
                     static_cast<uint32_t>(c.v_layer_offset(layer) / es),
                     static_cast<uint32_t>(k->dtype()),
                     static_cast<uint32_t>(d.dtype)};
-    pipes.dispatch(rec, p, {pool, kb, vb, jb}, &push, sizeof(push), (units + 63) / 64);
+    // Rows are strided over the workgroups; a workgroup's loops stay within
+    // lavapipe's loop cap (65535 iterations per invocation).
+    const uint64_t per_row = (std::max(uk, uv) + 7) / 8 + 1;
+    const uint64_t rows_per_group = 60000 / per_row;
+    const uint64_t groups = std::min<uint64_t>(
+        rows, std::max<uint64_t>(256, (rows + rows_per_group - 1) / rows_per_group));
+    pipes.dispatch(rec, p, {pool, kb, vb, jb}, &push, sizeof(push), groups);
   }
 }
 
