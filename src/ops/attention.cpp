@@ -453,8 +453,9 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   std::memset(m, 0, bytes);
   std::memcpy(m + pp->items_off, plan.items.data(), plan.items.size() * sizeof(PlanItem));
   std::memcpy(m + pp->seqs_off, plan.seqs.data(), plan.seqs.size() * sizeof(PlanSeq));
-  std::memcpy(m + pp->combine_off, plan.combine.data(), plan.combine.size() * sizeof(PlanItem));
-  std::memcpy(m + pp->table_off, table.data(), table.size() * 4);
+  if (!plan.combine.empty())
+    std::memcpy(m + pp->combine_off, plan.combine.data(), plan.combine.size() * sizeof(PlanItem));
+  if (!table.empty()) std::memcpy(m + pp->table_off, table.data(), table.size() * 4);
   return pp;
 }
 
