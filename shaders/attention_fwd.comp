@@ -238,7 +238,11 @@ void main() {
 
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
-  for (uint kb = it.k_begin + sub * BK; kb < it.k_end; kb += BK * LK) {
+  // Each lane of a decode-mode item takes one contiguous run of key blocks.
+  const uint span = ((it.k_end - it.k_begin + LK - 1u) / LK + BK - 1u) / BK * BK;
+  const uint k_first = min(it.k_end, it.k_begin + sub * span);
+  const uint k_last = min(it.k_end, k_first + span);
+  for (uint kb = k_first; kb < k_last; kb += BK) {
     // Scores of R rows x BK keys.
     float s[R * BK];
     [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;
@@ -246,7 +250,7 @@ void main() {
     uint kbase[BK], vbase[BK];
     if (PAGED != 0u) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint key = min(kb + j, it.k_end - 1u);
+        uint key = min(kb + j, k_last - 1u);
         uint page = block_table[sq.k_off + key / pc.page_size];
         uint row = it.kv_head * pc.page_size + key % pc.page_size;
         kbase[j] = page * pc.k_page_tx + pc.k_layer_tx + row * row_texels(KVEC, D);
@@ -254,7 +258,7 @@ void main() {
       }
     } else {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint row = (sq.k_off + min(kb + j, it.k_end - 1u)) * pc.num_kv_heads + it.kv_head;
+        uint row = (sq.k_off + min(kb + j, k_last - 1u)) * pc.num_kv_heads + it.kv_head;
         kbase[j] = row * row_texels(KVEC, D);
         vbase[j] = row * row_texels(VVEC, DV);
       }
@@ -284,7 +288,7 @@ void main() {
     bool vis[R * BK];
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
       int key = int(kb + j);
-      bool key_ok = kb + j < it.k_end;
+      bool key_ok = kb + j < k_last;
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         bool v = key_ok && row_ok[i];
         v = v && (!causal || key <= pos[i]);
@@ -294,7 +298,7 @@ void main() {
     }
     if ((pc.flags & F_KEY_VALID) != 0u) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint kidx = sq.k_off + min(kb + j, it.k_end - 1u);
+        uint kidx = sq.k_off + min(kb + j, k_last - 1u);
         bool ok = ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
         [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
       }
@@ -302,7 +306,7 @@ void main() {
     if ((pc.flags & F_MASK_BOOL) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, it.k_end - 1u);
+          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u);
           bool ok = ((mask_w[midx >> 2] >> ((midx & 3u) * 8u)) & 0xffu) != 0u;
           vis[i * BK + j] = vis[i * BK + j] && ok;
         }
@@ -311,7 +315,7 @@ void main() {
     if ((pc.flags & F_MASK_ADD) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, it.k_end - 1u);
+          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u);
           float a = LOAD_ELEM(mask_w, pc.mask_dtype, midx);
           vis[i * BK + j] = vis[i * BK + j] && a != NEG_INF;
           s[i * BK + j] += a;
