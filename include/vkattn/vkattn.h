@@ -380,18 +380,21 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
 /* Opens a step over a packed batch: num_seqs distinct ids, each bringing
  * num_new_tokens[i] >= 0 tokens (unknown ids start new sequences at length
  * 0). Reserves every page the new tokens need, including copies of shared
- * partial last pages. VKATTN_ERROR_CACHE_FULL (or any failure) leaves the
- * cache exactly as it was. One open step per cache. The batch order of the
- * step is the order of seq_ids: new tokens of all layers' tensors are packed
- * in that order. */
+ * partial last pages (the copies are recorded here, on the device).
+ * VKATTN_ERROR_CACHE_FULL (or any failure) leaves the cache exactly as it
+ * was. One open step per cache. The batch order of the step is the order of
+ * seq_ids: new tokens of all layers' tensors are packed in that order. The
+ * attention plan is built at the step's first vkattn_step_attention and
+ * reused by every layer with the same heads, causal flag and window. */
 VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_seqs,
                                            const int64_t* seq_ids, const int32_t* num_new_tokens,
                                            vkattn_step** out);
 /* Writes the step's new tokens of one layer at positions [len, len + t) of
  * each sequence, converted to the cache dtype (round to nearest even):
  * k_new [total_new, Hkv, d], v_new [total_new, Hkv, dv], f32/f16/bf16.
- * One dispatch (plus the device-side copy of shared pages, at the first
- * append of the step). Appending a layer twice overwrites it. */
+ * One dispatch per pool buffer that receives tokens (one when the pool fits
+ * one buffer); copies of shared pages were recorded by vkattn_step_begin.
+ * Appending a layer twice overwrites it. */
 VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer,
                                             vkattn_tensor* k_new, vkattn_tensor* v_new);
 /* Attention of the step's queries q [total_new, H, d] over the len + t
