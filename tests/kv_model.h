@@ -17,6 +17,20 @@ struct KvShape {
   vkattn_dtype dtype = VKATTN_F16;
 };
 
+// The descriptor of a cache of shape `s`.
+inline vkattn_kv_cache_desc kv_cache_desc(const KvShape& s) {
+  vkattn_kv_cache_desc d;
+  vkattn_kv_cache_desc_init(&d);
+  d.num_layers = s.layers;
+  d.num_kv_heads = s.hkv;
+  d.head_dim = s.d;
+  d.head_dim_v = s.dv;
+  d.page_size = s.page_size;
+  d.num_pages = s.pages;
+  d.dtype = s.dtype;
+  return d;
+}
+
 inline size_t dtype_bytes(vkattn_dtype dt) {
   return dt == VKATTN_F32 ? 4 : 2;
 }

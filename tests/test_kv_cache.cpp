@@ -22,15 +22,7 @@ class KvCacheTest : public ContextTest {
   void create(const KvShape& s) {
     shape = s;
     model = KvModel(s);
-    vkattn_kv_cache_desc d;
-    vkattn_kv_cache_desc_init(&d);
-    d.num_layers = s.layers;
-    d.num_kv_heads = s.hkv;
-    d.head_dim = s.d;
-    d.head_dim_v = s.dv;
-    d.page_size = s.page_size;
-    d.num_pages = s.pages;
-    d.dtype = s.dtype;
+    vkattn_kv_cache_desc d = kv_cache_desc(s);
     ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
   }
 

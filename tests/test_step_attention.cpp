@@ -39,15 +39,7 @@ class StepAttentionTest : public ContextTest {
 
   void create(const KvShape& s) {
     shape = s;
-    vkattn_kv_cache_desc d;
-    vkattn_kv_cache_desc_init(&d);
-    d.num_layers = s.layers;
-    d.num_kv_heads = s.hkv;
-    d.head_dim = s.d;
-    d.head_dim_v = s.dv;
-    d.page_size = s.page_size;
-    d.num_pages = s.pages;
-    d.dtype = s.dtype;
+    vkattn_kv_cache_desc d = kv_cache_desc(s);
     ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
     k_model.clear();
     v_model.clear();
@@ -81,12 +73,8 @@ class StepAttentionTest : public ContextTest {
     ASSERT_EQ(vkattn_tensor_write(t, b.data(), b.size()), VKATTN_SUCCESS);
   }
 
-  // Fills every page with NaN (a sequence that takes the whole pool, removed again).
-  void poison_pool() {
-    uint32_t free = 0;
-    ASSERT_EQ(vkattn_kv_cache_num_free_pages(cache, &free), VKATTN_SUCCESS);
-    int64_t id = -999;
-    int32_t t = static_cast<int32_t>(free * shape.page_size);
+  // Commits t NaN tokens to every layer of sequence `id`.
+  void append_nan(int64_t id, int32_t t) {
     vkattn_step* st = nullptr;
     ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &t, &st), VKATTN_SUCCESS) << vkattn_last_error();
     vkattn_tensor* k = tensor(VKATTN_F32, {t, shape.hkv, shape.d});
@@ -95,7 +83,14 @@ class StepAttentionTest : public ContextTest {
     upload(v, VKATTN_F32, std::vector<float>(size_t(t) * shape.hkv * shape.dv, kNaN));
     for (uint32_t l = 0; l < shape.layers; ++l) ASSERT_EQ(vkattn_step_append(st, l, k, v), 0);
     ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
-    ASSERT_EQ(vkattn_kv_cache_remove(cache, id), VKATTN_SUCCESS);
+  }
+
+  // Fills every page with NaN (a sequence that takes the whole pool, removed again).
+  void poison_pool() {
+    uint32_t free = 0;
+    ASSERT_EQ(vkattn_kv_cache_num_free_pages(cache, &free), VKATTN_SUCCESS);
+    append_nan(-999, static_cast<int32_t>(free * shape.page_size));
+    ASSERT_EQ(vkattn_kv_cache_remove(cache, -999), VKATTN_SUCCESS);
   }
 
   // One step over `ids` with t new tokens each: appends and attends every
@@ -439,19 +434,8 @@ TEST_F(StepAttentionTest, PerLayerOptionsAndTruncate) {
   cfg[3].causal = false;
   run_step({1, 2}, {30, 11}, cfg, VKATTN_F32);
   // Tokens appended then truncated away hold NaN: nothing may read them.
-  {
-    int64_t id = 1;
-    int32_t t = 6;
-    vkattn_step* st = nullptr;
-    ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &t, &st), VKATTN_SUCCESS);
-    vkattn_tensor* k = tensor(VKATTN_F32, {t, s.hkv, s.d});
-    vkattn_tensor* v = tensor(VKATTN_F32, {t, s.hkv, s.dv});
-    upload(k, VKATTN_F32, std::vector<float>(t * s.hkv * s.d, kNaN));
-    upload(v, VKATTN_F32, std::vector<float>(t * s.hkv * s.dv, kNaN));
-    for (uint32_t l = 0; l < s.layers; ++l) ASSERT_EQ(vkattn_step_append(st, l, k, v), 0);
-    ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
-    ASSERT_EQ(vkattn_kv_cache_truncate(cache, 1, 27), VKATTN_SUCCESS);  // inside a page
-  }
+  append_nan(1, 6);
+  ASSERT_EQ(vkattn_kv_cache_truncate(cache, 1, 27), VKATTN_SUCCESS);  // inside a page
   run_step({2, 1}, {1, 1}, cfg, VKATTN_F32);
   run_step({1}, {5}, cfg, VKATTN_F32);
 }
