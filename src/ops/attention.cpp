@@ -174,16 +174,20 @@ uint64_t texel_bytes(VkFormat f) {
   }
 }
 
-// A texel view of a whole tensor, or of the dummy buffer when it is empty.
-BoundBuffer texel_binding(Context& ctx, const Tensor& t, uint32_t kind) {
-  VkFormat f = texel_format(t.dtype(), kind);
-  const auto& buf = t.buffer() ? t.buffer() : ctx.dummy();
+// A texel view of a whole buffer (a tensor's, or a pool buffer).
+BoundBuffer texel_view(const std::shared_ptr<Buffer>& buf, vkattn_dtype dt, uint32_t kind) {
+  VkFormat f = texel_format(dt, kind);
   uint64_t tb = texel_bytes(f);
   BoundBuffer b;
   b.buffer = buf;
   b.format = f;
   b.range = buf->size() / tb * tb;
   return b;
+}
+
+// A texel view of a whole tensor, or of the dummy buffer when it is empty.
+BoundBuffer texel_binding(Context& ctx, const Tensor& t, uint32_t kind) {
+  return texel_view(t.buffer() ? t.buffer() : ctx.dummy(), t.dtype(), kind);
 }
 
 BoundBuffer storage(Context& ctx, const Tensor* t) {
@@ -459,17 +463,6 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   return pp;
 }
 
-// A texel view of a whole pool buffer.
-BoundBuffer pool_binding(const std::shared_ptr<Buffer>& buf, vkattn_dtype dt, uint32_t kind) {
-  VkFormat f = texel_format(dt, kind);
-  uint64_t tb = texel_bytes(f);
-  BoundBuffer b;
-  b.buffer = buf;
-  b.format = f;
-  b.range = buf->size() / tb * tb;
-  return b;
-}
-
 }  // namespace
 
 void record_attention(Context& ctx, const AttentionCall& c) {
@@ -574,8 +567,8 @@ void record_attention(Context& ctx, const AttentionCall& c) {
     BoundBuffer kt, vt;
     if (c.step) {
       const auto& buf = c.step->cache().buffers()[b];
-      kt = pool_binding(buf, kv_dt, kvec);
-      vt = pool_binding(buf, kv_dt, vvec);
+      kt = texel_view(buf, kv_dt, kvec);
+      vt = texel_view(buf, kv_dt, vvec);
     } else {
       kt = texel_binding(ctx, *c.k, kvec);
       vt = texel_binding(ctx, *c.v, vvec);
