@@ -269,6 +269,7 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     return NULL;
   }
   vkattn_device_info* info = (vkattn_device_info*)calloc(1, sizeof *info);
+  if (info) vkattn_device_info_init(info);
   if (!info) {
     vkattnx_fail("vkattn: out of host memory");
     return NULL;
@@ -337,6 +338,7 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     vkattn_device_info* info;
     VKATTNX_OPEN(self, "Context", NULL);
     info = (vkattn_device_info*)calloc(1, sizeof *info);
+    if (info) vkattn_device_info_init(info);
     if (!info) {
       vkattnx_fail("vkattn: out of host memory");
       return NULL;

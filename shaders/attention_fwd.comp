@@ -91,7 +91,7 @@ layout(push_constant) uniform Push {
   float softcap;
   int window_left;
   uint mask_dtype;
-  uint item_base;  // this dispatch runs items [item_base, item_base + n_items)
+  uint item_base;  // items[item_base + id]: items before the dispatch's first in the window
   // Paged: page size in tokens; a page's and this layer's K/V block offset,
   // in K (V) texels.
   uint page_size;
@@ -99,6 +99,16 @@ layout(push_constant) uniform Push {
   uint k_layer_tx;
   uint v_page_tx;
   uint v_layer_tx;
+  // First texel / element / record of each window (see attention_common.glsl).
+  uint q_base;
+  uint k_base;
+  uint v_base;
+  uint out_base;
+  uint lse_base;
+  uint mask_base;
+  uint seq_base;
+  uint table_base;
+  uint key_valid_base;
 }
 pc;
 
@@ -165,7 +175,7 @@ vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
   }
 
 // q row i, head-dim slice c, pre-scaled (rows past the tile read row 0).
-#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow * row_texels(QVEC, D), (c), 2u) * pc.scale;
+#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow * row_texels(QVEC, D) - pc.q_base, (c), 2u) * pc.scale;
 
 // Normalized partial row i, slice c, of a split key range.
 #define PART_STORE(i, c)                                                  \
@@ -200,7 +210,7 @@ void main() {
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;
   Item it = items[pc.item_base + id];
-  Seq sq = seqs[it.seq];
+  Seq sq = seqs[it.seq - pc.seq_base];
   const uint G = pc.num_heads / pc.num_kv_heads;
   const uint lane = gl_LocalInvocationID.x;
   // Lanes that share rows and split the keys (decode mode: all of them).
@@ -209,8 +219,8 @@ void main() {
   const uint nrows = sq.t * G;
 
   // Straight-line code wherever possible: branches inside unrolled loops
-  // multiply lavapipe's compile time. Rows past the tile read row 0's q
-  // (always valid memory) and are masked out.
+  // multiply lavapipe's compile time. Rows past the tile read the tile's
+  // first row (inside the dispatch's q window) and are masked out.
   vec4 q[R * D4];
   vec4 acc[R * DV4];
   float m[R], l[R];
@@ -219,8 +229,8 @@ void main() {
   bool row_ok[R];
   [[unroll]] for (uint i = 0u; i < R; ++i) {
     uint r = it.row0 + grp * R + i;
-    row_ok[i] = r < nrows;
-    r = row_ok[i] ? r : 0u;
+    row_ok[i] = r < min(nrows, it.row_end);
+    r = row_ok[i] ? r : it.row0;
     tok[i] = r / G;
     head[i] = it.kv_head * G + r % G;
     pos[i] = int(sq.u) - int(sq.t) + int(tok[i]);
@@ -251,7 +261,7 @@ void main() {
     if (PAGED != 0u) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
         uint key = min(kb + j, k_last - 1u);
-        uint page = block_table[sq.k_off + key / pc.page_size];
+        uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
         uint row = it.kv_head * pc.page_size + key % pc.page_size;
         kbase[j] = page * pc.k_page_tx + pc.k_layer_tx + row * row_texels(KVEC, D);
         vbase[j] = page * pc.v_page_tx + pc.v_layer_tx + row * row_texels(VVEC, DV);
@@ -259,8 +269,8 @@ void main() {
     } else {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
         uint row = (sq.k_off + min(kb + j, k_last - 1u)) * pc.num_kv_heads + it.kv_head;
-        kbase[j] = row * row_texels(KVEC, D);
-        vbase[j] = row * row_texels(VVEC, DV);
+        kbase[j] = row * row_texels(KVEC, D) - pc.k_base;
+        vbase[j] = row * row_texels(VVEC, DV) - pc.v_base;
       }
     }
     // UNROLL_D = 0 iterates the head dim in chunks of CK (q and acc then
@@ -298,7 +308,7 @@ void main() {
     }
     if ((pc.flags & F_KEY_VALID) != 0u) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint kidx = sq.k_off + min(kb + j, k_last - 1u);
+        uint kidx = sq.k_off + min(kb + j, k_last - 1u) - pc.key_valid_base;
         bool ok = ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
         [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
       }
@@ -306,7 +316,7 @@ void main() {
     if ((pc.flags & F_MASK_BOOL) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u);
+          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;
           bool ok = ((mask_w[midx >> 2] >> ((midx & 3u) * 8u)) & 0xffu) != 0u;
           vis[i * BK + j] = vis[i * BK + j] && ok;
         }
@@ -315,7 +325,7 @@ void main() {
     if ((pc.flags & F_MASK_ADD) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u);
+          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;
           float a = LOAD_ELEM(mask_w, pc.mask_dtype, midx);
           vis[i * BK + j] = vis[i * BK + j] && a != NEG_INF;
           s[i * BK + j] += a;
@@ -365,13 +375,13 @@ void main() {
         part_lse[prow] = lse;
       } else {
         uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
-        uint base = orow * DV;
+        uint base = orow * DV - pc.out_base;
         if (UNROLL_D != 0u) {
           [[unroll]] for (uint c = 0u; c < DV4; ++c) OUT_STORE(i, c)
         } else {
           [[dont_unroll]] for (uint c = 0u; c < DV4; ++c) OUT_STORE(i, c)
         }
-        if ((pc.flags & F_WRITE_LSE) != 0u) lse_out[orow] = lse;
+        if ((pc.flags & F_WRITE_LSE) != 0u) lse_out[orow - pc.lse_base] = lse;
       }
     }
   }

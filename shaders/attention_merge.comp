@@ -2,9 +2,13 @@
 // Merges two partial attentions over disjoint key sets by their lse:
 // out = (e^la * a + e^lb * b) / (e^la + e^lb), lse = log(e^la + e^lb).
 // One invocation per 32-bit word of out (1 f32 or 2 f16/bf16 elements) and
-// per lse row. A side with lse = -inf is never multiplied (its out may hold
-// anything); both -inf gives 0 and -inf. out may alias out_a: each word is
-// read and written by the same invocation only.
+// per lse row of this dispatch's chunk of rows. A side with lse = -inf is
+// never multiplied (its out may hold anything); both -inf gives 0 and -inf.
+// out may alias out_a: each word is read and written by the same
+// invocation only. Bindings are windows (src/ops/attention_merge.cpp): the
+// chunk's first word is out_skip words into the out windows, its first row
+// lse_skip floats into the lse windows (all of them, the scratch that
+// stands in for an lse output aliasing an input included).
 #extension GL_GOOGLE_include_directive : require
 #include "dtype.glsl"
 
@@ -19,17 +23,19 @@ layout(std430, binding = 4) buffer Out { uint out_w[]; };
 layout(std430, binding = 5) buffer Lse { float lse_out[]; };
 
 layout(push_constant) uniform Push {
-  uint rows;   // n * H
+  uint rows;   // rows of this chunk
   uint dv;
-  uint words;  // words of out
+  uint words;  // words of out in this chunk
   uint has_lse_out;
+  uint out_skip;
+  uint lse_skip;
 } pc;
 
 #define NEG_INF (-1.0 / 0.0)
 
-// Weights of a and b for row r: wa, wb, merged lse.
+// Weights of a and b for chunk row r: wa, wb, merged lse.
 vec3 weights(uint r) {
-  float la = lse_a[r], lb = lse_b[r];
+  float la = lse_a[pc.lse_skip + r], lb = lse_b[pc.lse_skip + r];
   if (la == NEG_INF && lb == NEG_INF) return vec3(0.0, 0.0, NEG_INF);
   if (la == NEG_INF) return vec3(0.0, 1.0, lb);
   if (lb == NEG_INF) return vec3(1.0, 0.0, la);
@@ -52,18 +58,19 @@ float merge_elem(uint e, uint a_bits, uint b_bits, bool is16) {
 
 void main() {
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-  uint i = id * 64u + gl_LocalInvocationID.x;
+  uint i = id * 64u + gl_LocalInvocationID.x;  // word / row of the chunk
   if (i < pc.words) {
+    uint wi = pc.out_skip + i;
     if (DTYPE == DT_F32) {
-      out_w[i] = floatBitsToUint(merge_elem(i, out_a[i], out_b[i], false));
+      out_w[wi] = floatBitsToUint(merge_elem(i, out_a[wi], out_b[wi], false));
     } else {
-      uint aw = out_a[i], bw = out_b[i];
+      uint aw = out_a[wi], bw = out_b[wi];
       uint e0 = 2u * i, total = pc.rows * pc.dv;
       uint lo = encode16(DTYPE, merge_elem(e0, aw & 0xffffu, bw & 0xffffu, true));
-      uint hi = 0u;
+      uint hi = 0u;  // past the last element: the tensor's padding
       if (e0 + 1u < total) hi = encode16(DTYPE, merge_elem(e0 + 1u, aw >> 16, bw >> 16, true));
-      out_w[i] = lo | (hi << 16);
+      out_w[wi] = lo | (hi << 16);
     }
   }
-  if (pc.has_lse_out != 0u && i < pc.rows) lse_out[i] = weights(i).z;
+  if (pc.has_lse_out != 0u && i < pc.rows) lse_out[pc.lse_skip + i] = weights(i).z;
 }

@@ -19,7 +19,8 @@ layout(std430, binding = 1) readonly buffer KNew {
 layout(std430, binding = 2) readonly buffer VNew {
   uint v_new[];
 };
-// Per token of this pool buffer: (row in k_new/v_new, local page * page_size + slot).
+// Per token of this chunk: (row in k_new/v_new counted from the chunk's
+// first row, local page * page_size + slot).
 layout(std430, binding = 3) readonly buffer Jobs {
   uvec2 jobs[];
 };
@@ -37,11 +38,16 @@ layout(push_constant) uniform Push {
   uint v_off;
   uint in_dt;
   uint cache_dt;
+  // Elements of the bound k_new / v_new windows before the chunk's first
+  // row (job rows count from that row: windows keep indices 32-bit).
+  uint k_skip;
+  uint v_skip;
 }
 pc;
 
 // Element i of the input, as cache-dtype bits.
 uint convert(bool is_v, uint i) {
+  i += is_v ? pc.v_skip : pc.k_skip;
   uint w = is_v ? v_new[pc.in_dt == DT_F32 ? i : i >> 1] : k_new[pc.in_dt == DT_F32 ? i : i >> 1];
   if (pc.in_dt == pc.cache_dt) return pc.in_dt == DT_F32 ? w : (w >> ((i & 1u) * 16u)) & 0xffffu;
   float x = pc.in_dt == DT_F32 ? uintBitsToFloat(w) : decode16(pc.in_dt, (w >> ((i & 1u) * 16u)) & 0xffffu);
@@ -51,7 +57,8 @@ uint convert(bool is_v, uint i) {
 void main() {
   // Workgroups stride over the (token, kv head, K or V) rows; the 8 lanes
   // (one lavapipe subgroup: 64-lane workgroups measured 2x slower here)
-  // stride over the units of a row. The host keeps both loops short (loop cap).
+  // stride over the units of a row. The host keeps both loops short (loop
+  // cap: src/ops/kv_append.cpp append_rows_per_group).
   uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
   for (uint wid = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; wid < pc.n_units;
        wid += groups) {

@@ -1,5 +1,6 @@
 // Errors, version, devices, contexts and tensors (API.md "Errors, version,
 // devices" and "Context and tensors").
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -39,6 +40,7 @@ TEST(Devices, EnumerateWithoutContext) {
   ASSERT_GE(n, 1u) << "tests need a Vulkan device (lavapipe: mesa-vulkan-drivers)";
   for (uint32_t i = 0; i < n; ++i) {
     vkattn_device_info info;
+    vkattn_device_info_init(&info);
     ASSERT_EQ(vkattn_device_get_info(i, &info), VKATTN_SUCCESS) << vkattn_last_error();
     EXPECT_EQ(info.struct_size, sizeof(info));
     EXPECT_GT(std::strlen(info.name), 0u);
@@ -47,6 +49,7 @@ TEST(Devices, EnumerateWithoutContext) {
     EXPECT_GT(info.max_buffer_range, 0u);
   }
   vkattn_device_info info;
+  vkattn_device_info_init(&info);
   EXPECT_INVALID(vkattn_device_get_info(n, &info), "out of range");
   EXPECT_INVALID(vkattn_device_get_info(0, nullptr), "NULL");
 }
@@ -83,6 +86,8 @@ TEST(Context, DefaultsAndDeviceInfo) {
   vkattn_context* ctx = nullptr;
   ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS) << vkattn_last_error();
   vkattn_device_info a, b;
+  vkattn_device_info_init(&a);
+  vkattn_device_info_init(&b);
   ASSERT_EQ(vkattn_context_get_device_info(ctx, &a), VKATTN_SUCCESS);
   ASSERT_EQ(vkattn_device_get_info(0, &b), VKATTN_SUCCESS);
   EXPECT_GT(a.subgroup_size, 0u);
@@ -96,6 +101,7 @@ TEST(Context, DefaultsAndDeviceInfo) {
 
 TEST(Context, EnvDeviceSelection) {
   vkattn_device_info first;
+  vkattn_device_info_init(&first);
   ASSERT_EQ(vkattn_device_get_info(0, &first), VKATTN_SUCCESS);
   std::string part(first.name, std::min<size_t>(4, std::strlen(first.name)));
   for (auto& c : part) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -105,6 +111,7 @@ TEST(Context, EnvDeviceSelection) {
   setenv("VKATTN_DEVICE", part.c_str(), 1);  // case-insensitive name substring
   ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS) << vkattn_last_error();
   vkattn_device_info got;
+  vkattn_device_info_init(&got);
   vkattn_context_get_device_info(ctx, &got);
   EXPECT_STREQ(got.name, first.name);
   vkattn_context_destroy(ctx);
@@ -172,6 +179,84 @@ TEST(Context, ManyInARow) {
     vkattn_tensor_destroy(t);
     vkattn_context_destroy(ctx);
   }
+}
+
+// E defect 1: destroying a validation context after another instance was
+// created (a second context, or device enumeration) crashed through a NULL
+// debug-utils pointer that the newer instance had loaded into volk's
+// globals. Every order of create and destroy, with and without validation.
+TEST(Context, ValidationContextOutlivesOtherInstances) {
+  for (int order = 0; order < 4; ++order) {
+    vkattn_context* a = make_context();  // validation on
+    ASSERT_NE(a, nullptr);
+    vkattn_context* b = nullptr;
+    if (order % 2 == 0) {
+      ASSERT_EQ(vkattn_context_create(nullptr, &b), VKATTN_SUCCESS) << vkattn_last_error();
+    } else {
+      uint32_t n = 0;
+      ASSERT_EQ(vkattn_device_count(&n), VKATTN_SUCCESS);
+      vkattn_device_info info;
+      vkattn_device_info_init(&info);
+      ASSERT_EQ(vkattn_device_get_info(0, &info), VKATTN_SUCCESS);
+    }
+    int64_t n = 64;
+    vkattn_tensor* t = nullptr;
+    ASSERT_EQ(vkattn_tensor_create(a, VKATTN_F32, 1, &n, &t), VKATTN_SUCCESS);
+    std::vector<float> x(64, 2.5f), y(64);
+    ASSERT_EQ(vkattn_tensor_write(t, x.data(), 256), VKATTN_SUCCESS);
+    if (order < 2) {
+      vkattn_context_destroy(a);  // the crash: before the fix, here
+      vkattn_context_destroy(b);
+    } else {
+      vkattn_context_destroy(b);
+      vkattn_context_destroy(a);
+    }
+    ASSERT_EQ(vkattn_tensor_read(t, y.data(), 256), VKATTN_SUCCESS) << vkattn_last_error();
+    EXPECT_EQ(x, y);
+    vkattn_tensor_destroy(t);
+  }
+}
+
+// ... and from several threads at once: contexts with and without
+// validation created, used and destroyed concurrently, while other threads
+// enumerate devices.
+TEST(Context, ConcurrentCreationAcrossThreads) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([i, &failures] {
+      for (int round = 0; round < 3; ++round) {
+        if (i >= 4) {
+          uint32_t n = 0;
+          if (vkattn_device_count(&n) != VKATTN_SUCCESS || n == 0) ++failures;
+          continue;
+        }
+        vkattn_context_desc d;
+        vkattn_context_desc_init(&d);
+        d.flags = (i + round) % 2 ? VKATTN_CONTEXT_VALIDATION : 0;
+        vkattn_context* ctx = nullptr;
+        if (vkattn_context_create(&d, &ctx) != VKATTN_SUCCESS) {
+          ++failures;
+          continue;
+        }
+        int64_t n = 256;
+        vkattn_tensor* t = nullptr;
+        std::vector<int32_t> x(n), y(n);
+        for (int64_t j = 0; j < n; ++j) x[j] = static_cast<int32_t>(j * (i + 1) + round);
+        if (vkattn_tensor_create(ctx, VKATTN_I32, 1, &n, &t) != VKATTN_SUCCESS ||
+            vkattn_tensor_write(t, x.data(), n * 4) != VKATTN_SUCCESS ||
+            vkattn_tensor_read(t, y.data(), n * 4) != VKATTN_SUCCESS || x != y)
+          ++failures;
+        uint32_t msgs = 0;
+        vkattn_context_validation_messages(ctx, &msgs);
+        if (msgs) ++failures;
+        vkattn_context_destroy(ctx);
+        vkattn_tensor_destroy(t);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 class Tensors : public ContextTest {};
@@ -262,4 +347,40 @@ TEST_F(Tensors, BadInput) {
   EXPECT_EQ(vkattn_tensor_ndim(nullptr), 0u);
   EXPECT_EQ(vkattn_tensor_shape(nullptr, 0), -1);
   EXPECT_EQ(vkattn_tensor_dtype(nullptr), 0);
+}
+
+// The ABI growth rule (vkattn.h "ABI stability"): descriptors with an
+// unknown struct_size are rejected; output structs are written up to the
+// caller's struct_size, never past it.
+TEST(Abi, StructSizeRule) {
+  vkattn_context_desc d;
+  vkattn_context_desc_init(&d);
+  EXPECT_EQ(d.struct_size, sizeof(d));
+  vkattn_context* ctx = nullptr;
+  for (uint32_t bad : {0u, 4u, 15u, 17u, 4096u}) {
+    d.struct_size = bad;
+    EXPECT_INVALID(vkattn_context_create(&d, &ctx), "struct_size");
+  }
+  EXPECT_EQ(ctx, nullptr);
+
+  // A caller whose struct is larger (a newer header) gets this release's
+  // struct, and struct_size says how much was written.
+  struct Bigger {
+    vkattn_device_info info;
+    uint8_t future[64];
+  } big;
+  std::memset(&big, 0xAB, sizeof(big));
+  big.info.struct_size = sizeof(big);
+  ASSERT_EQ(vkattn_device_get_info(0, &big.info), VKATTN_SUCCESS) << vkattn_last_error();
+  EXPECT_EQ(big.info.struct_size, sizeof(vkattn_device_info));
+  for (uint8_t b : big.future) ASSERT_EQ(b, 0xAB) << "written past this release's struct";
+  // An unknown smaller size (no release shipped it) is rejected, untouched.
+  vkattn_device_info small;
+  std::memset(&small, 0xCD, sizeof(small));
+  small.struct_size = 100;
+  EXPECT_INVALID(vkattn_device_get_info(0, &small), "struct_size");
+  EXPECT_EQ(static_cast<uint8_t>(small.name[0]), 0xCD);
+  vkattn_device_info zero;
+  std::memset(&zero, 0, sizeof(zero));
+  EXPECT_INVALID(vkattn_device_get_info(0, &zero), "vkattn_device_info_init");
 }

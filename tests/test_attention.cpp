@@ -20,20 +20,6 @@ const std::pair<vkattn_dtype, vkattn_dtype> kDtypePairs[] = {
 
 const std::vector<std::pair<int, int>> kMixedSeqs = {{1, 147}, {113, 203}, {0, 5}, {7, 0}, {9, 4}};
 
-// Sets environment options for one scope (variant forcing).
-class ScopedEnv {
- public:
-  ScopedEnv(std::vector<std::pair<const char*, const char*>> vars) : vars_(std::move(vars)) {
-    for (auto& [k, v] : vars_) setenv(k, v, 1);
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : vars_) unsetenv(k);
-  }
-
- private:
-  std::vector<std::pair<const char*, const char*>> vars_;
-};
-
 }  // namespace
 
 class Attention : public ContextTest {};

@@ -1,22 +1,101 @@
-// White-box tests of the host planner (src/ops/attention_plan.cpp): key
-// ranges cut by causal/window, splitting, order, limits. No device needed.
+// White-box tests of the host planner and scheduler
+// (src/ops/attention_plan.cpp, attention_schedule.cpp): key ranges cut by
+// causal/window, splitting, the combine tree, waves within a bounded
+// arena, binding windows. No device needed.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <set>
 
 #include "core/error.h"
 #include "ops/attention_plan.h"
+#include "ops/attention_schedule.h"
 
 using namespace vkattn;
 
 namespace {
 PlanShape shape(uint32_t group, bool causal, int32_t window, uint32_t tile_rows,
                 uint32_t max_keys) {
-  return PlanShape{group, 2, causal, window, tile_rows, tile_rows, 1, 0, max_keys, 64, 1, 1};
+  PlanShape s{group, 2, causal, window, tile_rows, tile_rows, 1, 0, max_keys, 1, 1};
+  return s;
 }
+
+ScheduleLimits roomy() {
+  ScheduleLimits l;
+  l.storage = l.q_texel = l.k_texel = l.v_texel = 1ull << 40;
+  l.arena_rows = 1ull << 30;
+  l.fan_in = 64;
+  l.max_groups = 1ull << 32;
+  return l;
+}
+
+CallUnits units(uint32_t group) {
+  CallUnits u;
+  u.q_token = u.out_token = 64;
+  u.lse_token = 8;
+  u.k_key = u.v_key = 32;
+  u.group = group;
+  return u;
+}
+
+// Simulates the schedule on the host: forward items write out rows or
+// partials (split l of an item at slot + l * stride), combine items merge
+// partials; checks that every output row is produced exactly once, and
+// that every partial a combine reads was last written for the same tile
+// (not overwritten by another tile in between), within the arena.
+void check_dataflow(const Plan& plan, const Schedule& s) {
+  using Key = std::tuple<uint32_t, uint32_t, uint32_t>;  // (seq, kv head, row0)
+  std::map<uint64_t, Key> live;                          // arena row -> tile of its data
+  std::set<Key> finals;                                  // (seq, kv head, row)
+  std::map<Key, uint32_t> stride_of;
+  for (const PlanTile& t : plan.tiles) stride_of[{t.seq, t.kv_head, t.row0}] = t.stride;
+  size_t items_seen = 0;
+  for (const Wave& w : s.waves) {
+    for (const FwdPass& p : w.fwd)
+      for (uint32_t i = p.first; i < p.first + p.count; ++i) {
+        const PlanItem& it = s.items[i];
+        ++items_seen;
+        const Key tile{it.seq, it.kv_head, it.row0};
+        if (it.slot == kNoSlot) {
+          for (uint32_t r = it.row0; r < it.row_end; ++r)
+            EXPECT_TRUE(finals.insert({it.seq, it.kv_head, r}).second) << "row written twice";
+          continue;
+        }
+        const uint32_t stride = stride_of[tile];
+        for (uint32_t l = 0; l < std::max(it.n_slots, 1u); ++l) {
+          ASSERT_LE(it.slot + (l + 1) * uint64_t(stride), s.arena_rows);
+          live[it.slot + l * stride] = tile;
+        }
+      }
+    for (const auto& level : w.levels)
+      for (const CombinePass& p : level)
+        for (uint32_t i = p.first; i < p.first + p.count; ++i) {
+          const CombineItem& c = s.combine[i];
+          const Key tile{c.seq, c.kv_head, c.row0};
+          for (uint32_t k = 0; k < c.n_slots; ++k) {
+            auto f = live.find(c.src + k * c.stride);
+            ASSERT_TRUE(f != live.end() && f->second == tile) << "combine reads a stale slot";
+          }
+          if (c.dst == kNoSlot) {
+            for (uint32_t r = c.row0; r < c.row_end; ++r)
+              EXPECT_TRUE(finals.insert({c.seq, c.kv_head, r}).second) << "row combined twice";
+          } else {
+            ASSERT_LE(c.dst + uint64_t(c.stride), s.arena_rows);
+            live[c.dst] = tile;
+          }
+        }
+  }
+  EXPECT_EQ(items_seen, plan.items.size());
+  size_t rows = 0;
+  for (const PlanTile& t : plan.tiles) rows += t.row_end - t.row0;
+  EXPECT_EQ(finals.size(), rows) << "every output row exactly once";
+}
+
 }  // namespace
 
 TEST(AttentionPlan, CausalAndWindowBoundKeyRanges) {
   // One sequence, t = 8 queries over u = 20 keys: positions 12..19.
-  int32_t cq[2] = {0, 8}, ck[2] = {0, 20};
+  int64_t cq[2] = {0, 8}, ck[2] = {0, 20};
   Plan p = build_plan(shape(1, true, 3, 4, 1000), 1, cq, ck);
   ASSERT_EQ(p.items.size(), 4u);  // 2 row tiles x 2 kv heads
   for (const auto& it : p.items) {
@@ -25,12 +104,12 @@ TEST(AttentionPlan, CausalAndWindowBoundKeyRanges) {
     EXPECT_EQ(it.k_begin, want_begin);
     EXPECT_EQ(it.k_end, want_end);
     EXPECT_EQ(it.slot, kNoSlot);
+    EXPECT_EQ(it.row_end, it.row0 + 4);
   }
-  EXPECT_TRUE(p.combine.empty());
 }
 
 TEST(AttentionPlan, QueriesBeforeAllKeysGetEmptyRanges) {
-  int32_t cq[2] = {0, 5}, ck[2] = {0, 2};  // t > u: pos = -3..1
+  int64_t cq[2] = {0, 5}, ck[2] = {0, 2};  // t > u: pos = -3..1
   Plan p = build_plan(shape(1, true, -1, 2, 1000), 1, cq, ck);
   for (const auto& it : p.items) {
     EXPECT_LE(it.k_begin, it.k_end);
@@ -39,55 +118,130 @@ TEST(AttentionPlan, QueriesBeforeAllKeysGetEmptyRanges) {
 }
 
 TEST(AttentionPlan, LongRangesSplitAndCombine) {
-  int32_t cq[3] = {0, 1, 3}, ck[3] = {0, 1000, 1010};
+  int64_t cq[3] = {0, 1, 3}, ck[3] = {0, 1000, 1010};
   Plan p = build_plan(shape(4, false, -1, 8, 300), 2, cq, ck);
   // Sequence 0: 1000 keys -> 4 splits per kv head; sequence 1: 10 keys, no split.
-  EXPECT_EQ(p.part_rows, 8u * 8u);  // 8 splits of 8-row tiles
-  EXPECT_EQ(p.combine.size(), 2u);
-  for (const auto& c : p.combine) EXPECT_EQ(c.n_slots, 4u);
   uint64_t covered = 0;
+  for (const PlanTile& t : p.tiles) EXPECT_EQ(t.splits(), t.seq == 0 ? 4u : 1u);
   for (const auto& it : p.items)
     if (it.seq == 0) covered += it.k_end - it.k_begin;
   EXPECT_EQ(covered, 2u * 1000u);
-  for (size_t i = 1; i < p.items.size(); ++i)
-    EXPECT_GE(p.items[i - 1].k_end - p.items[i - 1].k_begin, p.items[i].k_end - p.items[i].k_begin)
-        << "items must be heaviest first";
   EXPECT_EQ(p.seqs[1].mask_off, 1000u);  // t0 * u0
+  Schedule s = schedule_plan(p, units(4), roomy());
+  ASSERT_EQ(s.waves.size(), 1u);
+  ASSERT_EQ(s.waves[0].levels.size(), 1u);
+  EXPECT_EQ(s.combine.size(), 2u);
+  for (const auto& c : s.combine) EXPECT_EQ(c.n_slots, 4u);
+  const FwdPass& pass = s.waves[0].fwd[0];
+  for (uint32_t i = pass.first + 1; i < pass.first + pass.count; ++i)
+    EXPECT_GE(s.items[i - 1].k_end - s.items[i - 1].k_begin, s.items[i].k_end - s.items[i].k_begin)
+        << "items must be heaviest first";
+  check_dataflow(p, s);
 }
 
-TEST(AttentionPlan, TooManySplitsIsUnsupported) {
-  int32_t cq[2] = {0, 1}, ck[2] = {0, 100000};
-  try {
-    build_plan(shape(1, false, -1, 8, 10), 1, cq, ck);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), VKATTN_ERROR_UNSUPPORTED);
+// E defect 5: more splits than one combine item may merge (a long range,
+// or a decode spanning many pool buffers) are merged by a tree, never
+// refused.
+TEST(AttentionPlan, ManySplitsMergeThroughATree) {
+  int64_t cq[2] = {0, 1}, ck[2] = {0, 100000};
+  Plan p = build_plan(shape(1, false, -1, 8, 10), 1, cq, ck);
+  ScheduleLimits l = roomy();
+  l.fan_in = 3;
+  Schedule s = schedule_plan(p, units(1), l);
+  EXPECT_GT(s.waves[0].levels.size(), 8u);  // 10000 splits, fan-in 3
+  for (const CombineItem& c : s.combine) EXPECT_LE(c.n_slots, 3u);
+  check_dataflow(p, s);
+}
+
+// E defect 6: a batch whose partials exceed the arena runs in waves, and a
+// tile whose partials alone exceed it is merged in chunks through carries.
+TEST(AttentionPlan, WavesKeepPartialsWithinTheArena) {
+  std::vector<int64_t> cq = {0}, ck = {0};
+  for (int b = 0; b < 300; ++b) cq.push_back(cq.back() + 1), ck.push_back(ck.back() + 256);
+  Plan p = build_plan(shape(1, false, -1, 8, 64), 300, cq.data(), ck.data());
+  ScheduleLimits l = roomy();
+  l.arena_rows = 1000;
+  l.fan_in = 3;
+  Schedule s = schedule_plan(p, units(1), l);
+  EXPECT_GT(s.waves.size(), 10u);
+  EXPECT_LE(s.arena_rows, 1000u);
+  check_dataflow(p, s);
+
+  int64_t cq1[2] = {0, 1}, ck1[2] = {0, 200000};
+  Plan big = build_plan(shape(1, false, -1, 1, 10), 1, cq1, ck1);  // 20000 splits x 2 kv heads
+  Schedule sb = schedule_plan(big, units(1), l);
+  EXPECT_LE(sb.arena_rows, 1000u);
+  EXPECT_GT(sb.waves.size(), 40u);
+  check_dataflow(big, sb);
+}
+
+// E defects 7 and 8: dispatches are cut so that every binding's window
+// fits, and a pass's spans cover what its items touch.
+TEST(AttentionPlan, PassesFitTheBindingLimits) {
+  std::vector<int64_t> cq = {0}, ck = {0};
+  for (int b = 0; b < 500; ++b) cq.push_back(cq.back() + 3), ck.push_back(ck.back() + 40);
+  Plan p = build_plan(shape(2, true, -1, 4, 1000), 500, cq.data(), ck.data());
+  ScheduleLimits l = roomy();
+  l.storage = 4096;  // 128 items, 64 tokens of out
+  l.q_texel = 2048;
+  l.k_texel = l.v_texel = 8192;
+  CallUnits u = units(2);
+  Schedule s = schedule_plan(p, u, l);
+  EXPECT_GT(s.waves[0].fwd.size(), 10u);
+  for (const FwdPass& pass : s.waves[0].fwd) {
+    EXPECT_LE(pass.count * sizeof(PlanItem), l.storage);
+    EXPECT_LE(pass.spans.tokens.size() * u.q_token, l.q_texel);
+    EXPECT_LE(pass.spans.tokens.size() * u.out_token, l.storage);
+    EXPECT_LE(pass.spans.keys.size() * u.k_key, l.k_texel);
+    for (uint32_t i = pass.first; i < pass.first + pass.count; ++i) {
+      PassSpans sp = item_spans(p, u, s.items[i]);
+      EXPECT_GE(sp.tokens.lo, pass.spans.tokens.lo);
+      EXPECT_LE(sp.tokens.hi, pass.spans.tokens.hi);
+      if (sp.keys.size()) {
+        EXPECT_GE(sp.keys.lo, pass.spans.keys.lo);
+        EXPECT_LE(sp.keys.hi, pass.spans.keys.hi);
+      }
+    }
   }
+  check_dataflow(p, s);
+}
+
+// A custom mask whose rows for a whole tile would not fit one window cuts
+// tiles at fewer tokens.
+TEST(AttentionPlan, MaskWindowShrinksTiles) {
+  int64_t cq[2] = {0, 16}, ck[2] = {0, 1000};
+  PlanShape sh = shape(1, false, -1, 8, 100000);
+  sh.mask_window_elems = 2500;  // 2 tokens of 1000 keys
+  Plan p = build_plan(sh, 1, cq, ck);
+  for (const PlanTile& t : p.tiles) EXPECT_LE(t.row_end - t.row0, 2u);
+  EXPECT_EQ(p.tiles.size(), 16u);  // 8 token pairs x 2 kv heads
 }
 
 // Paged pools over several buffers: an item never crosses a buffer
-// segment, the pieces of a tile cover its keys exactly once, and items come
-// grouped by buffer (one dispatch each).
+// segment, the pieces of a tile cover its keys exactly once, and passes
+// come by buffer.
 TEST(AttentionPlan, ItemsStayInsideBufferSegments) {
-  int32_t cq[3] = {0, 1, 4}, ck[3] = {0, 700, 760};
+  int64_t cq[3] = {0, 1, 4}, ck[3] = {0, 700, 760};
   std::vector<std::vector<KeySegment>> seg = {{{0, 100, 2}, {100, 640, 0}, {640, 700, 1}},
                                               {{0, 60, 1}}};
   Plan p = build_plan(shape(2, true, -1, 8, 256), 2, cq, ck, &seg);
   std::vector<uint64_t> covered(2, 0);
-  for (const auto& it : p.items) {
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    const PlanItem& it = p.items[i];
     bool inside = false;
     for (const auto& g : seg[it.seq])
-      inside = inside || (it.buffer == g.buffer && g.begin <= it.k_begin && it.k_end <= g.end);
-    EXPECT_TRUE(inside) << "item [" << it.k_begin << ", " << it.k_end << ") buffer " << it.buffer;
+      inside =
+          inside || (p.item_buffer[i] == g.buffer && g.begin <= it.k_begin && it.k_end <= g.end);
+    EXPECT_TRUE(inside) << "item [" << it.k_begin << ", " << it.k_end << ")";
     EXPECT_LE(it.k_end - it.k_begin, 256u);
     covered[it.seq] += it.k_end - it.k_begin;
   }
   EXPECT_EQ(covered[0], 2u * 700u);  // 2 kv heads
-  for (size_t i = 1; i < p.items.size(); ++i)
-    EXPECT_LE(p.items[i - 1].buffer, p.items[i].buffer) << "items grouped by buffer";
-  // Sequence 0's tiles (2 kv heads) are split across 3 buffers -> combined.
-  uint32_t slots = 0;
-  for (const auto& c : p.combine)
-    if (c.seq == 0) slots += c.n_slots;
-  EXPECT_GE(slots, 2u * 5u);  // 100 | 256 + 256 + 28 | 60
+  CallUnits u = units(2);
+  u.k_key = u.v_key = 0;
+  u.page_size = 16;
+  Schedule s = schedule_plan(p, u, roomy());
+  for (size_t i = 1; i < s.waves[0].fwd.size(); ++i)
+    EXPECT_LT(s.waves[0].fwd[i - 1].buffer, s.waves[0].fwd[i].buffer) << "one pass per buffer";
+  check_dataflow(p, s);
 }

@@ -182,9 +182,18 @@ TEST_F(KvCacheTest, ForkSharesPagesAndCopiesOnWrite) {
   ASSERT_EQ(step({1}, {5}, VKATTN_F16), VKATTN_SUCCESS);  // page 3 is no longer shared
   EXPECT_EQ(free_pages(), 28u);
   check_all();
-  // Both sides of a fork in one step: one copies, the last holder writes in place.
+  // All holders of a shared partial page in one step: each copies it (no
+  // holder may write in place while another still holds the page: an abort
+  // must find every committed token), and the page is freed at commit.
   fork(2, 3);
   fork(2, 4);
+  const uint32_t free_before = free_pages();
+  int64_t ids3[3] = {2, 3, 4};
+  int32_t t3[3] = {1, 2, 3};
+  ASSERT_EQ(vkattn_step_begin(cache, 3, ids3, t3, &step_), VKATTN_SUCCESS);
+  EXPECT_EQ(free_pages(), free_before - 3) << "three copies reserved";
+  vkattn_step_abort(step_);
+  step_ = nullptr;
   ASSERT_EQ(step({2, 3, 4}, {1, 2, 3}, VKATTN_BF16), VKATTN_SUCCESS);
   EXPECT_EQ(free_pages(), 26u);
   check_all();

@@ -509,3 +509,29 @@ TEST_F(StepAttentionTest, BadInputIsRejected) {
   EXPECT_EQ(vkattn_step_attention(st, 0, &desc, q, out), VKATTN_SUCCESS) << vkattn_last_error();
   vkattn_step_abort(st);
 }
+
+// E defect 5: a decode whose keys span more than 8 pool buffers (288 keys
+// in 16-token pages, two pages per buffer) was refused ("72 key splits"):
+// decode mode multiplied lanes by buffer pieces against a fixed split cap.
+// Any number of splits is merged now (a combine tree).
+TEST_F(StepAttentionTest, DecodeAcrossManyPoolBuffers) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 1;
+  s.d = 16;
+  s.dv = 16;
+  s.page_size = 16;
+  s.pages = 64;
+  s.dtype = VKATTN_F16;
+  {
+    // 1 x 16 x (16 + 16) x 2 = 1 KiB per page, two pages per buffer.
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "2048"}});
+    create(s);
+  }
+  poison_pool();
+  std::vector<LayerCfg> cfg(1);
+  cfg[0].H = 4;
+  run_step({1, 2}, {288, 700}, cfg, VKATTN_F32, true, /*attend=*/false);
+  run_step({1}, {1}, cfg, VKATTN_F32);        // 289 keys over 10 buffers
+  run_step({1, 2}, {1, 1}, cfg, VKATTN_F16);  // and 702 keys over 22
+}

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "vkattn/vkattn.h"
@@ -53,6 +57,34 @@ class ContextTest : public ::testing::Test {
 
   vkattn_context* ctx = nullptr;
   std::vector<std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>> owned;
+};
+
+// Sets environment options for one scope (variant forcing, test limits);
+// restores what was there before.
+class ScopedEnv {
+ public:
+  using Vars = std::vector<std::pair<const char*, const char*>>;
+  explicit ScopedEnv(Vars vars) : vars_(std::move(vars)) {
+    for (auto& [k, v] : vars_) {
+      const char* old = std::getenv(k);
+      saved_.emplace_back(old != nullptr, old ? old : "");
+      setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (size_t i = 0; i < vars_.size(); ++i) {
+      if (saved_[i].first)
+        setenv(vars_[i].first, saved_[i].second.c_str(), 1);
+      else
+        unsetenv(vars_[i].first);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<const char*, const char*>> vars_;
+  std::vector<std::pair<bool, std::string>> saved_;
 };
 
 // Expects `call` to fail with INVALID_ARGUMENT and a message naming `needle`.

@@ -326,6 +326,7 @@ int main(int argc, char** argv) {
   vkattn_context* ctx;
   check(vkattn_context_create(&cd, &ctx), "context_create");
   vkattn_device_info info;
+  vkattn_device_info_init(&info);
   vkattn_context_get_device_info(ctx, &info);
   Peaks peaks = measure_peaks(ctx);
   std::printf(

@@ -58,6 +58,7 @@ int main(void) {
   vkattn_context* ctx;
   if (vkattn_context_create(&cd, &ctx)) die("vkattn_context_create");
   vkattn_device_info info;
+  vkattn_device_info_init(&info);
   vkattn_context_get_device_info(ctx, &info);
 
   int64_t qs[3] = {tq, H, D}, ks[3] = {tk, HKV, D};

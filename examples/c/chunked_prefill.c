@@ -110,6 +110,7 @@ int main(void) {
   vkattn_context* ctx;
   check(vkattn_context_create(&cdesc, &ctx), "vkattn_context_create");
   vkattn_device_info info;
+  vkattn_device_info_init(&info);
   check(vkattn_context_get_device_info(ctx, &info), "vkattn_context_get_device_info");
   printf("device: %s\n", info.name);
   printf(

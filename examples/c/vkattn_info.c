@@ -28,6 +28,7 @@ int main(void) {
   vkattn_tensor* t = NULL;
   int64_t shape[2] = {3, 5};
   float x[15], y[15];
+  vkattn_device_info_init(&info); /* the library writes up to struct_size */
 
   printf("vkattn %u\n", vkattn_version());
   if (check(vkattn_device_count(&n), "vkattn_device_count")) return 1;

@@ -73,6 +73,7 @@ int main() try {
   vkattn_context* ctx = nullptr;
   check(vkattn_context_create(&cdesc, &ctx), "vkattn_context_create");
   vkattn_device_info info;
+  vkattn_device_info_init(&info);
   check(vkattn_context_get_device_info(ctx, &info), "vkattn_context_get_device_info");
 
   vkattn_kv_cache_desc kd;

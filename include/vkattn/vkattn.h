@@ -16,6 +16,28 @@
  * Execution model: work is recorded, not run, until the caller flushes,
  * synchronizes or reads a tensor back. Calls behave like a stream: a
  * vkattn_tensor_write is ordered after work already recorded.
+ *
+ * Errors: a failed call changes nothing the caller can see: no tensor, no
+ * cache content or length, no step state (outputs untouched, nothing
+ * recorded). Out of memory is VKATTN_ERROR_OUT_OF_HOST_MEMORY or
+ * VKATTN_ERROR_OUT_OF_DEVICE_MEMORY and the call may be retried. Once a
+ * device is lost (VKATTN_ERROR_DEVICE_LOST) every later call on its
+ * context and the objects made from it fails with that status; they can
+ * still be destroyed, in any order. Work recorded before a call that
+ * submits it is never dropped: a submission that fails for lack of memory
+ * is retried by the next call that submits.
+ *
+ * ABI stability: exported symbols are exactly the functions of this header
+ * (C linkage, no C++ symbols). Descriptor and info structs start with
+ * struct_size and grow only by appending fields. A descriptor is accepted
+ * with the struct_size of this or any earlier release (fields an older
+ * caller does not know take their defaults); any other size, 0 included,
+ * is VKATTN_ERROR_INVALID_ARGUMENT. Output structs (vkattn_device_info) are
+ * written only up to the caller's struct_size, which the caller sets (the
+ * _init functions do); a struct_size larger than this release's gets this
+ * release's struct and struct_size is lowered to what was written. Enum
+ * values are never reused or renumbered; new ones are appended. The SONAME
+ * carries the major version.
  */
 #ifndef VKATTN_VKATTN_H_
 #define VKATTN_VKATTN_H_
@@ -82,9 +104,10 @@ typedef enum vkattn_device_type {
   VKATTN_DEVICE_CPU = 4
 } vkattn_device_type;
 
-/* Filled wholly by the library (struct_size is set to sizeof this struct). */
+/* Output struct: set struct_size first (vkattn_device_info_init); the
+ * library writes up to it (see "ABI stability" at the top). */
 typedef struct vkattn_device_info {
-  uint32_t struct_size;
+  uint32_t struct_size; /* in: the caller's sizeof; out: bytes written */
   char name[256];
   char driver_name[256];
   char driver_info[256];
@@ -102,11 +125,15 @@ typedef struct vkattn_device_info {
                              1 if the device has native bf16 arithmetic */
 } vkattn_device_info;
 
+/* Zeroes *info and sets struct_size = sizeof(vkattn_device_info). */
+VKATTN_API void vkattn_device_info_init(vkattn_device_info* info);
+
 /* Number of Vulkan devices visible to the loader. Creates no context; 0
  * devices (or no Vulkan loader) is a success with *out = 0. */
 VKATTN_API vkattn_status vkattn_device_count(uint32_t* out);
 
-/* Info of device `index` (0 .. count-1) without creating a context. */
+/* Info of device `index` (0 .. count-1) without creating a context. Set
+ * out->struct_size first (vkattn_device_info_init). */
 VKATTN_API vkattn_status vkattn_device_get_info(uint32_t index, vkattn_device_info* out);
 
 /* ------------------------------------------------------------------------ */

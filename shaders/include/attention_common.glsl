@@ -1,6 +1,12 @@
 // Pieces shared by attention_fwd.comp and attention_combine.comp: the work
 // item and sequence records written by src/ops/attention_plan.cpp, flags,
 // and the output row store.
+//
+// Windows: a dispatch binds only the part of each tensor its items touch
+// (src/ops/attention_schedule.h); push constants give each binding's first
+// element (texel) as an absolute index, low 32 bits. Shaders compute
+// absolute indices modulo 2^32 and subtract the base, which is exact
+// because every window is smaller than 2^32 elements.
 #ifndef VKATTN_ATTENTION_COMMON_GLSL
 #define VKATTN_ATTENTION_COMMON_GLSL
 
@@ -19,11 +25,19 @@
 #define F_KEY_VALID 64u
 #define F_WRITE_LSE 128u
 
-// Work item: a tile of rows (token, head-in-group) of one (sequence, kv
-// head) against keys [k_begin, k_end). slot != NO_SLOT: write a partial.
+// Work item: rows [row0, row_end) (token, head-in-group) of one (sequence,
+// kv head) against keys [k_begin, k_end). slot != NO_SLOT: write a partial.
 struct Item {
   uint seq, kv_head, row0, slot;
-  uint k_begin, k_end, n_slots, pad;
+  uint k_begin, k_end, n_slots, row_end;
+};
+
+// Combine item: merges n_slots partials (split s of row r at arena row
+// src + s * stride + r) into the partial at dst + r, or into out/lse when
+// dst == NO_SLOT.
+struct CombineItem {
+  uint seq, kv_head, row0, row_end;
+  uint src, stride, n_slots, dst;
 };
 
 struct Seq {

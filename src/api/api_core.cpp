@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "api/abi.h"
 #include "api/firewall.h"
 #include "core/context.h"
 #include "core/device.h"
@@ -70,15 +71,22 @@ VKATTN_API vkattn_status vkattn_device_count(uint32_t* out) {
   });
 }
 
+VKATTN_API void vkattn_device_info_init(vkattn_device_info* info) {
+  if (!info) return;
+  std::memset(info, 0, sizeof(*info));
+  info->struct_size = sizeof(*info);
+}
+
 VKATTN_API vkattn_status vkattn_device_get_info(uint32_t index, vkattn_device_info* out) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(out);
+    check_out_size(out, kDeviceInfoSizes, "out", "vkattn_device_info_init");
     EnumerationInstance inst;
     require(index < inst.devices().size(), "device index ", index,
             " out of range: ", inst.devices().size(), " device(s)");
     vkattn_device_info info;
-    describe_physical_device(inst.devices()[index], &info);
-    *out = info;
+    describe_physical_device(inst.vki(), inst.devices()[index], &info);
+    write_out(out, info, kDeviceInfoSizes, "out", "vkattn_device_info_init");
   });
 }
 
@@ -95,12 +103,9 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
     VKATTN_REQUIRE_ARG(out);
     vkattn_context_desc d;
     vkattn_context_desc_init(&d);
-    if (desc) {
-      require(desc->struct_size == sizeof(vkattn_context_desc), "desc->struct_size is ",
-              desc->struct_size, ", expected ", sizeof(vkattn_context_desc),
-              " (call vkattn_context_desc_init)");
-      d = *desc;
-    }
+    if (desc)
+      d = read_desc(desc, kContextDescSizes, &vkattn_context_desc_init, "desc",
+                    "vkattn_context_desc_init");
     require(d.device_index >= -1, "device_index ", d.device_index, " is invalid (-1 = default)");
     require((d.flags & ~(VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_PROFILING)) == 0,
             "unknown flags 0x", std::hex, d.flags);
@@ -138,7 +143,7 @@ VKATTN_API vkattn_status vkattn_context_get_device_info(vkattn_context* ctx,
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
-    *out = ctx->impl->device().info();
+    write_out(out, ctx->impl->device().info(), kDeviceInfoSizes, "out", "vkattn_device_info_init");
   });
 }
 

@@ -1,6 +1,7 @@
 // extern "C" shims for the paged KV cache and steps.
 #include <cstring>
 
+#include "api/abi.h"
 #include "api/firewall.h"
 #include "ops/attention.h"
 #include "ops/kv_cache.h"
@@ -24,7 +25,9 @@ VKATTN_API vkattn_status vkattn_kv_cache_create(vkattn_context* ctx,
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(desc);
     VKATTN_REQUIRE_ARG(out);
-    auto cache = std::make_shared<KvCache>(ctx->impl, *desc);
+    const vkattn_kv_cache_desc d = read_desc(desc, kKvCacheDescSizes, &vkattn_kv_cache_desc_init,
+                                             "desc", "vkattn_kv_cache_desc_init");
+    auto cache = std::make_shared<KvCache>(ctx->impl, d);
     *out = new vkattn_kv_cache{std::move(cache)};
   });
 }

@@ -1,6 +1,7 @@
 // A VkBuffer with its own memory, mapped when host visible, plus lazily
 // created texel views. Shared between a Tensor and the recorded batches that
-// use it, so it outlives a destroyed tensor until the GPU is done.
+// use it, so it outlives a destroyed tensor until the GPU is done; it keeps
+// its Device alive, so it may outlive every handle of its context.
 #pragma once
 
 #include <volk.h>
@@ -33,11 +34,13 @@ class Buffer {
   uint64_t last_use = 0;
 
  private:
-  Device& device_;
+  void release();
+  std::shared_ptr<Device> device_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   void* mapped_ = nullptr;
   uint64_t size_ = 0;
+  uint64_t charged_ = 0;  // bytes accounted with Device::charge_memory
   struct ViewKey {
     VkFormat format;
     uint64_t offset, range;

@@ -8,7 +8,9 @@
 #include <mutex>
 #include <string>
 
+#include "core/env.h"
 #include "core/error.h"
+#include "core/faults.h"
 
 namespace vkattn {
 
@@ -39,7 +41,10 @@ bool has_instance_extension(const char* name) {
   return false;
 }
 
-VkInstance make_instance(bool validation, const VkDebugUtilsMessengerCreateInfoEXT* messenger) {
+// Creates an instance and loads its table into `vki`; on failure nothing is
+// left behind.
+VkInstance make_instance(bool validation, const VkDebugUtilsMessengerCreateInfoEXT* messenger,
+                         InstanceTable& vki) {
   ensure_vulkan_loader();
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "vkattn";
@@ -68,24 +73,29 @@ VkInstance make_instance(bool validation, const VkDebugUtilsMessengerCreateInfoE
   ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
   ci.ppEnabledExtensionNames = exts.data();
   VkInstance instance = VK_NULL_HANDLE;
-  VkResult r = vkCreateInstance(&ci, nullptr, &instance);
+  VkResult r = vkCreateInstance(&ci, vk_allocator(), &instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) fail(VKATTN_ERROR_NO_DEVICE, "no Vulkan driver found");
   check_vk(r, "vkCreateInstance");
-  {
-    // volk's global pointers resolve to loader trampolines that dispatch on
-    // the handle, so loading them from any live instance serves every one.
-    std::lock_guard<std::mutex> lock(g_loader_mutex);
-    volkLoadInstance(instance);
+  try {
+    // vkGetInstanceProcAddr is the loader's own export, the same for every
+    // instance; everything else comes from this instance.
+    load_instance_table(vki, vkGetInstanceProcAddr, instance, validation);
+  } catch (...) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyInstance>(
+        vkGetInstanceProcAddr(instance, "vkDestroyInstance"));
+    if (destroy) destroy(instance, vk_allocator());
+    throw;
   }
   return instance;
 }
 
-std::vector<VkPhysicalDevice> list_devices(VkInstance instance) {
+std::vector<VkPhysicalDevice> list_devices(const InstanceTable& vki, VkInstance instance) {
   uint32_t n = 0;
-  check_vk(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  check_vk(vki.vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
   std::vector<VkPhysicalDevice> devs(n);
   if (n)
-    check_vk(vkEnumeratePhysicalDevices(instance, &n, devs.data()), "vkEnumeratePhysicalDevices");
+    check_vk(vki.vkEnumeratePhysicalDevices(instance, &n, devs.data()),
+             "vkEnumeratePhysicalDevices");
   devs.resize(n);
   return devs;
 }
@@ -111,7 +121,8 @@ std::string lower(std::string s) {
 }
 
 // Resolves device_index / VKATTN_DEVICE / best-by-type to an index.
-uint32_t choose_device(const std::vector<VkPhysicalDevice>& devs, int32_t index) {
+uint32_t choose_device(const InstanceTable& vki, const std::vector<VkPhysicalDevice>& devs,
+                       int32_t index) {
   if (devs.empty()) fail(VKATTN_ERROR_NO_DEVICE, "no Vulkan device found");
   if (index >= 0) {
     if (static_cast<size_t>(index) >= devs.size())
@@ -120,7 +131,7 @@ uint32_t choose_device(const std::vector<VkPhysicalDevice>& devs, int32_t index)
     return static_cast<uint32_t>(index);
   }
   std::vector<vkattn_device_info> infos(devs.size());
-  for (size_t i = 0; i < devs.size(); ++i) describe_physical_device(devs[i], &infos[i]);
+  for (size_t i = 0; i < devs.size(); ++i) describe_physical_device(vki, devs[i], &infos[i]);
   if (const char* env = std::getenv("VKATTN_DEVICE"); env && *env) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
@@ -141,11 +152,11 @@ uint32_t choose_device(const std::vector<VkPhysicalDevice>& devs, int32_t index)
   return best;
 }
 
-uint32_t find_compute_queue(VkPhysicalDevice phys) {
+uint32_t find_compute_queue(const InstanceTable& vki, VkPhysicalDevice phys) {
   uint32_t n = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, nullptr);
+  vki.vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, fams.data());
+  vki.vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, fams.data());
   // Prefer a compute-only family (async compute), else any with compute.
   for (uint32_t i = 0; i < n; ++i)
     if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
@@ -166,16 +177,17 @@ void ensure_vulkan_loader() {
   g_loader_ready = true;
 }
 
-void describe_physical_device(VkPhysicalDevice phys, vkattn_device_info* out) {
+void describe_physical_device(const InstanceTable& vki, VkPhysicalDevice phys,
+                              vkattn_device_info* out) {
   VkPhysicalDeviceSubgroupProperties subgroup{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
   VkPhysicalDeviceProperties basic;
-  vkGetPhysicalDeviceProperties(phys, &basic);
+  vki.vkGetPhysicalDeviceProperties(phys, &basic);
   if (basic.apiVersion >= VK_API_VERSION_1_2) subgroup.pNext = &driver;
-  vkGetPhysicalDeviceProperties2(phys, &props);
+  vki.vkGetPhysicalDeviceProperties2(phys, &props);
 
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -183,7 +195,7 @@ void describe_physical_device(VkPhysicalDevice phys, vkattn_device_info* out) {
   if (basic.apiVersion >= VK_API_VERSION_1_2) {
     feats.pNext = &f11;
     f11.pNext = &f12;
-    vkGetPhysicalDeviceFeatures2(phys, &feats);
+    vki.vkGetPhysicalDeviceFeatures2(phys, &feats);
   }
 
   vkattn_device_info info{};
@@ -230,28 +242,29 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
   mci.pfnUserCallback = &Device::on_message;
   mci.pUserData = d.get();
-  d->instance_ = make_instance(validation, &mci);
+  d->instance_ = make_instance(validation, &mci, d->vki_);
+  const InstanceTable& vki = d->vki_;
   if (validation)
-    check_vk(vkCreateDebugUtilsMessengerEXT(d->instance_, &mci, nullptr, &d->messenger_),
+    check_vk(vki.vkCreateDebugUtilsMessengerEXT(d->instance_, &mci, vk_allocator(), &d->messenger_),
              "vkCreateDebugUtilsMessengerEXT");
 
-  auto devs = list_devices(d->instance_);
-  d->physical_ = devs[choose_device(devs, index)];
-  describe_physical_device(d->physical_, &d->info_);
+  auto devs = list_devices(vki, d->instance_);
+  d->physical_ = devs[choose_device(vki, devs, index)];
+  describe_physical_device(vki, d->physical_, &d->info_);
   if (d->info_.api_version < VK_API_VERSION_1_2)
     fail(VKATTN_ERROR_UNSUPPORTED, "device \"", d->info_.name, "\" supports Vulkan ",
          VK_API_VERSION_MAJOR(d->info_.api_version), ".",
          VK_API_VERSION_MINOR(d->info_.api_version), "; vkattn needs 1.2");
 
   VkPhysicalDeviceProperties props;
-  vkGetPhysicalDeviceProperties(d->physical_, &props);
+  vki.vkGetPhysicalDeviceProperties(d->physical_, &props);
   const auto& lim = props.limits;
   VkPhysicalDeviceMaintenance3Properties m3{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
-  vkGetPhysicalDeviceProperties2(d->physical_, &p2);
-  vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
+  vki.vkGetPhysicalDeviceProperties2(d->physical_, &p2);
+  vki.vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
 
   DeviceCaps& c = d->caps_;
   c.subgroup_size = d->info_.subgroup_size;
@@ -263,16 +276,23 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   c.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
   c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
   c.max_allocation_size = m3.maxMemoryAllocationSize;
+  // Test option: smaller binding limits, so that windowed and split paths
+  // run on small tensors (README "Debug options").
+  if (const uint64_t lim = env_u64("VKATTN_BINDING_LIMIT", 0)) {
+    c.max_storage_buffer_range = std::min<uint64_t>(c.max_storage_buffer_range, lim);
+    c.max_texel_buffer_elements = static_cast<uint32_t>(
+        std::min<uint64_t>(c.max_texel_buffer_elements, std::max<uint64_t>(lim / 4, 64)));
+  }
   c.shader_float16 = d->info_.supports_f16 != 0;
   c.storage_16bit = d->info_.supports_16bit_storage != 0;
   c.prefer_host_visible = d->info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
 
-  d->queue_family_ = find_compute_queue(d->physical_);
+  d->queue_family_ = find_compute_queue(vki, d->physical_);
   {
     uint32_t n = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, nullptr);
+    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, nullptr);
     std::vector<VkQueueFamilyProperties> fams(n);
-    vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, fams.data());
+    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, fams.data());
     if (lim.timestampComputeAndGraphics && fams[d->queue_family_].timestampValidBits > 0)
       c.timestamp_period_ns = lim.timestampPeriod;
   }
@@ -291,18 +311,36 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   dci.pNext = &f11;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
-  check_vk(vkCreateDevice(d->physical_, &dci, nullptr, &d->device_), "vkCreateDevice");
-  vkGetDeviceQueue(d->device_, d->queue_family_, 0, &d->queue_);
+  check_vk(vki.vkCreateDevice(d->physical_, &dci, vk_allocator(), &d->device_), "vkCreateDevice");
+  load_device_table(d->vk_, vki.vkGetDeviceProcAddr, d->device_);
+  d->vk_.vkGetDeviceQueue(d->device_, d->queue_family_, 0, &d->queue_);
+  d->memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
   return d;
 }
 
 Device::~Device() {
-  if (device_) {
-    vkDeviceWaitIdle(device_);
-    vkDestroyDevice(device_, nullptr);
+  if (device_ && vk_.vkDestroyDevice) {
+    vk_.vkDeviceWaitIdle(device_);
+    vk_.vkDestroyDevice(device_, vk_allocator());
   }
-  if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
-  if (instance_) vkDestroyInstance(instance_, nullptr);
+  if (messenger_) vki_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, vk_allocator());
+  if (instance_) vki_.vkDestroyInstance(instance_, vk_allocator());
+}
+
+void Device::charge_memory(uint64_t bytes) {
+  if (device_alloc_fails())
+    fail(VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, "allocating ", bytes,
+         " bytes of device memory failed (injected fault, VKATTN_FAIL_ALLOC)");
+  uint64_t used = memory_used_.fetch_add(bytes) + bytes;
+  if (memory_limit_ && used > memory_limit_) {
+    memory_used_.fetch_sub(bytes);
+    fail(VKATTN_ERROR_OUT_OF_DEVICE_MEMORY, "allocating ", bytes, " bytes would exceed ",
+         "VKATTN_DEVICE_MEMORY_LIMIT=", memory_limit_, " (", used - bytes, " bytes in use)");
+  }
+}
+
+void Device::refund_memory(uint64_t bytes) {
+  memory_used_.fetch_sub(bytes);
 }
 
 uint32_t Device::find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
@@ -331,17 +369,17 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_message(VkDebugUtilsMessageSeverityFla
 }
 
 EnumerationInstance::EnumerationInstance() {
-  instance_ = make_instance(false, nullptr);
+  instance_ = make_instance(false, nullptr, vki_);
   try {
-    devices_ = list_devices(instance_);
+    devices_ = list_devices(vki_, instance_);
   } catch (...) {
-    vkDestroyInstance(instance_, nullptr);
+    vki_.vkDestroyInstance(instance_, vk_allocator());
     throw;
   }
 }
 
 EnumerationInstance::~EnumerationInstance() {
-  if (instance_) vkDestroyInstance(instance_, nullptr);
+  if (instance_) vki_.vkDestroyInstance(instance_, vk_allocator());
 }
 
 }  // namespace vkattn

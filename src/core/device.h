@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/vk_tables.h"
 #include "vkattn/vkattn.h"
 
 namespace vkattn {
@@ -35,9 +36,13 @@ struct DeviceCaps {
 };
 
 // Fills `out` from a physical device (used with and without a context).
-void describe_physical_device(VkPhysicalDevice phys, vkattn_device_info* out);
+void describe_physical_device(const InstanceTable& vki, VkPhysicalDevice phys,
+                              vkattn_device_info* out);
 
-class Device {
+// Shared (enable_shared_from_this) so that every Buffer keeps its device
+// alive: whatever order handles are destroyed in, no Vulkan object outlives
+// the VkDevice it was made on.
+class Device : public std::enable_shared_from_this<Device> {
  public:
   // index < 0: VKATTN_DEVICE, else the best device by type.
   static std::shared_ptr<Device> create(int32_t index, bool validation);
@@ -45,6 +50,9 @@ class Device {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
+  // Function tables of this instance and device (core/vk_tables.h).
+  const InstanceTable& vki() const { return vki_; }
+  const VolkDeviceTable& vk() const { return vk_; }
   VkInstance instance() const { return instance_; }
   VkPhysicalDevice physical() const { return physical_; }
   VkDevice handle() const { return device_; }
@@ -62,6 +70,13 @@ class Device {
     return memory_.memoryTypes[type].propertyFlags;
   }
 
+  // Accounts a device allocation of `bytes` before it is made: throws
+  // OUT_OF_DEVICE_MEMORY above VKATTN_DEVICE_MEMORY_LIMIT (read when the
+  // device is created) or at an injected fault (core/faults.h).
+  void charge_memory(uint64_t bytes);
+  void refund_memory(uint64_t bytes);
+  uint64_t memory_used() const { return memory_used_.load(); }
+
  private:
   Device() = default;
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -69,6 +84,8 @@ class Device {
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                    void* user);
 
+  InstanceTable vki_{};
+  VolkDeviceTable vk_{};
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -79,6 +96,8 @@ class Device {
   DeviceCaps caps_{};
   VkPhysicalDeviceMemoryProperties memory_{};
   std::atomic<uint32_t> validation_messages_{0};
+  uint64_t memory_limit_ = 0;  // 0: none
+  std::atomic<uint64_t> memory_used_{0};
 };
 
 // A short-lived instance for enumeration without a context.
@@ -86,9 +105,13 @@ class EnumerationInstance {
  public:
   EnumerationInstance();
   ~EnumerationInstance();
+  EnumerationInstance(const EnumerationInstance&) = delete;
+  EnumerationInstance& operator=(const EnumerationInstance&) = delete;
   const std::vector<VkPhysicalDevice>& devices() const { return devices_; }
+  const InstanceTable& vki() const { return vki_; }
 
  private:
+  InstanceTable vki_{};
   VkInstance instance_ = VK_NULL_HANDLE;
   std::vector<VkPhysicalDevice> devices_;
 };

@@ -16,4 +16,13 @@ inline uint32_t env_uint(const char* name, uint32_t fallback) {
   return (*end == '\0') ? static_cast<uint32_t>(x) : fallback;
 }
 
+// The same for 64-bit values (byte counts).
+inline uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long x = std::strtoull(v, &end, 10);
+  return (*end == '\0') ? static_cast<uint64_t>(x) : fallback;
+}
+
 }  // namespace vkattn

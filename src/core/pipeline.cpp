@@ -11,6 +11,7 @@
 #include "core/buffer.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/faults.h"
 #include "core/recorder.h"
 
 namespace vkattn {
@@ -39,10 +40,11 @@ Pipelines::Pipelines(Device& device) : device_(device) {
   ci.initialDataSize = data.size();
   ci.pInitialData = data.empty() ? nullptr : data.data();
   // A stale or foreign blob is ignored by the driver; retry empty if it errs.
-  if (vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_) != VK_SUCCESS) {
+  const VolkDeviceTable& vk = device.vk();
+  if (vk.vkCreatePipelineCache(device.handle(), &ci, vk_allocator(), &cache_) != VK_SUCCESS) {
     ci.initialDataSize = 0;
     ci.pInitialData = nullptr;
-    check_vk(vkCreatePipelineCache(device.handle(), &ci, nullptr, &cache_),
+    check_vk(vk.vkCreatePipelineCache(device.handle(), &ci, vk_allocator(), &cache_),
              "vkCreatePipelineCache");
   }
 }
@@ -69,12 +71,13 @@ std::string Pipelines::cache_path() const {
 
 Pipelines::~Pipelines() {
   VkDevice dev = device_.handle();
+  const VolkDeviceTable& vk = device_.vk();
   std::string path = cache_path();
   size_t n = 0;
   if (!path.empty() && !pipelines_.empty() &&
-      vkGetPipelineCacheData(dev, cache_, &n, nullptr) == VK_SUCCESS && n) {
+      vk.vkGetPipelineCacheData(dev, cache_, &n, nullptr) == VK_SUCCESS && n) {
     std::vector<char> data(n);
-    if (vkGetPipelineCacheData(dev, cache_, &n, data.data()) == VK_SUCCESS) {
+    if (vk.vkGetPipelineCacheData(dev, cache_, &n, data.data()) == VK_SUCCESS) {
       make_dirs(path.substr(0, path.rfind('/')));
       std::string tmp = path + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
       std::ofstream f(tmp, std::ios::binary);
@@ -85,11 +88,11 @@ Pipelines::~Pipelines() {
     }
   }
   for (auto& kv : pipelines_) {
-    vkDestroyPipeline(dev, kv.second.pipeline, nullptr);
-    vkDestroyPipelineLayout(dev, kv.second.pipeline_layout, nullptr);
-    vkDestroyDescriptorSetLayout(dev, kv.second.set_layout, nullptr);
+    vk.vkDestroyPipeline(dev, kv.second.pipeline, vk_allocator());
+    vk.vkDestroyPipelineLayout(dev, kv.second.pipeline_layout, vk_allocator());
+    vk.vkDestroyDescriptorSetLayout(dev, kv.second.set_layout, vk_allocator());
   }
-  vkDestroyPipelineCache(dev, cache_, nullptr);
+  vk.vkDestroyPipelineCache(dev, cache_, vk_allocator());
 }
 
 const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uint32_t>& spec) {
@@ -100,6 +103,8 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
   const ShaderBlob* blob = find_shader(layout.shader);
   if (!blob) fail(VKATTN_ERROR_INTERNAL, "shader ", layout.shader, " is not embedded");
   VkDevice dev = device_.handle();
+  const VolkDeviceTable& vk = device_.vk();
+  host_alloc_point();
   Pipeline p;
   p.layout = &layout;
   std::vector<VkDescriptorSetLayoutBinding> binds;
@@ -111,7 +116,7 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
   dl.pBindings = binds.data();
   VkShaderModule module = VK_NULL_HANDLE;
   try {
-    check_vk(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p.set_layout),
+    check_vk(vk.vkCreateDescriptorSetLayout(dev, &dl, vk_allocator(), &p.set_layout),
              "vkCreateDescriptorSetLayout");
     VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, layout.push_bytes};
     VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -119,12 +124,12 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     pl.pSetLayouts = &p.set_layout;
     pl.pushConstantRangeCount = layout.push_bytes ? 1 : 0;
     pl.pPushConstantRanges = &pr;
-    check_vk(vkCreatePipelineLayout(dev, &pl, nullptr, &p.pipeline_layout),
+    check_vk(vk.vkCreatePipelineLayout(dev, &pl, vk_allocator(), &p.pipeline_layout),
              "vkCreatePipelineLayout");
     VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     sm.codeSize = blob->count * 4;
     sm.pCode = blob->words;
-    check_vk(vkCreateShaderModule(dev, &sm, nullptr, &module), "vkCreateShaderModule");
+    check_vk(vk.vkCreateShaderModule(dev, &sm, vk_allocator(), &module), "vkCreateShaderModule");
     std::vector<VkSpecializationMapEntry> entries;
     for (uint32_t i = 0; i < spec.size(); ++i) entries.push_back({i, i * 4u, 4});
     VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4,
@@ -136,33 +141,38 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
     ci.layout = p.pipeline_layout;
-    check_vk(vkCreateComputePipelines(dev, cache_, 1, &ci, nullptr, &p.pipeline),
+    check_vk(vk.vkCreateComputePipelines(dev, cache_, 1, &ci, vk_allocator(), &p.pipeline),
              "vkCreateComputePipelines");
+    vk.vkDestroyShaderModule(dev, module, vk_allocator());
+    module = VK_NULL_HANDLE;
+    return pipelines_.emplace(key, p).first->second;
   } catch (...) {
-    if (module) vkDestroyShaderModule(dev, module, nullptr);
-    if (p.pipeline_layout) vkDestroyPipelineLayout(dev, p.pipeline_layout, nullptr);
-    if (p.set_layout) vkDestroyDescriptorSetLayout(dev, p.set_layout, nullptr);
+    if (module) vk.vkDestroyShaderModule(dev, module, vk_allocator());
+    if (p.pipeline) vk.vkDestroyPipeline(dev, p.pipeline, vk_allocator());
+    if (p.pipeline_layout) vk.vkDestroyPipelineLayout(dev, p.pipeline_layout, vk_allocator());
+    if (p.set_layout) vk.vkDestroyDescriptorSetLayout(dev, p.set_layout, vk_allocator());
     throw;
   }
-  vkDestroyShaderModule(dev, module, nullptr);
-  return pipelines_.emplace(key, p).first->second;
 }
 
-void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,
-                         const void* push, uint32_t push_bytes, uint64_t groups) {
+PreparedDispatch Pipelines::prepare(Recorder& rec, const Pipeline& p,
+                                    const std::vector<BoundBuffer>& bound, const void* push,
+                                    uint32_t push_bytes, uint64_t groups) {
   const KernelLayout& layout = *p.layout;
   if (bound.size() != layout.bindings.size())
     fail(VKATTN_ERROR_INTERNAL, layout.shader, ": ", bound.size(), " bindings given, ",
          layout.bindings.size(), " declared");
-  if (groups == 0) return;
-  const uint32_t max_x = device_.caps().max_workgroup_count[0];
+  if (push_bytes > sizeof(PreparedDispatch::push))
+    fail(VKATTN_ERROR_INTERNAL, layout.shader, ": push constants of ", push_bytes, " bytes");
+  PreparedDispatch d;
+  d.pipeline = &p;
+  if (groups == 0) return d;
+  const DeviceCaps& caps = device_.caps();
+  const uint32_t max_x = caps.max_workgroup_count[0];
   uint64_t gy = (groups + max_x - 1) / max_x;
-  if (gy > device_.caps().max_workgroup_count[1])
-    fail(VKATTN_ERROR_UNSUPPORTED, layout.shader, ": ", groups,
-         " workgroups exceed the device grid");
-  uint32_t gx = static_cast<uint32_t>(gy > 1 ? max_x : groups);
+  if (gy > caps.max_workgroup_count[1])
+    fail(VKATTN_ERROR_INTERNAL, layout.shader, ": ", groups, " workgroups exceed the device grid");
 
-  VkDescriptorSet set = rec.descriptor_set(p.set_layout);
   std::vector<VkDescriptorBufferInfo> infos(bound.size());
   std::vector<VkBufferView> views(bound.size());
   std::vector<VkWriteDescriptorSet> writes(bound.size());
@@ -171,31 +181,83 @@ void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<Bou
     Buffer* buf = b.buffer ? b.buffer.get() : b.raw;
     if (!buf) fail(VKATTN_ERROR_INTERNAL, layout.shader, ": binding ", i, " is empty");
     uint64_t range = b.range ? b.range : buf->size() - b.offset;
+    if (b.offset + range > buf->size())
+      fail(VKATTN_ERROR_INTERNAL, layout.shader, ": binding ", i, " [", b.offset, ", ",
+           b.offset + range, ") is outside its buffer of ", buf->size(), " bytes");
+    if (layout.bindings[i] == BindingKind::kStorageBuffer) {
+      if (range > caps.max_storage_buffer_range || b.offset % caps.min_storage_offset_alignment)
+        fail(VKATTN_ERROR_INTERNAL, layout.shader, ": storage binding ", i, " of ", range,
+             " bytes at ", b.offset, " breaks the device's limits");
+      infos[i] = {buf->handle(), b.offset, range};
+    } else {
+      const uint64_t texel = texel_format_bytes(b.format);
+      if (range / texel > caps.max_texel_buffer_elements ||
+          b.offset % caps.min_texel_offset_alignment)
+        fail(VKATTN_ERROR_INTERNAL, layout.shader, ": texel binding ", i, " of ", range / texel,
+             " texels at ", b.offset, " breaks the device's limits");
+      views[i] = buf->view(b.format, b.offset, range);
+    }
+  }
+  d.set = rec.descriptor_set(p.set_layout);
+  for (size_t i = 0; i < bound.size(); ++i) {
     VkWriteDescriptorSet& w = writes[i];
     w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    w.dstSet = set;
+    w.dstSet = d.set;
     w.dstBinding = static_cast<uint32_t>(i);
     w.descriptorCount = 1;
     w.descriptorType = descriptor_type(layout.bindings[i]);
-    if (layout.bindings[i] == BindingKind::kStorageBuffer) {
-      infos[i] = {buf->handle(), b.offset, range};
+    if (layout.bindings[i] == BindingKind::kStorageBuffer)
       w.pBufferInfo = &infos[i];
-    } else {
-      views[i] = buf->view(b.format, b.offset, range);
+    else
       w.pTexelBufferView = &views[i];
-    }
-    if (b.buffer) rec.use(b.buffer);
+    if (bound[i].buffer) rec.use(bound[i].buffer);
   }
-  vkUpdateDescriptorSets(device_.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
-                         nullptr);
+  device_.vk().vkUpdateDescriptorSets(device_.handle(), static_cast<uint32_t>(writes.size()),
+                                      writes.data(), 0, nullptr);
+  if (push_bytes) std::memcpy(d.push, push, push_bytes);
+  d.push_bytes = push_bytes;
+  d.gx = static_cast<uint32_t>(gy > 1 ? max_x : groups);
+  d.gy = static_cast<uint32_t>(gy);
+  return d;
+}
+
+void Pipelines::record(Recorder& rec, const PreparedDispatch& d) {
+  if (d.gx == 0) return;
+  const VolkDeviceTable& vk = device_.vk();
   rec.barrier();
   VkCommandBuffer c = rec.cmd();
-  vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline_layout, 0, 1, &set, 0,
-                          nullptr);
-  if (push_bytes)
-    vkCmdPushConstants(c, p.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-  vkCmdDispatch(c, gx, static_cast<uint32_t>(gy), 1);
+  const Pipeline& p = *d.pipeline;
+  vk.vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vk.vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline_layout, 0, 1, &d.set, 0,
+                             nullptr);
+  if (d.push_bytes)
+    vk.vkCmdPushConstants(c, p.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes,
+                          d.push);
+  vk.vkCmdDispatch(c, d.gx, d.gy, 1);
+}
+
+void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,
+                         const void* push, uint32_t push_bytes, uint64_t groups) {
+  record(rec, prepare(rec, p, bound, push, push_bytes, groups));
+}
+
+uint64_t texel_format_bytes(VkFormat f) {
+  switch (f) {
+    case VK_FORMAT_R32G32B32A32_UINT:
+    case VK_FORMAT_R32G32B32A32_SFLOAT:
+      return 16;
+    case VK_FORMAT_R32G32_UINT:
+      return 8;
+    case VK_FORMAT_R32_UINT:
+    case VK_FORMAT_R32_SFLOAT:
+      return 4;
+    case VK_FORMAT_R16_UINT:
+      return 2;
+    case VK_FORMAT_R8_UINT:
+      return 1;
+    default:
+      fail(VKATTN_ERROR_INTERNAL, "texel format ", static_cast<int>(f), " is not used by vkattn");
+  }
 }
 
 }  // namespace vkattn

@@ -44,6 +44,16 @@ struct BoundBuffer {
   VkFormat format = VK_FORMAT_UNDEFINED;
 };
 
+// A dispatch with everything acquired (descriptor set written, buffers kept
+// alive): recording it cannot fail.
+struct PreparedDispatch {
+  const Pipeline* pipeline = nullptr;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  uint8_t push[128] = {};
+  uint32_t push_bytes = 0;
+  uint32_t gx = 0, gy = 0;  // 0: nothing to dispatch
+};
+
 class Pipelines {
  public:
   explicit Pipelines(Device& device);
@@ -54,14 +64,21 @@ class Pipelines {
   // Specialization constant i gets constant_id i.
   const Pipeline& get(const KernelLayout& layout, const std::vector<uint32_t>& spec);
 
-  // Records barrier + bind + push + dispatch of `groups` workgroups, spilled
-  // into a 2-D grid when above maxComputeWorkGroupCount[0]; the shader gets
-  // the flat id from gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x
-  // and must ignore ids >= its item count.
+  // Acquires what a dispatch of `groups` workgroups needs (descriptor set,
+  // texel views, keep-alive of the bound buffers): everything that can
+  // fail. Groups spill into a 2-D grid above maxComputeWorkGroupCount[0];
+  // the shader gets the flat id from gl_WorkGroupID.x + gl_WorkGroupID.y *
+  // gl_NumWorkGroups.x and must ignore ids >= its item count. Every storage
+  // binding must fit maxStorageBufferRange and every texel binding
+  // maxTexelBufferElements (ops split their work so they do; a violation is
+  // an internal error, never a GPU access out of range).
+  PreparedDispatch prepare(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,
+                           const void* push, uint32_t push_bytes, uint64_t groups);
+  // Records barrier + bind + push + dispatch; cannot fail.
+  void record(Recorder& rec, const PreparedDispatch& d);
+  // prepare + record, for ops that record one dispatch.
   void dispatch(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,
                 const void* push, uint32_t push_bytes, uint64_t groups);
-
-  size_t size() const { return pipelines_.size(); }
 
  private:
   std::string cache_path() const;
@@ -70,6 +87,9 @@ class Pipelines {
   std::map<std::pair<std::string, std::vector<uint32_t>>, Pipeline> pipelines_;
 };
 
+// Bytes per texel of the view formats vkattn binds.
+uint64_t texel_format_bytes(VkFormat f);
+
 // Embedded SPIR-V (generated at build time from shaders/*.comp).
 struct ShaderBlob {
   const char* name;
@@ -77,6 +97,5 @@ struct ShaderBlob {
   size_t count;
 };
 const ShaderBlob* find_shader(const std::string& name);
-const ShaderBlob* all_shaders(size_t* count);
 
 }  // namespace vkattn

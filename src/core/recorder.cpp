@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/device.h"
+#include "core/env.h"
 #include "core/error.h"
+#include "core/faults.h"
 
 namespace vkattn {
 
@@ -19,29 +21,50 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 
 Recorder::Recorder(Device& device, bool profile)
     : device_(device), profile_(profile && device.caps().timestamp_period_ns > 0) {
+  lose_at_submission_ = env_u64("VKATTN_FAULT_DEVICE_LOST", 0);
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = device.queue_family();
-  check_vk(vkCreateCommandPool(device.handle(), &ci, nullptr, &pool_), "vkCreateCommandPool");
+  // Recording allocates from the pool's allocator, and Vulkan reports its
+  // failures only at vkEndCommandBuffer: not an injection point.
+  check_vk(device.vk().vkCreateCommandPool(device.handle(), &ci, vk_allocator_uncounted(), &pool_),
+           "vkCreateCommandPool");
 }
 
 Recorder::~Recorder() {
   try {
     synchronize();
   } catch (...) {
-    vkDeviceWaitIdle(device_.handle());
+    device_.vk().vkDeviceWaitIdle(device_.handle());
   }
+  for (auto& b : in_flight_) destroy_batch(*b);
+  for (auto& b : spare_) destroy_batch(*b);
+  if (open_) destroy_batch(*open_);
+  const VolkDeviceTable& vk = device_.vk();
+  for (auto p : spare_pools_) vk.vkDestroyDescriptorPool(device_.handle(), p, vk_allocator());
+  vk.vkDestroyCommandPool(device_.handle(), pool_, vk_allocator_uncounted());
+}
+
+void Recorder::destroy_batch(Batch& b) {
+  const VolkDeviceTable& vk = device_.vk();
   VkDevice dev = device_.handle();
-  auto destroy = [&](Batch& b) {
-    for (auto p : b.pools) vkDestroyDescriptorPool(dev, p, nullptr);
-    if (b.fence) vkDestroyFence(dev, b.fence, nullptr);
-    if (b.timestamps) vkDestroyQueryPool(dev, b.timestamps, nullptr);
-  };
-  for (auto& b : in_flight_) destroy(*b);
-  for (auto& b : spare_) destroy(*b);
-  if (open_) destroy(*open_);
-  for (auto p : spare_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
-  vkDestroyCommandPool(dev, pool_, nullptr);
+  for (auto p : b.pools) vk.vkDestroyDescriptorPool(dev, p, vk_allocator());
+  b.pools.clear();
+  if (b.fence) vk.vkDestroyFence(dev, b.fence, vk_allocator());
+  b.fence = VK_NULL_HANDLE;
+  if (b.timestamps) vk.vkDestroyQueryPool(dev, b.timestamps, vk_allocator());
+  b.timestamps = VK_NULL_HANDLE;
+  if (b.cmd) vk.vkFreeCommandBuffers(dev, pool_, 1, &b.cmd);
+  b.cmd = VK_NULL_HANDLE;
+}
+
+void Recorder::check_alive() const {
+  if (lost_) fail(VKATTN_ERROR_DEVICE_LOST, lost_why_, "; the context can only be destroyed");
+}
+
+void Recorder::set_lost(const std::string& why) {
+  lost_ = true;
+  lost_why_ = why;
 }
 
 std::unique_ptr<Recorder::Batch> Recorder::take_batch() {
@@ -51,19 +74,26 @@ std::unique_ptr<Recorder::Batch> Recorder::take_batch() {
     spare_.pop_back();
   } else {
     b = std::make_unique<Batch>();
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = pool_;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    check_vk(vkAllocateCommandBuffers(device_.handle(), &ai, &b->cmd), "vkAllocateCommandBuffers");
-    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    check_vk(vkCreateFence(device_.handle(), &fi, nullptr, &b->fence), "vkCreateFence");
-    if (profile_) {
-      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      qi.queryCount = 2;
-      check_vk(vkCreateQueryPool(device_.handle(), &qi, nullptr, &b->timestamps),
-               "vkCreateQueryPool");
+    const VolkDeviceTable& vk = device_.vk();
+    try {
+      VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+      ai.commandPool = pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      check_vk(vk.vkAllocateCommandBuffers(device_.handle(), &ai, &b->cmd),
+               "vkAllocateCommandBuffers");
+      VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+      check_vk(vk.vkCreateFence(device_.handle(), &fi, vk_allocator(), &b->fence), "vkCreateFence");
+      if (profile_) {
+        VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+        qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qi.queryCount = 2;
+        check_vk(vk.vkCreateQueryPool(device_.handle(), &qi, vk_allocator(), &b->timestamps),
+                 "vkCreateQueryPool");
+      }
+    } catch (...) {
+      destroy_batch(*b);
+      throw;
     }
   }
   b->serial = next_serial_;
@@ -71,6 +101,9 @@ std::unique_ptr<Recorder::Batch> Recorder::take_batch() {
 }
 
 VkCommandBuffer Recorder::cmd() {
+  check_alive();
+  // A batch whose submission failed goes first, ahead of anything new.
+  if (open_ && open_->ended) submit_open();
   if (!open_) {
     poll();
     open_ = take_batch();
@@ -78,12 +111,13 @@ VkCommandBuffer Recorder::cmd() {
   if (!open_->begun) {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    check_vk(vkBeginCommandBuffer(open_->cmd, &bi), "vkBeginCommandBuffer");
+    check_vk(device_.vk().vkBeginCommandBuffer(open_->cmd, &bi), "vkBeginCommandBuffer");
     open_->begun = true;
     needs_barrier_ = submitted_any_;
     if (open_->timestamps) {
-      vkCmdResetQueryPool(open_->cmd, open_->timestamps, 0, 2);
-      vkCmdWriteTimestamp(open_->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, open_->timestamps, 0);
+      device_.vk().vkCmdResetQueryPool(open_->cmd, open_->timestamps, 0, 2);
+      device_.vk().vkCmdWriteTimestamp(open_->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                       open_->timestamps, 0);
     }
   }
   return open_->cmd;
@@ -92,13 +126,8 @@ VkCommandBuffer Recorder::cmd() {
 void Recorder::use(const std::shared_ptr<Buffer>& b) {
   if (!b) return;
   cmd();
-  b->last_use = open_->serial;
   open_->keep.push_back(b);
-}
-
-void Recorder::keep(std::shared_ptr<void> object) {
-  cmd();
-  open_->keep.push_back(std::move(object));
+  b->last_use = open_->serial;
 }
 
 void Recorder::barrier() {
@@ -109,12 +138,21 @@ void Recorder::barrier() {
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
                        VK_ACCESS_UNIFORM_READ_BIT;
-    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
-                         1, &mb, 0, nullptr, 0, nullptr);
+    device_.vk().vkCmdPipelineBarrier(
+        c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+        nullptr, 0, nullptr);
   }
   // The command that follows writes something the next one may read.
   needs_barrier_ = true;
+}
+
+void Recorder::copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferCopy* regions,
+                           size_t count) {
+  if (count == 0) return;
+  barrier();
+  device_.vk().vkCmdCopyBuffer(open_->cmd, src.handle(), dst.handle(), static_cast<uint32_t>(count),
+                               regions);
 }
 
 HostSlice Recorder::alloc_host(uint64_t size) {
@@ -158,7 +196,8 @@ VkDescriptorPool Recorder::new_pool() {
   ci.poolSizeCount = sizeof(sizes) / sizeof(sizes[0]);
   ci.pPoolSizes = sizes;
   VkDescriptorPool p;
-  check_vk(vkCreateDescriptorPool(device_.handle(), &ci, nullptr, &p), "vkCreateDescriptorPool");
+  check_vk(device_.vk().vkCreateDescriptorPool(device_.handle(), &ci, vk_allocator(), &p),
+           "vkCreateDescriptorPool");
   return p;
 }
 
@@ -167,7 +206,10 @@ VkDescriptorSet Recorder::descriptor_set(VkDescriptorSetLayout layout) {
   Batch& b = *open_;
   for (;;) {
     if (b.pool_used == 0 || b.pool_used > b.pools.size()) {
-      if (b.pools.empty()) b.pools.push_back(new_pool());
+      if (b.pools.empty()) {
+        b.pools.reserve(4);
+        b.pools.push_back(new_pool());
+      }
       b.pool_used = 1;
     }
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
@@ -175,37 +217,69 @@ VkDescriptorSet Recorder::descriptor_set(VkDescriptorSetLayout layout) {
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &layout;
     VkDescriptorSet set;
-    VkResult r = vkAllocateDescriptorSets(device_.handle(), &ai, &set);
+    VkResult r = device_.vk().vkAllocateDescriptorSets(device_.handle(), &ai, &set);
     if (r == VK_SUCCESS) return set;
     if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
       check_vk(r, "vkAllocateDescriptorSets");
-    if (b.pool_used == b.pools.size()) b.pools.push_back(new_pool());
+    if (b.pool_used == b.pools.size()) {
+      b.pools.reserve(b.pools.size() + 1);  // a failed push_back must not leak the pool
+      b.pools.push_back(new_pool());
+    }
     ++b.pool_used;
   }
 }
 
 void Recorder::flush() {
+  check_alive();
   if (!open_ || !open_->begun) return;
   Batch& b = *open_;
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(b.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  if (b.timestamps)
-    vkCmdWriteTimestamp(b.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b.timestamps, 1);
-  check_vk(vkEndCommandBuffer(b.cmd), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &b.cmd;
-  VkResult r = vkQueueSubmit(device_.queue(), 1, &si, b.fence);
-  if (r != VK_SUCCESS) {
-    // The batch never ran: release it so nothing waits for it forever.
+  if (!b.ended) {
+    const VolkDeviceTable& vk = device_.vk();
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk.vkCmdPipelineBarrier(b.cmd,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    if (b.timestamps)
+      vk.vkCmdWriteTimestamp(b.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b.timestamps, 1);
+    VkResult r = vk.vkEndCommandBuffer(b.cmd);
+    if (r != VK_SUCCESS) {
+      // The recorded commands are gone: nothing recorded since the last
+      // submission can be trusted to run, so the context is unusable.
+      set_lost("vkEndCommandBuffer failed (VkResult " + std::to_string(r) +
+               "): work recorded since the last submission was lost");
+      check_alive();
+    }
+    b.ended = true;
+  }
+  submit_open();
+}
+
+void Recorder::submit_open() {
+  Batch& b = *open_;
+  ++submissions_;
+  VkResult r;
+  if (lose_at_submission_ && submissions_ == lose_at_submission_) {
+    r = VK_ERROR_DEVICE_LOST;  // injected: the batch is not submitted
+  } else {
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &b.cmd;
+    r = device_.vk().vkQueueSubmit(device_.queue(), 1, &si, b.fence);
+  }
+  if (r == VK_ERROR_DEVICE_LOST) {
+    set_lost(lose_at_submission_ == submissions_
+                 ? "the device was lost (injected at submission " + std::to_string(submissions_) +
+                       " by VKATTN_FAULT_DEVICE_LOST)"
+                 : std::string("the device was lost (vkQueueSubmit)"));
     retire(b);
     spare_.push_back(std::move(open_));
-    ++next_serial_;
-    check_vk(r, "vkQueueSubmit");
+    check_alive();
   }
+  // Any other failure (out of memory): the batch stays pending, whole, and
+  // is submitted first by the next flush or op.
+  check_vk(r, "vkQueueSubmit");
   submitted_any_ = true;
   in_flight_.push_back(std::move(open_));
   ++next_serial_;
@@ -213,12 +287,13 @@ void Recorder::flush() {
 }
 
 void Recorder::retire(Batch& b) {
+  const VolkDeviceTable& vk = device_.vk();
   VkDevice dev = device_.handle();
   completed_serial_ = std::max(completed_serial_, b.serial);
-  if (b.timestamps && b.begun) {
+  if (b.timestamps && b.begun && !lost_) {
     uint64_t ts[2];
-    if (vkGetQueryPoolResults(dev, b.timestamps, 0, 2, sizeof(ts), ts, sizeof(uint64_t),
-                              VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
+    if (vk.vkGetQueryPoolResults(dev, b.timestamps, 0, 2, sizeof(ts), ts, sizeof(uint64_t),
+                                 VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
       last_gpu_ns_ =
           static_cast<uint64_t>((ts[1] - ts[0]) * double(device_.caps().timestamp_period_ns));
   }
@@ -228,22 +303,27 @@ void Recorder::retire(Batch& b) {
   b.chunks.clear();
   b.chunk_offset = 0;
   for (auto p : b.pools) {
-    vkResetDescriptorPool(dev, p, 0);
+    vk.vkResetDescriptorPool(dev, p, 0);
     spare_pools_.push_back(p);
   }
   b.pools.clear();
   b.pool_used = 0;
-  if (b.begun) vkResetCommandBuffer(b.cmd, 0);
-  vkResetFences(dev, 1, &b.fence);
+  if (b.begun) vk.vkResetCommandBuffer(b.cmd, 0);
+  vk.vkResetFences(dev, 1, &b.fence);
   b.begun = false;
+  b.ended = false;
 }
 
 void Recorder::wait_oldest() {
   auto b = std::move(in_flight_.front());
   in_flight_.pop_front();
-  VkResult r = vkWaitForFences(device_.handle(), 1, &b->fence, VK_TRUE, UINT64_MAX);
+  VkResult r = device_.vk().vkWaitForFences(device_.handle(), 1, &b->fence, VK_TRUE, UINT64_MAX);
   if (r != VK_SUCCESS) {
     in_flight_.push_front(std::move(b));
+    if (r == VK_ERROR_DEVICE_LOST) {
+      set_lost("the device was lost (vkWaitForFences)");
+      check_alive();
+    }
     check_vk(r, "vkWaitForFences");
   }
   retire(*b);
@@ -252,11 +332,12 @@ void Recorder::wait_oldest() {
 
 void Recorder::poll() {
   while (!in_flight_.empty() &&
-         vkGetFenceStatus(device_.handle(), in_flight_.front()->fence) == VK_SUCCESS)
+         device_.vk().vkGetFenceStatus(device_.handle(), in_flight_.front()->fence) == VK_SUCCESS)
     wait_oldest();
 }
 
 void Recorder::wait_for(uint64_t serial) {
+  check_alive();
   if (!busy(serial)) return;
   if (open_ && open_->serial <= serial) {
     if (open_->begun) {

@@ -69,11 +69,10 @@ void Tensor::write(const void* src) {
   }
   // Recorded work may still read or write this tensor: record the copy too.
   HostSlice s = rec.alloc_host(nbytes_);
-  std::memcpy(s.host, src, nbytes_);
   rec.use(buffer_);
-  rec.barrier();
-  VkBufferCopy region{s.offset, 0, nbytes_};
-  vkCmdCopyBuffer(rec.cmd(), s.buffer->handle(), buffer_->handle(), 1, &region);
+  std::memcpy(s.host, src, nbytes_);
+  const VkBufferCopy region{s.offset, 0, nbytes_};
+  rec.copy_buffer(*s.buffer, *buffer_, &region, 1);
 }
 
 void Tensor::read(void* dst) {
@@ -88,9 +87,8 @@ void Tensor::read(void* dst) {
   auto staging = std::make_shared<Buffer>(ctx_->device(), nbytes_, true);
   rec.use(buffer_);
   rec.use(staging);
-  rec.barrier();
-  VkBufferCopy region{0, 0, nbytes_};
-  vkCmdCopyBuffer(rec.cmd(), buffer_->handle(), staging->handle(), 1, &region);
+  const VkBufferCopy region{0, 0, nbytes_};
+  rec.copy_buffer(*buffer_, *staging, &region, 1);
   rec.wait_for(rec.open_serial());
   std::memcpy(dst, staging->mapped(), nbytes_);
 }

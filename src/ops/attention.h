@@ -1,7 +1,10 @@
-// Attention ops: validate on the host, plan the packed batch
-// (ops/attention_plan.h), pick a kernel variant (ops/attention_variant.h)
-// and record shaders/attention_fwd.comp (+ attention_combine.comp when key
-// ranges were split) and shaders/attention_merge.comp.
+// Attention ops: validate on the host (ops/attention.cpp), plan the packed
+// batch (ops/attention_plan.h), schedule it into dispatches that fit the
+// device (ops/attention_schedule.h), pick a kernel variant
+// (ops/attention_variant.h) and record shaders/attention_fwd.comp (+
+// attention_combine.comp when key ranges were split;
+// ops/attention_record.cpp); vkattn_attention_merge records
+// shaders/attention_merge.comp (ops/attention_merge.cpp).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,7 @@ class Step;
 struct AttentionCall {
   vkattn_attention_desc desc;  // validated copy; head_dim_v resolved
   uint32_t batch = 0;
-  std::vector<int32_t> cu_q, cu_k;  // batch + 1 entries each
+  std::vector<int64_t> cu_q, cu_k;  // batch + 1 entries each
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
   Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr;
   std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none

@@ -10,17 +10,13 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
-
-struct Tile {
-  uint32_t seq, kv_head, row0, k_begin, k_end;
-};
 }  // namespace
 
-Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const int32_t* cu_k,
+Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const int64_t* cu_k,
                 const std::vector<std::vector<KeySegment>>* segments) {
   Plan plan;
   plan.seqs.resize(batch);
-  std::vector<Tile> tiles;
+  plan.offs.resize(batch);
   uint64_t mask_off = 0;
   for (uint32_t b = 0; b < batch; ++b) {
     PlanSeq& sq = plan.seqs[b];
@@ -29,85 +25,91 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int32_t* cu_q, const i
     sq.k_off = static_cast<uint32_t>(cu_k[b]);
     sq.t = static_cast<uint32_t>(cu_q[b + 1] - cu_q[b]);
     sq.u = static_cast<uint32_t>(cu_k[b + 1] - cu_k[b]);
-    sq.mask_off = static_cast<uint32_t>(mask_off);
+    sq.mask_off = static_cast<uint32_t>(mask_off);  // low 32 bits (see PlanSeq)
+    plan.offs[b] = {static_cast<uint64_t>(cu_q[b]), static_cast<uint64_t>(cu_k[b]), mask_off};
     mask_off += static_cast<uint64_t>(sq.t) * sq.u;
-    const uint64_t rows = static_cast<uint64_t>(sq.t) * s.group;
-    for (uint64_t row0 = 0; row0 < rows; row0 += s.tile_rows) {
-      // Keys any row of the tile can see: causal and window bound them.
-      int64_t first_tok = static_cast<int64_t>(row0 / s.group);
-      int64_t last_tok =
-          static_cast<int64_t>((std::min<uint64_t>(rows, row0 + s.tile_rows) - 1) / s.group);
-      int64_t off = static_cast<int64_t>(sq.u) - sq.t;
-      int64_t hi = sq.u, lo = 0;
-      if (s.causal) hi = std::min<int64_t>(hi, off + last_tok + 1);
-      if (s.window_left >= 0) lo = std::max<int64_t>(0, off + first_tok - s.window_left);
-      if (hi < lo) hi = lo;
-      for (uint32_t h = 0; h < s.num_kv_heads; ++h)
-        tiles.push_back({b, h, static_cast<uint32_t>(row0), static_cast<uint32_t>(lo),
-                         static_cast<uint32_t>(std::max<int64_t>(hi, 0))});
+    // Token blocks: a tile never spans more tokens than one binding window
+    // of q/out (and of the mask's rows) may hold.
+    uint64_t toks = sq.t;
+    if (s.max_tile_tokens) toks = std::min<uint64_t>(toks, s.max_tile_tokens);
+    if (s.mask_window_elems && sq.u)
+      toks = std::min<uint64_t>(toks, std::max<uint64_t>(1, s.mask_window_elems / sq.u));
+    toks = std::max<uint64_t>(toks, 1);
+    for (uint64_t tok0 = 0; tok0 < sq.t; tok0 += toks) {
+      const uint64_t r_begin = tok0 * s.group;
+      const uint64_t r_end = std::min<uint64_t>(sq.t, tok0 + toks) * s.group;
+      for (uint64_t row0 = r_begin; row0 < r_end; row0 += s.tile_rows) {
+        const uint64_t row_end = std::min<uint64_t>(r_end, row0 + s.tile_rows);
+        // Keys any row of the tile can see: causal and window bound them.
+        const int64_t first_tok = static_cast<int64_t>(row0 / s.group);
+        const int64_t last_tok = static_cast<int64_t>((row_end - 1) / s.group);
+        const int64_t off = static_cast<int64_t>(sq.u) - sq.t;
+        int64_t hi = sq.u, lo = 0;
+        if (s.causal) hi = std::min<int64_t>(hi, off + last_tok + 1);
+        if (s.window_left >= 0) lo = std::max<int64_t>(0, off + first_tok - s.window_left);
+        hi = std::max<int64_t>(hi, 0);
+        if (hi < lo) hi = lo;
+        for (uint32_t h = 0; h < s.num_kv_heads; ++h) {
+          PlanTile tile{};
+          tile.seq = b;
+          tile.kv_head = h;
+          tile.row0 = static_cast<uint32_t>(row0);
+          tile.row_end = static_cast<uint32_t>(row_end);
+          // Key range kept in first_item/n_items until the items exist.
+          tile.first_item = static_cast<uint32_t>(lo);
+          tile.n_items = static_cast<uint32_t>(hi);
+          plan.tiles.push_back(tile);
+        }
+      }
     }
   }
   // Split long key ranges (loop cap) and, while the batch has too few
-  // items to fill the device, split further (flash-decoding).
+  // tiles to fill the device, split further (flash-decoding).
   uint64_t parallel_split = 1;
-  if (!tiles.empty() && tiles.size() < s.target_items)
-    parallel_split = ceil_div(s.target_items, tiles.size());
-  for (const Tile& t : tiles) {
-    const uint64_t range = t.k_end - t.k_begin;
-    const uint64_t rows = std::min<uint64_t>(
-        s.tile_rows, static_cast<uint64_t>(plan.seqs[t.seq].t) * s.group - t.row0);
+  if (!plan.tiles.empty() && plan.tiles.size() < s.target_items)
+    parallel_split = ceil_div(s.target_items, plan.tiles.size());
+  std::vector<KeySegment> pieces;
+  for (PlanTile& t : plan.tiles) {
+    const uint32_t k_begin = t.first_item, k_end = t.n_items;
+    const uint64_t range = k_end - k_begin;
+    const uint32_t rows = t.row_end - t.row0;
     // Decode mode: the tile's rows fit one lane, so the lanes split the keys.
     const bool decode =
         s.decode_min_keys > 0 && s.wg > 1 && rows <= s.rows_per_lane && range >= s.decode_min_keys;
     const uint32_t lanes = decode ? s.wg : 1;
     const uint64_t max_keys = static_cast<uint64_t>(s.max_keys) * lanes;
     uint64_t n = std::max<uint64_t>(1, ceil_div(range, max_keys));
-    uint64_t by_parallel =
+    const uint64_t by_parallel =
         std::min<uint64_t>(parallel_split, std::max<uint64_t>(1, range / s.min_split_keys));
     n = std::max(n, by_parallel);
     const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
     // Pieces of the key range: whole, or cut where the pool buffer changes.
-    std::vector<KeySegment> pieces;
+    pieces.clear();
     if (segments) {
       for (const KeySegment& g : (*segments)[t.seq]) {
-        uint32_t b = std::max(g.begin, t.k_begin), e = std::min(g.end, t.k_end);
+        uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
         if (b < e) pieces.push_back({b, e, g.buffer});
       }
     }
-    if (pieces.empty()) pieces.push_back({t.k_begin, t.k_end, 0});
-    uint64_t items = 0;
-    for (const KeySegment& g : pieces)
-      items += ceil_div(std::max<uint64_t>(1, g.end - g.begin), chunk);
-    const uint64_t splits = items * lanes;
-    if (splits > s.max_slots)
-      fail(VKATTN_ERROR_UNSUPPORTED, "a sequence with ", range, " visible keys needs ", splits,
-           " key splits; at most ", s.max_slots, " x ", s.max_keys,
-           " keys per query are supported");
-    if (splits == 1) {
-      plan.items.push_back(
-          {t.seq, t.kv_head, t.row0, kNoSlot, pieces[0].begin, pieces[0].end, 1, pieces[0].buffer});
-      continue;
-    }
-    // Rows between the partials of two splits: a whole tile, or R in decode mode.
-    const uint32_t stride = decode ? s.rows_per_lane : s.tile_rows;
-    const uint32_t first = plan.part_rows;
+    if (pieces.empty()) pieces.push_back({k_begin, k_end, 0});
+    t.first_item = static_cast<uint32_t>(plan.items.size());
     for (const KeySegment& g : pieces) {
       for (uint64_t b = g.begin; b < std::max<uint64_t>(g.end, g.begin + 1); b += chunk) {
         uint32_t e = static_cast<uint32_t>(std::min<uint64_t>(g.end, b + chunk));
-        plan.items.push_back({t.seq, t.kv_head, t.row0, plan.part_rows, static_cast<uint32_t>(b), e,
-                              lanes, g.buffer});
-        plan.part_rows += stride * lanes;
+        plan.items.push_back(
+            {t.seq, t.kv_head, t.row0, 0, static_cast<uint32_t>(b), e, lanes, t.row_end});
+        plan.item_buffer.push_back(g.buffer);
       }
     }
-    plan.combine.push_back(
-        {t.seq, t.kv_head, t.row0, first, stride, 0, static_cast<uint32_t>(splits), 0});
+    t.n_items = static_cast<uint32_t>(plan.items.size()) - t.first_item;
+    t.lanes = lanes;
+    // Partial rows of one split: the rows of one lane in decode mode, else
+    // the tile's rows rounded up to whole lanes (lane l writes rows
+    // [l * R, l * R + R) of the tile).
+    t.stride = decode ? s.rows_per_lane
+                      : static_cast<uint32_t>(ceil_div(rows, s.rows_per_lane) * s.rows_per_lane);
+    if (t.splits() == 1) plan.items[t.first_item].slot = kNoSlot;
   }
-  // By buffer (one dispatch each), heaviest first within a buffer, so the
-  // device's last workgroups are short ones.
-  std::stable_sort(plan.items.begin(), plan.items.end(), [](const PlanItem& a, const PlanItem& b) {
-    if (a.buffer != b.buffer) return a.buffer < b.buffer;
-    return a.k_end - a.k_begin > b.k_end - b.k_begin;
-  });
   return plan;
 }
 

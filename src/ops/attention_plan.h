@@ -1,8 +1,17 @@
-// Host-side planning of a packed attention batch: per-sequence records and
-// the work list of (sequence, kv head, row tile, key range) items that one
-// dispatch of shaders/attention_fwd.comp runs, plus the tiles whose key
-// range was split and must be merged by shaders/attention_combine.comp.
-// Pure host code: no Vulkan.
+// Host-side planning of a packed attention batch, in two steps. Pure host
+// code: no Vulkan.
+//
+// build_plan: per-sequence records, tiles of query rows (token, head of the
+// GQA group) per kv head with the key range their rows can see, and the
+// work items of shaders/attention_fwd.comp: a tile's key range cut where
+// the loop cap, the parallelism target, a pool-buffer boundary (paged KV
+// cache) or a binding window requires. A tile whose range is cut has
+// several "splits", each writing a partial result (rows normalized, plus
+// their lse) that shaders/attention_combine.comp merges.
+//
+// schedule_plan (ops/attention_schedule.h) then orders the items into
+// dispatches whose bindings fit the device and whose partials fit a
+// bounded scratch arena.
 #pragma once
 
 #include <cstdint>
@@ -24,58 +33,94 @@ enum AttentionFlags : uint32_t {
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
 
-// std430 records shared with the shaders (struct Item / struct Seq).
-// Forward items: `slot` is the first partial row (kNoSlot: write out
-// directly), `n_slots` the lanes that share the tile's rows and split its
-// keys (0/1: each lane owns R rows; the workgroup size: decode mode, every
-// lane serves all rows of the tile over a 1/WG share of the keys and writes
-// its own partial at slot + lane * R). Combine items: `slot` is the first
-// partial row of split 0, `k_begin` the rows between splits, `n_slots` the
-// splits.
+// std430 records shared with the shaders (struct Item / Seq / CombineItem
+// in shaders/include/attention_common.glsl).
+//
+// Forward item: rows [row0, row_end) of one (sequence, kv head) against
+// keys [k_begin, k_end). `slot` is the first partial row it writes in the
+// scratch arena (kNoSlot: it writes out/lse directly). `n_slots` is the
+// number of lanes that share the rows and split the keys: 0/1 (each lane
+// owns R rows; partial rows of lane l at slot + l * R) or the workgroup size
+// (decode mode: every lane serves all rows, at most R, over a 1/WG share of
+// the keys and writes its own partial at slot + lane * R).
 struct PlanItem {
   uint32_t seq, kv_head, row0, slot;
-  uint32_t k_begin, k_end, n_slots, buffer;
+  uint32_t k_begin, k_end, n_slots, row_end;
 };
+// q_off: first token; k_off: first key (paged: first block-table entry);
+// mask_off: first mask element, low 32 bits (shaders compute indices modulo
+// 2^32 and subtract the window base, so only the low bits matter).
 struct PlanSeq {
-  uint32_t q_off, k_off, t, u;  // paged: k_off = first block-table entry
+  uint32_t q_off, k_off, t, u;
   uint32_t mask_off, pad0, pad1, pad2;
 };
-static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 32, "std430 layout");
+// Combine item: merges n_slots partials of rows [row0, row_end) of a tile,
+// split s at arena row src + s * stride + r, into the partial at dst + r, or
+// into out/lse when dst == kNoSlot.
+struct CombineItem {
+  uint32_t seq, kv_head, row0, row_end;
+  uint32_t src, stride, n_slots, dst;
+};
+static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 32 && sizeof(CombineItem) == 32,
+              "std430 layout");
 
 struct PlanShape {
   uint32_t group;  // H / Hkv: query heads per kv head
   uint32_t num_kv_heads;
   bool causal;
   int32_t window_left;       // -1: none
-  uint32_t tile_rows;        // rows (token, head) per work item
+  uint32_t tile_rows;        // rows (token, head) per tile at most
   uint32_t rows_per_lane;    // R: a tile with at most R rows may run in decode mode
   uint32_t wg;               // lanes per workgroup
   uint32_t decode_min_keys;  // decode mode for key ranges at least this long (0: never)
-  uint32_t max_keys;         // keys per work item at most (loop cap)
-  uint32_t max_slots;        // splits per tile at most (combine loop cap)
-  uint32_t target_items;     // split key ranges further while fewer items than this
+  uint32_t max_keys;         // keys per lane of one item at most (loop cap, K/V windows)
+  uint32_t target_items;     // split key ranges further while fewer tiles than this
   uint32_t min_split_keys;   // ... but never into chunks below this
+  // Tokens a tile may span at most (q/out/lse rows of one item must fit
+  // one binding window); 0 = no bound.
+  uint64_t max_tile_tokens = 0;
+  // Elements of a custom mask one item may span (its rows' mask rows must
+  // fit one binding window: a tile then spans at most this / u tokens of a
+  // sequence with u keys); 0 = no mask.
+  uint64_t mask_window_elems = 0;
+};
+
+// A tile: rows [row0, row_end) of (seq, kv_head); its items are
+// plan.items[first_item, first_item + n_items). splits = n_items * lanes;
+// split s writes `stride` partial rows (R in decode mode, else tile_rows).
+struct PlanTile {
+  uint32_t seq, kv_head, row0, row_end;
+  uint32_t first_item, n_items, lanes, stride;
+  uint32_t splits() const { return n_items * lanes; }
+};
+
+// The items of tiles with one split write out directly (slot kNoSlot);
+// the others get their slots from the schedule.
+// All 64 bits of a sequence's offsets (PlanSeq holds the low 32 bits).
+struct SeqOffsets {
+  uint64_t q = 0, k = 0, mask = 0;
 };
 
 struct Plan {
   std::vector<PlanSeq> seqs;
-  std::vector<PlanItem> items;    // heaviest first
-  std::vector<PlanItem> combine;  // tiles to merge
-  uint32_t part_rows = 0;         // partial rows written by split items
+  std::vector<SeqOffsets> offs;       // per sequence (paged: k = first block-table entry)
+  std::vector<PlanTile> tiles;        // by sequence, then row0, then kv head
+  std::vector<PlanItem> items;        // by tile, keys ascending within a tile
+  std::vector<uint32_t> item_buffer;  // pool buffer of each item (0 unpaged)
 };
 
 // Keys [begin, end) of a sequence that live in pool buffer `buffer` (paged
 // KV cache). A work item reads one buffer, so its key range never crosses
-// a segment boundary; the item's `pad` field carries the buffer.
+// a segment boundary.
 struct KeySegment {
   uint32_t begin, end, buffer;
 };
 
 // cu_q/cu_k: validated prefix sums of batch + 1 entries. segments: per
 // sequence, its keys cut by pool buffer (paged), or null (one buffer).
-// Items come sorted by buffer, heaviest first within a buffer. Throws
-// VKATTN_ERROR_UNSUPPORTED when a sequence needs more than max_slots splits.
-Plan build_plan(const PlanShape& shape, uint32_t batch, const int32_t* cu_q, const int32_t* cu_k,
+// Never refuses: any number of splits is merged by the schedule's combine
+// tree.
+Plan build_plan(const PlanShape& shape, uint32_t batch, const int64_t* cu_q, const int64_t* cu_k,
                 const std::vector<std::vector<KeySegment>>* segments = nullptr);
 
 }  // namespace vkattn

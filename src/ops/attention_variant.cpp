@@ -6,6 +6,7 @@
 #include "core/device.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/loop_budget.h"
 
 namespace vkattn {
 
@@ -16,6 +17,26 @@ uint32_t pow2_at_least(uint32_t x) {
   return p;
 }
 }  // namespace
+
+uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
+  // Loops of one invocation of attention_fwd.comp (each costs its
+  // iterations + 1, core/loop_budget.h):
+  //   compact variant (UNROLL_D = 0), per row: the q load (D4) and the
+  //   accumulator clear (DV4), then the final store (DV4);
+  //   the key-block loop: one iteration per block of BK keys;
+  //   compact variant, per block: the QK loop (D4 / CK) and PV loop (DV4 / CV).
+  const uint64_t d4 = (head_dim + 3) / 4, dv4 = (head_dim_v + 3) / 4;
+  auto chunk = [](uint64_t n4) -> uint64_t { return n4 % 4 == 0 ? 4 : n4 % 2 == 0 ? 2 : 1; };
+  uint64_t fixed = 0, per_block = 1;
+  if (!v.unroll_d) {
+    fixed = uint64_t(v.rows) * (loop_cost(d4) + loop_cost(dv4) + loop_cost(dv4));
+    per_block += loop_cost(d4 / chunk(d4)) + loop_cost(dv4 / chunk(dv4));
+  }
+  const uint64_t usable = kLoopUsable - loop_cost(0);  // the key loop's exit test
+  if (fixed >= usable) return v.block_keys;
+  const uint64_t blocks = std::max<uint64_t>(1, (usable - fixed) / per_block);
+  return static_cast<uint32_t>(std::min<uint64_t>(blocks * v.block_keys, 1u << 30));
+}
 
 AttentionVariant choose_attention_variant(const Device& device, uint32_t head_dim,
                                           uint32_t head_dim_v, uint32_t max_rows) {
@@ -55,25 +76,11 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   // Decode mode pays a partial per lane and a combine pass: worth it once
   // every lane gets a few key blocks.
   v.decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", 4 * v.wg * v.block_keys);
-  // Decode-mode items write one partial per lane: allow 8 chunks of a
-  // workgroup's lanes, within the combine pass's loop budget (lavapipe).
-  v.max_slots = std::max(64u, std::min(8 * v.wg, 60000 / (head_dim_v + 2)));
   if (v.wg < 1 || v.wg > caps.max_workgroup_invocations || v.rows < 1 || v.rows > 32 ||
       v.block_keys < 1 || v.block_keys > 64 || v.max_keys < 1)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range (wg ", v.wg, ", rows ",
          v.rows, ", block keys ", v.block_keys, ", split keys ", v.max_keys, ")");
-  // lavapipe ends a shader's loops after 65535 iterations in total per
-  // invocation: bound the key blocks of one work item by what the
-  // iterated loops of this variant cost (mirrors attention_fwd.comp).
-  const uint32_t dq4 = (head_dim + 3) / 4, dv4 = (head_dim_v + 3) / 4;
-  auto chunk = [](uint32_t n4) { return n4 % 4 == 0 ? 4u : n4 % 2 == 0 ? 2u : 1u; };
-  uint32_t per_block = 1, fixed = 64;
-  if (!v.unroll_d) {
-    per_block += dq4 / chunk(dq4) + dv4 / chunk(dv4);
-    fixed += v.rows * (dq4 + 2 * dv4);
-  }
-  uint32_t blocks = (60000 - std::min<uint32_t>(fixed, 50000)) / per_block;
-  v.max_keys = std::min(v.max_keys, blocks * v.block_keys);
+  v.max_keys = std::min(v.max_keys, attention_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
   return v;
 }

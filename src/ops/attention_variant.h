@@ -20,13 +20,16 @@ struct AttentionVariant {
   uint32_t block_keys = 8;  // keys per online-softmax block (BK)
   bool scalar_fetch = false;
   bool unroll_d = false;          // unroll the head-dim loops (fast code, slow compile)
-  uint32_t max_keys = 8192;       // per work item (lavapipe loop cap)
-  uint32_t max_slots = 64;        // splits per tile (combine loop cap)
+  uint32_t max_keys = 8192;       // per lane of a work item (lavapipe loop cap)
   uint32_t target_items = 1;      // parallelism wanted from one dispatch
   uint32_t min_split_keys = 256;  // never split into smaller chunks
   uint32_t decode_min_keys = 0;   // tiles of <= R rows over this many keys: decode mode
   uint32_t tile_rows() const { return wg * rows; }
 };
+
+// Keys one lane of attention_fwd.comp may take in one work item within
+// lavapipe's loop cap (core/loop_budget.h).
+uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
 // max_rows: the largest t * (H / Hkv) of the batch (small for decode).
 AttentionVariant choose_attention_variant(const Device& device, uint32_t head_dim,

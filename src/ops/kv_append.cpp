@@ -2,7 +2,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/binding_window.h"
 #include "core/error.h"
+#include "core/faults.h"
+#include "core/loop_budget.h"
 #include "core/tensor.h"
 #include "ops/kv_cache.h"
 
@@ -13,12 +16,16 @@ namespace {
 const KernelLayout kAppendLayout{"kv_append",
                                  {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
                                   BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-                                 48};
+                                 56};
 
 struct AppendPush {
   uint32_t n_units, hkv, d, dv, uk, uv, page_size, page_elems, k_off, v_off, in_dt, cache_dt;
+  uint32_t k_skip, v_skip;  // elements of the k_new / v_new windows before the first row
 };
-static_assert(sizeof(AppendPush) == 48, "push constants mirror kv_append.comp");
+static_assert(sizeof(AppendPush) == 56, "push constants mirror kv_append.comp");
+
+// Workgroups are this many lanes (kv_append.comp local_size_x).
+constexpr uint32_t kLanes = 8;
 
 void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, uint32_t dim) {
   bool ok = t->ndim() == 3 && t->dim(0) == n && t->dim(1) == hkv && t->dim(2) == dim;
@@ -28,6 +35,14 @@ void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, ui
 }
 
 }  // namespace
+
+// Rows (token, kv head, K or V) one workgroup may take: kv_append.comp runs
+// an outer loop over its rows and, per row, an inner loop of
+// ceil(units / 8) iterations per lane.
+uint64_t append_rows_per_group(uint32_t max_units) {
+  const uint64_t per_row = 1 + loop_cost((max_units + kLanes - 1) / kLanes);
+  return (kLoopUsable - loop_cost(0)) / per_row;
+}
 
 void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   require(open_, "the step is no longer open");
@@ -44,15 +59,15 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   require(k->dtype() == v->dtype(), "k_new and v_new must share a dtype");
   require_rows(k, "k_new", total_new_, d.num_kv_heads, d.head_dim);
   require_rows(v, "v_new", total_new_, d.num_kv_heads, d.head_dim_v);
-  const DeviceCaps& caps = ctx.device().caps();
-  for (const Tensor* t : {k, v})
-    if (t->nbytes() > caps.max_storage_buffer_range)
-      fail(VKATTN_ERROR_UNSUPPORTED, "a tensor of ", t->nbytes(),
-           " bytes exceeds the device's maxStorageBufferRange");
-  appended_[layer] = true;
-  if (total_new_ == 0) return;
+  ctx.recorder().check_alive();
+  if (total_new_ == 0) {
+    appended_[layer] = true;
+    return;
+  }
+  host_alloc_point();
 
-  // Jobs per pool buffer: (row of the new token, local page * ps + slot).
+  // Jobs per pool buffer: (row of the new token, local page * ps + slot),
+  // rows increasing.
   const uint32_t ps = d.page_size;
   std::vector<std::vector<uint32_t>> jobs(c.buffers().size());
   for (const StepSeq& s : seqs_)
@@ -68,45 +83,85 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   const uint32_t uk = wide && d.head_dim % 2 == 0 ? d.head_dim / 2 : d.head_dim;
   const uint32_t uv = wide && d.head_dim_v % 2 == 0 ? d.head_dim_v / 2 : d.head_dim_v;
   const uint32_t es = c.elem_size();
+  const uint64_t in_es = dtype_size(k->dtype());
+  const uint64_t k_row = uint64_t(d.num_kv_heads) * d.head_dim * in_es;
+  const uint64_t v_row = uint64_t(d.num_kv_heads) * d.head_dim_v * in_es;
+  const DeviceCaps& caps = ctx.device().caps();
+  const uint64_t limit = storage_window_limit(caps);
+  if (std::max(k_row, v_row) > limit)
+    fail(VKATTN_ERROR_UNSUPPORTED, "one token's k_new/v_new row of ", std::max(k_row, v_row),
+         " bytes exceeds what one storage binding may cover (", limit, " bytes)");
+  const uint64_t rows_per_group = append_rows_per_group(std::max(uk, uv));
+  const uint64_t max_groups =
+      uint64_t(caps.max_workgroup_count[0]) * std::min<uint64_t>(caps.max_workgroup_count[1], 4096);
+  // Jobs per dispatch: the job list, the k_new/v_new windows, the 32-bit
+  // row counter and the workgroup grid all bound it.
+  const uint64_t rows_per_job = uint64_t(d.num_kv_heads) * 2;
+  const uint64_t max_jobs =
+      std::max<uint64_t>(1, std::min({limit / 8, (uint64_t(1) << 31) / rows_per_job,
+                                      max_groups * rows_per_group / rows_per_job}));
+
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& p = pipes.get(kAppendLayout, {});
   Recorder& rec = ctx.recorder();
+  std::vector<PreparedDispatch> dispatches;
   for (size_t b = 0; b < jobs.size(); ++b) {
-    if (jobs[b].empty()) continue;
-    const uint64_t n_jobs = jobs[b].size() / 2;
-    const uint64_t rows = n_jobs * d.num_kv_heads * 2;  // one workgroup each
-    require(rows < (1ull << 32), "too many rows in one append");
-    HostSlice s = rec.alloc_host((jobs[b].size() * 4 + 15) / 16 * 16);
-    std::memset(s.host, 0, s.size);
-    std::memcpy(s.host, jobs[b].data(), jobs[b].size() * 4);
-    BoundBuffer jb;
-    jb.raw = s.buffer;
-    jb.offset = s.offset;
-    jb.range = s.size;
-    BoundBuffer pool, kb, vb;
-    pool.buffer = c.buffers()[b];
-    kb.buffer = k->buffer();
-    vb.buffer = v->buffer();
-    AppendPush push{static_cast<uint32_t>(rows),
-                    d.num_kv_heads,
-                    d.head_dim,
-                    d.head_dim_v,
-                    uk,
-                    uv,
-                    ps,
-                    static_cast<uint32_t>(c.page_bytes() / es),
-                    static_cast<uint32_t>(c.k_layer_offset(layer) / es),
-                    static_cast<uint32_t>(c.v_layer_offset(layer) / es),
-                    static_cast<uint32_t>(k->dtype()),
-                    static_cast<uint32_t>(d.dtype)};
-    // Rows are strided over the workgroups; a workgroup's loops stay within
-    // lavapipe's loop cap (65535 iterations per invocation).
-    const uint64_t per_row = (std::max(uk, uv) + 7) / 8 + 1;
-    const uint64_t rows_per_group = 60000 / per_row;
-    const uint64_t groups = std::min<uint64_t>(
-        rows, std::max<uint64_t>(256, (rows + rows_per_group - 1) / rows_per_group));
-    pipes.dispatch(rec, p, {pool, kb, vb, jb}, &push, sizeof(push), groups);
+    const std::vector<uint32_t>& jb = jobs[b];
+    const uint64_t n_jobs = jb.size() / 2;
+    for (uint64_t j0 = 0; j0 < n_jobs;) {
+      // Extend the chunk while the rows it reads stay within one window.
+      const uint64_t first_row = jb[2 * j0];
+      uint64_t j1 = j0 + 1;
+      while (j1 < n_jobs && j1 - j0 < max_jobs) {
+        const uint64_t span = jb[2 * j1] - first_row + 1;
+        if (span * std::max(k_row, v_row) > limit) break;
+        ++j1;
+      }
+      const uint64_t last_row = jb[2 * (j1 - 1)];
+      const uint64_t rows = (j1 - j0) * rows_per_job;
+      HostSlice s = rec.alloc_host((j1 - j0) * 8);
+      auto* dst = reinterpret_cast<uint32_t*>(s.host);
+      for (uint64_t j = j0; j < j1; ++j) {
+        dst[2 * (j - j0)] = static_cast<uint32_t>(jb[2 * j] - first_row);
+        dst[2 * (j - j0) + 1] = jb[2 * j + 1];
+      }
+      BoundBuffer jobs_bound;
+      jobs_bound.raw = s.buffer;
+      jobs_bound.offset = s.offset;
+      jobs_bound.range = s.size;
+      BoundBuffer pool;
+      pool.buffer = c.buffers()[b];
+      uint64_t k_start = 0, v_start = 0;
+      BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
+                                      (last_row + 1) * k_row, &k_start);
+      BoundBuffer vb = storage_window(caps, Region::whole(v->buffer()), first_row * v_row,
+                                      (last_row + 1) * v_row, &v_start);
+      AppendPush push{static_cast<uint32_t>(rows),
+                      d.num_kv_heads,
+                      d.head_dim,
+                      d.head_dim_v,
+                      uk,
+                      uv,
+                      ps,
+                      static_cast<uint32_t>(c.page_bytes() / es),
+                      static_cast<uint32_t>(c.k_layer_offset(layer) / es),
+                      static_cast<uint32_t>(c.v_layer_offset(layer) / es),
+                      static_cast<uint32_t>(k->dtype()),
+                      static_cast<uint32_t>(d.dtype),
+                      static_cast<uint32_t>((first_row * k_row - k_start) / in_es),
+                      static_cast<uint32_t>((first_row * v_row - v_start) / in_es)};
+      // Rows are strided over the workgroups; each takes at most
+      // rows_per_group of them (the loop cap).
+      const uint64_t groups = std::min<uint64_t>(
+          rows, std::max<uint64_t>(256, (rows + rows_per_group - 1) / rows_per_group));
+      dispatches.push_back(
+          pipes.prepare(rec, p, {pool, kb, vb, jobs_bound}, &push, sizeof(push), groups));
+      j0 = j1;
+    }
   }
+  // Everything is acquired: record (cannot fail), then mark the layer.
+  for (const PreparedDispatch& pd : dispatches) pipes.record(rec, pd);
+  appended_[layer] = true;
 }
 
 }  // namespace vkattn

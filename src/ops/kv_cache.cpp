@@ -5,6 +5,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/faults.h"
 #include "core/tensor.h"
 
 namespace vkattn {
@@ -17,8 +18,6 @@ uint64_t round16(uint64_t x) {
 
 KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
     : ctx_(std::move(ctx)), desc_(d) {
-  require(d.struct_size == sizeof(vkattn_kv_cache_desc), "desc->struct_size is ", d.struct_size,
-          ", expected ", sizeof(vkattn_kv_cache_desc), " (call vkattn_kv_cache_desc_init)");
   for (uint32_t r : d.reserved) require(r == 0, "desc->reserved must be 0");
   require(d.num_layers >= 1, "desc->num_layers must be >= 1");
   require(d.num_kv_heads >= 1, "desc->num_kv_heads must be >= 1");
@@ -38,9 +37,9 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   // Every buffer is bound whole as a storage buffer (appends) and as texel
   // views of single elements at the narrowest (attention, odd dims).
   const DeviceCaps& caps = ctx_->device().caps();
-  uint64_t limit =
-      std::min<uint64_t>(caps.max_storage_buffer_range,
-                         static_cast<uint64_t>(caps.max_texel_buffer_elements) * elem_size_);
+  uint64_t limit = std::min<uint64_t>(
+      caps.max_storage_buffer_range,
+      std::min<uint64_t>(caps.max_texel_buffer_elements, (1ull << 31) - 1) * elem_size_);
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
   limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
   uint64_t ppb = limit / page_bytes_;
@@ -183,13 +182,9 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
       regions[vb].push_back({vo, k_want + (i * hkv + h) * v_row, v_row});
     }
   rec.use(staging);
-  rec.barrier();
-  for (size_t b = 0; b < buffers_.size(); ++b) {
-    if (regions[b].empty()) continue;
-    rec.use(buffers_[b]);
-    vkCmdCopyBuffer(rec.cmd(), buffers_[b]->handle(), staging->handle(),
-                    static_cast<uint32_t>(regions[b].size()), regions[b].data());
-  }
+  for (size_t b = 0; b < buffers_.size(); ++b)
+    if (!regions[b].empty()) rec.use(buffers_[b]);
+  for (size_t b = 0; b < buffers_.size(); ++b) rec.copy_buffer(*buffers_[b], *staging, regions[b]);
   rec.wait_for(rec.open_serial());
   std::memcpy(kd, staging->mapped(), k_want);
   std::memcpy(vd, staging->mapped() + k_want, v_want);
@@ -202,10 +197,10 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
   KvCache& c = *cache_;
   require(c.open_step == nullptr, "the cache already has an open step (commit or abort it first)");
   require(n == 0 || (ids && t), "seq_ids and num_new_tokens must not be NULL");
+  host_alloc_point();
   const uint32_t ps = c.desc().page_size;
   // Plan everything before touching the cache: a failure changes nothing.
   std::unordered_map<int64_t, uint32_t> seen;
-  std::unordered_map<uint32_t, uint32_t> moving;  // shared page -> holders copying away
   struct Need {
     uint32_t fresh = 0;  // new pages
     bool cow = false;    // copy the last (shared, partial) page first
@@ -232,34 +227,50 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
     const uint64_t have = s ? s->pages.size() : 0;
     const uint64_t want = (static_cast<uint64_t>(ss.len) + ss.t + ps - 1) / ps;
     need[i].fresh = static_cast<uint32_t>(want - have);
-    if (ss.t > 0 && ss.len % ps != 0) {
-      uint32_t last = s->pages.back();
-      // Other holders that stay on this page (those in the step that copy
-      // away do not count): the sequence may write in place if none.
-      if (c.refcount(last) - moving[last] > 1) {
-        need[i].cow = true;
-        ++moving[last];
-      }
-    }
+    // A partial last page that any other sequence also holds is copied
+    // before the first write, even when every other holder copies it away
+    // in this same step: writing in place would overwrite tokens another
+    // holder has committed past this sequence's length (a truncated fork),
+    // and an abort must find every committed token as it was.
+    need[i].cow = ss.t > 0 && ss.len % ps != 0 && c.refcount(s->pages.back()) > 1;
     pages_needed += need[i].fresh + (need[i].cow ? 1 : 0);
   }
   if (pages_needed > c.num_free_pages())
     fail(VKATTN_ERROR_CACHE_FULL, "the step needs ", pages_needed, " free pages, the cache has ",
          c.num_free_pages());
+  for (StepSeq& ss : seqs_) {
+    const KvSeq* s = c.find(ss.id);
+    ss.pages.reserve((s ? s->pages.size() : 0) + need[&ss - seqs_.data()].fresh);
+    if (s) ss.pages = s->pages;
+  }
+  reserved_.reserve(pages_needed);
+  cow_sources_.reserve(pages_needed);
+  appended_.assign(c.desc().num_layers, false);
+  uint32_t n_copies = 0;
+  for (const Need& x : need) n_copies += x.cow ? 1 : 0;
+  std::vector<VkBufferCopy> copies;  // per copy: one region, in its buffers
+  copies.reserve(n_copies);
+  std::vector<std::pair<uint32_t, uint32_t>> copy_buffers;
+  copy_buffers.reserve(n_copies);
+  Recorder& rec = c.context().recorder();
+  if (n_copies) {
+    // Acquire the batch and keep every pool buffer alive before any page
+    // changes hands: nothing below can fail.
+    for (const auto& b : c.buffers()) rec.use(b);
+  }
 
-  // Commit to the reservation (nothing below can fail for lack of pages).
-  std::vector<std::pair<uint32_t, uint32_t>> copies;  // (src, dst)
+  // Commit to the reservation.
   for (uint32_t i = 0; i < n; ++i) {
     StepSeq& ss = seqs_[i];
-    const KvSeq* s = c.find(ss.id);
-    if (s) ss.pages = s->pages;
     uint32_t near = ss.pages.empty() ? UINT32_MAX : c.buffer_of(ss.pages.back());
     if (need[i].cow) {
       uint32_t src = ss.pages.back();
       uint32_t dst = c.alloc_page(near);
       reserved_.push_back(dst);
       cow_sources_.push_back(src);
-      copies.push_back({src, dst});
+      const uint64_t pb = c.page_bytes();
+      copies.push_back({c.local_page(src) * pb, c.local_page(dst) * pb, pb});
+      copy_buffers.push_back({c.buffer_of(src), c.buffer_of(dst)});
       ss.pages.back() = dst;
       near = c.buffer_of(dst);
     }
@@ -271,23 +282,12 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
     }
   }
   total_new_ = total;
-  appended_.assign(c.desc().num_layers, false);
   c.open_step = this;
 
   // Copy-on-write copies of whole pages (every layer), on the device.
-  if (!copies.empty()) {
-    Recorder& rec = c.context().recorder();
-    rec.barrier();
-    const uint64_t pb = c.page_bytes();
-    for (auto [src, dst] : copies) {
-      const auto& sb = c.buffers()[c.buffer_of(src)];
-      const auto& db = c.buffers()[c.buffer_of(dst)];
-      rec.use(sb);
-      rec.use(db);
-      VkBufferCopy region{c.local_page(src) * pb, c.local_page(dst) * pb, pb};
-      vkCmdCopyBuffer(rec.cmd(), sb->handle(), db->handle(), 1, &region);
-    }
-  }
+  for (size_t i = 0; i < copies.size(); ++i)
+    rec.copy_buffer(*c.buffers()[copy_buffers[i].first], *c.buffers()[copy_buffers[i].second],
+                    &copies[i], 1);
 }
 
 Step::~Step() {

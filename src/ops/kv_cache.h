@@ -91,6 +91,10 @@ class KvCache {
   std::unordered_map<int64_t, KvSeq> seqs_;
 };
 
+// Rows one kv_append.comp workgroup may take for rows of at most
+// `max_units` units (the loop cap; ops/kv_append.cpp).
+uint64_t append_rows_per_group(uint32_t max_units);
+
 // One sequence of an open step.
 struct StepSeq {
   int64_t id = 0;
@@ -112,16 +116,20 @@ class Step {
   int64_t total_new() const { return total_new_; }
   bool appended(uint32_t layer) const { return appended_[layer]; }
   bool is_open() const { return open_; }
-  // Attention plans of this step, by (H, causal, window): built at the
-  // first layer that needs one, reused by the others (ops/attention.cpp).
-  std::map<std::vector<uint32_t>, std::shared_ptr<void>> plans;
 
   void append(uint32_t layer, Tensor* k_new, Tensor* v_new);
   void commit();
   void abort();
 
  private:
-  std::shared_ptr<KvCache> cache_;
+  std::shared_ptr<KvCache> cache_;  // first: destroyed after everything below
+
+ public:
+  // Attention plans of this step, by (H, causal, window): built at the
+  // first layer that needs one, reused by the others (ops/attention.cpp).
+  std::map<std::vector<uint32_t>, std::shared_ptr<void>> plans;
+
+ private:
   std::vector<StepSeq> seqs_;
   std::vector<uint32_t> reserved_;     // pages allocated by the step
   std::vector<uint32_t> cow_sources_;  // released at commit

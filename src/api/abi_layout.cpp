@@ -1,0 +1,72 @@
+// Pins the size and every field offset of the public structs: a change
+// that moves a field fails to compile (the ABI check in CI catches it too,
+// from the other side). Appending a field under the growth rule (src/api/
+// abi.h) adds lines here and a size to abi.h. LP64 layouts.
+#include <cstddef>
+#include <cstdint>
+
+#include "api/abi.h"
+#include "vkattn/vkattn.h"
+
+#if UINTPTR_MAX == UINT64_MAX
+
+#define VKATTN_PIN(T, field, offset) \
+  static_assert(offsetof(T, field) == (offset), #T "." #field " moved: the ABI changed")
+
+static_assert(sizeof(vkattn_context_desc) == 16, "vkattn_context_desc size");
+VKATTN_PIN(vkattn_context_desc, struct_size, 0);
+VKATTN_PIN(vkattn_context_desc, device_index, 4);
+VKATTN_PIN(vkattn_context_desc, flags, 8);
+VKATTN_PIN(vkattn_context_desc, reserved, 12);
+
+static_assert(sizeof(vkattn_attention_desc) == 80, "vkattn_attention_desc size");
+VKATTN_PIN(vkattn_attention_desc, struct_size, 0);
+VKATTN_PIN(vkattn_attention_desc, num_heads, 4);
+VKATTN_PIN(vkattn_attention_desc, num_kv_heads, 8);
+VKATTN_PIN(vkattn_attention_desc, head_dim, 12);
+VKATTN_PIN(vkattn_attention_desc, head_dim_v, 16);
+VKATTN_PIN(vkattn_attention_desc, scale, 20);
+VKATTN_PIN(vkattn_attention_desc, causal, 24);
+VKATTN_PIN(vkattn_attention_desc, window_left, 28);
+VKATTN_PIN(vkattn_attention_desc, softcap, 32);
+VKATTN_PIN(vkattn_attention_desc, mask_type, 36);
+VKATTN_PIN(vkattn_attention_desc, alibi_slopes, 40);
+VKATTN_PIN(vkattn_attention_desc, mask, 48);
+VKATTN_PIN(vkattn_attention_desc, lse, 56);
+VKATTN_PIN(vkattn_attention_desc, reserved, 64);
+
+static_assert(sizeof(vkattn_kv_cache_desc) == 48, "vkattn_kv_cache_desc size");
+VKATTN_PIN(vkattn_kv_cache_desc, struct_size, 0);
+VKATTN_PIN(vkattn_kv_cache_desc, num_layers, 4);
+VKATTN_PIN(vkattn_kv_cache_desc, num_kv_heads, 8);
+VKATTN_PIN(vkattn_kv_cache_desc, head_dim, 12);
+VKATTN_PIN(vkattn_kv_cache_desc, head_dim_v, 16);
+VKATTN_PIN(vkattn_kv_cache_desc, page_size, 20);
+VKATTN_PIN(vkattn_kv_cache_desc, num_pages, 24);
+VKATTN_PIN(vkattn_kv_cache_desc, dtype, 28);
+VKATTN_PIN(vkattn_kv_cache_desc, reserved, 32);
+
+static_assert(sizeof(vkattn_device_info) == 824, "vkattn_device_info size");
+VKATTN_PIN(vkattn_device_info, struct_size, 0);
+VKATTN_PIN(vkattn_device_info, name, 4);
+VKATTN_PIN(vkattn_device_info, driver_name, 260);
+VKATTN_PIN(vkattn_device_info, driver_info, 516);
+VKATTN_PIN(vkattn_device_info, vendor_id, 772);
+VKATTN_PIN(vkattn_device_info, device_id, 776);
+VKATTN_PIN(vkattn_device_info, device_type, 780);
+VKATTN_PIN(vkattn_device_info, api_version, 784);
+VKATTN_PIN(vkattn_device_info, driver_version, 788);
+VKATTN_PIN(vkattn_device_info, subgroup_size, 792);
+VKATTN_PIN(vkattn_device_info, max_shared_memory, 796);
+VKATTN_PIN(vkattn_device_info, max_buffer_range, 800);
+VKATTN_PIN(vkattn_device_info, supports_f16, 808);
+VKATTN_PIN(vkattn_device_info, supports_16bit_storage, 812);
+VKATTN_PIN(vkattn_device_info, supports_bf16, 816);
+
+// The newest shipped size of each struct is this build's.
+static_assert(vkattn::kContextDescSizes[0] == sizeof(vkattn_context_desc), "sizes list");
+static_assert(vkattn::kAttentionDescSizes[0] == sizeof(vkattn_attention_desc), "sizes list");
+static_assert(vkattn::kKvCacheDescSizes[0] == sizeof(vkattn_kv_cache_desc), "sizes list");
+static_assert(vkattn::kDeviceInfoSizes[0] == sizeof(vkattn_device_info), "sizes list");
+
+#endif

@@ -1,0 +1,19 @@
+// Argument checks shared by the attention ops (ops/attention.cpp,
+// ops/attention_merge.cpp).
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace vkattn {
+
+bool is_float(vkattn_dtype dt);
+std::string shape_str(const Tensor& t);
+// Requires `t` to have exactly `want` as its shape.
+void require_shape(const Tensor& t, const char* name, std::initializer_list<int64_t> want);
+void require_same_context(Context& ctx, const Tensor* t, const char* name);
+bool same_memory(const Tensor* a, const Tensor* b);
+
+}  // namespace vkattn

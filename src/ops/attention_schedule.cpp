@@ -1,0 +1,224 @@
+#include "ops/attention_schedule.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vkattn {
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Whether one dispatch with these spans and `count` items fits every
+// binding (forward passes bind q, k, v, mask, key validity and the block
+// table too; combine passes only out, lse, items and sequences).
+bool fits(const PassSpans& s, uint64_t count, bool fwd, const CallUnits& u,
+          const ScheduleLimits& l) {
+  const uint64_t tok = s.tokens.size(), keys = s.keys.size();
+  if (count * sizeof(PlanItem) > l.storage || count > l.max_groups) return false;
+  if (s.seqs.size() * sizeof(PlanSeq) > l.storage) return false;
+  if (tok * u.out_token > l.storage || tok * u.lse_token > l.storage) return false;
+  if (!fwd) return true;
+  if (tok * u.q_token > l.q_texel) return false;
+  if (keys * u.k_key > l.k_texel || keys * u.v_key > l.v_texel || keys * u.key_valid > l.storage)
+    return false;
+  if (s.mask.size() * u.mask_elem > l.storage) return false;
+  if (s.table.size() * 4 > l.storage) return false;
+  return true;
+}
+
+PassSpans merged(const PassSpans& a, const PassSpans& b) {
+  PassSpans m = a;
+  m.tokens.add(b.tokens);
+  m.keys.add(b.keys);
+  m.mask.add(b.mask);
+  m.table.add(b.table);
+  m.seqs.add(b.seqs);
+  return m;
+}
+
+// A wave under construction.
+struct Building {
+  std::vector<uint32_t> items;                   // indices into the plan's items
+  std::vector<std::vector<CombineItem>> levels;  // combine items per level
+  uint64_t used = 0;                             // arena rows allocated from 0
+};
+
+}  // namespace
+
+PassSpans item_spans(const Plan& plan, const CallUnits& u, const PlanItem& it) {
+  PassSpans sp;
+  const PlanSeq& sq = plan.seqs[it.seq];
+  const SeqOffsets& o = plan.offs[it.seq];
+  const uint64_t tok_first = it.row0 / u.group, tok_last = (it.row_end - 1) / u.group;
+  sp.tokens.add(o.q + tok_first, o.q + tok_last + 1);
+  sp.seqs.add(it.seq, it.seq + 1ull);
+  if (it.k_end > it.k_begin) {
+    if (u.page_size)
+      sp.table.add(o.k + it.k_begin / u.page_size, o.k + (it.k_end - 1) / u.page_size + 1);
+    else
+      sp.keys.add(o.k + it.k_begin, o.k + it.k_end);
+    if (u.mask_elem)
+      sp.mask.add(o.mask + tok_first * sq.u + it.k_begin, o.mask + tok_last * sq.u + it.k_end);
+  }
+  return sp;
+}
+
+PassSpans combine_spans(const Plan& plan, const CallUnits& u, const CombineItem& c) {
+  PassSpans sp;
+  const uint64_t q = plan.offs[c.seq].q;
+  sp.tokens.add(q + c.row0 / u.group, q + (c.row_end - 1) / u.group + 1ull);
+  sp.seqs.add(c.seq, c.seq + 1ull);
+  return sp;
+}
+
+Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleLimits& limits) {
+  Schedule sch;
+  const uint64_t F = std::max<uint32_t>(2, limits.fan_in);
+  auto tree_rows = [&](uint64_t n, uint64_t stride) {
+    uint64_t rows = n * stride;
+    while (n > F) {
+      n = ceil_div(n, F);
+      rows += n * stride;
+    }
+    return rows;
+  };
+  // The arena must hold one item's partials beside a carry (the chunked
+  // merge below); the target size yields to that, the hard limit does not.
+  uint64_t A = limits.arena_rows;
+  for (const PlanTile& t : plan.tiles)
+    if (t.splits() > 1) A = std::max<uint64_t>(A, tree_rows(1 + t.lanes, t.stride) + t.stride);
+  if (limits.arena_rows_max && A > limits.arena_rows_max)
+    fail(VKATTN_ERROR_UNSUPPORTED, "split-KV partials of one work item need ", A,
+         " scratch rows, above what one binding may cover (", limits.arena_rows_max, ")");
+  std::vector<PlanItem> items = plan.items;
+
+  // Merges n splits of tile t at arena rows src (stride apart) into dst
+  // (kNoSlot: out/lse), allocating inner levels from w.used.
+  auto emit_tree = [&](Building& w, const PlanTile& t, uint64_t src, uint64_t n, uint64_t dst) {
+    for (size_t level = 0;; ++level) {
+      if (w.levels.size() <= level) w.levels.emplace_back();
+      if (n <= F) {
+        w.levels[level].push_back({t.seq, t.kv_head, t.row0, t.row_end, uint32_t(src), t.stride,
+                                   uint32_t(n), uint32_t(dst)});
+        return;
+      }
+      const uint64_t groups = ceil_div(n, F), out0 = w.used;
+      w.used += groups * t.stride;
+      for (uint64_t g = 0; g < groups; ++g)
+        w.levels[level].push_back(
+            {t.seq, t.kv_head, t.row0, t.row_end, uint32_t(src + g * F * t.stride), t.stride,
+             uint32_t(std::min(F, n - g * F)), uint32_t(out0 + g * t.stride)});
+      src = out0;
+      n = groups;
+    }
+  };
+  auto close = [&](Building& w) {
+    if (w.items.empty() && w.levels.empty()) return;
+    Wave wave;
+    // Forward passes: by pool buffer, then plan order; cut where a binding
+    // would overflow; heaviest first within a pass.
+    std::stable_sort(w.items.begin(), w.items.end(), [&](uint32_t a, uint32_t b) {
+      return plan.item_buffer[a] < plan.item_buffer[b];
+    });
+    size_t i = 0;
+    while (i < w.items.size()) {
+      FwdPass pass;
+      pass.buffer = plan.item_buffer[w.items[i]];
+      pass.first = static_cast<uint32_t>(sch.items.size());
+      for (; i < w.items.size() && plan.item_buffer[w.items[i]] == pass.buffer; ++i) {
+        const PlanItem& it = items[w.items[i]];
+        PassSpans next = merged(pass.spans, item_spans(plan, units, it));
+        if (!fits(next, pass.count + 1, true, units, limits)) {
+          if (pass.count == 0)
+            fail(VKATTN_ERROR_UNSUPPORTED, "one attention work item's data exceeds what one ",
+                 "binding may cover on this device");
+          break;
+        }
+        pass.spans = next;
+        ++pass.count;
+        sch.items.push_back(it);
+      }
+      std::stable_sort(sch.items.begin() + pass.first, sch.items.end(),
+                       [](const PlanItem& a, const PlanItem& b) {
+                         return a.k_end - a.k_begin > b.k_end - b.k_begin;
+                       });
+      wave.fwd.push_back(pass);
+    }
+    for (const auto& level : w.levels) {
+      wave.levels.emplace_back();
+      size_t j = 0;
+      while (j < level.size()) {
+        CombinePass pass;
+        pass.first = static_cast<uint32_t>(sch.combine.size());
+        for (; j < level.size(); ++j) {
+          PassSpans next = merged(pass.spans, combine_spans(plan, units, level[j]));
+          if (!fits(next, pass.count + 1, false, units, limits)) {
+            if (pass.count == 0)
+              fail(VKATTN_ERROR_UNSUPPORTED, "one attention combine item's data exceeds what ",
+                   "one binding may cover on this device");
+            break;
+          }
+          pass.spans = next;
+          ++pass.count;
+          sch.combine.push_back(level[j]);
+        }
+        wave.levels.back().push_back(pass);
+      }
+    }
+    sch.waves.push_back(std::move(wave));
+    sch.arena_rows = std::max(sch.arena_rows, w.used);
+    w = Building{};
+  };
+
+  Building w;
+  for (const PlanTile& t : plan.tiles) {
+    if (t.splits() == 1) {
+      w.items.push_back(t.first_item);
+      continue;
+    }
+    const uint64_t per_item = uint64_t(t.lanes) * t.stride;
+    if (tree_rows(t.splits(), t.stride) <= A) {
+      if (w.used + tree_rows(t.splits(), t.stride) > A) close(w);
+      const uint64_t leaf0 = w.used;
+      w.used += uint64_t(t.splits()) * t.stride;
+      for (uint32_t k = 0; k < t.n_items; ++k) {
+        items[t.first_item + k].slot = uint32_t(leaf0 + k * per_item);
+        w.items.push_back(t.first_item + k);
+      }
+      emit_tree(w, t, leaf0, t.splits(), kNoSlot);
+      continue;
+    }
+    // Too many splits for one arena: chunks of items, one wave each. Arena
+    // row set 0 carries the merge of every chunk so far: chunk c > 0 merges
+    // the carry with its own splits back into it (in place is safe: each
+    // lane reads a row's every split before it writes that row), the last
+    // chunk into out/lse.
+    close(w);
+    uint64_t per_chunk = (A / t.stride - 1) / t.lanes;
+    while (per_chunk > 1 && tree_rows(1 + per_chunk * t.lanes, t.stride) + t.stride > A)
+      --per_chunk;
+    for (uint64_t k0 = 0; k0 < t.n_items; k0 += per_chunk) {
+      const uint64_t k1 = std::min<uint64_t>(t.n_items, k0 + per_chunk);
+      for (uint64_t k = k0; k < k1; ++k) {
+        items[t.first_item + k].slot = uint32_t(t.stride + (k - k0) * per_item);
+        w.items.push_back(uint32_t(t.first_item + k));
+      }
+      w.used = t.stride + (k1 - k0) * per_item;
+      const uint64_t leaves = (k1 - k0) * t.lanes;
+      const bool last = k1 == t.n_items;
+      if (k0 == 0)
+        emit_tree(w, t, t.stride, leaves, last ? kNoSlot : 0);
+      else
+        emit_tree(w, t, 0, 1 + leaves, last ? kNoSlot : 0);
+      close(w);
+    }
+  }
+  close(w);
+  return sch;
+}
+
+}  // namespace vkattn
