@@ -30,6 +30,7 @@ VKATTN_API vkattn_status vkattn_attention_varlen(vkattn_context* ctx,
                                                  vkattn_tensor* out) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().check_alive();
     AttentionCall call = make_varlen_call(*ctx->impl, desc, batch, cu_seqlens_q, cu_seqlens_k,
                                           impl(q), impl(k), impl(v), impl(out));
     record_attention(*ctx->impl, call);
@@ -43,6 +44,7 @@ VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
                                                  vkattn_tensor* out) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().check_alive();
     AttentionCall call =
         make_padded_call(*ctx->impl, desc, impl(q), impl(k), impl(v), key_mask, impl(out));
     record_attention(*ctx->impl, call);
@@ -55,6 +57,7 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
                                                 vkattn_tensor* lse) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().check_alive();
     record_attention_merge(*ctx->impl, impl(out_a), impl(lse_a), impl(out_b), impl(lse_b),
                            impl(out), impl(lse));
   });

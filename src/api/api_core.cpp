@@ -7,6 +7,7 @@
 #include "api/firewall.h"
 #include "core/context.h"
 #include "core/device.h"
+#include "core/faults.h"
 #include "core/tensor.h"
 
 namespace vkattn {
@@ -110,6 +111,7 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
     require((d.flags & ~(VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_PROFILING)) == 0,
             "unknown flags 0x", std::hex, d.flags);
     require(d.reserved == 0, "reserved must be 0");
+    host_alloc_point();
     auto handle = std::make_unique<vkattn_context>();
     handle->impl =
         std::make_shared<Context>(d.device_index, (d.flags & VKATTN_CONTEXT_VALIDATION) != 0,
@@ -127,7 +129,7 @@ VKATTN_API void vkattn_context_destroy(vkattn_context* ctx) {
 VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
-    ctx->impl->recorder().flush();
+    ctx->impl->recorder().flush();  // fails with DEVICE_LOST once lost
   });
 }
 
@@ -143,6 +145,7 @@ VKATTN_API vkattn_status vkattn_context_get_device_info(vkattn_context* ctx,
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
+    ctx->impl->recorder().check_alive();
     write_out(out, ctx->impl->device().info(), kDeviceInfoSizes, "out", "vkattn_device_info_init");
   });
 }
@@ -151,6 +154,7 @@ VKATTN_API vkattn_status vkattn_context_validation_messages(vkattn_context* ctx,
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
+    ctx->impl->recorder().check_alive();
     *out = ctx->impl->device().validation_messages();
   });
 }
@@ -159,6 +163,7 @@ VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint6
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out_ns);
+    ctx->impl->recorder().check_alive();
     *out_ns = ctx->impl->recorder().last_gpu_ns();
   });
 }
@@ -173,6 +178,8 @@ VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype 
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
+    ctx->impl->recorder().check_alive();
+    host_alloc_point();
     auto handle = std::make_unique<vkattn_tensor>();
     handle->impl = std::make_shared<Tensor>(ctx->impl, dtype, ndim, shape);
     *out = handle.release();
@@ -190,6 +197,7 @@ VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* 
     Tensor& t = *tensor->impl;
     require(nbytes == t.nbytes(), "nbytes ", nbytes, " != tensor size ", t.nbytes());
     require(src != nullptr || nbytes == 0, "src is NULL");
+    t.context().recorder().check_alive();
     t.write(src);
   });
 }
@@ -200,6 +208,7 @@ VKATTN_API vkattn_status vkattn_tensor_read(vkattn_tensor* tensor, void* dst, si
     Tensor& t = *tensor->impl;
     require(nbytes == t.nbytes(), "nbytes ", nbytes, " != tensor size ", t.nbytes());
     require(dst != nullptr || nbytes == 0, "dst is NULL");
+    t.context().recorder().check_alive();
     t.read(dst);
   });
 }

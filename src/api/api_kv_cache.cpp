@@ -3,10 +3,18 @@
 
 #include "api/abi.h"
 #include "api/firewall.h"
+#include "core/faults.h"
 #include "ops/attention.h"
 #include "ops/kv_cache.h"
 
 using namespace vkattn;
+
+namespace {
+// DEVICE_LOST once the cache's device was lost.
+void alive(const KvCache& cache) {
+  cache.context().recorder().check_alive();
+}
+}  // namespace
 
 extern "C" {
 
@@ -25,6 +33,8 @@ VKATTN_API vkattn_status vkattn_kv_cache_create(vkattn_context* ctx,
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(desc);
     VKATTN_REQUIRE_ARG(out);
+    ctx->impl->recorder().check_alive();
+    host_alloc_point();
     const vkattn_kv_cache_desc d = read_desc(desc, kKvCacheDescSizes, &vkattn_kv_cache_desc_init,
                                              "desc", "vkattn_kv_cache_desc_init");
     auto cache = std::make_shared<KvCache>(ctx->impl, d);
@@ -41,6 +51,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_length(vkattn_kv_cache* cache, int64_t 
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
     VKATTN_REQUIRE_ARG(out);
+    alive(*cache->impl);
     *out = cache->impl->length(seq_id);
   });
 }
@@ -48,6 +59,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_length(vkattn_kv_cache* cache, int64_t 
 VKATTN_API vkattn_status vkattn_kv_cache_remove(vkattn_kv_cache* cache, int64_t seq_id) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
     cache->impl->remove(seq_id);
   });
 }
@@ -55,6 +67,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_remove(vkattn_kv_cache* cache, int64_t 
 VKATTN_API vkattn_status vkattn_kv_cache_fork(vkattn_kv_cache* cache, int64_t src, int64_t dst) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
     cache->impl->fork(src, dst);
   });
 }
@@ -63,6 +76,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_truncate(vkattn_kv_cache* cache, int64_
                                                   int32_t new_length) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
     cache->impl->truncate(seq_id, new_length);
   });
 }
@@ -71,6 +85,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_num_free_pages(vkattn_kv_cache* cache, 
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
     VKATTN_REQUIRE_ARG(out);
+    alive(*cache->impl);
     *out = cache->impl->num_free_pages();
   });
 }
@@ -81,6 +96,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
                                               size_t v_bytes) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
     cache->impl->read(layer, seq_id, start, count, k_dst, k_bytes, v_dst, v_bytes);
   });
 }
@@ -91,6 +107,7 @@ VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
     VKATTN_REQUIRE_ARG(out);
+    alive(*cache->impl);
     auto step = std::make_shared<Step>(cache->impl, num_seqs, seq_ids, num_new_tokens);
     *out = new vkattn_step{std::move(step)};
   });
@@ -100,6 +117,7 @@ VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, v
                                             vkattn_tensor* v_new) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(step);
+    alive(step->impl->cache());
     step->impl->append(layer, k_new ? k_new->impl.get() : nullptr,
                        v_new ? v_new->impl.get() : nullptr);
   });
@@ -111,6 +129,7 @@ VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(step);
     Step& st = *step->impl;
+    alive(st.cache());
     Context& ctx = st.cache().context();
     Tensor* qt = q ? q->impl.get() : nullptr;
     Tensor* ot = out ? out->impl.get() : nullptr;
@@ -124,6 +143,9 @@ VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer
 VKATTN_API vkattn_status vkattn_step_commit(vkattn_step* step) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(step);
+    // After a device loss the step's appends may never have run: the step
+    // stays open (abort it); lengths never advance over lost tokens.
+    alive(step->impl->cache());
     step->impl->commit();
     delete step;
   });

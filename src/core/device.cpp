@@ -361,10 +361,19 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_message(VkDebugUtilsMessageSeverityFla
                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                   void* user) {
   auto* self = static_cast<Device*>(user);
+  const char* msg = data && data->pMessage ? data->pMessage : "(no message)";
+  // Mesa's drivers report every error they return through the messenger
+  // too (message id 0, the text is the VkResult's name): that is the
+  // driver saying "out of memory", which vkattn already turns into a
+  // status, not a usage error. Everything else counts.
+  if (data && data->messageIdNumber == 0 && std::strncmp(msg, "VK_ERROR_", 9) == 0) {
+    self->driver_error_reports_.fetch_add(1);
+    return VK_FALSE;
+  }
   self->validation_messages_.fetch_add(1);
-  std::fprintf(stderr, "vkattn validation %s: %s\n",
+  std::fprintf(stderr, "vkattn validation %s [%s]: %s\n",
                (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
-               data && data->pMessage ? data->pMessage : "(no message)");
+               data && data->pMessageIdName ? data->pMessageIdName : "-", msg);
   return VK_FALSE;
 }
 

@@ -96,6 +96,7 @@ class Device : public std::enable_shared_from_this<Device> {
   DeviceCaps caps_{};
   VkPhysicalDeviceMemoryProperties memory_{};
   std::atomic<uint32_t> validation_messages_{0};
+  std::atomic<uint32_t> driver_error_reports_{0};
   uint64_t memory_limit_ = 0;  // 0: none
   std::atomic<uint64_t> memory_used_{0};
 };

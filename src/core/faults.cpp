@@ -11,16 +11,21 @@ namespace vkattn {
 
 namespace {
 
+thread_local int t_no_fault = 0;  // NoFaultScope::Why bits
+
 struct AllocFaults {
   std::atomic<uint64_t> armed{0};  // 0: off
   std::atomic<uint64_t> count{0};
   std::atomic<bool> fired{false};
-  AllocFaults() { armed = env_uint("VKATTN_FAIL_ALLOC", 0); }
+  std::atomic<bool> in_submit{false};
+  AllocFaults() { armed = env_u64("VKATTN_FAIL_ALLOC", 0); }
   // Counts one allocation; true if it is the armed one.
   bool hit() {
-    uint64_t n = count.fetch_add(1) + 1;
     uint64_t a = armed.load(std::memory_order_relaxed);
-    if (a == 0 || n != a) return false;
+    if (a == 0) return false;
+    uint64_t n = count.fetch_add(1) + 1;
+    const int allowed = in_submit.load() ? NoFaultScope::kSubmit : 0;
+    if (n != a || (t_no_fault & ~allowed)) return false;
     fired = true;
     return true;
   }
@@ -84,11 +89,21 @@ const VkAllocationCallbacks kUncounted{&g_uncounted_tag, vk_alloc, vk_realloc,
 
 }  // namespace
 
-void arm_alloc_fault(uint64_t n) {
+void arm_alloc_fault(uint64_t n, bool in_submit) {
   AllocFaults& f = faults();
+  f.armed = 0;
   f.count = 0;
   f.fired = false;
+  f.in_submit = in_submit;
   f.armed = n;
+}
+
+NoFaultScope::NoFaultScope(Why why) : saved_(t_no_fault) {
+  t_no_fault |= why;
+}
+
+NoFaultScope::~NoFaultScope() {
+  t_no_fault = saved_;
 }
 
 uint64_t alloc_fault_count() {

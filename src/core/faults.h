@@ -23,8 +23,13 @@
 
 namespace vkattn {
 
-// The n-th counted allocation from now fails (n = 0: disarm).
-void arm_alloc_fault(uint64_t n);
+// The n-th counted allocation from now fails (n = 0: disarm). Allocations
+// the driver makes inside vkQueueSubmit are counted but not failed unless
+// `in_submit`: Khronos' validation layer (1.3.239) records a submission
+// before the driver returns, so a submission retried after an injected
+// failure (legal: vkattn keeps the batch and retries it) is reported as a
+// double submission. Tests inject there without the validation layer.
+void arm_alloc_fault(uint64_t n, bool in_submit = false);
 // Counted allocations since the last arm_alloc_fault (or process start).
 uint64_t alloc_fault_count();
 // True once the armed allocation has failed (reset by arm_alloc_fault).
@@ -35,6 +40,23 @@ bool alloc_fault_fired();
 void host_alloc_point();
 // A device-memory allocation: true when it must fail.
 bool device_alloc_fails();
+// While alive, allocations on the calling thread are counted but not
+// failed (unless armed with in_submit for kSubmit). Each use names why:
+//   kSubmit: inside vkQueueSubmit (see arm_alloc_fault);
+//   kDriverBug: a driver call known to crash on a failed allocation
+//     (lavapipe 22.3's vkCreatePipelineLayout dereferences it).
+class NoFaultScope {
+ public:
+  enum Why { kSubmit = 1, kDriverBug = 2 };
+  explicit NoFaultScope(Why why);
+  ~NoFaultScope();
+  NoFaultScope(const NoFaultScope&) = delete;
+  NoFaultScope& operator=(const NoFaultScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Callbacks for every Vulkan object vkattn creates (counting, injectable).
 const VkAllocationCallbacks* vk_allocator();
 // The same allocator without counting or faults (the command pool).

@@ -124,8 +124,11 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     pl.pSetLayouts = &p.set_layout;
     pl.pushConstantRangeCount = layout.push_bytes ? 1 : 0;
     pl.pPushConstantRanges = &pr;
-    check_vk(vk.vkCreatePipelineLayout(dev, &pl, vk_allocator(), &p.pipeline_layout),
-             "vkCreatePipelineLayout");
+    {
+      NoFaultScope scope(NoFaultScope::kDriverBug);  // core/faults.h
+      check_vk(vk.vkCreatePipelineLayout(dev, &pl, vk_allocator(), &p.pipeline_layout),
+               "vkCreatePipelineLayout");
+    }
     VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     sm.codeSize = blob->count * 4;
     sm.pCode = blob->words;

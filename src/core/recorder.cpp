@@ -266,6 +266,7 @@ void Recorder::submit_open() {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &b.cmd;
+    NoFaultScope scope(NoFaultScope::kSubmit);
     r = device_.vk().vkQueueSubmit(device_.queue(), 1, &si, b.fence);
   }
   if (r == VK_ERROR_DEVICE_LOST) {

@@ -111,9 +111,9 @@ void KvCache::fork(int64_t src, int64_t dst) {
   const KvSeq* s = find(src);
   require(s != nullptr, "source sequence ", src, " does not exist");
   require(find(dst) == nullptr, "destination sequence ", dst, " already exists");
-  KvSeq copy = *s;
-  for (uint32_t p : copy.pages) ++refs_[p];
-  seqs_.emplace(dst, std::move(copy));
+  host_alloc_point();
+  auto it = seqs_.emplace(dst, *s).first;  // may throw: nothing changed yet
+  for (uint32_t p : it->second.pages) ++refs_[p];
 }
 
 void KvCache::truncate(int64_t id, int32_t new_length) {
@@ -245,6 +245,10 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
   }
   reserved_.reserve(pages_needed);
   cow_sources_.reserve(pages_needed);
+  // Entries of new sequences, made now so that commit cannot fail.
+  for (const StepSeq& ss : seqs_)
+    if (!c.find(ss.id)) fresh_.emplace(ss.id, KvSeq{});
+  c.seqs().reserve(c.seqs().size() + fresh_.size());
   appended_.assign(c.desc().num_layers, false);
   uint32_t n_copies = 0;
   for (const Need& x : need) n_copies += x.cow ? 1 : 0;
@@ -298,10 +302,13 @@ void Step::commit() {
   require(open_, "the step is no longer open");
   KvCache& c = *cache_;
   for (uint32_t p : cow_sources_) c.release_page(p);
+  // Nothing below allocates: new sequences' entries were made by the
+  // constructor, and the table has room for them.
   for (StepSeq& ss : seqs_) {
-    KvSeq& s = c.seqs()[ss.id];
-    s.len = ss.len + ss.t;
-    s.pages = std::move(ss.pages);
+    auto it = c.seqs().find(ss.id);
+    if (it == c.seqs().end()) it = c.seqs().insert(fresh_.extract(ss.id)).position;
+    it->second.len = ss.len + ss.t;
+    it->second.pages = std::move(ss.pages);
   }
   reserved_.clear();
   cow_sources_.clear();

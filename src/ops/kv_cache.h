@@ -131,8 +131,9 @@ class Step {
 
  private:
   std::vector<StepSeq> seqs_;
-  std::vector<uint32_t> reserved_;     // pages allocated by the step
-  std::vector<uint32_t> cow_sources_;  // released at commit
+  std::vector<uint32_t> reserved_;            // pages allocated by the step
+  std::vector<uint32_t> cow_sources_;         // released at commit
+  std::unordered_map<int64_t, KvSeq> fresh_;  // entries of new sequences, moved in at commit
   std::vector<bool> appended_;
   int64_t total_new_ = 0;
   bool open_ = true;
