@@ -2,7 +2,9 @@
 # Installs what vkattn needs on Debian 12 (run as root). Packages come from
 # Debian only: the Vulkan loader and headers, volk, glslang, SPIR-V tools,
 # the Khronos validation layer and lavapipe (a CPU Vulkan device); for the
-# Java/C#/Go bindings SWIG, a JDK with JUnit 4, Mono with NUnit 2.6, and Go.
+# Java/C#/Go bindings SWIG, a JDK with JUnit 4, Mono with NUnit 2.6, and Go;
+# for the checkers (tools/checks.sh) clang 14 with its sanitizer and
+# libFuzzer runtimes, libabigail and valgrind.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -14,4 +16,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   vulkan-validationlayers mesa-vulkan-drivers \
   libgtest-dev \
   swig default-jdk junit4 mono-mcs mono-runtime nunit-console libnunit-cil-dev golang-go \
+  clang-14 libclang-rt-14-dev abigail-tools valgrind \
   ${VKATTN_EXTRA_PACKAGES:-} >/dev/null

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds from scratch in
 # build/ (with the Java, C# and Go bindings), runs every test except the
-# `slow` label on the default device.
+# `slow` label on the default device, then the checkers (tools/checks.sh:
+# ABI, ASan/UBSan, fuzzing, TSan, valgrind, canaries; VKATTN_CHECKS=none
+# skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -9,3 +11,4 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVKATTN_BINDINGS=ON
 cmake --build build -j"$(nproc)"
 ctest --test-dir build -j"$(nproc)" -LE slow --output-on-failure --timeout 900
+if [ "${VKATTN_CHECKS:-}" != none ]; then bash tools/checks.sh; fi

@@ -27,7 +27,7 @@ using namespace vkattn;
 extern "C" {
 
 VKATTN_API const char* vkattn_status_string(vkattn_status status) {
-  switch (status) {
+  switch (raw_enum(status)) {
     case VKATTN_SUCCESS:
       return "success";
     case VKATTN_ERROR_INVALID_ARGUMENT:
@@ -169,7 +169,8 @@ VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint6
 }
 
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype) {
-  return dtype_size(dtype);
+  const int64_t raw = raw_enum(dtype);
+  return raw >= VKATTN_F32 && raw <= VKATTN_I32 ? dtype_size(dtype) : 0;
 }
 
 VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype dtype,
@@ -179,6 +180,8 @@ VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype 
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
     ctx->impl->recorder().check_alive();
+    const int64_t raw = raw_enum(dtype);
+    require(raw >= VKATTN_F32 && raw <= VKATTN_I32, "unknown dtype ", raw);
     host_alloc_point();
     auto handle = std::make_unique<vkattn_tensor>();
     handle->impl = std::make_shared<Tensor>(ctx->impl, dtype, ndim, shape);

@@ -4,6 +4,8 @@
 
 #include <volk.h>
 
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -33,6 +35,18 @@ template <typename... Parts>
 template <typename... Parts>
 void require(bool ok, const Parts&... parts) {
   if (!ok) fail(VKATTN_ERROR_INVALID_ARGUMENT, parts...);
+}
+
+// The integer behind a C enum value from the caller. C lets a caller pass
+// any int where an enum is declared; in C++, loading an enum object whose
+// value is outside the enumeration's range is undefined, so values from
+// the ABI are read as bytes and checked before they are used as enums.
+template <typename Enum>
+int64_t raw_enum(const Enum& e) {
+  static_assert(sizeof(Enum) == 4, "C enums of the ABI are 32-bit");
+  int32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 // Maps a VkResult to the status a caller can act on.

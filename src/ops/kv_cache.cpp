@@ -25,7 +25,8 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   require(d.head_dim_v <= 256, "desc->head_dim_v ", d.head_dim_v, " is not in 0..256");
   require(d.page_size >= 1, "desc->page_size must be >= 1");
   require(d.num_pages >= 1, "desc->num_pages must be >= 1");
-  require(d.dtype == VKATTN_F32 || d.dtype == VKATTN_F16 || d.dtype == VKATTN_BF16,
+  const int64_t dt = raw_enum(d.dtype);
+  require(dt == VKATTN_F32 || dt == VKATTN_F16 || dt == VKATTN_BF16,
           "desc->dtype must be f32, f16 or bf16");
   if (desc_.head_dim_v == 0) desc_.head_dim_v = desc_.head_dim;
   elem_size_ = static_cast<uint32_t>(dtype_size(d.dtype));

@@ -1,0 +1,7 @@
+#include <stdint.h>
+typedef struct toy_desc {
+  uint32_t struct_size;
+  uint32_t a;
+  float b;
+} toy_desc;
+__attribute__((visibility("default"))) int toy_run(const toy_desc* d);

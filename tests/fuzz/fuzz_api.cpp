@@ -1,0 +1,586 @@
+// libFuzzer target: drives the public C API with arbitrary descriptors,
+// shapes, prefix sums, masks, sequence ids, page counts and random step
+// sequences (begin / append / attention / commit / abort / fork / truncate /
+// remove / read), and checks the paged cache against a host model after
+// every operation: lengths, every committed token's bytes, free pages, and
+// CACHE_FULL exactly when the model runs out of pages. Any crash, hang,
+// leak, sanitizer report, validation message or model mismatch aborts.
+//
+// One context per fuzz process (creating a Vulkan instance per input is
+// too slow); everything else is created and destroyed per input. Head dims
+// come from a small set so that the pipelines compiled stay few.
+//
+//   build-asan/tests/fuzz/fuzz_api tests/fuzz/corpus -max_total_time=300
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dtype_util.h"
+#include "vkattn/vkattn.h"
+
+using namespace vkattn_test;
+
+namespace {
+
+vkattn_context* g_ctx = nullptr;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "fuzz_api: %s (last error: %s)\n", what.c_str(), vkattn_last_error());
+  std::abort();
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) die(what);
+}
+
+// Statuses a call may return for arguments the model holds valid / invalid.
+void expect_ok(vkattn_status s, const char* call) {
+  if (s != VKATTN_SUCCESS)
+    die(std::string(call) + " failed on valid input: " + vkattn_status_string(s));
+}
+void expect_rejected(vkattn_status s, const char* call) {
+  if (s != VKATTN_ERROR_INVALID_ARGUMENT)
+    die(std::string(call) + " on invalid input returned " + vkattn_status_string(s));
+}
+// Arbitrary input: anything but a crash, an internal error or a lost device.
+void expect_sane(vkattn_status s, const char* call) {
+  if (s == VKATTN_ERROR_INTERNAL || s == VKATTN_ERROR_DEVICE_LOST)
+    die(std::string(call) + " returned " + vkattn_status_string(s));
+}
+
+size_t es(vkattn_dtype dt) {
+  return dt == VKATTN_F32 ? 4 : 2;
+}
+
+// The host model of the paged cache: per sequence its length, its block
+// table of model page ids (forks share them) and per layer the bytes of
+// every token (known = written by a committed append of that layer).
+struct SeqModel {
+  int32_t len = 0;
+  std::vector<int> pages;
+  std::vector<std::vector<uint8_t>> k, v;  // per layer, len rows
+  std::vector<std::vector<bool>> known;    // per layer, per token
+};
+
+class Fuzz {
+ public:
+  explicit Fuzz(FuzzedDataProvider& in) : in_(in) {}
+  ~Fuzz() {
+    if (step_) vkattn_step_abort(step_);
+    vkattn_kv_cache_destroy(cache_);
+    for (vkattn_tensor* t : tensors_) vkattn_tensor_destroy(t);
+  }
+
+  void run() {
+    if (!make_cache()) return;
+    for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 11)) {
+        case 0:
+        case 1:
+          begin();
+          break;
+        case 2:
+        case 3:
+          append();
+          break;
+        case 4:
+          step_attention();
+          break;
+        case 5:
+          commit();
+          break;
+        case 6:
+          abort_step();
+          break;
+        case 7:
+          fork();
+          break;
+        case 8:
+          truncate();
+          break;
+        case 9:
+          remove();
+          break;
+        case 10:
+          varlen();
+          break;
+        default:
+          bad_calls();
+          break;
+      }
+      verify();
+    }
+    // Everything removed: every page is free again.
+    if (step_) abort_step();
+    std::vector<int64_t> ids;
+    for (auto& [id, s] : seqs_) ids.push_back(id);
+    for (int64_t id : ids) {
+      expect_ok(vkattn_kv_cache_remove(cache_, id), "kv_cache_remove");
+      seqs_.erase(id);
+    }
+    verify();
+    uint32_t free = 0;
+    expect_ok(vkattn_kv_cache_num_free_pages(cache_, &free), "num_free_pages");
+    expect(free == pages_,
+           "pages leaked: " + std::to_string(free) + " free of " + std::to_string(pages_));
+  }
+
+ private:
+  vkattn_tensor* tensor(vkattn_dtype dt, std::vector<int64_t> shape) {
+    vkattn_tensor* t = nullptr;
+    expect_ok(vkattn_tensor_create(g_ctx, dt, uint32_t(shape.size()), shape.data(), &t),
+              "tensor_create");
+    tensors_.push_back(t);
+    return t;
+  }
+  // Finite values exact in every dtype: k / 16, |k| <= 128.
+  std::vector<float> values(size_t n) {
+    std::vector<float> x(n);
+    for (float& e : x) e = float(in_.ConsumeIntegral<int8_t>()) / 16.0f;
+    return x;
+  }
+
+  bool make_cache() {
+    // Two head-dim pairs: 8-wide rows (vector fetches, word-aligned
+    // appends) and odd ones (scalar fetches, 16-bit rows sharing words).
+    static const uint32_t kDims[2][2] = {{8, 8}, {3, 5}};
+    static const vkattn_dtype kDt[] = {VKATTN_F32, VKATTN_F16, VKATTN_BF16};
+    layers_ = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
+    hkv_ = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
+    const int dims = in_.ConsumeIntegralInRange<int>(0, 1);
+    d_ = kDims[dims][0];
+    dv_ = kDims[dims][1];
+    ps_ = in_.ConsumeIntegralInRange<uint32_t>(1, 8);
+    pages_ = in_.ConsumeIntegralInRange<uint32_t>(1, 40);
+    dt_ = kDt[in_.ConsumeIntegralInRange<int>(0, 2)];
+    vkattn_kv_cache_desc d;
+    vkattn_kv_cache_desc_init(&d);
+    d.num_layers = layers_;
+    d.num_kv_heads = hkv_;
+    d.head_dim = d_;
+    d.head_dim_v = dv_;
+    d.page_size = ps_;
+    d.num_pages = pages_;
+    d.dtype = dt_;
+    if (in_.ConsumeBool()) {
+      // A mangled descriptor first: rejected, nothing created.
+      vkattn_kv_cache_desc bad = d;
+      switch (in_.ConsumeIntegralInRange<int>(0, 5)) {
+        case 0:
+          bad.struct_size = in_.ConsumeIntegral<uint32_t>() | 1u;
+          break;
+        case 1:
+          bad.num_layers = 0;
+          break;
+        case 2:
+          bad.head_dim = 257 + in_.ConsumeIntegral<uint16_t>();
+          break;
+        case 3:
+          bad.dtype = vkattn_dtype(in_.ConsumeIntegralInRange<int>(4, 99));
+          break;
+        case 4:
+          bad.reserved[in_.ConsumeIntegralInRange<int>(0, 3)] = 1;
+          break;
+        default:
+          bad.page_size = 0;
+          break;
+      }
+      vkattn_kv_cache* c = nullptr;
+      expect_rejected(vkattn_kv_cache_create(g_ctx, &bad, &c), "kv_cache_create(bad)");
+      expect(c == nullptr, "output written on failure");
+    }
+    expect_ok(vkattn_kv_cache_create(g_ctx, &d, &cache_), "kv_cache_create");
+    return true;
+  }
+
+  int64_t pick_id() { return in_.ConsumeIntegralInRange<int64_t>(0, 7); }
+
+  // Pages in use by committed sequences, and the model's next step need.
+  uint32_t used_pages() const {
+    std::set<int> used;
+    for (auto& [id, s] : seqs_) used.insert(s.pages.begin(), s.pages.end());
+    return uint32_t(used.size());
+  }
+  int refcount(int page) const {
+    int n = 0;
+    for (auto& [id, s] : seqs_)
+      for (int p : s.pages) n += p == page;
+    return n;
+  }
+
+  void begin() {
+    if (step_) {
+      int64_t id = 1;
+      int32_t t = 1;
+      vkattn_step* other = nullptr;
+      expect_rejected(vkattn_step_begin(cache_, 1, &id, &t, &other), "second step_begin");
+      return;
+    }
+    const uint32_t n = in_.ConsumeIntegralInRange<uint32_t>(0, 4);
+    std::vector<int64_t> ids;
+    std::vector<int32_t> t;
+    bool valid = true;
+    std::set<int64_t> seen;
+    for (uint32_t i = 0; i < n; ++i) {
+      ids.push_back(pick_id());
+      t.push_back(in_.ConsumeIntegralInRange<int32_t>(in_.ConsumeBool() ? 0 : -1, 20));
+      valid = valid && t.back() >= 0 && seen.insert(ids.back()).second;
+    }
+    // The model's page need: fresh pages plus copies of shared partial pages.
+    uint64_t need = 0;
+    if (valid)
+      for (uint32_t i = 0; i < n; ++i) {
+        auto it = seqs_.find(ids[i]);
+        const int32_t len = it == seqs_.end() ? 0 : it->second.len;
+        const size_t have = it == seqs_.end() ? 0 : it->second.pages.size();
+        need += (len + t[i] + ps_ - 1) / ps_ - have;
+        if (t[i] > 0 && len % ps_ && refcount(it->second.pages.back()) > 1) ++need;
+      }
+    vkattn_status s = vkattn_step_begin(cache_, n, ids.data(), t.data(), &step_);
+    if (!valid) return expect_rejected(s, "step_begin(bad)");
+    if (need > pages_ - used_pages()) {
+      expect(s == VKATTN_ERROR_CACHE_FULL,
+             std::string("step_begin: CACHE_FULL expected, got ") + vkattn_status_string(s));
+      expect(step_ == nullptr, "output written on failure");
+      return;
+    }
+    expect_ok(s, "step_begin");
+    st_ids_ = ids;
+    st_t_ = t;
+    st_cow_.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      auto it = seqs_.find(ids[i]);
+      const int32_t len = it == seqs_.end() ? 0 : it->second.len;
+      st_cow_.push_back(t[i] > 0 && len % ps_ && refcount(it->second.pages.back()) > 1);
+    }
+    st_k_.assign(layers_, {});
+    st_v_.assign(layers_, {});
+  }
+
+  int64_t step_tokens() const {
+    int64_t n = 0;
+    for (int32_t x : st_t_) n += x;
+    return n;
+  }
+
+  void append() {
+    if (!step_) return;
+    const int64_t n = step_tokens();
+    const uint32_t layer = in_.ConsumeIntegralInRange<uint32_t>(0, layers_);  // layers_: invalid
+    const vkattn_dtype in_dt = in_.PickValueInArray({VKATTN_F32, VKATTN_F16, VKATTN_BF16});
+    const bool bad_shape = in_.ConsumeIntegralInRange<int>(0, 7) == 0;
+    vkattn_tensor* k = tensor(in_dt, {n + (bad_shape ? 1 : 0), hkv_, d_});
+    vkattn_tensor* v = tensor(in_dt, {n, hkv_, dv_});
+    std::vector<float> kx = values(size_t(n + (bad_shape ? 1 : 0)) * hkv_ * d_);
+    std::vector<float> vx = values(size_t(n) * hkv_ * dv_);
+    auto kb = encode_bytes(in_dt, kx), vb = encode_bytes(in_dt, vx);
+    expect_ok(vkattn_tensor_write(k, kb.data(), kb.size()), "tensor_write");
+    expect_ok(vkattn_tensor_write(v, vb.data(), vb.size()), "tensor_write");
+    vkattn_status s = vkattn_step_append(step_, layer, k, v);
+    if (bad_shape || layer >= layers_) return expect_rejected(s, "step_append(bad)");
+    expect_ok(s, "step_append");
+    kx.resize(size_t(n) * hkv_ * d_);
+    st_k_[layer] = encode_bytes(dt_, kx);
+    st_v_[layer] = encode_bytes(dt_, vx);
+  }
+
+  // A descriptor from the input: valid for the cache, or anything at all.
+  vkattn_attention_desc desc(bool* valid) {
+    vkattn_attention_desc d;
+    vkattn_attention_desc_init(&d);
+    const uint32_t group = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
+    d.num_heads = hkv_ * group;
+    d.num_kv_heads = hkv_;
+    d.head_dim = d_;
+    d.head_dim_v = dv_;
+    d.causal = in_.ConsumeBool();
+    d.window_left = in_.ConsumeIntegralInRange<int32_t>(-1, 12);
+    d.softcap = in_.ConsumeBool() ? 0.0f : 5.0f;
+    *valid = true;
+    if (in_.ConsumeIntegralInRange<int>(0, 4) == 0) {
+      *valid = false;
+      switch (in_.ConsumeIntegralInRange<int>(0, 9)) {
+        case 0:
+          d.struct_size = in_.ConsumeIntegral<uint32_t>();
+          break;
+        case 1:
+          d.num_heads = in_.ConsumeIntegral<uint32_t>();
+          break;
+        case 2:
+          d.num_kv_heads = in_.ConsumeIntegral<uint32_t>();
+          break;
+        case 3:
+          d.head_dim = in_.ConsumeIntegral<uint32_t>();
+          break;
+        case 4:
+          d.window_left = in_.ConsumeIntegral<int32_t>();
+          break;
+        case 5:
+          d.scale = std::nanf("");
+          break;
+        case 6:
+          d.softcap = -in_.ConsumeFloatingPoint<float>();
+          break;
+        case 7:
+          d.mask_type = in_.ConsumeIntegral<uint32_t>();
+          break;
+        case 8:
+          d.causal = in_.ConsumeIntegral<uint32_t>();
+          break;
+        default:
+          d.reserved[0] = in_.ConsumeIntegral<uint32_t>();
+          break;
+      }
+    }
+    return d;
+  }
+
+  void step_attention() {
+    if (!step_) return;
+    bool valid = false;
+    vkattn_attention_desc d = desc(&valid);
+    const uint32_t layer = in_.ConsumeIntegralInRange<uint32_t>(0, layers_ - 1);
+    const int64_t n = step_tokens();
+    const uint32_t H = d.num_heads > 0 && d.num_heads < 64 ? d.num_heads : 1;
+    vkattn_tensor* q = tensor(VKATTN_F32, {n, H, d_});
+    vkattn_tensor* out = tensor(VKATTN_F32, {n, H, dv_});
+    std::vector<float> qx = values(size_t(n) * H * d_);
+    expect_ok(vkattn_tensor_write(q, qx.data(), qx.size() * 4), "tensor_write");
+    vkattn_status s = vkattn_step_attention(step_, layer, &d, q, out);
+    const bool appended = n == 0 || !st_k_[layer].empty();
+    if (valid && appended && H == d.num_heads) {  // f32 q suits every cache dtype
+      expect_ok(s, "step_attention");
+      std::vector<float> o(size_t(n) * H * dv_);
+      expect_ok(vkattn_tensor_read(out, o.data(), o.size() * 4), "tensor_read");
+    } else {
+      expect_sane(s, "step_attention(arbitrary)");
+    }
+  }
+
+  void commit() {
+    if (!step_) {
+      expect_rejected(vkattn_step_commit(nullptr), "step_commit(NULL)");
+      return;
+    }
+    expect_ok(vkattn_step_commit(step_), "step_commit");
+    step_ = nullptr;
+    int64_t off = 0;
+    const size_t krow = size_t(hkv_) * d_ * es(dt_), vrow = size_t(hkv_) * dv_ * es(dt_);
+    for (size_t i = 0; i < st_ids_.size(); ++i) {
+      SeqModel& m = seqs_[st_ids_[i]];
+      if (m.k.empty()) m.k.resize(layers_), m.v.resize(layers_), m.known.resize(layers_);
+      const int32_t t = st_t_[i];
+      // Pages: copy a shared partial last page, then fresh ones.
+      if (st_cow_[i]) m.pages.back() = next_page_++;  // decided at begin
+      while (int64_t(m.pages.size()) * ps_ < int64_t(m.len) + t) m.pages.push_back(next_page_++);
+      for (uint32_t l = 0; l < layers_; ++l) {
+        const bool have = !st_k_[l].empty();
+        m.k[l].resize(size_t(m.len) * krow);
+        m.v[l].resize(size_t(m.len) * vrow);
+        m.known[l].resize(m.len);
+        if (have) {
+          m.k[l].insert(m.k[l].end(), st_k_[l].begin() + off * krow,
+                        st_k_[l].begin() + (off + t) * krow);
+          m.v[l].insert(m.v[l].end(), st_v_[l].begin() + off * vrow,
+                        st_v_[l].begin() + (off + t) * vrow);
+        } else {
+          m.k[l].resize(m.k[l].size() + size_t(t) * krow);
+          m.v[l].resize(m.v[l].size() + size_t(t) * vrow);
+        }
+        m.known[l].resize(m.len + t, have);
+      }
+      m.len += t;
+      off += t;
+    }
+  }
+
+  void abort_step() {
+    vkattn_step_abort(step_);  // NULL is fine too
+    step_ = nullptr;
+  }
+
+  void fork() {
+    const int64_t src = pick_id(), dst = pick_id();
+    vkattn_status s = vkattn_kv_cache_fork(cache_, src, dst);
+    if (step_ || !seqs_.count(src) || seqs_.count(dst)) return expect_rejected(s, "fork(bad)");
+    expect_ok(s, "fork");
+    seqs_[dst] = seqs_[src];
+  }
+
+  void truncate() {
+    const int64_t id = pick_id();
+    const int32_t len = in_.ConsumeIntegralInRange<int32_t>(-1, 40);
+    vkattn_status s = vkattn_kv_cache_truncate(cache_, id, len);
+    auto it = seqs_.find(id);
+    if (step_ || it == seqs_.end() || len < 0 || len > it->second.len)
+      return expect_rejected(s, "truncate(bad)");
+    expect_ok(s, "truncate");
+    SeqModel& m = it->second;
+    m.pages.resize((len + ps_ - 1) / ps_);
+    for (uint32_t l = 0; l < m.k.size(); ++l) {
+      m.k[l].resize(m.k[l].size() / std::max<int32_t>(m.len, 1) * len);
+      m.v[l].resize(m.v[l].size() / std::max<int32_t>(m.len, 1) * len);
+      m.known[l].resize(len);
+    }
+    m.len = len;
+  }
+
+  void remove() {
+    const int64_t id = pick_id();
+    vkattn_status s = vkattn_kv_cache_remove(cache_, id);
+    if (step_ || !seqs_.count(id)) return expect_rejected(s, "remove(bad)");
+    expect_ok(s, "remove");
+    seqs_.erase(id);
+  }
+
+  // Packed attention with arbitrary prefix sums (valid ones must succeed).
+  void varlen() {
+    bool valid = false;
+    vkattn_attention_desc d = desc(&valid);
+    const uint32_t batch = in_.ConsumeIntegralInRange<uint32_t>(0, 4);
+    std::vector<int32_t> cq(batch + 1, 0), ck(batch + 1, 0);
+    for (uint32_t b = 0; b < batch; ++b) {
+      cq[b + 1] = cq[b] + in_.ConsumeIntegralInRange<int32_t>(0, 9);
+      ck[b + 1] = ck[b] + in_.ConsumeIntegralInRange<int32_t>(0, 30);
+    }
+    const bool bad_sums = in_.ConsumeIntegralInRange<int>(0, 5) == 0;
+    if (bad_sums && batch > 0) cq[in_.ConsumeIntegralInRange<uint32_t>(0, batch)] += 3;
+    const int64_t tq = cq[batch] - (bad_sums && batch ? 3 : 0), tk = ck[batch];
+    const uint32_t H = d.num_heads > 0 && d.num_heads < 64 ? d.num_heads : 1;
+    const uint32_t hk = d.num_kv_heads > 0 && d.num_kv_heads < 64 ? d.num_kv_heads : 1;
+    const vkattn_dtype kdt = in_.PickValueInArray({VKATTN_F32, VKATTN_F16, VKATTN_BF16});
+    vkattn_tensor* q = tensor(VKATTN_F32, {std::max<int64_t>(tq, 0), H, d_});
+    vkattn_tensor* k = tensor(kdt, {tk, hk, d_});
+    vkattn_tensor* v = tensor(kdt, {tk, hk, dv_});
+    vkattn_tensor* out = tensor(VKATTN_F32, {std::max<int64_t>(tq, 0), H, dv_});
+    vkattn_tensor* lse = tensor(VKATTN_F32, {std::max<int64_t>(tq, 0), H});
+    for (vkattn_tensor* t : {q, k, v}) {
+      auto x = values(vkattn_tensor_nbytes(t) / es(vkattn_tensor_dtype(t)));
+      auto b = encode_bytes(vkattn_tensor_dtype(t), x);
+      expect_ok(vkattn_tensor_write(t, b.data(), b.size()), "tensor_write");
+    }
+    vkattn_tensor* mask = nullptr;
+    if (in_.ConsumeBool()) {
+      int64_t elems = 0;
+      for (uint32_t b = 0; b < batch; ++b)
+        elems += int64_t(cq[b + 1] - cq[b]) * (ck[b + 1] - ck[b]);
+      elems += in_.ConsumeIntegralInRange<int>(0, 8) == 0 ? 1 : 0;  // sometimes the wrong size
+      mask = tensor(VKATTN_U8, {elems});
+      std::vector<uint8_t> m = in_.ConsumeBytes<uint8_t>(size_t(elems));
+      m.resize(size_t(elems), 1);
+      expect_ok(vkattn_tensor_write(mask, m.data(), m.size()), "tensor_write");
+      d.mask = mask;
+      if (d.mask_type == VKATTN_MASK_NONE) d.mask_type = VKATTN_MASK_BOOL;
+    }
+    d.lse = in_.ConsumeBool() ? lse : nullptr;
+    vkattn_status s = vkattn_attention_varlen(g_ctx, &d, batch, cq.data(), ck.data(), q, k, v, out);
+    expect_sane(s, "attention_varlen");
+    if (s == VKATTN_SUCCESS) {
+      std::vector<float> o(vkattn_tensor_nbytes(out) / 4);
+      expect_ok(vkattn_tensor_read(out, o.data(), o.size() * 4), "tensor_read");
+    }
+  }
+
+  // NULL handles and pointers, wrong sizes, zero-sized and absurd shapes.
+  void bad_calls() {
+    int64_t shape[4] = {in_.ConsumeBool() ? in_.ConsumeIntegral<int64_t>()
+                                          : in_.ConsumeIntegralInRange<int64_t>(-2, 1 << 16),
+                        2, 2, 2};
+    vkattn_tensor* t = nullptr;
+    vkattn_status s = vkattn_tensor_create(g_ctx, VKATTN_F32,
+                                           in_.ConsumeIntegralInRange<uint32_t>(0, 6), shape, &t);
+    expect_sane(s, "tensor_create(arbitrary)");
+    if (s == VKATTN_SUCCESS) {
+      tensors_.push_back(t);
+      std::vector<uint8_t> buf(std::min<size_t>(vkattn_tensor_nbytes(t), 4096));
+      expect_sane(vkattn_tensor_read(t, buf.data(), buf.size()), "tensor_read(size)");
+    }
+    std::vector<uint8_t> b(16);
+    expect_rejected(vkattn_kv_cache_read(cache_, layers_, 0, 0, 1, b.data(), 16, b.data(), 16),
+                    "kv_cache_read(layer)");
+    expect_rejected(vkattn_kv_cache_read(nullptr, 0, 0, 0, 1, b.data(), 16, b.data(), 16),
+                    "kv_cache_read(NULL)");
+    expect_rejected(vkattn_step_append(nullptr, 0, nullptr, nullptr), "step_append(NULL)");
+    int32_t len = 0;
+    expect_rejected(vkattn_kv_cache_length(cache_, 0, nullptr), "length(NULL)");
+    expect_ok(vkattn_kv_cache_length(cache_, in_.ConsumeIntegral<int64_t>(), &len), "length");
+  }
+
+  // Lengths, every known byte of every layer, free pages.
+  void verify() {
+    const size_t krow = size_t(hkv_) * d_ * es(dt_), vrow = size_t(hkv_) * dv_ * es(dt_);
+    for (int64_t id = 0; id < 8; ++id) {
+      int32_t len = -1;
+      expect_ok(vkattn_kv_cache_length(cache_, id, &len), "kv_cache_length");
+      auto it = seqs_.find(id);
+      const int32_t want = it == seqs_.end() ? 0 : it->second.len;
+      expect(len == want, "length of " + std::to_string(id) + " is " + std::to_string(len) +
+                              ", model " + std::to_string(want));
+      if (it == seqs_.end() || want == 0) continue;
+      const SeqModel& m = it->second;
+      for (uint32_t l = 0; l < layers_; ++l) {
+        std::vector<uint8_t> k(want * krow), v(want * vrow);
+        expect_ok(
+            vkattn_kv_cache_read(cache_, l, id, 0, want, k.data(), k.size(), v.data(), v.size()),
+            "kv_cache_read");
+        for (int32_t i = 0; i < want; ++i) {
+          if (!m.known[l][i]) continue;
+          expect(std::memcmp(k.data() + i * krow, m.k[l].data() + i * krow, krow) == 0 &&
+                     std::memcmp(v.data() + i * vrow, m.v[l].data() + i * vrow, vrow) == 0,
+                 "token " + std::to_string(i) + " of sequence " + std::to_string(id) + " layer " +
+                     std::to_string(l) + " differs from the model");
+        }
+      }
+    }
+    if (!step_) {
+      uint32_t free = 0;
+      expect_ok(vkattn_kv_cache_num_free_pages(cache_, &free), "num_free_pages");
+      expect(free == pages_ - used_pages(), "free pages " + std::to_string(free) + ", model " +
+                                                std::to_string(pages_ - used_pages()));
+    }
+  }
+
+  FuzzedDataProvider& in_;
+  vkattn_kv_cache* cache_ = nullptr;
+  vkattn_step* step_ = nullptr;
+  std::vector<vkattn_tensor*> tensors_;
+  uint32_t layers_ = 1, hkv_ = 1, d_ = 4, dv_ = 4, ps_ = 1, pages_ = 1;
+  vkattn_dtype dt_ = VKATTN_F32;
+  std::map<int64_t, SeqModel> seqs_;
+  int next_page_ = 0;
+  std::vector<int64_t> st_ids_;
+  std::vector<int32_t> st_t_;
+  std::vector<bool> st_cow_;  // copy-on-write of the last page, decided at begin
+  std::vector<std::vector<uint8_t>> st_k_, st_v_;  // per layer, appended rows (cache dtype)
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  vkattn_context_desc d;
+  vkattn_context_desc_init(&d);
+  d.flags = VKATTN_CONTEXT_VALIDATION;
+  if (vkattn_context_create(&d, &g_ctx) != VKATTN_SUCCESS) die("vkattn_context_create");
+  std::atexit([] { vkattn_context_destroy(g_ctx); });
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  {
+    Fuzz f(in);
+    f.run();
+  }
+  expect_ok(vkattn_context_synchronize(g_ctx), "synchronize");
+  uint32_t msgs = 0;
+  expect_ok(vkattn_context_validation_messages(g_ctx, &msgs), "validation_messages");
+  if (msgs) die("validation messages: " + std::to_string(msgs));
+  return 0;
+}
