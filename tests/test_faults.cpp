@@ -418,3 +418,61 @@ TEST(Faults, DeviceLossIsStickyAndLocal) {
   vkattn_tensor_destroy(ok);
   vkattn_context_destroy(other);
 }
+
+// VKATTN_DEVICE_MEMORY_LIMIT caps a context's device allocations: calls
+// beyond it fail with OUT_OF_DEVICE_MEMORY and change nothing; freeing
+// makes room again; other contexts are not limited.
+TEST(Faults, DeviceMemoryLimitIsEnforced) {
+  vkattn_context* ctx = nullptr;
+  {
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_DEVICE_MEMORY_LIMIT", "16777216"}});  // 16 MiB
+    ctx = make_context();
+  }
+  ASSERT_NE(ctx, nullptr);
+  // Tensors of 4 MiB until the limit (the context's own buffers count too).
+  std::vector<vkattn_tensor*> ts;
+  int64_t n = 1 << 20;
+  vkattn_status s = VKATTN_SUCCESS;
+  while (ts.size() < 8) {
+    vkattn_tensor* t = nullptr;
+    s = vkattn_tensor_create(ctx, VKATTN_F32, 1, &n, &t);
+    if (s != VKATTN_SUCCESS) break;
+    std::vector<float> x(n, float(ts.size()));
+    ASSERT_EQ(vkattn_tensor_write(t, x.data(), x.size() * 4), VKATTN_SUCCESS);
+    ts.push_back(t);
+  }
+  EXPECT_EQ(s, VKATTN_ERROR_OUT_OF_DEVICE_MEMORY) << vkattn_last_error();
+  EXPECT_NE(std::strstr(vkattn_last_error(), "VKATTN_DEVICE_MEMORY_LIMIT"), nullptr);
+  EXPECT_GE(ts.size(), 2u);
+  EXPECT_LE(ts.size(), 3u);
+  // A cache above the limit is refused the same way.
+  KvShape big;
+  big.layers = 4, big.hkv = 8, big.d = 64, big.dv = 64, big.pages = 256;  // 32 MiB
+  vkattn_kv_cache_desc cd = kv_cache_desc(big);
+  vkattn_kv_cache* cache = nullptr;
+  EXPECT_EQ(vkattn_kv_cache_create(ctx, &cd, &cache), VKATTN_ERROR_OUT_OF_DEVICE_MEMORY);
+  EXPECT_EQ(cache, nullptr);
+  // Existing tensors are intact; freeing one makes room for another.
+  for (size_t i = 0; i < ts.size(); ++i) {
+    std::vector<float> y(n);
+    ASSERT_EQ(vkattn_tensor_read(ts[i], y.data(), y.size() * 4), VKATTN_SUCCESS);
+    EXPECT_EQ(y[0], float(i));
+    EXPECT_EQ(y[n - 1], float(i));
+  }
+  vkattn_tensor_destroy(ts.back());
+  ts.pop_back();
+  vkattn_context_synchronize(ctx);
+  vkattn_tensor* again = nullptr;
+  EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 1, &n, &again), VKATTN_SUCCESS)
+      << vkattn_last_error();
+  ts.push_back(again);
+  // Another context has no limit.
+  vkattn_context* other = make_context();
+  vkattn_kv_cache* c2 = nullptr;
+  EXPECT_EQ(vkattn_kv_cache_create(other, &cd, &c2), VKATTN_SUCCESS) << vkattn_last_error();
+  vkattn_kv_cache_destroy(c2);
+  vkattn_context_destroy(other);
+  EXPECT_EQ(validation_messages(ctx), 0u);
+  for (vkattn_tensor* t : ts) vkattn_tensor_destroy(t);
+  vkattn_context_destroy(ctx);
+}
