@@ -1,16 +1,40 @@
 #version 450
-// Benchmark calibration: read bandwidth through 16-byte texel fetches (the
-// path attention_fwd.comp reads K/V through). Invocation i sums texels
-// i, i + n_inv, i + 2 n_inv, ... and stores the sum.
-layout(local_size_x = 64) in;
-layout(binding = 0) uniform usamplerBuffer src;
-layout(std430, binding = 1) writeonly buffer Out { uint out_w[]; };
-layout(push_constant) uniform Push { uint texels; uint n_inv; } pc;
+// Benchmark calibration: read bandwidth of f16 data. Invocation i reads the
+// contiguous span [i * span, (i + 1) * span) of 16-byte words, eight loads
+// in flight, and folds them into a checksum, as attention_fwd.comp's decode
+// lanes read K/V rows. KIND picks the path:
+//   0: storage-buffer uvec4 words, unpacked with unpackHalf2x16;
+//   1: the same words as storage-buffer vec4 of f32 (no unpacking);
+//   2: texel fetches (rgba32ui) of the words, unpacked (attention_fwd's path).
+// The host reports each and takes the fastest as the read bound
+// (examples/bench/bench_peaks.cpp).
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint KIND = 0;
+layout(std430, binding = 0) restrict readonly buffer Src { uvec4 src_w[]; };
+layout(binding = 1) uniform usamplerBuffer src_t;
+layout(std430, binding = 2) writeonly buffer Out { float out_f[]; };
+layout(push_constant) uniform Push { uint span; uint n_inv; } pc;
+
+vec4 halves(uvec4 w) {
+  return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)) + vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+}
 
 void main() {
-  uint id = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
+  uint id = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (id >= pc.n_inv) return;
-  uvec4 s = uvec4(0u);
-  for (uint t = id; t < pc.texels; t += pc.n_inv) s += texelFetch(src, int(t));
-  out_w[id] = s.x ^ s.y ^ s.z ^ s.w;
+  vec4 acc[8];
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[j] = vec4(0.0);
+  const uint base = id * pc.span;
+  for (uint i = 0u; i < pc.span; i += 8u) {
+    [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+      uint w = base + i + j;
+      if (KIND == 0u) acc[j] += halves(src_w[w]);
+      else if (KIND == 1u) acc[j] += uintBitsToFloat(src_w[w]);
+      else acc[j] += halves(texelFetch(src_t, int(w)));
+    }
+  }
+  vec4 s = vec4(0.0);
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) s += acc[j];
+  out_f[id] = s.x + s.y + s.z + s.w;
 }

@@ -1,0 +1,63 @@
+// vkattn-bench: shared pieces of the benchmark (examples/bench/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vkattn/vkattn.h"
+
+namespace bench {
+
+extern int g_reps;
+
+// Exits with a message on any failing call.
+void check(vkattn_status s, const char* what);
+double median(std::vector<double> v);
+// GPU milliseconds of `record` (one submission each), median of `reps`.
+template <typename F>
+double time_gpu(vkattn_context* ctx, F&& record, int reps = g_reps);
+// Progress on stderr.
+void progress(const char* fmt, ...);
+
+// The device's own ceilings, each the best of several kernel shapes.
+struct Peaks {
+  double fma_gflops = 0;     // f32 FMA, every loop unrolled
+  std::string fma_shape;     // which shape won
+  double fma_low_gflops = 0;  // the slowest shape (the spread shows what shape costs)
+  // CPU devices: the host's native FMA throughput, an independent check of
+  // fma_gflops (0 elsewhere).
+  double fma_probe_gflops = 0;
+  double read_gbps = 0;      // the fastest way to read f16 data (the read bound)
+  std::string read_shape;    // which kind and shape
+  // peaks.read_kinds: f16 storage-buffer uvec4 unpacked, f32 storage vec4,
+  // f16 texel fetches unpacked.
+  double read_kinds[3] = {0, 0, 0};
+  double submit_us = 0;      // submit + wait of a tiny dispatch, host clock
+};
+Peaks measure_peaks(vkattn_context* ctx);
+
+// One case's result, as the table and the JSON show it.
+struct Result {
+  std::string name, variant, notes;
+  double median_ms = 0, gflops = 0, gbps = 0, fraction = 0, max_err = 0, ref_speedup = 0;
+  std::string bound;  // "fma" or "read": the larger term of the roofline
+  bool ok = false;
+  std::vector<std::pair<std::string, double>> extra;  // case-specific figures
+};
+
+// Fills gflops, gbps, bound and fraction from the work and the peaks
+// (roofline: the fastest possible time is max(flops / F, bytes / B)).
+void roofline(Result& r, double flops, double bytes, const Peaks& p);
+
+// The cases (bench_cases.cpp); `run` returns false when verification failed.
+struct Case {
+  const char* name;
+  const char* what;
+  bool (*run)(vkattn_context* ctx, const Peaks& peaks, Result* out);
+};
+const std::vector<Case>& all_cases();
+
+}  // namespace bench
+
+#include "bench_time.h"

@@ -1,0 +1,471 @@
+// The cases of vkattn-bench. Inputs are deterministic functions of their
+// position (values k / 1024, exact in f16), so the reference can recompute
+// any row without keeping the inputs. Each case is verified before it is
+// timed: against src/reference on sampled query rows of the full-size run
+// (the reference runs them as single-query sequences over the keys they
+// see), every decode row included.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "bench.h"
+#include "core/device.h"
+#include "core/tensor.h"
+#include "ops/attention_variant.h"
+#include "reference/attention_ref.h"
+
+namespace bench {
+
+namespace {
+
+// Value of input element `idx` of stream `kind` (0 q, 1 k, 2 v): k / 1024.
+float value(uint64_t kind, uint64_t idx) {
+  uint64_t x = idx * 0x9E3779B97F4A7C15ull + kind * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return float(int(x % 2049) - 1024) / 1024.0f;
+}
+
+uint16_t to_f16(float f) {  // exact for k / 1024, |k| <= 1024
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  uint32_t sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+  if (a < 0x38800000u) return static_cast<uint16_t>(sign | (a ? ((a & 0x7fffff) | 0x800000) >> (126 - (a >> 23)) : 0));
+  return static_cast<uint16_t>(sign | ((a - 0x38000000u) >> 13));
+}
+
+float from_f16(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+  if (e == 0) {
+    float f = std::ldexp(float(m), -24);
+    return sign ? -f : f;
+  }
+  bits = sign | ((e + 112) << 23) | (m << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+vkattn_tensor* make(vkattn_context* ctx, std::vector<int64_t> shape) {
+  vkattn_tensor* t = nullptr;
+  check(vkattn_tensor_create(ctx, VKATTN_F16, uint32_t(shape.size()), shape.data(), &t),
+        "tensor_create");
+  return t;
+}
+
+// Writes stream `kind` elements [first, first + n) into an f16 tensor.
+void fill(vkattn_tensor* t, uint64_t kind, uint64_t first, uint64_t n) {
+  std::vector<uint16_t> h(n);
+  for (uint64_t i = 0; i < n; ++i) h[i] = to_f16(value(kind, first + i));
+  check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
+}
+
+std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
+  vkattn::AttentionVariant v =
+      vkattn::choose_attention_variant(ctx->impl->device(), d, d, max_rows);
+  char s[160];
+  std::snprintf(s, sizeof(s), "wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys",
+                v.wg, v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated",
+                v.decode_min_keys);
+  return s;
+}
+
+// One sequence of a case: t queries at the end of u keys (bottom-right);
+// its K/V rows are global rows [k_row0, k_row0 + u) of the k/v streams, its
+// queries rows [q_row0, q_row0 + t).
+struct Seq {
+  int t, u;
+  uint64_t q_row0, k_row0;
+};
+
+struct Shape {
+  int H, Hkv, d;
+  bool causal;
+};
+
+// Checks sampled (sequence, query) rows of `out` (f16 [total_q, H, d])
+// against the reference; returns the largest error and the reference's
+// milliseconds per visible-pair FLOP-equivalent (for the speedup figure).
+double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<uint16_t>& out,
+              double* ref_ms_per_gflop) {
+  std::vector<std::pair<int, int>> rows;  // (seq, query)
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const int t = seqs[b].t;
+    if (t <= 4) {
+      for (int i = 0; i < t; ++i) rows.push_back({int(b), i});
+    } else {
+      for (int i : {0, 1, t / 3, t / 2, t - 2, t - 1}) rows.push_back({int(b), i});
+    }
+  }
+  if (rows.size() > 48) {  // many sequences: a spread of them
+    std::vector<std::pair<int, int>> some;
+    for (size_t i = 0; i < rows.size(); i += rows.size() / 48 + 1) some.push_back(rows[i]);
+    some.push_back(rows.back());
+    rows = some;
+  }
+  const int H = s.H, Hkv = s.Hkv, d = s.d;
+  std::vector<int32_t> cu_q = {0}, cu_k = {0};
+  std::vector<float> q, k, v;
+  double flops = 0;
+  for (auto [b, i] : rows) {
+    const Seq& sq = seqs[b];
+    const int pos = sq.u - sq.t + i;
+    const int u = s.causal ? std::max(0, pos + 1) : sq.u;
+    cu_q.push_back(cu_q.back() + 1);
+    cu_k.push_back(cu_k.back() + u);
+    const uint64_t qr = sq.q_row0 + i;
+    for (int e = 0; e < H * d; ++e) q.push_back(value(0, qr * H * d + e));
+    for (int j = 0; j < u; ++j)
+      for (int e = 0; e < Hkv * d; ++e) {
+        k.push_back(value(1, (sq.k_row0 + j) * Hkv * d + e));
+        v.push_back(value(2, (sq.k_row0 + j) * Hkv * d + e));
+      }
+    flops += 4.0 * u * H * d;
+  }
+  vkattn::ref::AttentionParams p;
+  p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.causal = false;
+  std::vector<float> ref(rows.size() * H * d);
+  auto t0 = std::chrono::steady_clock::now();
+  vkattn::ref::attention_varlen(p, int(rows.size()), cu_q.data(), cu_k.data(), q.data(), k.data(),
+                                v.data(), ref.data(), nullptr);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  *ref_ms_per_gflop = ms / (flops * 1e-9);
+  double err = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    auto [b, i] = rows[r];
+    const uint64_t row = seqs[b].q_row0 + i - seqs[0].q_row0;
+    for (int e = 0; e < H * d; ++e)
+      err = std::max(err, double(std::fabs(from_f16(out[row * H * d + e]) - ref[r * H * d + e])));
+  }
+  return err;
+}
+
+// FLOPs of the visible pairs and bytes of K/V of a batch.
+void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* kv_bytes) {
+  double pairs = 0, keys = 0;
+  for (const Seq& q : seqs) {
+    for (int i = 0; i < q.t; ++i) pairs += s.causal ? std::max(0, q.u - q.t + i + 1) : q.u;
+    keys += q.u;
+  }
+  *flops = pairs * s.H * 4.0 * s.d;
+  *kv_bytes = keys * s.Hkv * s.d * 2.0 * 2.0;
+}
+
+constexpr double kTolF16 = 2e-3;
+
+// ---- packed prefill (vkattn_attention_varlen) ------------------------------
+
+bool prefill(vkattn_context* ctx, const Peaks& peaks, Result* r, int t, Shape s) {
+  const std::vector<Seq> seqs = {{t, t, 0, 0}};
+  vkattn_tensor* q = make(ctx, {t, s.H, s.d});
+  vkattn_tensor* k = make(ctx, {t, s.Hkv, s.d});
+  vkattn_tensor* v = make(ctx, {t, s.Hkv, s.d});
+  vkattn_tensor* o = make(ctx, {t, s.H, s.d});
+  fill(q, 0, 0, uint64_t(t) * s.H * s.d);
+  fill(k, 1, 0, uint64_t(t) * s.Hkv * s.d);
+  fill(v, 2, 0, uint64_t(t) * s.Hkv * s.d);
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
+  int32_t cu[2] = {0, t};
+  auto record = [&] {
+    check(vkattn_attention_varlen(ctx, &desc, 1, cu, cu, q, k, v, o), "attention_varlen");
+  };
+  progress("%s: verifying", r->name.c_str());
+  record();
+  std::vector<uint16_t> out(uint64_t(t) * s.H * s.d);
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  double ref_ms_per_gflop = 0;
+  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  progress("%s: timing", r->name.c_str());
+  r->median_ms = time_gpu(ctx, record);
+  double flops, bytes;
+  work(s, seqs, &flops, &bytes);
+  roofline(*r, flops, bytes, peaks);
+  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+  r->variant = variant_name(ctx, s.d, t * (s.H / s.Hkv));
+  for (vkattn_tensor* x : {q, k, v, o}) vkattn_tensor_destroy(x);
+  return r->ok = r->max_err <= kTolF16;
+}
+
+// ---- a step over a paged cache ---------------------------------------------
+
+// A cache of `layers` layers whose sequences hold `cached[i]` tokens, and a
+// step bringing `fresh[i]` more. Cached tokens of sequence i are K/V rows
+// k_row0 + [0, cached), fresh ones follow; the step's queries are q rows.
+struct PagedRun {
+  vkattn_context* ctx;
+  Shape s;
+  int layers;
+  std::vector<int32_t> cached, fresh;
+  vkattn_kv_cache* cache = nullptr;
+  vkattn_step* step = nullptr;
+  std::vector<int64_t> ids;
+  std::vector<Seq> seqs;  // per sequence: t = fresh, u = cached + fresh
+  int64_t total_new = 0;
+  std::vector<vkattn_tensor*> k_new, v_new;  // per layer
+  vkattn_tensor *q = nullptr, *o = nullptr;
+  vkattn_attention_desc desc;
+
+  // Rows of layer l live in the streams at l * kLayerRows + row.
+  static constexpr uint64_t kLayerRows = 1ull << 24;
+
+  PagedRun(vkattn_context* c, Shape sh, int nl, std::vector<int32_t> ca, std::vector<int32_t> fr)
+      : ctx(c), s(sh), layers(nl), cached(std::move(ca)), fresh(std::move(fr)) {
+    int64_t pages = 0;
+    uint64_t row = 0;
+    for (size_t i = 0; i < cached.size(); ++i) {
+      ids.push_back(int64_t(i));
+      pages += (cached[i] + fresh[i] + 15) / 16;
+      seqs.push_back({fresh[i], cached[i] + fresh[i], uint64_t(total_new), row});
+      row += cached[i] + fresh[i];
+      total_new += fresh[i];
+    }
+    vkattn_kv_cache_desc kd;
+    vkattn_kv_cache_desc_init(&kd);
+    kd.num_layers = layers, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d;
+    kd.num_pages = uint32_t(pages + 1);
+    check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
+    // Fill: one step appending every cached token of every layer.
+    append_step(cached, true);
+    // The timed step's inputs.
+    for (int l = 0; l < layers; ++l) {
+      k_new.push_back(make(ctx, {total_new, s.Hkv, s.d}));
+      v_new.push_back(make(ctx, {total_new, s.Hkv, s.d}));
+      fill_rows(k_new.back(), 1, l, /*fresh=*/true);
+      fill_rows(v_new.back(), 2, l, true);
+    }
+    q = make(ctx, {total_new, s.H, s.d});
+    o = make(ctx, {total_new, s.H, s.d});
+    fill(q, 0, 0, uint64_t(total_new) * s.H * s.d);
+    vkattn_attention_desc_init(&desc);
+    desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = 1;
+  }
+  ~PagedRun() {
+    if (step) vkattn_step_abort(step);
+    for (auto* x : k_new) vkattn_tensor_destroy(x);
+    for (auto* x : v_new) vkattn_tensor_destroy(x);
+    vkattn_tensor_destroy(q);
+    vkattn_tensor_destroy(o);
+    vkattn_kv_cache_destroy(cache);
+  }
+
+  // Rows of the cached (or fresh) tokens of every sequence, layer l.
+  void fill_rows(vkattn_tensor* t, uint64_t kind, int l, bool fresh_rows) {
+    std::vector<uint16_t> h;
+    const uint64_t w = uint64_t(s.Hkv) * s.d;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const uint64_t first = seqs[i].k_row0 + (fresh_rows ? cached[i] : 0);
+      const uint64_t n = fresh_rows ? fresh[i] : cached[i];
+      for (uint64_t r = 0; r < n; ++r)
+        for (uint64_t e = 0; e < w; ++e)
+          h.push_back(to_f16(value(kind, (l * kLayerRows + first + r) * w + e)));
+    }
+    check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
+  }
+  void append_step(const std::vector<int32_t>& t, bool fill_cached) {
+    int64_t n = 0;
+    for (int32_t x : t) n += x;
+    vkattn_step* st = nullptr;
+    check(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), t.data(), &st), "step_begin");
+    if (n) {
+      vkattn_tensor* k = make(ctx, {n, s.Hkv, s.d});
+      vkattn_tensor* v = make(ctx, {n, s.Hkv, s.d});
+      for (int l = 0; l < layers; ++l) {
+        fill_rows(k, 1, l, !fill_cached);
+        fill_rows(v, 2, l, !fill_cached);
+        check(vkattn_step_append(st, l, k, v), "step_append");
+        check(vkattn_context_flush(ctx), "flush");
+      }
+      vkattn_tensor_destroy(k);
+      vkattn_tensor_destroy(v);
+    }
+    check(vkattn_step_commit(st), "step_commit");
+  }
+  void begin() {
+    check(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), fresh.data(), &step),
+          "step_begin");
+  }
+  void abort() {
+    vkattn_step_abort(step);
+    step = nullptr;
+  }
+  // The reference sees layer 0's streams (verify() reads kind/row ids).
+  bool check_layer0(Result* r, double* ref_ms_per_gflop) {
+    std::vector<uint16_t> out(uint64_t(total_new) * s.H * s.d);
+    check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+    r->max_err = verify(s, seqs, out, ref_ms_per_gflop);
+    return r->max_err <= kTolF16;
+  }
+};
+
+// One layer of a step: attention timed (append apart), verified first.
+bool paged_layer(vkattn_context* ctx, const Peaks& peaks, Result* r, Shape s,
+                 std::vector<int32_t> cached, std::vector<int32_t> fresh, double* ms_out = nullptr) {
+  progress("%s: filling the cache", r->name.c_str());
+  PagedRun run(ctx, s, 1, cached, fresh);
+  run.begin();
+  check(vkattn_step_append(run.step, 0, run.k_new[0], run.v_new[0]), "step_append");
+  auto record = [&] { check(vkattn_step_attention(run.step, 0, &run.desc, run.q, run.o), "attn"); };
+  progress("%s: verifying", r->name.c_str());
+  record();
+  double ref_ms_per_gflop = 0;
+  r->ok = run.check_layer0(r, &ref_ms_per_gflop);
+  progress("%s: timing", r->name.c_str());
+  r->median_ms = time_gpu(ctx, record);
+  const double append_ms = time_gpu(ctx, [&] {
+    check(vkattn_step_append(run.step, 0, run.k_new[0], run.v_new[0]), "step_append");
+  });
+  r->extra.push_back({"append_ms", append_ms});
+  double flops, bytes;
+  work(s, run.seqs, &flops, &bytes);
+  roofline(*r, flops, bytes, peaks);
+  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+  int max_t = 0;
+  for (int32_t x : fresh) max_t = std::max(max_t, int(x));
+  r->variant = variant_name(ctx, s.d, max_t * (s.H / s.Hkv));
+  if (ms_out) *ms_out = r->median_ms;
+  return r->ok;
+}
+
+const Shape kGqa{32, 8, 128, true};
+
+bool prefill_1k_causal(vkattn_context* c, const Peaks& p, Result* r) {
+  return prefill(c, p, r, 1024, {8, 8, 128, true});
+}
+bool prefill_1k(vkattn_context* c, const Peaks& p, Result* r) {
+  return prefill(c, p, r, 1024, {8, 8, 128, false});
+}
+bool prefill_2k_gqa(vkattn_context* c, const Peaks& p, Result* r) {
+  return prefill(c, p, r, 2048, kGqa);
+}
+bool prefill_1k_d64(vkattn_context* c, const Peaks& p, Result* r) {
+  return prefill(c, p, r, 1024, {8, 8, 64, true});
+}
+bool prefill_1k_d256(vkattn_context* c, const Peaks& p, Result* r) {
+  return prefill(c, p, r, 1024, {8, 8, 256, true});
+}
+bool chunk_512_over_1536(vkattn_context* c, const Peaks& p, Result* r) {
+  return paged_layer(c, p, r, kGqa, {1536}, {512});
+}
+bool decode_1x4096(vkattn_context* c, const Peaks& p, Result* r) {
+  return paged_layer(c, p, r, kGqa, {4096}, {1});
+}
+bool decode_16x512(vkattn_context* c, const Peaks& p, Result* r) {
+  return paged_layer(c, p, r, kGqa, std::vector<int32_t>(16, 512), std::vector<int32_t>(16, 1));
+}
+bool decode_16x2048(vkattn_context* c, const Peaks& p, Result* r) {
+  return paged_layer(c, p, r, kGqa, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
+}
+
+// 12 decodes over 512 + 325 i cached tokens and a 256-token chunk over
+// 1024, as one step; and its two parts as separate steps (the target: the
+// mixed step is no slower than the two).
+bool mixed_step(vkattn_context* c, const Peaks& p, Result* r) {
+  std::vector<int32_t> cached, fresh;
+  for (int i = 0; i < 12; ++i) cached.push_back(512 + 325 * i), fresh.push_back(1);
+  std::vector<int32_t> dec_c = cached, dec_f = fresh;
+  cached.push_back(1024), fresh.push_back(256);
+  if (!paged_layer(c, p, r, kGqa, cached, fresh)) return false;
+  Result parts[2];
+  parts[0].name = r->name + " (decodes alone)";
+  parts[1].name = r->name + " (chunk alone)";
+  double ms_dec = 0, ms_chunk = 0;
+  if (!paged_layer(c, p, &parts[0], kGqa, dec_c, dec_f, &ms_dec)) return false;
+  if (!paged_layer(c, p, &parts[1], kGqa, {1024}, {256}, &ms_chunk)) return false;
+  r->extra.push_back({"decodes_alone_ms", ms_dec});
+  r->extra.push_back({"chunk_alone_ms", ms_chunk});
+  char n[96];
+  std::snprintf(n, sizeof(n), "parts as two steps: %.2f + %.2f = %.2f ms", ms_dec, ms_chunk,
+                ms_dec + ms_chunk);
+  r->notes = n;
+  return true;
+}
+
+// A full 32-layer decode step of 16 sequences over 512 cached tokens:
+// append + attention per layer, one submission. Reports tokens/s and the
+// host's recording time per layer.
+bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
+  const int L = 32;
+  progress("%s: filling 32 layers", r->name.c_str());
+  PagedRun run(ctx, kGqa, L, std::vector<int32_t>(16, 512), std::vector<int32_t>(16, 1));
+  vkattn_tensor_destroy(run.o);  // one output per layer instead
+  run.o = nullptr;
+  std::vector<vkattn_tensor*> outs;
+  for (int l = 0; l < L; ++l) outs.push_back(make(ctx, {run.total_new, kGqa.H, kGqa.d}));
+  std::vector<double> gpu_ms, record_us;
+  uint64_t submissions = 0;
+  bool verified = false;
+  double ref_ms_per_gflop = 0;
+  for (int rep = 0; rep < g_reps + 1; ++rep) {
+    run.begin();
+    const uint64_t serial0 = ctx->impl->recorder().open_serial();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int l = 0; l < L; ++l) {
+      check(vkattn_step_append(run.step, l, run.k_new[l], run.v_new[l]), "step_append");
+      check(vkattn_step_attention(run.step, l, &run.desc, run.q, outs[l]), "step_attention");
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    check(vkattn_context_synchronize(ctx), "synchronize");
+    submissions = ctx->impl->recorder().open_serial() - serial0;
+    uint64_t ns = 0;
+    check(vkattn_context_last_gpu_time(ctx, &ns), "last_gpu_time");
+    if (!verified) {  // layer 0 against the reference (the first run compiles)
+      progress("%s: verifying layer 0", r->name.c_str());
+      run.o = outs[0];
+      r->ok = run.check_layer0(r, &ref_ms_per_gflop);
+      run.o = nullptr;
+      verified = true;
+    } else {
+      gpu_ms.push_back(ns * 1e-6);
+      record_us.push_back(us / L);
+    }
+    run.abort();
+  }
+  run.o = outs[0];
+  for (int l = 1; l < L; ++l) vkattn_tensor_destroy(outs[l]);
+  r->median_ms = median(gpu_ms);
+  double flops, bytes;
+  work(kGqa, run.seqs, &flops, &bytes);
+  roofline(*r, flops * L, bytes * L, peaks);
+  r->ref_speedup = ref_ms_per_gflop * flops * L * 1e-9 / r->median_ms;
+  r->extra.push_back({"tokens_per_s", 16.0 / (r->median_ms * 1e-3)});
+  r->extra.push_back({"record_us_per_layer", median(record_us)});
+  r->extra.push_back({"submissions", double(submissions)});
+  char n[128];
+  std::snprintf(n, sizeof(n), "%.0f tokens/s, recording %.1f us/layer, %llu submission(s)",
+                16.0 / (r->median_ms * 1e-3), median(record_us),
+                static_cast<unsigned long long>(submissions));
+  r->notes = n;
+  r->variant = variant_name(ctx, kGqa.d, kGqa.H / kGqa.Hkv);
+  return r->ok;
+}
+
+}  // namespace
+
+const std::vector<Case>& all_cases() {
+  static const std::vector<Case> cases = {
+      {"prefill-1k-8h-causal", "causal 1024 x 1024, 8 heads, d 128, f16", prefill_1k_causal},
+      {"prefill-1k-8h", "non-causal 1024 x 1024, 8 heads, d 128, f16", prefill_1k},
+      {"prefill-2k-gqa", "causal 2048, 32 q / 8 kv heads, d 128, f16", prefill_2k_gqa},
+      {"prefill-1k-d64", "causal 1024, 8 heads, d 64, f16", prefill_1k_d64},
+      {"prefill-1k-d256", "causal 1024, 8 heads, d 256, f16", prefill_1k_d256},
+      {"chunk-512-over-1536", "paged: a 512-token chunk over 1536 cached, 32/8 heads, d 128",
+       chunk_512_over_1536},
+      {"decode-1x4096", "paged: 1 decode over 4096 cached, 32/8 heads, d 128", decode_1x4096},
+      {"decode-16x2048", "paged: 16 decodes over 2048 cached, 32/8 heads, d 128", decode_16x2048},
+      {"decode-16x512", "paged: one layer of layers-32 (16 decodes over 512)", decode_16x512},
+      {"mixed-step", "paged: 12 decodes over 512 + 325 i, a 256 chunk over 1024, one step",
+       mixed_step},
+      {"layers-32", "paged: a 32-layer decode step of 16 x 512, append + attention, one submit",
+       layers_32},
+  };
+  return cases;
+}
+
+}  // namespace bench

@@ -1,0 +1,220 @@
+// The device's own peaks for vkattn-bench: f32 FMA throughput
+// (shaders/peak_fma.comp: independent scalar chains, every FMA unrolled
+// but one loop), read bandwidth (shaders/peak_read.comp: contiguous spans
+// per lane of f16 storage-buffer words unpacked, plain f32 vec4 and f16
+// texel fetches; the bound is the fastest of them, each reported), and the
+// submit round trip. Each figure is the
+// best of several shapes (workgroup 64/256/1024, and chain counts), and the
+// winning shape is reported.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "bench.h"
+#include "core/pipeline.h"
+#include "core/tensor.h"
+
+namespace bench {
+
+namespace {
+
+using namespace vkattn;
+
+const KernelLayout kFma{"peak_fma", {BindingKind::kStorageBuffer}, 8};
+
+const KernelLayout kRead{
+    "peak_read",
+    {BindingKind::kStorageBuffer, BindingKind::kUniformTexel, BindingKind::kStorageBuffer},
+    8};
+
+// GFLOP/s of peak_fma.comp at one shape, or 0 if its checksums are wrong
+// (a loop the driver ended early, an optimized-away chain): the answer is
+// checked before the time is believed. The rolled loop stays far below the
+// loop cap even if the driver keeps the unrolled ones rolled; the work
+// grows by invocations.
+double fma_gflops(vkattn_context* ctx, uint32_t wg, uint32_t acc, uint32_t unroll) {
+  Context& c = *ctx->impl;
+  constexpr uint32_t kIters = 256;
+  const uint64_t max_inv = 1ull << 21;
+  auto out = std::make_shared<Buffer>(c.device(), max_inv * 4, true);
+  const Pipeline& pipe = c.pipelines().get(kFma, {wg, acc, unroll});
+  struct {
+    uint32_t iters;
+    float seed;
+  } push{kIters, 0.5f};
+  BoundBuffer b;
+  b.buffer = out;
+  uint64_t groups = std::max<uint64_t>(1, 2048 / wg);
+  auto once = [&] { c.pipelines().dispatch(c.recorder(), pipe, {b}, &push, sizeof(push), groups); };
+  double ms = time_gpu(ctx, once, 1);
+  while (ms < 20.0 && groups * wg * 2 <= max_inv) {
+    groups *= 2;
+    ms = time_gpu(ctx, once, 1);
+  }
+  // Checksums: chain i of invocation id starts at (id + i) * 1e-6 and runs
+  // R = iters * unroll rounds of x = 0.999 x + seed.
+  const double rounds = double(kIters) * unroll, br = std::pow(0.999, rounds);
+  const float* got = reinterpret_cast<const float*>(out->mapped());
+  for (uint64_t id : {uint64_t(0), groups * wg / 2, groups * wg - 1}) {
+    double want = 0;
+    for (uint32_t i = 0; i < acc; ++i)
+      want += br * double(id + i) * 1e-6 + 0.5 * (1 - br) / (1 - 0.999);
+    if (!got || !(std::fabs(got[id] - want) <= 1e-3 * std::fabs(want))) return 0;
+  }
+  ms = time_gpu(ctx, once, std::max(3, g_reps / 2));
+  return double(groups * wg) * rounds * acc * 2.0 / (ms * 1e6);
+}
+
+double read_gbps(vkattn_context* ctx, uint32_t wg, uint32_t kind, uint64_t bytes) {
+  Context& c = *ctx->impl;
+  static std::shared_ptr<Buffer> src;
+  if (!src || src->size() != bytes) {
+    src = std::make_shared<Buffer>(c.device(), bytes, false);
+    if (src->mapped()) std::fill(src->mapped(), src->mapped() + bytes, uint8_t(0x3c));
+  }
+  // Enough lanes for a GPU, few enough that a CPU's lanes read long spans.
+  const uint64_t n_inv =
+      c.device().info().device_type == VKATTN_DEVICE_CPU ? 16384 : 262144;
+  const uint64_t words = bytes / 16, span = words / n_inv / 8 * 8;
+  auto out = std::make_shared<Buffer>(c.device(), n_inv * 4, false);
+  const Pipeline& pipe = c.pipelines().get(kRead, {wg, kind});
+  struct {
+    uint32_t span, n_inv;
+  } push{static_cast<uint32_t>(span), static_cast<uint32_t>(n_inv)};
+  BoundBuffer s, t, o;
+  s.buffer = src;
+  t.buffer = src;
+  t.format = VK_FORMAT_R32G32B32A32_UINT;
+  o.buffer = out;
+  double ms = time_gpu(ctx, [&] {
+    c.pipelines().dispatch(c.recorder(), pipe, {s, t, o}, &push, sizeof(push), n_inv / wg);
+  });
+  return double(span * n_inv * 16) / (ms * 1e6);
+}
+
+// The independent check on a CPU device (lavapipe runs on the host's
+// cores): the host's own FMA throughput, measured with native AVX2 FMA
+// chains on every core in the same minute. 0 where it does not apply.
+#if defined(__x86_64__)
+// Ten independent 8-wide chains kept in registers (an array would live in
+// memory and measure the cache instead).
+__attribute__((target("avx2,fma"), noinline)) float native_fma_chains(long rounds, float seed) {
+  typedef float v8 __attribute__((vector_size(32)));
+  const v8 m = {0.999f, 0.999f, 0.999f, 0.999f, 0.999f, 0.999f, 0.999f, 0.999f};
+  const v8 c = {seed, seed, seed, seed, seed, seed, seed, seed};
+  v8 a0 = m * 0.f, a1 = m * 1.f, a2 = m * 2.f, a3 = m * 3.f, a4 = m * 4.f;
+  v8 a5 = m * 5.f, a6 = m * 6.f, a7 = m * 7.f, a8 = m * 8.f, a9 = m * 9.f;
+  for (long n = 0; n < rounds; ++n) {
+    a0 = __builtin_ia32_vfmaddps256(a0, m, c);
+    a1 = __builtin_ia32_vfmaddps256(a1, m, c);
+    a2 = __builtin_ia32_vfmaddps256(a2, m, c);
+    a3 = __builtin_ia32_vfmaddps256(a3, m, c);
+    a4 = __builtin_ia32_vfmaddps256(a4, m, c);
+    a5 = __builtin_ia32_vfmaddps256(a5, m, c);
+    a6 = __builtin_ia32_vfmaddps256(a6, m, c);
+    a7 = __builtin_ia32_vfmaddps256(a7, m, c);
+    a8 = __builtin_ia32_vfmaddps256(a8, m, c);
+    a9 = __builtin_ia32_vfmaddps256(a9, m, c);
+  }
+  v8 s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + (a8 + a9);
+  return s[0];
+}
+#endif
+
+double native_fma_gflops() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const long rounds = 100000000;
+  std::vector<std::thread> ts;
+  std::vector<float> sink(threads);
+  auto t0 = std::chrono::steady_clock::now();
+  for (unsigned i = 0; i < threads; ++i)
+    ts.emplace_back([&, i] { sink[i] = native_fma_chains(rounds, 0.5f); });
+  for (auto& t : ts) t.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return threads * double(rounds) * 10 * 8 * 2 / (s * 1e9);
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+Peaks measure_peaks(vkattn_context* ctx) {
+  Context& c = *ctx->impl;
+  const DeviceCaps& caps = c.device().caps();
+  Peaks p;
+  char shape[96];
+  // (chains, rounds unrolled per iteration): on lavapipe, bodies of more
+  // than ~256 FMAs run slower, and fewer than ~8 chains do not hide the
+  // latency on a GPU; the best of all of them is the peak.
+  const std::pair<uint32_t, uint32_t> kFmaShapes[] = {{4, 64}, {8, 8}, {8, 16}, {16, 8}};
+  double fma_low = 0;
+  for (uint32_t wg : {64u, 256u, 1024u}) {
+    if (wg > caps.max_workgroup_invocations) continue;
+    for (auto [acc, unroll] : kFmaShapes) {
+      progress("peaks: f32 FMA, workgroup %u, %u chains x %u", wg, acc, unroll);
+      const double g = fma_gflops(ctx, wg, acc, unroll);
+      fma_low = fma_low == 0 ? g : std::min(fma_low, g);
+      if (g > p.fma_gflops) {
+        p.fma_gflops = g;
+        std::snprintf(shape, sizeof(shape), "workgroup %u, %u chains x %u unrolled", wg, acc,
+                      unroll);
+        p.fma_shape = shape;
+      }
+    }
+  }
+  p.fma_low_gflops = fma_low;
+  if (c.device().info().device_type == VKATTN_DEVICE_CPU) {
+    progress("peaks: the host's native FMA (independent check)");
+    p.fma_probe_gflops = native_fma_gflops();
+  }
+  // Larger than a CPU device's caches; a GPU gets more.
+  uint64_t bytes = c.device().info().device_type == VKATTN_DEVICE_DISCRETE_GPU ? (1ull << 30)
+                                                                                  : (120ull << 20);
+  bytes = std::min<uint64_t>(bytes, caps.max_storage_buffer_range / (1 << 20) * (1 << 20));
+  bytes = std::min<uint64_t>(bytes, uint64_t(caps.max_texel_buffer_elements) * 16);
+  bytes = bytes >> 20 << 20;
+  static const char* const kKinds[] = {"f16 storage uvec4", "f32 storage vec4", "f16 texel"};
+  for (uint32_t wg : {64u, 256u, 1024u}) {
+    if (wg > caps.max_workgroup_invocations) continue;
+    progress("peaks: reads, workgroup %u", wg);
+    for (uint32_t kind : {0u, 1u, 2u}) {
+      const double g = read_gbps(ctx, wg, kind, bytes);
+      p.read_kinds[kind] = std::max(p.read_kinds[kind], g);
+      if (g > p.read_gbps) {
+        p.read_gbps = g;
+        std::snprintf(shape, sizeof(shape), "%s, workgroup %u, %llu MiB", kKinds[kind], wg,
+                      static_cast<unsigned long long>(bytes >> 20));
+        p.read_shape = shape;
+      }
+    }
+  }
+  // Submit + wait of one tiny dispatch, host wall clock.
+  {
+    auto out = std::make_shared<Buffer>(c.device(), 64 * 4, false);
+    const Pipeline& pipe = c.pipelines().get(kFma, {64u, 8u, 32u});
+    struct {
+      uint32_t iters;
+      float seed;
+    } push{1, 0.5f};
+    BoundBuffer b;
+    b.buffer = out;
+    std::vector<double> us;
+    for (int i = 0; i < 31; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      c.pipelines().dispatch(c.recorder(), pipe, {b}, &push, sizeof(push), 1);
+      check(vkattn_context_synchronize(ctx), "synchronize");
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    p.submit_us = median(us);
+  }
+  return p;
+}
+
+}  // namespace bench
