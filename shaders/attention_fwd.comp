@@ -37,10 +37,20 @@ layout(constant_id = 10) const uint QVEC = 1;  // 1: 4 elements per q texel
 // of a sequence is slot j % page_size of page block_table[k_off + j /
 // page_size], inside this dispatch's pool buffer (bound to k_tex/v_tex).
 layout(constant_id = 11) const uint PAGED = 0;
+// 1: a decode-mode item merges its lanes' partial results in shared memory
+// (their m, l and accumulators, by lse) and writes one result for the
+// tile's rows: out directly when the item covers the tile's keys, else one
+// partial of R rows at slot. 0: every lane writes its own partial for
+// attention_combine.comp. The host enables it where WG x R rows fit.
+layout(constant_id = 12) const uint SMEM_MERGE = 0;
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
 const uint TILE_ROWS = WG * R;
+// Shared memory of the decode merge (one element when it is off).
+const uint MERGE_ROWS = SMEM_MERGE != 0u ? WG * R : 1u;
+shared vec2 sh_ml[MERGE_ROWS];
+shared vec4 sh_acc[MERGE_ROWS * DV4];
 // Head-dim chunks unrolled inside the iterated loops of the compact variant.
 const uint CK = (D4 % 4u == 0u) ? 4u : ((D4 % 2u == 0u) ? 2u : 1u);
 const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
@@ -361,12 +371,47 @@ void main() {
     }
   }
 
+  // Decode mode with the shared-memory merge: lane `lane` < R gathers tile
+  // row `lane` from every lane (weights exp(m_s - M), never multiplying a
+  // lane that saw no key) into register row 0, and stores it below.
+  const bool merged = SMEM_MERGE != 0u && LK == WG;
+  if (merged) {
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      sh_ml[lane * R + i] = vec2(m[i], l[i]);
+      [[unroll]] for (uint c = 0u; c < DV4; ++c) sh_acc[(lane * R + i) * DV4 + c] = acc[i * DV4 + c];
+    }
+    memoryBarrierShared();
+    barrier();
+    const uint i = min(lane, R - 1u);
+    float M = NEG_INF;
+    [[dont_unroll]] for (uint s = 0u; s < WG; ++s) M = max(M, sh_ml[s * R + i].x);
+    float L = 0.0;
+    float w[WG];
+    [[unroll]] for (uint s = 0u; s < WG; ++s) {
+      vec2 ml = sh_ml[s * R + i];
+      w[s] = ml.y > 0.0 ? exp(ml.x - M) : 0.0;
+      L += w[s] * ml.y;
+    }
+    [[dont_unroll]] for (uint c = 0u; c < DV4; ++c) {
+      vec4 a = vec4(0.0);
+      [[unroll]] for (uint s = 0u; s < WG; ++s) a += w[s] > 0.0 ? w[s] * sh_acc[(s * R + i) * DV4 + c] : vec4(0.0);
+      acc[c] = a;
+    }
+    m[0] = M;
+    l[0] = L;
+    uint r = it.row0 + lane;
+    row_ok[0] = lane < R && r < min(nrows, it.row_end);
+    tok[0] = r / G;
+    head[0] = it.kv_head * G + r % G;
+    [[unroll]] for (uint k = 1u; k < R; ++k) row_ok[k] = false;
+  }
+
   [[unroll]] for (uint i = 0u; i < R; ++i) {
     if (row_ok[i]) {
       float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
       float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
       if (it.slot != NO_SLOT) {
-        uint prow = it.slot + (sub * (WG / LK) + grp) * R + i;
+        uint prow = merged ? it.slot + lane : it.slot + (sub * (WG / LK) + grp) * R + i;
         if (UNROLL_D != 0u) {
           [[unroll]] for (uint c = 0u; c < DV4; ++c) PART_STORE(i, c)
         } else {

@@ -218,6 +218,9 @@ TEST_F(Attention, DecodeMode) {
       {{"VKATTN_ATTN_WG", "16"}},
       {{"VKATTN_ATTN_WG", "4"}, {"VKATTN_ATTN_BLOCK_KEYS", "4"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
       {{"VKATTN_ATTN_SPLIT_KEYS", "64"}, {"VKATTN_ATTN_DECODE_MIN_KEYS", "1"}},
+      // The shared-memory merge of a decode item's lanes (GPUs' default).
+      {{"VKATTN_ATTN_DECODE_MERGE", "1"}},
+      {{"VKATTN_ATTN_DECODE_MERGE", "1"}, {"VKATTN_ATTN_SPLIT_KEYS", "64"}},
   };
   uint32_t seed = 300;
   for (const auto& vars : variants) {

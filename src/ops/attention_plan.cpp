@@ -102,7 +102,9 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
       }
     }
     t.n_items = static_cast<uint32_t>(plan.items.size()) - t.first_item;
-    t.lanes = lanes;
+    // Splits: one per lane, or one per item when its lanes merge in
+    // shared memory (the item's n_slots still says decode mode).
+    t.lanes = decode && s.decode_merge ? 1 : lanes;
     // Partial rows of one split: the rows of one lane in decode mode, else
     // the tile's rows rounded up to whole lanes (lane l writes rows
     // [l * R, l * R + R) of the tile).

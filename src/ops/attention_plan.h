@@ -79,6 +79,9 @@ struct PlanShape {
   // Tokens a tile may span at most (q/out/lse rows of one item must fit
   // one binding window); 0 = no bound.
   uint64_t max_tile_tokens = 0;
+  // Decode-mode items merge their lanes in shared memory: one result (or
+  // one partial of R rows) per item instead of one per lane.
+  bool decode_merge = false;
   // Elements of a custom mask one item may span (its rows' mask rows must
   // fit one binding window: a tile then spans at most this / u tokens of a
   // sequence with u keys); 0 = no mask.

@@ -146,6 +146,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   PlanShape shape{
       group,  d.num_kv_heads,      d.causal != 0, d.window_left,    var.tile_rows(),   var.rows,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
+  shape.decode_merge = var.decode_merge;
   // Item key ranges within one K/V texel window (every lane of a
   // decode-mode item reads max_keys of them).
   if (!c.step) {
@@ -307,7 +308,8 @@ void record_attention(Context& ctx, const AttentionCall& c) {
                                 pp->vvec,
                                 var.unroll_d ? 1u : 0u,
                                 pp->qvec,
-                                c.step ? 1u : 0u};
+                                c.step ? 1u : 0u,
+                                var.decode_merge ? 1u : 0u};
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& fwd = pipes.get(kFwdLayout, spec);
   const Pipeline* combine =

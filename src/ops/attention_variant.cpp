@@ -24,7 +24,8 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
   //   compact variant (UNROLL_D = 0), per row: the q load (D4) and the
   //   accumulator clear (DV4), then the final store (DV4);
   //   the key-block loop: one iteration per block of BK keys;
-  //   compact variant, per block: the QK loop (D4 / CK) and PV loop (DV4 / CV).
+  //   compact variant, per block: the QK loop (D4 / CK) and PV loop (DV4 / CV);
+  //   the decode merge, when on.
   const uint64_t d4 = (head_dim + 3) / 4, dv4 = (head_dim_v + 3) / 4;
   auto chunk = [](uint64_t n4) -> uint64_t { return n4 % 4 == 0 ? 4 : n4 % 2 == 0 ? 2 : 1; };
   uint64_t fixed = 0, per_block = 1;
@@ -32,6 +33,8 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
     fixed = uint64_t(v.rows) * (loop_cost(d4) + loop_cost(dv4) + loop_cost(dv4));
     per_block += loop_cost(d4 / chunk(d4)) + loop_cost(dv4 / chunk(dv4));
   }
+  // The decode merge: a loop over the lanes and one over DV4.
+  if (v.decode_merge) fixed += loop_cost(v.wg) + loop_cost(dv4);
   const uint64_t usable = kLoopUsable - loop_cost(0);  // the key loop's exit test
   if (fixed >= usable) return v.block_keys;
   const uint64_t blocks = std::max<uint64_t>(1, (usable - fixed) / per_block);
@@ -80,6 +83,13 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
       v.block_keys < 1 || v.block_keys > 64 || v.max_keys < 1)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range (wg ", v.wg, ", rows ",
          v.rows, ", block keys ", v.block_keys, ", split keys ", v.max_keys, ")");
+  // The decode merge keeps every lane's m, l and accumulators of R rows in
+  // shared memory (attention_fwd.comp SMEM_MERGE). Off on CPU devices:
+  // lavapipe's barrier and shared memory cost more than the partials and
+  // the combine pass they save (decode-16x512: 40 ms merged, 26 ms not).
+  const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
+  v.decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", cpu ? 0 : 1) != 0 &&
+                   merge_bytes <= caps.max_shared_memory;
   v.max_keys = std::min(v.max_keys, attention_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
   return v;

@@ -5,7 +5,9 @@
 //   VKATTN_ATTN_WG, VKATTN_ATTN_ROWS, VKATTN_ATTN_BLOCK_KEYS,
 //   VKATTN_ATTN_SCALAR_FETCH=1, VKATTN_ATTN_UNROLL_D=0|1, VKATTN_ATTN_SPLIT_KEYS (keys per item),
 //   VKATTN_ATTN_TARGET_ITEMS (split key ranges until this many items),
-//   VKATTN_ATTN_DECODE_MIN_KEYS (decode mode from this many keys; 0 = never).
+//   VKATTN_ATTN_DECODE_MIN_KEYS (decode mode from this many keys; 0 = never),
+//   VKATTN_ATTN_DECODE_MERGE=0 (decode-mode lanes write partials for the
+//   combine pass instead of merging in shared memory).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ struct AttentionVariant {
   uint32_t target_items = 1;      // parallelism wanted from one dispatch
   uint32_t min_split_keys = 256;  // never split into smaller chunks
   uint32_t decode_min_keys = 0;   // tiles of <= R rows over this many keys: decode mode
+  bool decode_merge = false;      // decode-mode lanes merge in shared memory (fits, and allowed)
   uint32_t tile_rows() const { return wg * rows; }
 };
 
