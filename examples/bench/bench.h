@@ -22,18 +22,19 @@ void progress(const char* fmt, ...);
 
 // The device's own ceilings, each the best of several kernel shapes.
 struct Peaks {
-  double fma_gflops = 0;     // f32 FMA, every loop unrolled
-  std::string fma_shape;     // which shape won
+  double fma_gflops = 0;      // f32 FMA, every loop unrolled
+  std::string fma_shape;      // which shape won
   double fma_low_gflops = 0;  // the slowest shape (the spread shows what shape costs)
   // CPU devices: the host's native FMA throughput, an independent check of
   // fma_gflops (0 elsewhere).
   double fma_probe_gflops = 0;
-  double read_gbps = 0;      // the fastest way to read f16 data (the read bound)
-  std::string read_shape;    // which kind and shape
+  double read_gbps = 0;    // the fastest way to read f16 data (the read bound)
+  std::string read_shape;  // which kind, pattern and workgroup
   // peaks.read_kinds: f16 storage-buffer uvec4 unpacked, f32 storage vec4,
   // f16 texel fetches unpacked.
   double read_kinds[3] = {0, 0, 0};
-  double submit_us = 0;      // submit + wait of a tiny dispatch, host clock
+  std::string read_kind_shapes[3];  // the pattern and workgroup that won, per kind
+  double submit_us = 0;             // submit + wait of a tiny dispatch, host clock
 };
 Peaks measure_peaks(vkattn_context* ctx);
 

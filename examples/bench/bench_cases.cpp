@@ -33,7 +33,8 @@ uint16_t to_f16(float f) {  // exact for k / 1024, |k| <= 1024
   uint32_t b;
   std::memcpy(&b, &f, 4);
   uint32_t sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
-  if (a < 0x38800000u) return static_cast<uint16_t>(sign | (a ? ((a & 0x7fffff) | 0x800000) >> (126 - (a >> 23)) : 0));
+  if (a < 0x38800000u)
+    return static_cast<uint16_t>(sign | (a ? ((a & 0x7fffff) | 0x800000) >> (126 - (a >> 23)) : 0));
   return static_cast<uint16_t>(sign | ((a - 0x38000000u) >> 13));
 }
 
@@ -305,7 +306,8 @@ struct PagedRun {
 
 // One layer of a step: attention timed (append apart), verified first.
 bool paged_layer(vkattn_context* ctx, const Peaks& peaks, Result* r, Shape s,
-                 std::vector<int32_t> cached, std::vector<int32_t> fresh, double* ms_out = nullptr) {
+                 std::vector<int32_t> cached, std::vector<int32_t> fresh,
+                 double* ms_out = nullptr) {
   progress("%s: filling the cache", r->name.c_str());
   PagedRun run(ctx, s, 1, cached, fresh);
   run.begin();
@@ -382,7 +384,7 @@ bool mixed_step(vkattn_context* c, const Peaks& p, Result* r) {
   char n[96];
   std::snprintf(n, sizeof(n), "parts as two steps: %.2f + %.2f = %.2f ms", ms_dec, ms_chunk,
                 ms_dec + ms_chunk);
-  r->notes = n;
+  r->notes += n;
   return true;
 }
 
@@ -397,7 +399,7 @@ bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
   run.o = nullptr;
   std::vector<vkattn_tensor*> outs;
   for (int l = 0; l < L; ++l) outs.push_back(make(ctx, {run.total_new, kGqa.H, kGqa.d}));
-  std::vector<double> gpu_ms, record_us;
+  std::vector<double> gpu_ms, record_us, append_us, attention_us;
   uint64_t submissions = 0;
   bool verified = false;
   double ref_ms_per_gflop = 0;
@@ -405,10 +407,17 @@ bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
     run.begin();
     const uint64_t serial0 = ctx->impl->recorder().open_serial();
     auto t0 = std::chrono::steady_clock::now();
+    double t_app = 0, t_att = 0;
     for (int l = 0; l < L; ++l) {
+      auto a0 = std::chrono::steady_clock::now();
       check(vkattn_step_append(run.step, l, run.k_new[l], run.v_new[l]), "step_append");
+      auto a1 = std::chrono::steady_clock::now();
       check(vkattn_step_attention(run.step, l, &run.desc, run.q, outs[l]), "step_attention");
+      auto a2 = std::chrono::steady_clock::now();
+      t_app += std::chrono::duration<double, std::micro>(a1 - a0).count();
+      t_att += std::chrono::duration<double, std::micro>(a2 - a1).count();
     }
+
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     check(vkattn_context_synchronize(ctx), "synchronize");
@@ -424,6 +433,8 @@ bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
     } else {
       gpu_ms.push_back(ns * 1e-6);
       record_us.push_back(us / L);
+      append_us.push_back(t_app / L);
+      attention_us.push_back(t_att / L);
     }
     run.abort();
   }
@@ -436,12 +447,16 @@ bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
   r->ref_speedup = ref_ms_per_gflop * flops * L * 1e-9 / r->median_ms;
   r->extra.push_back({"tokens_per_s", 16.0 / (r->median_ms * 1e-3)});
   r->extra.push_back({"record_us_per_layer", median(record_us)});
+  r->extra.push_back({"record_us_append", median(append_us)});
+  r->extra.push_back({"record_us_attention", median(attention_us)});
   r->extra.push_back({"submissions", double(submissions)});
-  char n[128];
-  std::snprintf(n, sizeof(n), "%.0f tokens/s, recording %.1f us/layer, %llu submission(s)",
-                16.0 / (r->median_ms * 1e-3), median(record_us),
-                static_cast<unsigned long long>(submissions));
-  r->notes = n;
+  char n[160];
+  std::snprintf(n, sizeof(n),
+                "%.0f tokens/s, recording %.1f us/layer (append %.1f, attention %.1f), "
+                "%llu submission(s)",
+                16.0 / (r->median_ms * 1e-3), median(record_us), median(append_us),
+                median(attention_us), static_cast<unsigned long long>(submissions));
+  r->notes += n;
   r->variant = variant_name(ctx, kGqa.d, kGqa.H / kGqa.Hkv);
   return r->ok;
 }
