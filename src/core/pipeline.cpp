@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -176,9 +177,12 @@ PreparedDispatch Pipelines::prepare(Recorder& rec, const Pipeline& p,
   if (gy > caps.max_workgroup_count[1])
     fail(VKATTN_ERROR_INTERNAL, layout.shader, ": ", groups, " workgroups exceed the device grid");
 
-  std::vector<VkDescriptorBufferInfo> infos(bound.size());
-  std::vector<VkBufferView> views(bound.size());
-  std::vector<VkWriteDescriptorSet> writes(bound.size());
+  // On the stack: this runs for every dispatch of every layer.
+  if (bound.size() > kMaxBindings)
+    fail(VKATTN_ERROR_INTERNAL, layout.shader, ": more than ", kMaxBindings, " bindings");
+  std::array<VkDescriptorBufferInfo, kMaxBindings> infos{};
+  std::array<VkBufferView, kMaxBindings> views{};
+  std::array<VkWriteDescriptorSet, kMaxBindings> writes{};
   for (size_t i = 0; i < bound.size(); ++i) {
     const BoundBuffer& b = bound[i];
     Buffer* buf = b.buffer ? b.buffer.get() : b.raw;
@@ -215,7 +219,7 @@ PreparedDispatch Pipelines::prepare(Recorder& rec, const Pipeline& p,
       w.pTexelBufferView = &views[i];
     if (bound[i].buffer) rec.use(bound[i].buffer);
   }
-  device_.vk().vkUpdateDescriptorSets(device_.handle(), static_cast<uint32_t>(writes.size()),
+  device_.vk().vkUpdateDescriptorSets(device_.handle(), static_cast<uint32_t>(bound.size()),
                                       writes.data(), 0, nullptr);
   if (push_bytes) std::memcpy(d.push, push, push_bytes);
   d.push_bytes = push_bytes;

@@ -21,6 +21,9 @@ class Recorder;
 
 enum class BindingKind : uint8_t { kStorageBuffer, kUniformTexel };
 
+// Bindings of one kernel at most (attention_fwd has 13).
+constexpr size_t kMaxBindings = 16;
+
 struct KernelLayout {
   const char* shader;  // name of shaders/<name>.comp
   std::vector<BindingKind> bindings;

@@ -247,17 +247,17 @@ void record_attention(Context& ctx, const AttentionCall& c) {
   // The plan: built once per step and shape, reused by every layer.
   std::shared_ptr<PreparedPlan> pp;
   if (c.step) {
-    std::vector<uint32_t> key = {d.num_heads,
-                                 d.causal,
-                                 static_cast<uint32_t>(d.window_left),
-                                 static_cast<uint32_t>(c.q->dtype()),
-                                 c.lse ? 1u : 0u,
-                                 d.mask_type,
-                                 c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u};
+    const Step::PlanKey key = {d.num_heads,
+                               d.causal,
+                               static_cast<uint32_t>(d.window_left),
+                               static_cast<uint32_t>(c.q->dtype()),
+                               c.lse ? 1u : 0u,
+                               d.mask_type,
+                               c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u};
     auto it = c.step->plans.find(key);
     if (it == c.step->plans.end()) {
       auto fresh = prepare_plan(ctx, c);
-      it = c.step->plans.emplace(std::move(key), std::move(fresh)).first;
+      it = c.step->plans.emplace(key, std::move(fresh)).first;
     }
     pp = std::static_pointer_cast<PreparedPlan>(it->second);
   } else {

@@ -1,11 +1,11 @@
 #include "ops/attention_variant.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "core/device.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "core/loop_budget.h"
 
 namespace vkattn {
@@ -66,7 +66,7 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   else
     v.rows = std::min(v.rows, pow2_at_least((max_rows + v.wg - 1) / v.wg));
   v.block_keys = 8;
-  uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t threads = host_threads();
   v.target_items = cpu ? 4 * threads : 256;
 
   v.wg = env_uint("VKATTN_ATTN_WG", v.wg);

@@ -20,6 +20,7 @@
 // pool of any size works and every page lies in exactly one buffer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -125,9 +126,12 @@ class Step {
   std::shared_ptr<KvCache> cache_;  // first: destroyed after everything below
 
  public:
-  // Attention plans of this step, by (H, causal, window): built at the
-  // first layer that needs one, reused by the others (ops/attention.cpp).
-  std::map<std::vector<uint32_t>, std::shared_ptr<void>> plans;
+  // Attention plans of this step, by what shapes them (H, causal, window,
+  // dtypes, lse, mask; ops/attention_record.cpp): built at the first layer
+  // that needs one, reused by the others (a fixed-size key: no allocation
+  // per layer).
+  using PlanKey = std::array<uint32_t, 7>;
+  std::map<PlanKey, std::shared_ptr<void>> plans;
 
  private:
   std::vector<StepSeq> seqs_;
