@@ -1,12 +1,11 @@
 // The device's own peaks for vkattn-bench: f32 FMA throughput
 // (shaders/peak_fma.comp: independent scalar chains, every FMA unrolled
-// but one loop), read bandwidth (shaders/peak_read.comp: contiguous spans
-// per lane or per workgroup of f16 storage-buffer words unpacked, plain f32
-// vec4 and f16 texel fetches, checksums verified; the bound is the fastest
-// of them, each reported), and the
-// submit round trip. Each figure is the
-// best of several shapes (workgroup 64/256/1024, and chain counts), and the
-// winning shape is reported.
+// but one loop), read bandwidth (shaders/peak_read.comp: per-lane or
+// per-workgroup contiguous spans of f16 storage-buffer words unpacked,
+// plain f32 vec4 and f16 texel fetches, checksums verified; the bound is
+// the fastest of them, each reported), and the submit round trip. Each
+// figure is the best of several shapes (workgroup 64/256/1024, and chain
+// counts), and the winning shape is reported.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

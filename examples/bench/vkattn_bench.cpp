@@ -100,8 +100,8 @@ void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
   std::fprintf(f,
                "  \"peaks\": {\"fma_gflops\": %.3f, \"read_gbps\": %.3f, \"submit_us\": %.1f, "
                "\"native_fma_gflops\": %.3f, \"fma_shape\": %s, \"read_shape\": %s, "
-               "\"read_kinds\": {\"f16_storage_uvec4\": "
-               "%.3f, \"f32_storage_vec4\": %.3f, \"f16_texel_rgba32ui\": %.3f}},\n",
+               "\"read_kinds\": {\"f16_storage_uvec4\": %.3f, \"f32_storage_vec4\": %.3f, "
+               "\"f16_texel_rgba32ui\": %.3f}},\n",
                p.fma_gflops, p.read_gbps, p.submit_us, p.fma_probe_gflops,
                json_str(p.fma_shape).c_str(), json_str(p.read_shape).c_str(), p.read_kinds[0],
                p.read_kinds[1], p.read_kinds[2]);
@@ -164,10 +164,10 @@ int main(int argc, char** argv) {
     std::snprintf(probe, sizeof(probe), "; the host's native AVX2 FMA: %.1f, %+.0f%%",
                   peaks.fma_probe_gflops, 100.0 * (peaks.fma_gflops / peaks.fma_probe_gflops - 1));
   std::printf(
-      "peaks: f32 FMA %.1f GFLOP/s (%s; slowest shape %.1f%s)\n       read %.2f GB/s (%s); by "
-      "kind: f16 "
-      "storage uvec4 %.2f, f32 storage vec4 %.2f, f16 texel %.2f GB/s\n       submit + "
-      "wait %.0f us\n",
+      "peaks: f32 FMA %.1f GFLOP/s (%s; slowest shape %.1f%s)\n"
+      "       read %.2f GB/s (%s); by kind: f16 storage uvec4 %.2f, f32 storage vec4 %.2f, "
+      "f16 texel %.2f GB/s\n"
+      "       submit + wait %.0f us\n",
       peaks.fma_gflops, peaks.fma_shape.c_str(), peaks.fma_low_gflops, probe, peaks.read_gbps,
       peaks.read_shape.c_str(), peaks.read_kinds[0], peaks.read_kinds[1], peaks.read_kinds[2],
       peaks.submit_us);
