@@ -43,6 +43,13 @@ layout(constant_id = 11) const uint PAGED = 0;
 // partial of R rows at slot. 0: every lane writes its own partial for
 // attention_combine.comp. The host enables it where WG x R rows fit.
 layout(constant_id = 12) const uint SMEM_MERGE = 0;
+// Optional transforms compiled in (F_SOFTCAP | F_ALIBI | F_MASK_BOOL |
+// F_MASK_ADD | F_KEY_VALID bits; the push constant flags then switch them
+// per call). lavapipe runs both sides of every branch under an execution
+// mask, so a transform that is compiled in costs its work on every key
+// block even when the call does not use it (masked loads are per-lane
+// scalar loops): the host builds the variant a call needs.
+layout(constant_id = 13) const uint FEATURES = 0xffffffffu;
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -293,11 +300,11 @@ void main() {
         [[unroll]] for (uint cc = 0u; cc < CK; ++cc) QK_STEP(c0 + cc)
       }
     }
-    // Transforms, each behind one uniform branch per block.
-    if ((pc.flags & F_SOFTCAP) != 0u) {
+    // Transforms, each compiled in only when FEATURES has it (see above).
+    if ((FEATURES & pc.flags & F_SOFTCAP) != 0u) {
       [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = pc.softcap * tanh(s[x] / pc.softcap);
     }
-    if ((pc.flags & F_ALIBI) != 0u) {
+    if ((FEATURES & pc.flags & F_ALIBI) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         float slope = alibi[head[i]];
         [[unroll]] for (uint j = 0u; j < BK; ++j)
@@ -316,14 +323,14 @@ void main() {
         vis[i * BK + j] = v;
       }
     }
-    if ((pc.flags & F_KEY_VALID) != 0u) {
+    if ((FEATURES & pc.flags & F_KEY_VALID) != 0u) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
         uint kidx = sq.k_off + min(kb + j, k_last - 1u) - pc.key_valid_base;
         bool ok = ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
         [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
       }
     }
-    if ((pc.flags & F_MASK_BOOL) != 0u) {
+    if ((FEATURES & pc.flags & F_MASK_BOOL) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
           uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;
@@ -332,7 +339,7 @@ void main() {
         }
       }
     }
-    if ((pc.flags & F_MASK_ADD) != 0u) {
+    if ((FEATURES & pc.flags & F_MASK_ADD) != 0u) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
           uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;

@@ -186,6 +186,10 @@ TEST_F(Attention, ForcedVariants) {
       {{"VKATTN_ATTN_TARGET_ITEMS", "500"}, {"VKATTN_ATTN_UNROLL_D", "0"}},
       {{"VKATTN_ATTN_DECODE_MIN_KEYS", "0"}},
       {{"VKATTN_ATTN_DECODE_MIN_KEYS", "1"}, {"VKATTN_ATTN_SPLIT_KEYS", "24"}},
+      // One pipeline with every optional transform compiled in, switched by
+      // the call's flags (by default each set of transforms gets its own).
+      {{"VKATTN_ATTN_ALL_FEATURES", "1"}},
+      {{"VKATTN_ATTN_ALL_FEATURES", "1"}, {"VKATTN_ATTN_BLOCK_KEYS", "8"}},
   };
   int seed = 50;
   for (const auto& vars : variants) {

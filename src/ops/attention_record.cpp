@@ -60,6 +60,11 @@ constexpr uint64_t kScratchBytes = 64ull << 20;
 // alignment divides it).
 constexpr uint64_t kRegionAlign = 256;
 
+// Flags whose transforms are compiled into attention_fwd.comp only when a
+// call uses them (spec constant FEATURES).
+constexpr uint32_t kCompiledFlags =
+    kFlagSoftcap | kFlagAlibi | kFlagMaskBool | kFlagMaskAdd | kFlagKeyValid;
+
 uint64_t round_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
 }
@@ -309,7 +314,8 @@ void record_attention(Context& ctx, const AttentionCall& c) {
                                 var.unroll_d ? 1u : 0u,
                                 pp->qvec,
                                 c.step ? 1u : 0u,
-                                var.decode_merge ? 1u : 0u};
+                                var.decode_merge ? 1u : 0u,
+                                var.all_features ? kCompiledFlags : flags & kCompiledFlags};
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& fwd = pipes.get(kFwdLayout, spec);
   const Pipeline* combine =
