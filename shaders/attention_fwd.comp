@@ -129,6 +129,11 @@ layout(push_constant) uniform Push {
 }
 pc;
 
+// The call uses optional transform f and this variant compiles it in.
+bool uses(uint f) {
+  return (FEATURES & pc.flags & f) != 0u;
+}
+
 // Texels per row of `dim` elements for a texel kind.
 uint row_texels(uint kind_vec, uint dim) {
   return kind_vec == 2u ? dim / 8u : kind_vec == 1u ? (dim + 3u) / 4u : dim;
@@ -300,11 +305,11 @@ void main() {
         [[unroll]] for (uint cc = 0u; cc < CK; ++cc) QK_STEP(c0 + cc)
       }
     }
-    // Transforms, each compiled in only when FEATURES has it (see above).
-    if ((FEATURES & pc.flags & F_SOFTCAP) != 0u) {
+    // Transforms, each compiled in only when FEATURES has it (uses()).
+    if (uses(F_SOFTCAP)) {
       [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = pc.softcap * tanh(s[x] / pc.softcap);
     }
-    if ((FEATURES & pc.flags & F_ALIBI) != 0u) {
+    if (uses(F_ALIBI)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         float slope = alibi[head[i]];
         [[unroll]] for (uint j = 0u; j < BK; ++j)
@@ -323,14 +328,14 @@ void main() {
         vis[i * BK + j] = v;
       }
     }
-    if ((FEATURES & pc.flags & F_KEY_VALID) != 0u) {
+    if (uses(F_KEY_VALID)) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
         uint kidx = sq.k_off + min(kb + j, k_last - 1u) - pc.key_valid_base;
         bool ok = ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
         [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
       }
     }
-    if ((FEATURES & pc.flags & F_MASK_BOOL) != 0u) {
+    if (uses(F_MASK_BOOL)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
           uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;
@@ -339,7 +344,7 @@ void main() {
         }
       }
     }
-    if ((FEATURES & pc.flags & F_MASK_ADD) != 0u) {
+    if (uses(F_MASK_ADD)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
           uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;

@@ -9,8 +9,8 @@
 #include <random>
 #include <sstream>
 
-#include "dtype_util.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 
 namespace vkattn_test {
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "dtype_util.h"
+#include "reference/dtype_util.h"
 #include "test_util.h"
 
 namespace vkattn_test {

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "dtype_util.h"
+#include "reference/dtype_util.h"
 #include "reference/attention_ref.h"
 #include "test_util.h"
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "dtype_util.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 
 using vkattn::ref::AttentionParams;
 using namespace vkattn_test;

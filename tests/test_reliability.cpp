@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attention_case.h"
-#include "dtype_util.h"
+#include "reference/dtype_util.h"
 #include "kv_model.h"
 #include "reference/attention_ref.h"
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-#include "dtype_util.h"
+#include "reference/dtype_util.h"
 #include "kv_model.h"
 #include "reference/attention_ref.h"
 

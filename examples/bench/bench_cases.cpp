@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "ops/attention_variant.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 
 namespace bench {
 
@@ -29,27 +30,6 @@ float value(uint64_t kind, uint64_t idx) {
   return float(int(x % 2049) - 1024) / 1024.0f;
 }
 
-uint16_t to_f16(float f) {  // exact for k / 1024, |k| <= 1024
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  uint32_t sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
-  if (a < 0x38800000u)
-    return static_cast<uint16_t>(sign | (a ? ((a & 0x7fffff) | 0x800000) >> (126 - (a >> 23)) : 0));
-  return static_cast<uint16_t>(sign | ((a - 0x38000000u) >> 13));
-}
-
-float from_f16(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-  if (e == 0) {
-    float f = std::ldexp(float(m), -24);
-    return sign ? -f : f;
-  }
-  bits = sign | ((e + 112) << 23) | (m << 13);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 vkattn_tensor* make(vkattn_context* ctx, std::vector<int64_t> shape) {
   vkattn_tensor* t = nullptr;
   check(vkattn_tensor_create(ctx, VKATTN_F16, uint32_t(shape.size()), shape.data(), &t),
@@ -60,7 +40,7 @@ vkattn_tensor* make(vkattn_context* ctx, std::vector<int64_t> shape) {
 // Writes stream `kind` elements [first, first + n) into an f16 tensor.
 void fill(vkattn_tensor* t, uint64_t kind, uint64_t first, uint64_t n) {
   std::vector<uint16_t> h(n);
-  for (uint64_t i = 0; i < n; ++i) h[i] = to_f16(value(kind, first + i));
+  for (uint64_t i = 0; i < n; ++i) h[i] = vkattn_ref::f32_to_f16(value(kind, first + i));
   check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
 }
 
@@ -140,7 +120,8 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
     auto [b, i] = rows[r];
     const uint64_t row = seqs[b].q_row0 + i - seqs[0].q_row0;
     for (int e = 0; e < H * d; ++e)
-      err = std::max(err, double(std::fabs(from_f16(out[row * H * d + e]) - ref[r * H * d + e])));
+      err = std::max(err, double(std::fabs(vkattn_ref::f16_to_f32(out[row * H * d + e]) -
+                                           ref[r * H * d + e])));
   }
   return err;
 }
@@ -264,7 +245,7 @@ struct PagedRun {
       const uint64_t n = fresh_rows ? fresh[i] : cached[i];
       for (uint64_t r = 0; r < n; ++r)
         for (uint64_t e = 0; e < w; ++e)
-          h.push_back(to_f16(value(kind, (l * kLayerRows + first + r) * w + e)));
+          h.push_back(vkattn_ref::f32_to_f16(value(kind, (l * kLayerRows + first + r) * w + e)));
     }
     check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
   }

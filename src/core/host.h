@@ -15,4 +15,11 @@ inline uint32_t host_threads() {
   return n;
 }
 
+// Workgroups a dispatch should offer at least to keep the device busy: a
+// few per host thread on a CPU device (lavapipe spreads workgroups over its
+// threads and pays ~5 us per workgroup), 256 on a GPU.
+inline uint32_t busy_workgroups(bool cpu_device) {
+  return cpu_device ? 4 * host_threads() : 256;
+}
+
 }  // namespace vkattn

@@ -75,8 +75,7 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   // per-block loop overhead a smaller block would double (d 256: BK 4
   // 916 ms, BK 8 629 ms).
   v.block_keys = (cpu && !decode && v.unroll_d) ? 4 : 8;
-  const uint32_t threads = host_threads();
-  v.target_items = cpu ? 4 * threads : 256;
+  v.target_items = busy_workgroups(cpu);
 
   v.wg = env_uint("VKATTN_ATTN_WG", v.wg);
   v.rows = env_uint("VKATTN_ATTN_ROWS", v.rows);

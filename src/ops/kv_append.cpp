@@ -102,8 +102,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
       std::max<uint64_t>(1, std::min({limit / 8, (uint64_t(1) << 31) / rows_per_job,
                                       max_groups * rows_per_group / rows_per_job}));
 
-  const bool cpu = ctx.device().info().device_type == VKATTN_DEVICE_CPU;
-  const uint64_t min_groups = cpu ? 4 * uint64_t(host_threads()) : 256;
+  const uint64_t min_groups = busy_workgroups(ctx.device().info().device_type == VKATTN_DEVICE_CPU);
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& p = pipes.get(kAppendLayout, {});
   Recorder& rec = ctx.recorder();
@@ -154,9 +153,9 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
                       static_cast<uint32_t>((first_row * k_row - k_start) / in_es),
                       static_cast<uint32_t>((first_row * v_row - v_start) / in_es)};
       // Rows are strided over the workgroups; each takes at most
-      // rows_per_group of them (the loop cap). A GPU gets at least 256
-      // workgroups; a CPU device a few per thread (lavapipe pays ~5 us per
-      // workgroup: a 16-token decode append took 1.5 ms with 256).
+      // rows_per_group of them (the loop cap), over at least
+      // busy_workgroups() (a 16-token decode append took 1.5 ms on
+      // lavapipe with 256).
       const uint64_t groups = std::min<uint64_t>(
           rows, std::max<uint64_t>(min_groups, (rows + rows_per_group - 1) / rows_per_group));
       dispatches.push_back(

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "dtype_util.h"
+#include "reference/dtype_util.h"
 #include "vkattn/vkattn.h"
 
 using namespace vkattn_test;

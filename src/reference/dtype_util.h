@@ -1,7 +1,8 @@
 // Host conversions between f32 and the 16-bit float formats (round to
 // nearest even, subnormals exact, overflow to inf, NaN stays NaN), and the
 // spacing of each format's numbers, for building inputs and tolerances.
-// dtype codes are vkattn_dtype's: 1 = f32, 2 = f16, 3 = bf16.
+// dtype codes are vkattn_dtype's: 1 = f32, 2 = f16, 3 = bf16. Shared by the
+// tests and vkattn-bench (both check against src/reference).
 #pragma once
 
 #include <cmath>
@@ -9,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-namespace vkattn_test {
+namespace vkattn_ref {
 
 inline uint32_t f32_bits(float f) {
   uint32_t x;
@@ -118,4 +119,9 @@ inline std::vector<float> decode_bytes(int dtype, const std::vector<uint8_t>& by
   return x;
 }
 
+}  // namespace vkattn_ref
+
+// The tests' namespace sees these names too.
+namespace vkattn_test {
+using namespace vkattn_ref;
 }  // namespace vkattn_test
