@@ -472,6 +472,9 @@ class Fuzz {
       for (uint32_t b = 0; b < batch; ++b)
         elems += int64_t(cq[b + 1] - cq[b]) * (ck[b + 1] - ck[b]);
       elems += in_.ConsumeIntegralInRange<int>(0, 8) == 0 ? 1 : 0;  // sometimes the wrong size
+      // Bad prefix sums can make a sequence's t negative: the mask is then
+      // empty (the call is refused for the sums, not the tensor).
+      elems = std::max<int64_t>(elems, 0);
       mask = tensor(VKATTN_U8, {elems});
       std::vector<uint8_t> m = in_.ConsumeBytes<uint8_t>(size_t(elems));
       m.resize(size_t(elems), 1);
