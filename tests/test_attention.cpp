@@ -190,6 +190,10 @@ TEST_F(Attention, ForcedVariants) {
       // the call's flags (by default each set of transforms gets its own).
       {{"VKATTN_ATTN_ALL_FEATURES", "1"}},
       {{"VKATTN_ATTN_ALL_FEATURES", "1"}, {"VKATTN_ATTN_BLOCK_KEYS", "8"}},
+      // Item order within a dispatch: heaviest first (GPUs) and balanced
+      // over 3 contiguous chunks (a 3-thread lavapipe).
+      {{"VKATTN_ATTN_STATIC_CHUNKS", "0"}},
+      {{"VKATTN_ATTN_STATIC_CHUNKS", "3"}, {"VKATTN_ATTN_TARGET_ITEMS", "64"}},
   };
   int seed = 50;
   for (const auto& vars : variants) {

@@ -245,3 +245,47 @@ TEST(AttentionPlan, ItemsStayInsideBufferSegments) {
     EXPECT_LT(s.waves[0].fwd[i - 1].buffer, s.waves[0].fwd[i].buffer) << "one pass per buffer";
   check_dataflow(p, s);
 }
+
+// lavapipe hands each of its P threads one contiguous chunk of floor(n / P)
+// workgroups: a pass ordered heaviest first put about 3/4 of a causal
+// prefill on one thread. order_pass() must balance the chunks, keep every
+// item once, and leave the n % P lightest for last (handed out singly).
+TEST(AttentionPlan, PassOrderBalancesStaticChunks) {
+  for (uint32_t P : {2u, 3u, 8u}) {
+    for (uint32_t n : {1u, 2u, 7u, 64u, 257u}) {
+      // Causal-like work: item i sees about i keys; plus random noise.
+      std::vector<PlanItem> items(n);
+      uint32_t x = 12345 + n * 7 + P;
+      for (uint32_t i = 0; i < n; ++i) {
+        x = x * 1103515245u + 12345u;
+        items[i] = PlanItem{i, 0, 0, kNoSlot, 0, 32 * i + (x >> 20) % 64, 0, 1};
+      }
+      std::vector<PlanItem> heavy = items;
+      order_pass(heavy.begin(), heavy.end(), 0);
+      for (uint32_t i = 1; i < n; ++i)
+        EXPECT_GE(item_work(heavy[i - 1]), item_work(heavy[i])) << "P 0: heaviest first";
+      std::vector<PlanItem> o = items;
+      order_pass(o.begin(), o.end(), P);
+      std::set<uint32_t> seen;
+      for (const PlanItem& it : o) seen.insert(it.seq);
+      EXPECT_EQ(seen.size(), n) << "every item once";
+      const uint32_t per = n / P;
+      if (per == 0) continue;
+      uint64_t total = 0, biggest = 0;
+      for (const PlanItem& it : o) {
+        total += item_work(it);
+        biggest = std::max(biggest, item_work(it));
+      }
+      uint64_t lo = UINT64_MAX, hi = 0;
+      for (uint32_t c = 0; c < P; ++c) {
+        uint64_t w = 0;
+        for (uint32_t i = c * per; i < (c + 1) * per; ++i) w += item_work(o[i]);
+        lo = std::min(lo, w);
+        hi = std::max(hi, w);
+      }
+      EXPECT_LE(hi - lo, biggest) << "P " << P << " n " << n << ": chunks " << lo << ".." << hi;
+      for (uint32_t i = P * per; i < n; ++i)
+        EXPECT_LE(item_work(o[i]), item_work(heavy[n - (n - P * per)])) << "remainder lightest";
+    }
+  }
+}

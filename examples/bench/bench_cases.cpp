@@ -47,10 +47,14 @@ void fill(vkattn_tensor* t, uint64_t kind, uint64_t first, uint64_t n) {
 std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
   vkattn::AttentionVariant v =
       vkattn::choose_attention_variant(ctx->impl->device(), d, d, max_rows);
-  char s[160];
-  std::snprintf(s, sizeof(s), "wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys",
-                v.wg, v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated",
-                v.decode_min_keys);
+  const std::string order =
+      v.static_chunks > 1
+          ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
+          : std::string("items heaviest first");
+  char s[200];
+  std::snprintf(
+      s, sizeof(s), "wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s", v.wg,
+      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str());
   return s;
 }
 

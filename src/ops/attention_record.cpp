@@ -145,6 +145,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   lim.arena_rows =
       std::min(lim.arena_rows_max, env_u64("VKATTN_SCRATCH_BYTES", kScratchBytes) / (part_row + 4));
   lim.fan_in = combine_fan_in(var.tile_rows(), d.head_dim_v);
+  lim.static_chunks = var.static_chunks;
   lim.max_groups = uint64_t(caps.max_workgroup_count[0]) *
                    std::min<uint32_t>(caps.max_workgroup_count[1], 65535);
 

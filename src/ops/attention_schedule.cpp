@@ -1,6 +1,8 @@
 #include "ops/attention_schedule.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 
 #include "core/error.h"
 
@@ -75,6 +77,34 @@ PassSpans combine_spans(const Plan& plan, const CallUnits& u, const CombineItem&
   return sp;
 }
 
+uint64_t item_work(const PlanItem& it) {
+  const uint64_t keys = it.k_end > it.k_begin ? it.k_end - it.k_begin : 0;
+  return ceil_div(keys, std::max<uint32_t>(1, it.n_slots)) + 16;
+}
+
+void order_pass(std::vector<PlanItem>::iterator first, std::vector<PlanItem>::iterator last,
+                uint32_t static_chunks) {
+  std::stable_sort(first, last, [](const PlanItem& a, const PlanItem& b) {
+    return item_work(a) > item_work(b);
+  });
+  const uint64_t n = static_cast<uint64_t>(last - first), P = static_chunks;
+  if (P < 2 || n / P == 0) return;
+  const uint64_t per = n / P, placed = n - n % P;
+  // Greedy on the lightest chunk with room; a full chunk leaves the heap.
+  std::vector<std::vector<PlanItem>> chunks(P);
+  using Load = std::pair<uint64_t, uint64_t>;  // (work, chunk)
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> lightest;
+  for (uint64_t c = 0; c < P; ++c) lightest.push({0, c});
+  for (uint64_t i = 0; i < placed; ++i) {
+    Load l = lightest.top();
+    lightest.pop();
+    chunks[l.second].push_back(first[i]);
+    if (chunks[l.second].size() < per) lightest.push({l.first + item_work(first[i]), l.second});
+  }
+  auto out = first;
+  for (const auto& c : chunks) out = std::copy(c.begin(), c.end(), out);
+}
+
 Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleLimits& limits) {
   Schedule sch;
   const uint64_t F = std::max<uint32_t>(2, limits.fan_in);
@@ -120,7 +150,7 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
     if (w.items.empty() && w.levels.empty()) return;
     Wave wave;
     // Forward passes: by pool buffer, then plan order; cut where a binding
-    // would overflow; heaviest first within a pass.
+    // would overflow; ordered for the device's scheduler within a pass.
     std::stable_sort(w.items.begin(), w.items.end(), [&](uint32_t a, uint32_t b) {
       return plan.item_buffer[a] < plan.item_buffer[b];
     });
@@ -142,10 +172,7 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
         ++pass.count;
         sch.items.push_back(it);
       }
-      std::stable_sort(sch.items.begin() + pass.first, sch.items.end(),
-                       [](const PlanItem& a, const PlanItem& b) {
-                         return a.k_end - a.k_begin > b.k_end - b.k_begin;
-                       });
+      order_pass(sch.items.begin() + pass.first, sch.items.end(), limits.static_chunks);
       wave.fwd.push_back(pass);
     }
     for (const auto& level : w.levels) {

@@ -61,6 +61,11 @@ struct ScheduleLimits {
   uint64_t arena_rows_max = 0;  // ... and what one binding may cover (0: no bound)
   uint32_t fan_in = 2;          // splits one combine item merges at most
   uint64_t max_groups = 0;      // workgroups of one dispatch at most
+  // The device hands each of this many threads one contiguous chunk of a
+  // dispatch's workgroups (lavapipe: core/host.h cpu_device_threads()):
+  // passes are ordered so the chunks carry equal work. 0 or 1: heaviest
+  // first (a GPU, or any scheduler that hands out workgroups as it goes).
+  uint32_t static_chunks = 0;
 };
 
 // Spans of one pass in index spaces: tokens (q/out/lse), keys (k/v and key
@@ -71,7 +76,7 @@ struct PassSpans {
 
 struct FwdPass {
   uint32_t buffer = 0;            // pool buffer (0 unpaged)
-  uint32_t first = 0, count = 0;  // Schedule::items[first, first + count), heaviest first
+  uint32_t first = 0, count = 0;  // Schedule::items[first, first + count), see order_pass()
   PassSpans spans;
 };
 
@@ -95,6 +100,16 @@ struct Schedule {
 // Spans of one forward item / combine item.
 PassSpans item_spans(const Plan& plan, const CallUnits& u, const PlanItem& it);
 PassSpans combine_spans(const Plan& plan, const CallUnits& u, const CombineItem& c);
+
+// Orders the items of one forward pass for the device's scheduler:
+// heaviest first, or, with static_chunks = P > 1, so that each of the P
+// contiguous chunks of floor(n / P) items carries about equal work (the
+// heaviest items placed greedily on the lightest chunk that has room, the
+// n % P lightest last). Work of an item: the keys one lane walks, plus a
+// fixed cost for its q loads and stores.
+void order_pass(std::vector<PlanItem>::iterator first, std::vector<PlanItem>::iterator last,
+                uint32_t static_chunks);
+uint64_t item_work(const PlanItem& it);
 
 // Throws UNSUPPORTED only if a single item's bindings exceed the limits
 // (the plan's caps make that impossible for any shape the API accepts).

@@ -76,6 +76,10 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   // 916 ms, BK 8 629 ms).
   v.block_keys = (cpu && !decode && v.unroll_d) ? 4 : 8;
   v.target_items = busy_workgroups(cpu);
+  // lavapipe gives each thread a contiguous chunk of a dispatch's
+  // workgroups: heaviest-first order put the heavy half of a causal
+  // prefill on one thread.
+  v.static_chunks = cpu ? cpu_device_threads() : 0;
 
   v.wg = env_uint("VKATTN_ATTN_WG", v.wg);
   v.rows = env_uint("VKATTN_ATTN_ROWS", v.rows);
@@ -85,6 +89,7 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   v.max_keys = env_uint("VKATTN_ATTN_SPLIT_KEYS", v.max_keys);
   v.target_items = env_uint("VKATTN_ATTN_TARGET_ITEMS", v.target_items);
   v.all_features = env_uint("VKATTN_ATTN_ALL_FEATURES", 0) != 0;
+  v.static_chunks = env_uint("VKATTN_ATTN_STATIC_CHUNKS", v.static_chunks);
   // Decode mode pays a partial per lane and a combine pass: worth it once
   // every lane gets a few key blocks.
   v.decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", 4 * v.wg * v.block_keys);

@@ -8,6 +8,8 @@
 //   VKATTN_ATTN_DECODE_MIN_KEYS (decode mode from this many keys; 0 = never),
 //   VKATTN_ATTN_DECODE_MERGE=0 (decode-mode lanes write partials for the
 //   combine pass instead of merging in shared memory),
+//   VKATTN_ATTN_STATIC_CHUNKS (order a dispatch's items for this many
+//   contiguous per-thread chunks; 0 = heaviest first),
 //   VKATTN_ATTN_ALL_FEATURES=1 (one pipeline with every optional transform
 //   compiled in, switched by the call's flags, instead of one per set of
 //   transforms used).
@@ -31,6 +33,7 @@ struct AttentionVariant {
   uint32_t decode_min_keys = 0;   // tiles of <= R rows over this many keys: decode mode
   bool decode_merge = false;      // decode-mode lanes merge in shared memory (fits, and allowed)
   bool all_features = false;      // compile every optional transform in (FEATURES = all)
+  uint32_t static_chunks = 0;     // ScheduleLimits::static_chunks
   uint32_t tile_rows() const { return wg * rows; }
 };
 
