@@ -35,27 +35,39 @@ struct Peaks {
   double read_kinds[3] = {0, 0, 0};
   std::string read_kind_shapes[3];  // the pattern and workgroup that won, per kind
   double submit_us = 0;             // submit + wait of a tiny dispatch, host clock
+  // The winning shapes, so the peaks can be measured again beside a case.
+  uint32_t fma_wg = 0, fma_acc = 0, fma_unroll = 0;
+  uint32_t read_kind_wg[3] = {0, 0, 0}, read_kind_pattern[3] = {0, 0, 0};
+  int read_kind = -1;  // which kind is read_gbps
+  uint64_t read_bytes = 0;
 };
 Peaks measure_peaks(vkattn_context* ctx);
+// The FMA peak, the read bound and the f16 storage read measured again in
+// their winning shapes (a second or so): a CPU device's speed drifts with
+// its host (here up to ~2x between minutes), so each case is compared
+// with peaks measured right before and after it, not minutes earlier.
+Peaks measure_peaks_again(vkattn_context* ctx, const Peaks& p);
 
 // One case's result, as the table and the JSON show it.
 struct Result {
   std::string name, variant, notes;
   double median_ms = 0, gflops = 0, gbps = 0, fraction = 0, max_err = 0, ref_speedup = 0;
-  std::string bound;  // "fma" or "read": the larger term of the roofline
+  double flops = 0, bytes = 0;         // work of one timed run (visible pairs; K/V bytes)
+  double fma_peak = 0, read_peak = 0;  // the peaks this case is compared with
+  std::string bound;                   // "fma" or "read": the larger term of the roofline
   bool ok = false;
   std::vector<std::pair<std::string, double>> extra;  // case-specific figures
 };
 
-// Fills gflops, gbps, bound and fraction from the work and the peaks
+// Fills gflops, gbps, bound and fraction from r.flops, r.bytes and the peaks
 // (roofline: the fastest possible time is max(flops / F, bytes / B)).
-void roofline(Result& r, double flops, double bytes, const Peaks& p);
+void roofline(Result& r, const Peaks& p);
 
 // The cases (bench_cases.cpp); `run` returns false when verification failed.
 struct Case {
   const char* name;
   const char* what;
-  bool (*run)(vkattn_context* ctx, const Peaks& peaks, Result* out);
+  bool (*run)(vkattn_context* ctx, Result* out);
 };
 const std::vector<Case>& all_cases();
 

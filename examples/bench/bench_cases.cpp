@@ -145,7 +145,7 @@ constexpr double kTolF16 = 2e-3;
 
 // ---- packed prefill (vkattn_attention_varlen) ------------------------------
 
-bool prefill(vkattn_context* ctx, const Peaks& peaks, Result* r, int t, Shape s) {
+bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
   const std::vector<Seq> seqs = {{t, t, 0, 0}};
   vkattn_tensor* q = make(ctx, {t, s.H, s.d});
   vkattn_tensor* k = make(ctx, {t, s.Hkv, s.d});
@@ -171,7 +171,8 @@ bool prefill(vkattn_context* ctx, const Peaks& peaks, Result* r, int t, Shape s)
   r->median_ms = time_gpu(ctx, record);
   double flops, bytes;
   work(s, seqs, &flops, &bytes);
-  roofline(*r, flops, bytes, peaks);
+  r->flops = flops;
+  r->bytes = bytes;
   r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
   r->variant = variant_name(ctx, s.d, t * (s.H / s.Hkv));
   for (vkattn_tensor* x : {q, k, v, o}) vkattn_tensor_destroy(x);
@@ -290,9 +291,8 @@ struct PagedRun {
 };
 
 // One layer of a step: attention timed (append apart), verified first.
-bool paged_layer(vkattn_context* ctx, const Peaks& peaks, Result* r, Shape s,
-                 std::vector<int32_t> cached, std::vector<int32_t> fresh,
-                 double* ms_out = nullptr) {
+bool paged_layer(vkattn_context* ctx, Result* r, Shape s, std::vector<int32_t> cached,
+                 std::vector<int32_t> fresh, double* ms_out = nullptr) {
   progress("%s: filling the cache", r->name.c_str());
   PagedRun run(ctx, s, 1, cached, fresh);
   run.begin();
@@ -310,7 +310,8 @@ bool paged_layer(vkattn_context* ctx, const Peaks& peaks, Result* r, Shape s,
   r->extra.push_back({"append_ms", append_ms});
   double flops, bytes;
   work(s, run.seqs, &flops, &bytes);
-  roofline(*r, flops, bytes, peaks);
+  r->flops = flops;
+  r->bytes = bytes;
   r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
   int max_t = 0;
   for (int32_t x : fresh) max_t = std::max(max_t, int(x));
@@ -321,49 +322,49 @@ bool paged_layer(vkattn_context* ctx, const Peaks& peaks, Result* r, Shape s,
 
 const Shape kGqa{32, 8, 128, true};
 
-bool prefill_1k_causal(vkattn_context* c, const Peaks& p, Result* r) {
-  return prefill(c, p, r, 1024, {8, 8, 128, true});
+bool prefill_1k_causal(vkattn_context* c, Result* r) {
+  return prefill(c, r, 1024, {8, 8, 128, true});
 }
-bool prefill_1k(vkattn_context* c, const Peaks& p, Result* r) {
-  return prefill(c, p, r, 1024, {8, 8, 128, false});
+bool prefill_1k(vkattn_context* c, Result* r) {
+  return prefill(c, r, 1024, {8, 8, 128, false});
 }
-bool prefill_2k_gqa(vkattn_context* c, const Peaks& p, Result* r) {
-  return prefill(c, p, r, 2048, kGqa);
+bool prefill_2k_gqa(vkattn_context* c, Result* r) {
+  return prefill(c, r, 2048, kGqa);
 }
-bool prefill_1k_d64(vkattn_context* c, const Peaks& p, Result* r) {
-  return prefill(c, p, r, 1024, {8, 8, 64, true});
+bool prefill_1k_d64(vkattn_context* c, Result* r) {
+  return prefill(c, r, 1024, {8, 8, 64, true});
 }
-bool prefill_1k_d256(vkattn_context* c, const Peaks& p, Result* r) {
-  return prefill(c, p, r, 1024, {8, 8, 256, true});
+bool prefill_1k_d256(vkattn_context* c, Result* r) {
+  return prefill(c, r, 1024, {8, 8, 256, true});
 }
-bool chunk_512_over_1536(vkattn_context* c, const Peaks& p, Result* r) {
-  return paged_layer(c, p, r, kGqa, {1536}, {512});
+bool chunk_512_over_1536(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kGqa, {1536}, {512});
 }
-bool decode_1x4096(vkattn_context* c, const Peaks& p, Result* r) {
-  return paged_layer(c, p, r, kGqa, {4096}, {1});
+bool decode_1x4096(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kGqa, {4096}, {1});
 }
-bool decode_16x512(vkattn_context* c, const Peaks& p, Result* r) {
-  return paged_layer(c, p, r, kGqa, std::vector<int32_t>(16, 512), std::vector<int32_t>(16, 1));
+bool decode_16x512(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kGqa, std::vector<int32_t>(16, 512), std::vector<int32_t>(16, 1));
 }
-bool decode_16x2048(vkattn_context* c, const Peaks& p, Result* r) {
-  return paged_layer(c, p, r, kGqa, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
+bool decode_16x2048(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kGqa, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
 }
 
 // 12 decodes over 512 + 325 i cached tokens and a 256-token chunk over
 // 1024, as one step; and its two parts as separate steps (the target: the
 // mixed step is no slower than the two).
-bool mixed_step(vkattn_context* c, const Peaks& p, Result* r) {
+bool mixed_step(vkattn_context* c, Result* r) {
   std::vector<int32_t> cached, fresh;
   for (int i = 0; i < 12; ++i) cached.push_back(512 + 325 * i), fresh.push_back(1);
   std::vector<int32_t> dec_c = cached, dec_f = fresh;
   cached.push_back(1024), fresh.push_back(256);
-  if (!paged_layer(c, p, r, kGqa, cached, fresh)) return false;
+  if (!paged_layer(c, r, kGqa, cached, fresh)) return false;
   Result parts[2];
   parts[0].name = r->name + " (decodes alone)";
   parts[1].name = r->name + " (chunk alone)";
   double ms_dec = 0, ms_chunk = 0;
-  if (!paged_layer(c, p, &parts[0], kGqa, dec_c, dec_f, &ms_dec)) return false;
-  if (!paged_layer(c, p, &parts[1], kGqa, {1024}, {256}, &ms_chunk)) return false;
+  if (!paged_layer(c, &parts[0], kGqa, dec_c, dec_f, &ms_dec)) return false;
+  if (!paged_layer(c, &parts[1], kGqa, {1024}, {256}, &ms_chunk)) return false;
   r->extra.push_back({"decodes_alone_ms", ms_dec});
   r->extra.push_back({"chunk_alone_ms", ms_chunk});
   char n[96];
@@ -376,7 +377,7 @@ bool mixed_step(vkattn_context* c, const Peaks& p, Result* r) {
 // A full 32-layer decode step of 16 sequences over 512 cached tokens:
 // append + attention per layer, one submission. Reports tokens/s and the
 // host's recording time per layer.
-bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
+bool layers_32(vkattn_context* ctx, Result* r) {
   const int L = 32;
   progress("%s: filling 32 layers", r->name.c_str());
   PagedRun run(ctx, kGqa, L, std::vector<int32_t>(16, 512), std::vector<int32_t>(16, 1));
@@ -428,7 +429,8 @@ bool layers_32(vkattn_context* ctx, const Peaks& peaks, Result* r) {
   r->median_ms = median(gpu_ms);
   double flops, bytes;
   work(kGqa, run.seqs, &flops, &bytes);
-  roofline(*r, flops * L, bytes * L, peaks);
+  r->flops = flops * L;
+  r->bytes = bytes * L;
   r->ref_speedup = ref_ms_per_gflop * flops * L * 1e-9 / r->median_ms;
   r->extra.push_back({"tokens_per_s", 16.0 / (r->median_ms * 1e-3)});
   r->extra.push_back({"record_us_per_layer", median(record_us)});

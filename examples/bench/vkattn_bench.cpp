@@ -46,8 +46,10 @@ void progress(const char* fmt, ...) {
   va_end(ap);
 }
 
-void roofline(Result& r, double flops, double bytes, const Peaks& p) {
-  const double s = r.median_ms * 1e-3;
+void roofline(Result& r, const Peaks& p) {
+  const double s = r.median_ms * 1e-3, flops = r.flops, bytes = r.bytes;
+  r.fma_peak = p.fma_gflops;
+  r.read_peak = p.read_gbps;
   r.gflops = flops / s * 1e-9;
   r.gbps = bytes / s * 1e-9;
   const double t_fma = flops / (p.fma_gflops * 1e9), t_read = bytes / (p.read_gbps * 1e9);
@@ -111,10 +113,11 @@ void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
     std::fprintf(f,
                  "%s\n    {\"name\": %s, \"median_ms\": %.4f, \"gflops\": %.3f, \"gbps\": %.3f, "
                  "\"bound\": %s, \"fraction_of_peak\": %.4f, \"max_err\": %.3g, \"ok\": %s, "
-                 "\"speedup_over_reference\": %.2f, \"variant\": %s",
+                 "\"speedup_over_reference\": %.2f, \"variant\": %s, \"fma_peak_gflops\": %.3f, "
+                 "\"read_peak_gbps\": %.3f",
                  i ? "," : "", json_str(r.name).c_str(), r.median_ms, r.gflops, r.gbps,
                  json_str(r.bound).c_str(), r.fraction, r.max_err, r.ok ? "true" : "false",
-                 r.ref_speedup, json_str(r.variant).c_str());
+                 r.ref_speedup, json_str(r.variant).c_str(), r.fma_peak, r.read_peak);
     for (auto& [k, v] : r.extra) std::fprintf(f, ", %s: %.4g", json_str(k).c_str(), v);
     std::fprintf(f, "}");
   }
@@ -173,7 +176,8 @@ int main(int argc, char** argv) {
       peaks.submit_us);
   std::printf(
       "medians of %d runs, GPU timestamps; %% of peak = the roofline bound "
-      "max(FLOPs / FMA, bytes / read) over the time\n\n",
+      "max(FLOPs / FMA, bytes / read) over the time, with the FMA and read peaks measured again "
+      "right before and after each case (their mean; the machine's speed drifts)\n\n",
       g_reps);
   std::printf("%-22s %10s %9s %8s %5s %7s %7s %9s  %s\n", "case", "median ms", "GFLOP/s", "GB/s",
               "bound", "% peak", "x ref", "max err", "notes");
@@ -185,7 +189,23 @@ int main(int argc, char** argv) {
     if (!take) continue;
     Result r;
     r.name = c.name;
-    c.run(ctx, peaks, &r);
+    const Peaks before = measure_peaks_again(ctx, peaks);
+    c.run(ctx, &r);
+    const Peaks after = measure_peaks_again(ctx, peaks);
+    Peaks near = before;
+    near.fma_gflops = 0.5 * (before.fma_gflops + after.fma_gflops);
+    near.read_gbps = 0.5 * (before.read_gbps + after.read_gbps);
+    near.read_kinds[0] = 0.5 * (before.read_kinds[0] + after.read_kinds[0]);
+    roofline(r, near);
+    char drift[128];
+    std::snprintf(drift, sizeof(drift), "peaks beside it: FMA %.1f-%.1f, read %.2f-%.2f",
+                  std::min(before.fma_gflops, after.fma_gflops),
+                  std::max(before.fma_gflops, after.fma_gflops),
+                  std::min(before.read_gbps, after.read_gbps),
+                  std::max(before.read_gbps, after.read_gbps));
+    if (!r.notes.empty() && (r.notes.size() < 2 || r.notes.substr(r.notes.size() - 2) != "; "))
+      r.notes += "; ";
+    r.notes += drift;
     all_ok = all_ok && r.ok;
     std::printf("%-22s %10.3f %9.1f %8.2f %5s %6.1f%% %7.1f %9.1e  %s%s\n", r.name.c_str(),
                 r.median_ms, r.gflops, r.gbps, r.bound.c_str(), 100.0 * r.fraction, r.ref_speedup,
