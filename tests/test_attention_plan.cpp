@@ -271,11 +271,8 @@ TEST(AttentionPlan, PassOrderBalancesStaticChunks) {
       EXPECT_EQ(seen.size(), n) << "every item once";
       const uint32_t per = n / P;
       if (per == 0) continue;
-      uint64_t total = 0, biggest = 0;
-      for (const PlanItem& it : o) {
-        total += item_work(it);
-        biggest = std::max(biggest, item_work(it));
-      }
+      uint64_t biggest = 0;
+      for (const PlanItem& it : o) biggest = std::max(biggest, item_work(it));
       uint64_t lo = UINT64_MAX, hi = 0;
       for (uint32_t c = 0; c < P; ++c) {
         uint64_t w = 0;

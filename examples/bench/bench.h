@@ -47,6 +47,9 @@ Peaks measure_peaks(vkattn_context* ctx);
 // its host (here up to ~2x between minutes), so each case is compared
 // with peaks measured right before and after it, not minutes earlier.
 Peaks measure_peaks_again(vkattn_context* ctx, const Peaks& p);
+// `a` with the FMA peak, the read bound and the f16 storage read averaged
+// with `b`'s.
+Peaks mean_peaks(const Peaks& a, const Peaks& b);
 
 // One case's result, as the table and the JSON show it.
 struct Result {
@@ -62,6 +65,8 @@ struct Result {
 // Fills gflops, gbps, bound and fraction from r.flops, r.bytes and the peaks
 // (roofline: the fastest possible time is max(flops / F, bytes / B)).
 void roofline(Result& r, const Peaks& p);
+// Adds a note to r.notes, before or after the others, "; " between.
+void add_note(Result& r, const std::string& note, bool front = false);
 
 // The cases (bench_cases.cpp); `run` returns false when verification failed.
 struct Case {

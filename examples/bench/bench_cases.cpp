@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
 #include "bench.h"
 #include "core/device.h"
@@ -398,7 +397,7 @@ bool mixed_step(vkattn_context* c, Result* r) {
   char n[128];
   std::snprintf(n, sizeof(n), "parts as two steps (interleaved): %.2f + %.2f = %.2f ms", ms_dec,
                 ms_chunk, ms_dec + ms_chunk);
-  r->notes += n;
+  add_note(*r, n);
   return r->ok;
 }
 
@@ -471,7 +470,7 @@ bool layers_32(vkattn_context* ctx, Result* r) {
                 "%llu submission(s)",
                 16.0 / (r->median_ms * 1e-3), median(record_us), median(append_us),
                 median(attention_us), static_cast<unsigned long long>(submissions));
-  r->notes += n;
+  add_note(*r, n);
   r->variant = variant_name(ctx, kGqa.d, kGqa.H / kGqa.Hkv);
   return r->ok;
 }

@@ -262,4 +262,12 @@ Peaks measure_peaks_again(vkattn_context* ctx, const Peaks& p) {
   return q;
 }
 
+Peaks mean_peaks(const Peaks& a, const Peaks& b) {
+  Peaks m = a;
+  m.fma_gflops = 0.5 * (a.fma_gflops + b.fma_gflops);
+  m.read_gbps = 0.5 * (a.read_gbps + b.read_gbps);
+  m.read_kinds[0] = 0.5 * (a.read_kinds[0] + b.read_kinds[0]);
+  return m;
+}
+
 }  // namespace bench

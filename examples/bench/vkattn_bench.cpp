@@ -60,9 +60,16 @@ void roofline(Result& r, const Peaks& p) {
   if (r.bound == "read" && p.read_kinds[0] > 0) {
     r.extra.push_back({"x_f16_storage_read", r.gbps / p.read_kinds[0]});
     char note[64];
-    std::snprintf(note, sizeof(note), "%.2fx the f16 storage read; ", r.gbps / p.read_kinds[0]);
-    r.notes = note + r.notes;
+    std::snprintf(note, sizeof(note), "%.2fx the f16 storage read", r.gbps / p.read_kinds[0]);
+    add_note(r, note, /*front=*/true);
   }
+}
+
+void add_note(Result& r, const std::string& note, bool front) {
+  if (r.notes.empty())
+    r.notes = note;
+  else
+    r.notes = front ? note + "; " + r.notes : r.notes + "; " + note;
 }
 
 }  // namespace bench
@@ -192,20 +199,14 @@ int main(int argc, char** argv) {
     const Peaks before = measure_peaks_again(ctx, peaks);
     c.run(ctx, &r);
     const Peaks after = measure_peaks_again(ctx, peaks);
-    Peaks near = before;
-    near.fma_gflops = 0.5 * (before.fma_gflops + after.fma_gflops);
-    near.read_gbps = 0.5 * (before.read_gbps + after.read_gbps);
-    near.read_kinds[0] = 0.5 * (before.read_kinds[0] + after.read_kinds[0]);
-    roofline(r, near);
+    roofline(r, mean_peaks(before, after));
     char drift[128];
     std::snprintf(drift, sizeof(drift), "peaks beside it: FMA %.1f-%.1f, read %.2f-%.2f",
                   std::min(before.fma_gflops, after.fma_gflops),
                   std::max(before.fma_gflops, after.fma_gflops),
                   std::min(before.read_gbps, after.read_gbps),
                   std::max(before.read_gbps, after.read_gbps));
-    if (!r.notes.empty() && (r.notes.size() < 2 || r.notes.substr(r.notes.size() - 2) != "; "))
-      r.notes += "; ";
-    r.notes += drift;
+    add_note(r, drift);
     all_ok = all_ok && r.ok;
     std::printf("%-22s %10.3f %9.1f %8.2f %5s %6.1f%% %7.1f %9.1e  %s%s\n", r.name.c_str(),
                 r.median_ms, r.gflops, r.gbps, r.bound.c_str(), 100.0 * r.fraction, r.ref_speedup,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
+#include <vector>
 
 #include "core/error.h"
 
@@ -90,19 +91,22 @@ void order_pass(std::vector<PlanItem>::iterator first, std::vector<PlanItem>::it
   const uint64_t n = static_cast<uint64_t>(last - first), P = static_chunks;
   if (P < 2 || n / P == 0) return;
   const uint64_t per = n / P, placed = n - n % P;
-  // Greedy on the lightest chunk with room; a full chunk leaves the heap.
-  std::vector<std::vector<PlanItem>> chunks(P);
+  // Greedy on the lightest chunk with room (a full chunk leaves the heap);
+  // chunk c fills slots [c * per, (c + 1) * per); the remainder stays last.
+  std::vector<PlanItem> sorted(first, last);
+  std::vector<uint64_t> next(P);
   using Load = std::pair<uint64_t, uint64_t>;  // (work, chunk)
   std::priority_queue<Load, std::vector<Load>, std::greater<Load>> lightest;
-  for (uint64_t c = 0; c < P; ++c) lightest.push({0, c});
-  for (uint64_t i = 0; i < placed; ++i) {
-    Load l = lightest.top();
-    lightest.pop();
-    chunks[l.second].push_back(first[i]);
-    if (chunks[l.second].size() < per) lightest.push({l.first + item_work(first[i]), l.second});
+  for (uint64_t c = 0; c < P; ++c) {
+    next[c] = c * per;
+    lightest.push({0, c});
   }
-  auto out = first;
-  for (const auto& c : chunks) out = std::copy(c.begin(), c.end(), out);
+  for (uint64_t i = 0; i < placed; ++i) {
+    const auto [work, c] = lightest.top();
+    lightest.pop();
+    first[next[c]++] = sorted[i];
+    if (next[c] < (c + 1) * per) lightest.push({work + item_work(sorted[i]), c});
+  }
 }
 
 Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleLimits& limits) {
