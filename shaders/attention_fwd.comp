@@ -109,8 +109,9 @@ layout(push_constant) uniform Push {
   int window_left;
   uint mask_dtype;
   uint item_base;  // items[item_base + id]: items before the dispatch's first in the window
-  // Paged: page size in tokens; a page's and this layer's K/V block offset,
-  // in K (V) texels.
+  // Paged: page size in tokens; the page stride (one layer's slab) and this
+  // layer's K/V block of local page 0 in the bound pool buffer, in K (V)
+  // texels (ops/kv_cache.h).
   uint page_size;
   uint k_page_tx;
   uint k_layer_tx;

@@ -33,8 +33,8 @@ layout(push_constant) uniform Push {
   uint uk;  // units per K row
   uint uv;  // units per V row
   uint page_size;
-  uint page_elems;  // elements per page (all layers)
-  uint k_off;       // this layer's K block, elements from the page start
+  uint page_elems;  // elements per slab (one layer of one page): the page stride
+  uint k_off;       // this layer's K block of local page 0, elements from the buffer start
   uint v_off;
   uint in_dt;
   uint cache_dt;

@@ -36,7 +36,8 @@ class FaultSweep {
     s_.pages = 48;
     s_.dtype = VKATTN_F16;
     {
-      ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "2048"}});  // 8 pages/buffer
+      // A slab (one layer of a page) is 256 bytes: 4 pages per buffer.
+      ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "1024"}});
       vkattn_kv_cache_desc d = kv_cache_desc(s_);
       EXPECT_EQ(vkattn_kv_cache_create(ctx, &d, &cache_), VKATTN_SUCCESS) << vkattn_last_error();
     }

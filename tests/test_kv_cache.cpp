@@ -270,18 +270,23 @@ TEST_F(KvCacheTest, CacheFullChangesNothing) {
 
 // A long random run against the host model, on a pool split over several
 // buffers (forced small), ends with the same contents and no leaked page.
-TEST_F(KvCacheTest, RandomRunMatchesModel) {
-  setenv("VKATTN_KV_BUFFER_BYTES", "4096", 1);  // a few pages per buffer
+// A slab (one layer of one page) is 80 + 48 bytes; one layer of the pool
+// 20 KiB.
+class KvCacheRandomRun : public KvCacheTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(KvCacheRandomRun, MatchesModel) {
   KvShape s;
-  s.layers = 2;
+  s.layers = 3;
   s.hkv = 2;
   s.d = 6;
   s.dv = 4;
   s.page_size = 3;
   s.pages = 160;
   s.dtype = VKATTN_BF16;
-  create(s);
-  unsetenv("VKATTN_KV_BUFFER_BYTES");
+  {
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", GetParam()}});
+    create(s);
+  }
   const vkattn_dtype dts[] = {VKATTN_F32, VKATTN_F16, VKATTN_BF16};
   int64_t next_id = 100;
   int committed = 0, full = 0, aborted = 0;
@@ -329,6 +334,12 @@ TEST_F(KvCacheTest, RandomRunMatchesModel) {
   for (int64_t id : live) remove(id);
   EXPECT_EQ(free_pages(), s.pages) << "pages leaked";
 }
+
+// 4096 bytes: 32 pages per buffer, 5 page groups, a buffer per layer and
+// group; 45000 bytes: every page in one group, layers 0-1 in one buffer and
+// layer 2 in another; unset: one buffer.
+INSTANTIATE_TEST_SUITE_P(PoolSplits, KvCacheRandomRun,
+                         ::testing::Values("4096", "45000", "4294967295"));
 
 // A pool of 300 MiB: more than lavapipe's 128 MiB maxStorageBufferRange.
 TEST_F(KvCacheTest, PoolLargerThanOneBuffer) {

@@ -9,9 +9,9 @@
 #include <limits>
 #include <random>
 
-#include "reference/dtype_util.h"
 #include "kv_model.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 
 using namespace vkattn_test;
 
@@ -461,6 +461,32 @@ TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
   run_step({1, 2, 3}, {1, 33, 2}, cfg, VKATTN_F32);
   remove(2);
   run_step({4, 1, 3}, {100, 1, 1}, cfg, VKATTN_F32);
+}
+
+// A pool whose layers do not all fit one buffer, while every page of one
+// layer does: layers 0-1, 2-3 and 4 in three buffers (a slab is 512 bytes,
+// one layer of the pool 12 KiB). Copies on write cross every buffer.
+TEST_F(StepAttentionTest, PoolSplitByLayers) {
+  KvShape s;
+  s.layers = 5;
+  s.hkv = 2;
+  s.d = 16;
+  s.dv = 16;
+  s.page_size = 4;
+  s.pages = 24;
+  s.dtype = VKATTN_F16;
+  {
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "26000"}});
+    create(s);
+  }
+  poison_pool();
+  std::vector<LayerCfg> cfg(2);
+  cfg[1].H = 4;
+  run_step({1, 2}, {13, 7}, cfg, VKATTN_F32);
+  fork(1, 3);
+  run_step({1, 3}, {2, 5}, cfg, VKATTN_F16);  // both copy the shared partial page
+  remove(2);
+  run_step({3, 1, 4}, {1, 1, 30}, cfg, VKATTN_F32);
 }
 
 // Bad input: a status with a message, nothing recorded.

@@ -352,8 +352,10 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * int64 ids and own a list of pages; pages are reference counted, so a
  * forked sequence shares its source's pages until one side appends into a
  * shared partial page (that page alone is then copied, on the device).
- * Pools larger than the device's maxStorageBufferRange are split across
- * several buffers, each page in exactly one of them. */
+ * Pools larger than one device buffer (maxStorageBufferRange) are split
+ * across several, by layers first: while one layer of every page fits a
+ * buffer, each buffer holds whole layers, so a layer's attention reads one
+ * buffer; beyond that, a layer's pages are split into groups too. */
 typedef struct vkattn_kv_cache vkattn_kv_cache;
 /* One open step of a cache: the sequences that take part and their new
  * token counts, with room reserved for those tokens. */

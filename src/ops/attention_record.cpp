@@ -172,7 +172,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   std::vector<uint32_t> table;
   std::vector<std::vector<KeySegment>> segments;
   if (c.step) {
-    // Block tables of local pages; keys cut where the pool buffer changes.
+    // Block tables of local pages; keys cut where the page group (the pool
+    // buffer of every layer) changes.
     const KvCache& cache = c.step->cache();
     const uint32_t ps = cache.desc().page_size;
     segments.resize(c.batch);
@@ -181,7 +182,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       const uint32_t uu = static_cast<uint32_t>(sq.len + sq.t);
       const uint32_t n_pages = (uu + ps - 1) / ps;
       for (uint32_t i = 0; i < n_pages; ++i) {
-        uint32_t page = sq.pages[i], buf = cache.buffer_of(page);
+        uint32_t page = sq.pages[i], buf = cache.group_of(page);
         table.push_back(cache.local_page(page));
         auto& seg = segments[b];
         uint32_t k0 = i * ps, k1 = std::min(uu, k0 + ps);
@@ -358,10 +359,8 @@ void record_attention(Context& ctx, const AttentionCall& c) {
       return static_cast<uint32_t>(bytes / texel_format_bytes(f));
     };
     push.page_size = cache.desc().page_size;
-    push.k_page_tx = tx(cache.page_bytes(), k_fmt);
-    push.k_layer_tx = tx(cache.k_layer_offset(c.layer), k_fmt);
-    push.v_page_tx = tx(cache.page_bytes(), v_fmt);
-    push.v_layer_tx = tx(cache.v_layer_offset(c.layer), v_fmt);
+    push.k_page_tx = tx(cache.slab_bytes(), k_fmt);
+    push.v_page_tx = tx(cache.slab_bytes(), v_fmt);
   }
   CombinePush cpush{0, d.num_heads, d.num_kv_heads, flags, d.head_dim_v, 0, 0, 0, 0};
 
@@ -391,10 +390,16 @@ void record_attention(Context& ctx, const AttentionCall& c) {
       push.q_base = static_cast<uint32_t>(start);
       BoundBuffer kb, vb;
       if (c.step) {
-        const auto& buf = c.step->cache().buffers()[pass.buffer];
+        // pass.buffer is a page group: this layer's slabs of it.
+        const KvCache& cache = c.step->cache();
+        const KvCache::Slabs at = cache.slabs(c.layer, pass.buffer);
+        const auto& buf = cache.buffers()[at.buffer];
         kb = texel_window(caps, Region::whole(buf), k_fmt, 0, buf->size(), &start);
         vb = texel_window(caps, Region::whole(buf), v_fmt, 0, buf->size(), &start);
         push.k_base = push.v_base = 0;
+        push.k_layer_tx = static_cast<uint32_t>(at.offset / texel_format_bytes(k_fmt));
+        push.v_layer_tx =
+            static_cast<uint32_t>((at.offset + cache.k_block_bytes()) / texel_format_bytes(v_fmt));
       } else {
         kb = texel_window(caps, k_r, k_fmt, sp.keys.lo * u.k_key, sp.keys.hi * u.k_key, &start);
         push.k_base = static_cast<uint32_t>(start);

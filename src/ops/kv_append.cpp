@@ -67,15 +67,15 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   }
   host_alloc_point();
 
-  // Jobs per pool buffer: (row of the new token, local page * ps + slot),
-  // rows increasing.
+  // Jobs per page group (one pool buffer of this layer): (row of the new
+  // token, local page * ps + slot), rows increasing.
   const uint32_t ps = d.page_size;
-  std::vector<std::vector<uint32_t>> jobs(c.buffers().size());
+  std::vector<std::vector<uint32_t>> jobs(c.num_groups());
   for (const StepSeq& s : seqs_)
     for (int32_t i = 0; i < s.t; ++i) {
       int32_t pos = s.len + i;
       uint32_t page = s.pages[pos / ps];
-      auto& j = jobs[c.buffer_of(page)];
+      auto& j = jobs[c.group_of(page)];
       j.push_back(static_cast<uint32_t>(s.new_off + i));
       j.push_back(c.local_page(page) * ps + pos % ps);
     }
@@ -131,8 +131,9 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
       jobs_bound.raw = s.buffer;
       jobs_bound.offset = s.offset;
       jobs_bound.range = s.size;
+      const KvCache::Slabs at = c.slabs(layer, static_cast<uint32_t>(b));
       BoundBuffer pool;
-      pool.buffer = c.buffers()[b];
+      pool.buffer = c.buffers()[at.buffer];
       uint64_t k_start = 0, v_start = 0;
       BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
                                       (last_row + 1) * k_row, &k_start);
@@ -145,9 +146,9 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
                       uk,
                       uv,
                       ps,
-                      static_cast<uint32_t>(c.page_bytes() / es),
-                      static_cast<uint32_t>(c.k_layer_offset(layer) / es),
-                      static_cast<uint32_t>(c.v_layer_offset(layer) / es),
+                      static_cast<uint32_t>(c.slab_bytes() / es),
+                      static_cast<uint32_t>(at.offset / es),
+                      static_cast<uint32_t>((at.offset + c.k_block_bytes()) / es),
                       static_cast<uint32_t>(k->dtype()),
                       static_cast<uint32_t>(d.dtype),
                       static_cast<uint32_t>((first_row * k_row - k_start) / in_es),

@@ -33,7 +33,6 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   const uint64_t rows = static_cast<uint64_t>(d.num_kv_heads) * d.page_size;
   k_block_ = round16(rows * desc_.head_dim * elem_size_);
   v_block_ = round16(rows * desc_.head_dim_v * elem_size_);
-  page_bytes_ = d.num_layers * (k_block_ + v_block_);
 
   // Every buffer is bound whole as a storage buffer (appends) and as texel
   // views of single elements at the narrowest (attention, odd dims).
@@ -43,20 +42,26 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
       std::min<uint64_t>(caps.max_texel_buffer_elements, (1ull << 31) - 1) * elem_size_);
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
   limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
-  uint64_t ppb = limit / page_bytes_;
-  if (ppb == 0)
-    fail(VKATTN_ERROR_UNSUPPORTED, "a page of ", page_bytes_,
-         " bytes does not fit one device buffer (at most ", limit,
+  const uint64_t slab = slab_bytes();
+  if (slab > limit)
+    fail(VKATTN_ERROR_UNSUPPORTED, "one layer of a page (", slab,
+         " bytes) does not fit one device buffer (at most ", limit,
          " bytes); use fewer tokens per page");
-  pages_per_buffer_ = static_cast<uint32_t>(std::min<uint64_t>(ppb, d.num_pages));
-  const uint32_t nbuf = (d.num_pages + pages_per_buffer_ - 1) / pages_per_buffer_;
-  free_.resize(nbuf);
-  for (uint32_t b = 0; b < nbuf; ++b) {
-    uint32_t first = b * pages_per_buffer_;
-    uint32_t n = std::min(pages_per_buffer_, d.num_pages - first);
-    buffers_.push_back(std::make_shared<Buffer>(ctx_->device(), n * page_bytes_, false));
+  pages_per_group_ = static_cast<uint32_t>(std::min<uint64_t>(limit / slab, d.num_pages));
+  num_groups_ = (d.num_pages + pages_per_group_ - 1) / pages_per_group_;
+  layers_per_buffer_ = static_cast<uint32_t>(
+      std::clamp<uint64_t>(limit / (uint64_t(pages_per_group_) * slab), 1, d.num_layers));
+  free_.resize(num_groups_);
+  for (uint32_t l0 = 0; l0 < d.num_layers; l0 += layers_per_buffer_) {
+    const uint64_t layers = std::min(layers_per_buffer_, d.num_layers - l0);
+    for (uint32_t g = 0; g < num_groups_; ++g)
+      buffers_.push_back(
+          std::make_shared<Buffer>(ctx_->device(), layers * pages_in_group(g) * slab, false));
+  }
+  for (uint32_t g = 0; g < num_groups_; ++g) {
     // Stack: the lowest page on top.
-    for (uint32_t i = n; i-- > 0;) free_[b].push_back(first + i);
+    const uint32_t first = g * pages_per_group_;
+    for (uint32_t i = pages_in_group(g); i-- > 0;) free_[g].push_back(first + i);
   }
   refs_.assign(d.num_pages, 0);
   free_count_ = d.num_pages;
@@ -94,7 +99,7 @@ uint32_t KvCache::alloc_page(uint32_t near) {
 void KvCache::release_page(uint32_t p) {
   if (refs_[p] == 0) fail(VKATTN_ERROR_INTERNAL, "page ", p, " released twice");
   if (--refs_[p] == 0) {
-    free_[buffer_of(p)].push_back(p);
+    free_[group_of(p)].push_back(p);
     ++free_count_;
   }
 }
@@ -153,12 +158,12 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
   const uint32_t ps = desc_.page_size;
   // Source byte offset (buffer, offset) of token i, kv head h, K or V.
   auto src = [&](int32_t tok, uint64_t h, bool is_v) {
-    uint32_t page = s->pages[tok / ps];
-    uint64_t row = h * ps + tok % ps;
-    uint64_t off =
-        static_cast<uint64_t>(local_page(page)) * page_bytes_ +
-        (is_v ? v_layer_offset(layer) + row * v_row : k_layer_offset(layer) + row * k_row);
-    return std::make_pair(buffer_of(page), off);
+    const uint32_t page = s->pages[tok / ps];
+    const uint64_t row = h * ps + tok % ps;
+    const Slabs at = slabs(layer, group_of(page));
+    const uint64_t off = at.offset + uint64_t(local_page(page)) * slab_bytes() +
+                         (is_v ? k_block_ + row * v_row : row * k_row);
+    return std::make_pair(at.buffer, off);
   };
   auto* kd = static_cast<uint8_t*>(k_dst);
   auto* vd = static_cast<uint8_t*>(v_dst);
@@ -253,10 +258,15 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
   appended_.assign(c.desc().num_layers, false);
   uint32_t n_copies = 0;
   for (const Need& x : need) n_copies += x.cow ? 1 : 0;
-  std::vector<VkBufferCopy> copies;  // per copy: one region, in its buffers
-  copies.reserve(n_copies);
-  std::vector<std::pair<uint32_t, uint32_t>> copy_buffers;
-  copy_buffers.reserve(n_copies);
+  // Per copied page and layer: (source buffer, destination buffer, region).
+  struct SlabCopy {
+    uint32_t src, dst;
+    VkBufferCopy region;
+  };
+  std::vector<SlabCopy> copies;
+  copies.reserve(uint64_t(n_copies) * c.desc().num_layers);
+  std::vector<VkBufferCopy> regions;  // one vkCmdCopyBuffer's regions
+  regions.reserve(copies.capacity());
   Recorder& rec = c.context().recorder();
   if (n_copies) {
     // Acquire the batch and keep every pool buffer alive before any page
@@ -267,32 +277,48 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
   // Commit to the reservation.
   for (uint32_t i = 0; i < n; ++i) {
     StepSeq& ss = seqs_[i];
-    uint32_t near = ss.pages.empty() ? UINT32_MAX : c.buffer_of(ss.pages.back());
+    uint32_t near = ss.pages.empty() ? UINT32_MAX : c.group_of(ss.pages.back());
     if (need[i].cow) {
       uint32_t src = ss.pages.back();
       uint32_t dst = c.alloc_page(near);
       reserved_.push_back(dst);
       cow_sources_.push_back(src);
-      const uint64_t pb = c.page_bytes();
-      copies.push_back({c.local_page(src) * pb, c.local_page(dst) * pb, pb});
-      copy_buffers.push_back({c.buffer_of(src), c.buffer_of(dst)});
+      const uint64_t sb = c.slab_bytes();
+      for (uint32_t l = 0; l < c.desc().num_layers; ++l) {
+        const KvCache::Slabs from = c.slabs(l, c.group_of(src)), to = c.slabs(l, c.group_of(dst));
+        copies.push_back(
+            {from.buffer,
+             to.buffer,
+             {from.offset + c.local_page(src) * sb, to.offset + c.local_page(dst) * sb, sb}});
+      }
       ss.pages.back() = dst;
-      near = c.buffer_of(dst);
+      near = c.group_of(dst);
     }
     for (uint32_t k = 0; k < need[i].fresh; ++k) {
       uint32_t p = c.alloc_page(near);
       reserved_.push_back(p);
       ss.pages.push_back(p);
-      near = c.buffer_of(p);
+      near = c.group_of(p);
     }
   }
   total_new_ = total;
   c.open_step = this;
 
-  // Copy-on-write copies of whole pages (every layer), on the device.
-  for (size_t i = 0; i < copies.size(); ++i)
-    rec.copy_buffer(*c.buffers()[copy_buffers[i].first], *c.buffers()[copy_buffers[i].second],
-                    &copies[i], 1);
+  // Copy-on-write copies of whole pages (every layer's slab), on the
+  // device: one vkCmdCopyBuffer per pair of buffers.
+  std::sort(copies.begin(), copies.end(), [](const SlabCopy& a, const SlabCopy& b) {
+    return std::make_pair(a.src, a.dst) < std::make_pair(b.src, b.dst);
+  });
+  for (size_t i = 0; i < copies.size();) {
+    size_t j = i;
+    regions.clear();
+    for (; j < copies.size() && copies[j].src == copies[i].src && copies[j].dst == copies[i].dst;
+         ++j)
+      regions.push_back(copies[j].region);
+    rec.copy_buffer(*c.buffers()[copies[i].src], *c.buffers()[copies[i].dst], regions.data(),
+                    regions.size());
+    i = j;
+  }
 }
 
 Step::~Step() {

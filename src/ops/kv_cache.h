@@ -4,22 +4,26 @@
 // ops/kv_append.cpp (shaders/kv_append.comp), paged attention by
 // ops/attention.cpp.
 //
-// In-page layout (chosen for shaders/attention_fwd.comp): a page is
-// num_layers blocks, one per layer, each [K: Hkv][page_size][d] followed by
-// [V: Hkv][page_size][dv], every K and V block rounded up to 16 bytes. A
-// work item of the attention kernel serves one kv head, so the keys it reads
-// from a page are one contiguous run of page_size * d elements, and every
-// row starts 16-byte aligned whenever d (dv) is a multiple of 8 halves or 4
-// floats, which is what the kernel's widest texel fetches need. Layers are
-// the outer dimension so that one page id covers a token range in every
-// layer (DESIGN.md), and a copy-on-write copies one contiguous page.
+// Pool layout (chosen for shaders/attention_fwd.comp): one layer of one
+// page is a slab [K: Hkv][page_size][d] followed by [V: Hkv][page_size][dv],
+// each rounded up to 16 bytes. A work item of the attention kernel serves
+// one kv head, so the keys it reads from a page are one contiguous run of
+// page_size * d elements, and every row starts 16-byte aligned whenever d
+// (dv) is a multiple of 8 halves or 4 floats, which is what the kernel's
+// widest texel fetches need.
 //
-// Pool buffers: page p lives in buffer p / pages_per_buffer, at byte offset
-// (p % pages_per_buffer) * page_bytes; a buffer never exceeds the device's
-// maxStorageBufferRange (or VKATTN_KV_BUFFER_BYTES, a test override), so a
-// pool of any size works and every page lies in exactly one buffer.
+// Pool buffers, layer-major: pages are cut into groups of pages_per_group
+// consecutive ids (one group unless one layer of the whole pool exceeds a
+// buffer), and a buffer holds one group's slabs of one or more consecutive
+// layers, layer by layer: [layer][local page][slab]. So one layer of every
+// page usually lies in one buffer, and a layer's attention or append is one
+// dispatch whatever pages its sequences own (a page-major split put the 16
+// sequences of a 32-layer decode step in 9 buffers: 9 passes and a merge
+// per layer). A buffer never exceeds the device's maxStorageBufferRange (or
+// VKATTN_KV_BUFFER_BYTES, a test override), so a pool of any size works.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -48,15 +52,27 @@ class KvCache {
   Context& context() const { return *ctx_; }
   const vkattn_kv_cache_desc& desc() const { return desc_; }  // head_dim_v resolved
   uint32_t elem_size() const { return elem_size_; }
-  uint64_t page_bytes() const { return page_bytes_; }
   uint64_t k_block_bytes() const { return k_block_; }  // one layer's K, 16-byte rounded
   uint64_t v_block_bytes() const { return v_block_; }
-  // Byte offset of layer `l`'s K (V) block inside a page.
-  uint64_t k_layer_offset(uint32_t l) const { return l * (k_block_ + v_block_); }
-  uint64_t v_layer_offset(uint32_t l) const { return k_layer_offset(l) + k_block_; }
-  uint32_t pages_per_buffer() const { return pages_per_buffer_; }
-  uint32_t buffer_of(uint32_t page) const { return page / pages_per_buffer_; }
-  uint32_t local_page(uint32_t page) const { return page % pages_per_buffer_; }
+  // Bytes of one slab (one layer of one page): the page stride in a buffer.
+  uint64_t slab_bytes() const { return k_block_ + v_block_; }
+  uint32_t num_groups() const { return num_groups_; }
+  uint32_t group_of(uint32_t page) const { return page / pages_per_group_; }
+  uint32_t local_page(uint32_t page) const { return page % pages_per_group_; }
+  // Where layer `l` of page group `g` lives: its buffer, and the byte
+  // offset of its local page 0's slab (local page i's slab follows at
+  // i * slab_bytes(); V at + k_block_bytes()).
+  struct Slabs {
+    uint32_t buffer;
+    uint64_t offset;
+  };
+  Slabs slabs(uint32_t l, uint32_t g) const {
+    return {(l / layers_per_buffer_) * num_groups_ + g,
+            uint64_t(l % layers_per_buffer_) * pages_in_group(g) * slab_bytes()};
+  }
+  uint32_t pages_in_group(uint32_t g) const {
+    return std::min(pages_per_group_, desc_.num_pages - g * pages_per_group_);
+  }
   const std::vector<std::shared_ptr<Buffer>>& buffers() const { return buffers_; }
 
   int32_t length(int64_t id) const;
@@ -71,9 +87,9 @@ class KvCache {
   // Step support (one open step at a time).
   Step* open_step = nullptr;
   void require_no_step(const char* what) const;
-  // Takes a free page from buffer `near` if it has one, else from the buffer
-  // with the most free pages (keeps a sequence's pages
-  // in few buffers, so attention items are split rarely). Refcount -> 1.
+  // Takes a free page from group `near` if it has one, else from the group
+  // with the most free pages (keeps a sequence's pages in few groups, so
+  // attention items are split rarely). Refcount -> 1.
   uint32_t alloc_page(uint32_t near);
   void release_page(uint32_t page);  // refcount - 1, freed at 0
   uint32_t refcount(uint32_t page) const { return refs_[page]; }
@@ -83,11 +99,11 @@ class KvCache {
   std::shared_ptr<Context> ctx_;
   vkattn_kv_cache_desc desc_;
   uint32_t elem_size_ = 0;
-  uint64_t k_block_ = 0, v_block_ = 0, page_bytes_ = 0;
-  uint32_t pages_per_buffer_ = 0;
+  uint64_t k_block_ = 0, v_block_ = 0;
+  uint32_t pages_per_group_ = 0, num_groups_ = 0, layers_per_buffer_ = 0;
   std::vector<std::shared_ptr<Buffer>> buffers_;
   std::vector<uint32_t> refs_;
-  std::vector<std::vector<uint32_t>> free_;  // per buffer, a stack of free pages
+  std::vector<std::vector<uint32_t>> free_;  // per group, a stack of free pages
   uint32_t free_count_ = 0;
   std::unordered_map<int64_t, KvSeq> seqs_;
 };
