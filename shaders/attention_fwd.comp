@@ -9,9 +9,12 @@
 // workgroup), writing its own partial for attention_combine.comp. Each lane owns
 // R rows: their q and f32 accumulators live in registers; keys come in
 // blocks of BK: R x BK scores, one online-softmax update per block, then
-// P.V. No score matrix in memory. Loops over head dims, rows and the block
-// are unrolled; only the key-block loop iterates (bounded by the host:
-// lavapipe ends loops after 65535 iterations per invocation).
+// P.V. No score matrix in memory. Loops over rows and the block are
+// unrolled, and so are the head-dim loops when UNROLL_D = 1 (else they
+// iterate in chunks of CK). The loops that iterate (key blocks, head-dim
+// chunks, the page walk, decode-mode merging) are bounded by the host:
+// lavapipe ends a loop after 65535 iterations per invocation
+// (src/core/loop_budget.h).
 //
 // Hidden keys are selected out: a hidden score becomes -inf (never
 // q.k * 0), and a non-finite V is added only to rows that see it.

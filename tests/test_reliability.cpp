@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "attention_case.h"
-#include "reference/dtype_util.h"
 #include "kv_model.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 
 using namespace vkattn_test;
 
@@ -252,8 +252,12 @@ TEST(Reliability, DecodeBatchRunsInWaves) {
   run_attention_case(ctx, c);
   // One query over 60000 keys in items of 64 keys: ~940 splits, far more
   // than the arena holds, merged through carries.
+  EXPECT_EQ(validation_messages(ctx), 0u);
+  vkattn_context_destroy(ctx);
   ScopedEnv env2(
       ScopedEnv::Vars{{"VKATTN_ATTN_SPLIT_KEYS", "64"}, {"VKATTN_ATTN_DECODE_MIN_KEYS", "0"}});
+  ctx = make_context();  // options are read when a context is created
+  ASSERT_NE(ctx, nullptr);
   AttnCase big;
   big.H = 2, big.Hkv = 1, big.d = 8;
   big.seqs = {{1, 60000}, {2, 3000}};

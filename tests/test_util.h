@@ -59,6 +59,19 @@ class ContextTest : public ::testing::Test {
   std::vector<std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>> owned;
 };
 
+// A validated context of its own, made after a ScopedEnv so that it takes
+// the forced kernel options (a context reads them once, when created);
+// checks that the validation layer stayed quiet.
+struct ForcedContext {
+  vkattn_context* ctx = make_context();
+  ~ForcedContext() {
+    if (!ctx) return;
+    EXPECT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS) << vkattn_last_error();
+    EXPECT_EQ(validation_messages(ctx), 0u);
+    vkattn_context_destroy(ctx);
+  }
+};
+
 // Sets environment options for one scope (variant forcing, test limits);
 // restores what was there before.
 class ScopedEnv {

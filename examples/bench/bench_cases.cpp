@@ -45,7 +45,7 @@ void fill(vkattn_tensor* t, uint64_t kind, uint64_t first, uint64_t n) {
 
 std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
   vkattn::AttentionVariant v =
-      vkattn::choose_attention_variant(ctx->impl->device(), d, d, max_rows);
+      vkattn::choose_attention_variant(ctx->impl->device(), ctx->impl->options(), d, d, max_rows);
   const std::string order =
       v.static_chunks > 1
           ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"

@@ -121,8 +121,10 @@ typedef struct vkattn_device_info {
   uint64_t max_buffer_range;   /* maxStorageBufferRange, bytes */
   uint32_t supports_f16;       /* shaderFloat16 arithmetic */
   uint32_t supports_16bit_storage;
-  uint32_t supports_bf16; /* bf16 is always handled as uint16 bits; this is
-                             1 if the device has native bf16 arithmetic */
+  uint32_t supports_bf16; /* always 0 today: bf16 tensors are stored as
+                             uint16 bits and every kernel computes in f32;
+                             reserved for native bf16 arithmetic
+                             (VK_KHR_shader_bfloat16), which no kernel uses */
 } vkattn_device_info;
 
 /* Zeroes *info and sets struct_size = sizeof(vkattn_device_info). */

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/kernel_options.h"
 #include "core/pipeline.h"
 #include "core/recorder.h"
 
@@ -21,6 +22,8 @@ class Context {
   Device& device() { return *device_; }
   Recorder& recorder() { return *recorder_; }
   Pipelines& pipelines() { return *pipelines_; }
+  // Kernel choices forced through the environment, read at creation.
+  const KernelOptions& options() const { return options_; }
 
   // A small buffer bound where a kernel's optional input is absent.
   const std::shared_ptr<Buffer>& dummy() { return dummy_; }
@@ -30,6 +33,7 @@ class Context {
   std::shared_ptr<Buffer> scratch(uint64_t bytes);
 
  private:
+  KernelOptions options_ = KernelOptions::from_env();
   // Destroyed in reverse: the recorder waits for the GPU first.
   std::shared_ptr<Device> device_;
   std::unique_ptr<Pipelines> pipelines_;

@@ -20,7 +20,6 @@ class Tensor {
   Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim, const int64_t* shape);
 
   Context& context() const { return *ctx_; }
-  const std::shared_ptr<Context>& context_ptr() const { return ctx_; }
   vkattn_dtype dtype() const { return dtype_; }
   uint32_t ndim() const { return ndim_; }
   int64_t dim(uint32_t i) const { return i < ndim_ ? shape_[i] : -1; }

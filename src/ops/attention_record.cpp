@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "core/binding_window.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/loop_budget.h"
@@ -115,7 +114,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   for (uint32_t b = 0; b < c.batch; ++b)
     max_rows = static_cast<uint32_t>(std::min<uint64_t>(
         UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(c.cu_q[b + 1] - c.cu_q[b]) * group)));
-  pp->var = choose_attention_variant(ctx.device(), d.head_dim, d.head_dim_v, max_rows);
+  pp->var =
+      choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v, max_rows);
   const AttentionVariant& var = pp->var;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
   pp->kvec = texel_kind(kv_dt, d.head_dim, var.scalar_fetch);
@@ -142,8 +142,9 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   lim.v_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp->vvec)));
   const uint64_t part_row = uint64_t(d.head_dim_v) * 4;
   lim.arena_rows_max = std::min(lim.storage / part_row, lim.storage / 4);
-  lim.arena_rows =
-      std::min(lim.arena_rows_max, env_u64("VKATTN_SCRATCH_BYTES", kScratchBytes) / (part_row + 4));
+  lim.arena_rows = std::min(
+      lim.arena_rows_max,
+      (ctx.options().scratch_bytes ? ctx.options().scratch_bytes : kScratchBytes) / (part_row + 4));
   lim.fan_in = combine_fan_in(var.tile_rows(), d.head_dim_v);
   lim.static_chunks = var.static_chunks;
   lim.max_groups = uint64_t(caps.max_workgroup_count[0]) *

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "core/device.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "core/kernel_options.h"
 #include "core/loop_budget.h"
 
 namespace vkattn {
@@ -41,8 +41,9 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
   return static_cast<uint32_t>(std::min<uint64_t>(blocks * v.block_keys, 1u << 30));
 }
 
-AttentionVariant choose_attention_variant(const Device& device, uint32_t head_dim,
-                                          uint32_t head_dim_v, uint32_t max_rows) {
+AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
+                                          uint32_t head_dim, uint32_t head_dim_v,
+                                          uint32_t max_rows) {
   AttentionVariant v;
   const DeviceCaps& caps = device.caps();
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
@@ -81,18 +82,19 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   // prefill on one thread.
   v.static_chunks = cpu ? cpu_device_threads() : 0;
 
-  v.wg = env_uint("VKATTN_ATTN_WG", v.wg);
-  v.rows = env_uint("VKATTN_ATTN_ROWS", v.rows);
-  v.block_keys = env_uint("VKATTN_ATTN_BLOCK_KEYS", v.block_keys);
-  v.scalar_fetch = env_uint("VKATTN_ATTN_SCALAR_FETCH", 0) != 0;
-  v.unroll_d = env_uint("VKATTN_ATTN_UNROLL_D", v.unroll_d ? 1 : 0) != 0;
-  v.max_keys = env_uint("VKATTN_ATTN_SPLIT_KEYS", v.max_keys);
-  v.target_items = env_uint("VKATTN_ATTN_TARGET_ITEMS", v.target_items);
-  v.all_features = env_uint("VKATTN_ATTN_ALL_FEATURES", 0) != 0;
-  v.static_chunks = env_uint("VKATTN_ATTN_STATIC_CHUNKS", v.static_chunks);
+  using K = KernelOptions;
+  v.wg = K::pick(forced.attn_wg, v.wg);
+  v.rows = K::pick(forced.attn_rows, v.rows);
+  v.block_keys = K::pick(forced.attn_block_keys, v.block_keys);
+  v.scalar_fetch = K::pick(forced.attn_scalar_fetch, 0) != 0;
+  v.unroll_d = K::pick(forced.attn_unroll_d, v.unroll_d ? 1 : 0) != 0;
+  v.max_keys = K::pick(forced.attn_split_keys, v.max_keys);
+  v.target_items = K::pick(forced.attn_target_items, v.target_items);
+  v.all_features = K::pick(forced.attn_all_features, 0) != 0;
+  v.static_chunks = K::pick(forced.attn_static_chunks, v.static_chunks);
   // Decode mode pays a partial per lane and a combine pass: worth it once
   // every lane gets a few key blocks.
-  v.decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", 4 * v.wg * v.block_keys);
+  v.decode_min_keys = K::pick(forced.attn_decode_min_keys, 4 * v.wg * v.block_keys);
   if (v.wg < 1 || v.wg > caps.max_workgroup_invocations || v.rows < 1 || v.rows > 32 ||
       v.block_keys < 1 || v.block_keys > 64 || v.max_keys < 1)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range (wg ", v.wg, ", rows ",
@@ -102,8 +104,8 @@ AttentionVariant choose_attention_variant(const Device& device, uint32_t head_di
   // lavapipe's barrier and shared memory cost more than the partials and
   // the combine pass they save (decode-16x512: 40 ms merged, 26 ms not).
   const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
-  v.decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", cpu ? 0 : 1) != 0 &&
-                   merge_bytes <= caps.max_shared_memory;
+  v.decode_merge =
+      K::pick(forced.attn_decode_merge, cpu ? 0 : 1) != 0 && merge_bytes <= caps.max_shared_memory;
   v.max_keys = std::min(v.max_keys, attention_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
   return v;

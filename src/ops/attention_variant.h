@@ -1,7 +1,8 @@
 // Which attention_fwd.comp variant a device gets: workgroup size, rows per
 // lane, keys per block, texel fetch width, and how key ranges are split.
-// Every field can be forced through the environment so that each variant
-// any device may pick is tested on lavapipe:
+// Every field can be forced through the environment (read once per context:
+// core/kernel_options.h) so that each variant any device may pick is tested
+// on lavapipe:
 //   VKATTN_ATTN_WG, VKATTN_ATTN_ROWS, VKATTN_ATTN_BLOCK_KEYS,
 //   VKATTN_ATTN_SCALAR_FETCH=1, VKATTN_ATTN_UNROLL_D=0|1, VKATTN_ATTN_SPLIT_KEYS (keys per item),
 //   VKATTN_ATTN_TARGET_ITEMS (split key ranges until this many items),
@@ -20,6 +21,7 @@
 namespace vkattn {
 
 class Device;
+struct KernelOptions;
 
 struct AttentionVariant {
   uint32_t wg = 8;          // lanes per workgroup
@@ -42,7 +44,8 @@ struct AttentionVariant {
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
 // max_rows: the largest t * (H / Hkv) of the batch (small for decode).
-AttentionVariant choose_attention_variant(const Device& device, uint32_t head_dim,
-                                          uint32_t head_dim_v, uint32_t max_rows);
+AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
+                                          uint32_t head_dim, uint32_t head_dim_v,
+                                          uint32_t max_rows);
 
 }  // namespace vkattn

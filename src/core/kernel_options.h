@@ -1,0 +1,52 @@
+// Kernel choices forced through the environment (tests and tuning; README,
+// "Environment"), read once when a context is created: a call never
+// consults the environment, and a context's kernels do not change under it.
+// An unset, empty or malformed variable forces nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "core/env.h"
+
+namespace vkattn {
+
+struct KernelOptions {
+  static constexpr uint32_t kUnset = UINT32_MAX;
+  // attention_fwd.comp variant (ops/attention_variant.h names each).
+  uint32_t attn_wg = kUnset;               // VKATTN_ATTN_WG
+  uint32_t attn_rows = kUnset;             // VKATTN_ATTN_ROWS
+  uint32_t attn_block_keys = kUnset;       // VKATTN_ATTN_BLOCK_KEYS
+  uint32_t attn_scalar_fetch = kUnset;     // VKATTN_ATTN_SCALAR_FETCH
+  uint32_t attn_unroll_d = kUnset;         // VKATTN_ATTN_UNROLL_D
+  uint32_t attn_split_keys = kUnset;       // VKATTN_ATTN_SPLIT_KEYS
+  uint32_t attn_target_items = kUnset;     // VKATTN_ATTN_TARGET_ITEMS
+  uint32_t attn_all_features = kUnset;     // VKATTN_ATTN_ALL_FEATURES
+  uint32_t attn_static_chunks = kUnset;    // VKATTN_ATTN_STATIC_CHUNKS
+  uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
+  uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
+  uint64_t scratch_bytes = 0;              // VKATTN_SCRATCH_BYTES (0: the default)
+
+  // `forced` if set, else `fallback`.
+  static uint32_t pick(uint32_t forced, uint32_t fallback) {
+    return forced == kUnset ? fallback : forced;
+  }
+
+  static KernelOptions from_env() {
+    KernelOptions o;
+    o.attn_wg = env_uint("VKATTN_ATTN_WG", kUnset);
+    o.attn_rows = env_uint("VKATTN_ATTN_ROWS", kUnset);
+    o.attn_block_keys = env_uint("VKATTN_ATTN_BLOCK_KEYS", kUnset);
+    o.attn_scalar_fetch = env_uint("VKATTN_ATTN_SCALAR_FETCH", kUnset);
+    o.attn_unroll_d = env_uint("VKATTN_ATTN_UNROLL_D", kUnset);
+    o.attn_split_keys = env_uint("VKATTN_ATTN_SPLIT_KEYS", kUnset);
+    o.attn_target_items = env_uint("VKATTN_ATTN_TARGET_ITEMS", kUnset);
+    o.attn_all_features = env_uint("VKATTN_ATTN_ALL_FEATURES", kUnset);
+    o.attn_static_chunks = env_uint("VKATTN_ATTN_STATIC_CHUNKS", kUnset);
+    o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
+    o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
+    o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
+    return o;
+  }
+};
+
+}  // namespace vkattn
