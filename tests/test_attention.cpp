@@ -248,6 +248,28 @@ TEST_F(Attention, OptionsAreReadAtContextCreation) {
   vkattn_context_destroy(forced);
 }
 
+// VKATTN_LOG=kernels names the family of every recorded forward dispatch.
+TEST_F(Attention, KernelLogNamesTheFamily) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_LOG", "kernels"}});
+  ForcedContext logged;
+  AttnCase c;
+  c.seqs = {{5, 40}, {1, 300}};
+  testing::internal::CaptureStderr();
+  run_attention_case(logged.ctx, c);
+  const std::string log = testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = log.find("vkattn: attention family="); at != std::string::npos;
+       at = log.find("vkattn: attention family=", at + 1)) {
+    EXPECT_EQ(log.compare(at, 31, "vkattn: attention family=lanes "), 0) << log;
+    ++lines;
+  }
+  EXPECT_GE(lines, 1u) << log;
+  // Without the variable nothing is printed.
+  testing::internal::CaptureStderr();
+  run_attention_case(ctx, c);
+  EXPECT_EQ(testing::internal::GetCapturedStderr().find("vkattn: attention"), std::string::npos);
+}
+
 // Decode mode (flash-decoding inside a workgroup: every lane holds all rows
 // of the tile and takes every WG-th key block, partials merged by lse):
 // GQA groups of 1..8 rows, lengths around the block and chunk boundaries,

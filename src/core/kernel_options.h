@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/env.h"
 
@@ -25,6 +27,8 @@ struct KernelOptions {
   uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
   uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
   uint64_t scratch_bytes = 0;              // VKATTN_SCRATCH_BYTES (0: the default)
+  // VKATTN_LOG=kernels: one stderr line per recorded attention dispatch.
+  bool log_kernels = false;
 
   // `forced` if set, else `fallback`.
   static uint32_t pick(uint32_t forced, uint32_t fallback) {
@@ -45,6 +49,8 @@ struct KernelOptions {
     o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
     o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
+    const char* log = std::getenv("VKATTN_LOG");
+    o.log_kernels = log && std::strstr(log, "kernels") != nullptr;
     return o;
   }
 };

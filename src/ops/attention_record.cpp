@@ -5,6 +5,7 @@
 // device. Everything that can fail is acquired before the first command is
 // recorded.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/binding_window.h"
@@ -12,6 +13,7 @@
 #include "core/faults.h"
 #include "core/loop_budget.h"
 #include "ops/attention.h"
+#include "ops/attention_family.h"
 #include "ops/attention_plan.h"
 #include "ops/attention_schedule.h"
 #include "ops/attention_variant.h"
@@ -21,36 +23,16 @@ namespace vkattn {
 
 namespace {
 
-const KernelLayout kFwdLayout{
-    "attention_fwd",
-    {BindingKind::kUniformTexel, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer},
-    92};
-
 const KernelLayout kCombineLayout{
     "attention_combine",
     {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
     36};
 
-struct FwdPush {
-  uint32_t n_items, num_heads, num_kv_heads, flags;
-  float scale, softcap;
-  int32_t window_left;
-  uint32_t mask_dtype;
-  uint32_t item_base, page_size, k_page_tx, k_layer_tx, v_page_tx, v_layer_tx;
-  uint32_t q_base, k_base, v_base, out_base, lse_base, mask_base, seq_base, table_base,
-      key_valid_base;
-};
 struct CombinePush {
   uint32_t n_items, num_heads, num_kv_heads, flags, dv, item_base, seq_base, out_base, lse_base;
 };
-static_assert(sizeof(FwdPush) == 92 && sizeof(CombinePush) == 36,
-              "push constants mirror the shaders");
-static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
+static_assert(sizeof(CombinePush) == 36, "push constants mirror the shader");
 
 // Default bytes of the split-KV scratch arena of one wave
 // (VKATTN_SCRATCH_BYTES overrides; tests use it to force many waves).
@@ -305,22 +287,17 @@ void record_attention(Context& ctx, const AttentionCall& c) {
   const BoundBuffer part_l_b = storage_window(caps, part_l, 0, part_l.size, &skip);
 
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
-  std::vector<uint32_t> spec = {var.wg,
-                                var.rows,
-                                var.block_keys,
-                                d.head_dim,
-                                d.head_dim_v,
-                                static_cast<uint32_t>(q_dt),
-                                static_cast<uint32_t>(kv_dt),
-                                pp->kvec,
-                                pp->vvec,
-                                var.unroll_d ? 1u : 0u,
-                                pp->qvec,
-                                c.step ? 1u : 0u,
-                                var.decode_merge ? 1u : 0u,
-                                var.all_features ? kCompiledFlags : flags & kCompiledFlags};
+  FwdConfig cfg;
+  cfg.var = var;
+  cfg.head_dim = d.head_dim, cfg.head_dim_v = d.head_dim_v;
+  cfg.q_dtype = q_dt, cfg.kv_dtype = kv_dt;
+  cfg.qvec = pp->qvec, cfg.kvec = pp->kvec, cfg.vvec = pp->vvec;
+  cfg.paged = c.step != nullptr;
+  cfg.features = var.all_features ? kCompiledFlags : flags & kCompiledFlags;
+  const bool log = ctx.options().log_kernels;
+  const AttentionFamilyDesc& family = pick_attention_family(caps, cfg, log);
   Pipelines& pipes = ctx.pipelines();
-  const Pipeline& fwd = pipes.get(kFwdLayout, spec);
+  const Pipeline& fwd = family.pipeline(pipes, cfg);
   const Pipeline* combine =
       sched.combine.empty() ? nullptr : &pipes.get(kCombineLayout, {static_cast<uint32_t>(q_dt)});
 
@@ -424,6 +401,14 @@ void record_attention(Context& ctx, const AttentionCall& c) {
       BoundBuffer tb = storage_window(caps, pp->table, sp.table.lo * 4, sp.table.hi * 4, &start);
       push.table_base = static_cast<uint32_t>(start / 4);
       push.n_items = pass.count;
+      if (log)  // rows: the pass's query rows; keys: the call's; split: combine items
+        std::fprintf(stderr,
+                     "vkattn: attention family=%s rows=%llu keys=%lld split=%zu items=%u wg=%u "
+                     "R=%u BK=%u\n",
+                     family.name,
+                     static_cast<unsigned long long>((sp.tokens.hi - sp.tokens.lo) * u.group),
+                     static_cast<long long>(c.cu_k.back()), sched.combine.size(), pass.count,
+                     var.wg, var.rows, var.block_keys);
       prepared.push_back(pipes.prepare(
           rec, fwd, {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b, kvb, part_o_b, part_l_b, tb}, &push,
           sizeof(push), pass.count));

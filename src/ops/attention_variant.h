@@ -23,7 +23,11 @@ namespace vkattn {
 class Device;
 struct KernelOptions;
 
+// Kernel families (ops/attention_family.h).
+enum class AttentionFamily : uint32_t { kLanes = 0 };
+
 struct AttentionVariant {
+  AttentionFamily family = AttentionFamily::kLanes;
   uint32_t wg = 8;          // lanes per workgroup
   uint32_t rows = 4;        // rows per lane (R)
   uint32_t block_keys = 8;  // keys per online-softmax block (BK)

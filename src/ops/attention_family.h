@@ -1,0 +1,73 @@
+// Attention kernel families and how a call picks one. Every family reads
+// the same plan (ops/attention_plan.h) through the same 13 bindings and the
+// same push constants (FwdPush), so one host routine binds a pass
+// (ops/attention_record.cpp); a family owns its shader, binding layout,
+// named specialization constants, shared-memory need and the list of what
+// it declines. Families today:
+//   lanes  ops/attention_lanes.cpp, shaders/attention_fwd.comp: each lane
+//          owns R rows in registers, no cross-lane traffic (lavapipe).
+// A call runs on its variant's family (ops/attention_variant.h) when that
+// family serves it, else on the first family in registry order that does;
+// VKATTN_LOG=kernels prints the family of every recorded dispatch and every
+// fallback with its reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+#include "core/pipeline.h"
+#include "ops/attention_variant.h"
+#include "vkattn/vkattn.h"
+
+namespace vkattn {
+
+// What a forward pipeline is specialized on: the variant and the call's
+// head dims, dtypes, fetch widths and transforms.
+struct FwdConfig {
+  AttentionVariant var;
+  uint32_t head_dim = 0, head_dim_v = 0;
+  vkattn_dtype q_dtype = VKATTN_F32, kv_dtype = VKATTN_F32;
+  uint32_t qvec = 0, kvec = 0, vvec = 0;  // texel kinds: 0 one element, 1 four, 2 eight 16-bit
+  bool paged = false;
+  uint32_t features = 0;  // transforms compiled in (kFlag* bits of kCompiledFlags)
+};
+
+// Push constants of every family's forward shader (the shaders declare the
+// same block; 92 bytes).
+struct FwdPush {
+  uint32_t n_items, num_heads, num_kv_heads, flags;
+  float scale, softcap;
+  int32_t window_left;
+  uint32_t mask_dtype;
+  uint32_t item_base, page_size, k_page_tx, k_layer_tx, v_page_tx, v_layer_tx;
+  uint32_t q_base, k_base, v_base, out_base, lse_base, mask_base, seq_base, table_base,
+      key_valid_base;
+};
+static_assert(sizeof(FwdPush) == 92, "push constants mirror the shaders");
+static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
+
+struct AttentionFamilyDesc {
+  AttentionFamily id;
+  const char* name;
+  // Bindings in this order: q, k, v (texel views), out, lse, items, seqs,
+  // mask, alibi, key_valid, partial rows, partial lse, block table.
+  const KernelLayout* layout;
+  // Why this family cannot serve `cfg` on this device; empty if it can.
+  std::string (*declines)(const DeviceCaps& caps, const FwdConfig& cfg);
+  // Shared memory of one workgroup, bytes.
+  uint64_t (*shared_bytes)(const FwdConfig& cfg);
+  const Pipeline& (*pipeline)(Pipelines& pipes, const FwdConfig& cfg);
+};
+
+// The families (each defined in its own file).
+extern const AttentionFamilyDesc kLanesFamily;  // ops/attention_lanes.cpp
+
+const AttentionFamilyDesc& attention_family(AttentionFamily family);
+
+// The family that records `cfg`: its variant's if that serves it, else the
+// first that does (logged when `log`). Throws INTERNAL if none does.
+const AttentionFamilyDesc& pick_attention_family(const DeviceCaps& caps, const FwdConfig& cfg,
+                                                 bool log);
+
+}  // namespace vkattn
