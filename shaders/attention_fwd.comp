@@ -65,115 +65,9 @@ shared vec4 sh_acc[MERGE_ROWS * DV4];
 const uint CK = (D4 % 4u == 0u) ? 4u : ((D4 % 2u == 0u) ? 2u : 1u);
 const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
 
-// q, k and v are read as texels: storage-buffer loads are scalarized per
-// lane (with a bounds check each) on lavapipe, which made unrolled q loads
-// compile for minutes, and are ~3x dearer at run time.
-layout(binding = 0) uniform usamplerBuffer q_tex;
-layout(binding = 1) uniform usamplerBuffer k_tex;
-layout(binding = 2) uniform usamplerBuffer v_tex;
-layout(std430, binding = 3) coherent buffer Out {
-  uint out_w[];
-};
-layout(std430, binding = 4) writeonly buffer Lse {
-  float lse_out[];
-};
-layout(std430, binding = 5) readonly buffer Items {
-  Item items[];
-};
-layout(std430, binding = 6) readonly buffer Seqs {
-  Seq seqs[];
-};
-layout(std430, binding = 7) readonly buffer Mask {
-  uint mask_w[];
-};
-layout(std430, binding = 8) readonly buffer Alibi {
-  float alibi[];
-};
-layout(std430, binding = 9) readonly buffer KeyValid {
-  uint key_valid_w[];
-};
-layout(std430, binding = 10) writeonly buffer PartO {
-  float part_o[];
-};
-layout(std430, binding = 11) writeonly buffer PartL {
-  float part_lse[];
-};
-layout(std430, binding = 12) readonly buffer BlockTable {
-  uint block_table[];  // pages local to this dispatch's pool buffer
-};
-
-layout(push_constant) uniform Push {
-  uint n_items;
-  uint num_heads;
-  uint num_kv_heads;
-  uint flags;
-  float scale;
-  float softcap;
-  int window_left;
-  uint mask_dtype;
-  uint item_base;  // items[item_base + id]: items before the dispatch's first in the window
-  // Paged: page size in tokens; the page stride (one layer's slab) and this
-  // layer's K/V block of local page 0 in the bound pool buffer, in K (V)
-  // texels (ops/kv_cache.h).
-  uint page_size;
-  uint k_page_tx;
-  uint k_layer_tx;
-  uint v_page_tx;
-  uint v_layer_tx;
-  // First texel / element / record of each window (see attention_common.glsl).
-  uint q_base;
-  uint k_base;
-  uint v_base;
-  uint out_base;
-  uint lse_base;
-  uint mask_base;
-  uint seq_base;
-  uint table_base;
-  uint key_valid_base;
-}
-pc;
-
-// The call uses optional transform f and this variant compiles it in.
-bool uses(uint f) {
-  return (FEATURES & pc.flags & f) != 0u;
-}
-
-// Texels per row of `dim` elements for a texel kind.
-uint row_texels(uint kind_vec, uint dim) {
-  return kind_vec == 2u ? dim / 8u : kind_vec == 1u ? (dim + 3u) / 4u : dim;
-}
-
-// Elements [4c, 4c + 4) of the K/V/q row starting at texel `base` (zero
-// beyond the head dim). which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
-uvec4 fetch_texel(uint which, int t) {
-  return which == 0u ? texelFetch(k_tex, t) : which == 1u ? texelFetch(v_tex, t) : texelFetch(q_tex, t);
-}
-
-vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
-  uint dt = which == 2u ? QDT : KDT;
-  if (kind_vec == 2u) {
-    // 16-bit data, dim % 8 == 0: one 16-byte texel holds 8 elements (slices
-    // c and c ^ 1 fetch the same texel; the compiler merges the fetches).
-    uvec4 w = fetch_texel(which, int(base + c / 2u));
-    uvec2 h = (c & 1u) != 0u ? w.zw : w.xy;
-    if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-    return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
-  }
-  if (kind_vec == 1u) {
-    uvec4 w = fetch_texel(which, int(base + c));
-    if (dt == DT_F32) return uintBitsToFloat(w);
-    if (dt == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
-  }
-  vec4 r;
-  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-    uint col = 4u * c + e;
-    uint w = fetch_texel(which, int(base + min(col, dim - 1u))).x;
-    float x = dt == DT_F32 ? uintBitsToFloat(w) : decode16(dt, w & 0xffffu);
-    r[e] = col < dim ? x : 0.0;
-  }
-  return r;
-}
+#include "attention_fetch.glsl"
+#include "attention_mask.glsl"
+#include "attention_store.glsl"
 
 // Scores of the R rows against the BK keys of the block, head-dim slice c.
 #define QK_STEP(c)                                                                      \
@@ -204,33 +98,10 @@ vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
 #define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow * row_texels(QVEC, D) - pc.q_base, (c), 2u) * pc.scale;
 
 // Normalized partial row i, slice c, of a split key range.
-#define PART_STORE(i, c)                                                  \
-  {                                                                       \
-    vec4 o = acc[(i) * DV4 + (c)] * inv;                                  \
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) {                           \
-      if (4u * (c) + e < DV) part_o[prow * DV + 4u * (c) + e] = o[e];     \
-    }                                                                     \
-  }
+#define PART_STORE(i, c) store_part4(prow, (c), acc[(i) * DV4 + (c)] * inv);
 
 // Output row i, slice c, in the output dtype.
-#define OUT_STORE(i, c)  \
-  {  \
-    vec4 o = acc[i * DV4 + c] * inv;  \
-    if (QDT == DT_F32) {  \
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {  \
-        if (4u * c + e < DV) out_w[base + 4u * c + e] = floatBitsToUint(o[e]);  \
-      }  \
-    } else if (DV % 2u == 0u) {  \
-      [[unroll]] for (uint e = 0u; e < 4u; e += 2u) {  \
-        if (4u * c + e < DV)  \
-          out_w[(base + 4u * c + e) >> 1] = encode16(QDT, o[e]) | (encode16(QDT, o[e + 1u]) << 16);  \
-      }  \
-    } else {  \
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {  \
-        if (4u * c + e < DV) STORE16_ATOMIC(out_w, base + 4u * c + e, encode16(QDT, o[e]));  \
-      }  \
-    }  \
-  }
+#define OUT_STORE(i, c) store_out4(base, (c), acc[(i) * DV4 + (c)] * inv);
 
 void main() {
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -284,20 +155,10 @@ void main() {
     [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;
     // First texel of each key's K and V row (keys past the range repeat the last).
     uint kbase[BK], vbase[BK];
-    if (PAGED != 0u) {
-      [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint key = min(kb + j, k_last - 1u);
-        uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
-        uint row = it.kv_head * pc.page_size + key % pc.page_size;
-        kbase[j] = page * pc.k_page_tx + pc.k_layer_tx + row * row_texels(KVEC, D);
-        vbase[j] = page * pc.v_page_tx + pc.v_layer_tx + row * row_texels(VVEC, DV);
-      }
-    } else {
-      [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint row = (sq.k_off + min(kb + j, k_last - 1u)) * pc.num_kv_heads + it.kv_head;
-        kbase[j] = row * row_texels(KVEC, D) - pc.k_base;
-        vbase[j] = row * row_texels(VVEC, DV) - pc.v_base;
-      }
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {
+      uint key = min(kb + j, k_last - 1u);
+      kbase[j] = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);
+      vbase[j] = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);
     }
     // UNROLL_D = 0 iterates the head dim in chunks of CK (q and acc then
     // live in memory, which keeps lavapipe's compile time in seconds);
@@ -311,13 +172,12 @@ void main() {
     }
     // Transforms, each compiled in only when FEATURES has it (uses()).
     if (uses(F_SOFTCAP)) {
-      [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = pc.softcap * tanh(s[x] / pc.softcap);
+      [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = soft_capped(s[x]);
     }
     if (uses(F_ALIBI)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
-        float slope = alibi[head[i]];
         [[unroll]] for (uint j = 0u; j < BK; ++j)
-          s[i * BK + j] -= slope * float(abs(pos[i] - int(kb + j)));
+          s[i * BK + j] += alibi_bias(head[i], pos[i], int(kb + j));
       }
     }
     // Visibility; hidden scores become -inf by selection.
@@ -326,24 +186,22 @@ void main() {
       int key = int(kb + j);
       bool key_ok = kb + j < k_last;
       [[unroll]] for (uint i = 0u; i < R; ++i) {
-        bool v = key_ok && row_ok[i];
-        v = v && (!causal || key <= pos[i]);
-        v = v && (!windowed || pos[i] - key <= pc.window_left);
-        vis[i * BK + j] = v;
+        // The call first: glslang turns a && whose right side calls a
+        // function into a branch.
+        bool cw = in_causal_window(pos[i], key, causal, windowed);
+        vis[i * BK + j] = key_ok && row_ok[i] && cw;
       }
     }
     if (uses(F_KEY_VALID)) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        uint kidx = sq.k_off + min(kb + j, k_last - 1u) - pc.key_valid_base;
-        bool ok = ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
+        bool ok = key_is_valid(sq, min(kb + j, k_last - 1u));
         [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
       }
     }
     if (uses(F_MASK_BOOL)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;
-          bool ok = ((mask_w[midx >> 2] >> ((midx & 3u) * 8u)) & 0xffu) != 0u;
+          bool ok = mask_allows(mask_index(sq, tok[i], min(kb + j, k_last - 1u)));
           vis[i * BK + j] = vis[i * BK + j] && ok;
         }
       }
@@ -351,8 +209,7 @@ void main() {
     if (uses(F_MASK_ADD)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          uint midx = sq.mask_off + tok[i] * sq.u + min(kb + j, k_last - 1u) - pc.mask_base;
-          float a = LOAD_ELEM(mask_w, pc.mask_dtype, midx);
+          float a = mask_bias(mask_index(sq, tok[i], min(kb + j, k_last - 1u)));
           vis[i * BK + j] = vis[i * BK + j] && a != NEG_INF;
           s[i * BK + j] += a;
         }

@@ -1,0 +1,114 @@
+// The inputs of a forward pass, shared by every attention family
+// (src/ops/attention_family.h): q/k/v texel views, the plan's items,
+// sequences and block table, the push constants (FwdPush), and row fetches.
+// The including shader defines QDT, KDT (dtypes of q and of k/v) and
+// FEATURES (transforms compiled in) before including this file.
+//
+// q, k and v are read as texels: storage-buffer loads are scalarized per
+// lane (with a bounds check each) on lavapipe, which made unrolled q loads
+// compile for minutes, and are ~3x dearer at run time.
+#ifndef VKATTN_ATTENTION_FETCH_GLSL
+#define VKATTN_ATTENTION_FETCH_GLSL
+
+#include "attention_common.glsl"
+
+layout(binding = 0) uniform usamplerBuffer q_tex;
+layout(binding = 1) uniform usamplerBuffer k_tex;
+layout(binding = 2) uniform usamplerBuffer v_tex;
+layout(std430, binding = 5) readonly buffer Items {
+  Item items[];
+};
+layout(std430, binding = 6) readonly buffer Seqs {
+  Seq seqs[];
+};
+layout(std430, binding = 12) readonly buffer BlockTable {
+  uint block_table[];  // pages local to this dispatch's pool buffer
+};
+
+layout(push_constant) uniform Push {
+  uint n_items;
+  uint num_heads;
+  uint num_kv_heads;
+  uint flags;
+  float scale;
+  float softcap;
+  int window_left;
+  uint mask_dtype;
+  uint item_base;  // items[item_base + id]: items before the dispatch's first in the window
+  // Paged: page size in tokens; the page stride (one layer's slab) and this
+  // layer's K/V block of local page 0 in the bound pool buffer, in K (V)
+  // texels (ops/kv_cache.h).
+  uint page_size;
+  uint k_page_tx;
+  uint k_layer_tx;
+  uint v_page_tx;
+  uint v_layer_tx;
+  // First texel / element / record of each window (see attention_common.glsl).
+  uint q_base;
+  uint k_base;
+  uint v_base;
+  uint out_base;
+  uint lse_base;
+  uint mask_base;
+  uint seq_base;
+  uint table_base;
+  uint key_valid_base;
+}
+pc;
+
+// The call uses optional transform f and this variant compiles it in.
+bool uses(uint f) {
+  return (FEATURES & pc.flags & f) != 0u;
+}
+
+// Texels per row of `dim` elements for a texel kind.
+uint row_texels(uint kind_vec, uint dim) {
+  return kind_vec == 2u ? dim / 8u : kind_vec == 1u ? (dim + 3u) / 4u : dim;
+}
+
+// First texel of key `key`'s K (V) row, kind kvec (vvec), of sequence sq
+// and kv head `kv_head`: through the block table when paged.
+uint key_texel(bool paged, bool is_v, Seq sq, uint kv_head, uint key, uint kvec, uint dim) {
+  if (paged) {
+    uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+    uint row = kv_head * pc.page_size + key % pc.page_size;
+    return page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx) +
+           row * row_texels(kvec, dim);
+  }
+  uint row = (sq.k_off + key) * pc.num_kv_heads + kv_head;
+  return row * row_texels(kvec, dim) - (is_v ? pc.v_base : pc.k_base);
+}
+
+// Elements [4c, 4c + 4) of the K/V/q row starting at texel `base` (zero
+// beyond the head dim). which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
+uvec4 fetch_texel(uint which, int t) {
+  return which == 0u ? texelFetch(k_tex, t) : which == 1u ? texelFetch(v_tex, t) : texelFetch(q_tex, t);
+}
+
+vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
+  uint dt = which == 2u ? QDT : KDT;
+  if (kind_vec == 2u) {
+    // 16-bit data, dim % 8 == 0: one 16-byte texel holds 8 elements (slices
+    // c and c ^ 1 fetch the same texel; the compiler merges the fetches).
+    uvec4 w = fetch_texel(which, int(base + c / 2u));
+    uvec2 h = (c & 1u) != 0u ? w.zw : w.xy;
+    if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
+  }
+  if (kind_vec == 1u) {
+    uvec4 w = fetch_texel(which, int(base + c));
+    if (dt == DT_F32) return uintBitsToFloat(w);
+    if (dt == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
+  }
+  vec4 r;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    uint col = 4u * c + e;
+    uint w = fetch_texel(which, int(base + min(col, dim - 1u))).x;
+    float x = dt == DT_F32 ? uintBitsToFloat(w) : decode16(dt, w & 0xffffu);
+    r[e] = col < dim ? x : 0.0;
+  }
+  return r;
+}
+
+#endif

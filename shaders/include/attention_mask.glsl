@@ -1,0 +1,56 @@
+// Which (row, key) pairs a forward pass sees and the transforms of their
+// scores, one pair at a time: the semantics every attention family shares
+// (DESIGN.md: bottom-right causal, window, padding keys, bool and additive
+// masks, softcap, ALiBi). Include after attention_fetch.glsl. A hidden pair
+// is selected out by the caller (its score becomes -inf; never 0 * V).
+#ifndef VKATTN_ATTENTION_MASK_GLSL
+#define VKATTN_ATTENTION_MASK_GLSL
+
+layout(std430, binding = 7) readonly buffer Mask {
+  uint mask_w[];
+};
+layout(std430, binding = 8) readonly buffer Alibi {
+  float alibi[];
+};
+layout(std430, binding = 9) readonly buffer KeyValid {
+  uint key_valid_w[];
+};
+
+// Causal (key <= pos) and window (pos - key <= window_left) for the row at
+// absolute position pos = u - t + token.
+bool in_causal_window(int pos, int key, bool causal, bool windowed) {
+  return (!causal || key <= pos) && (!windowed || pos - key <= pc.window_left);
+}
+
+// Key `key` of sequence sq is not padding (F_KEY_VALID).
+bool key_is_valid(Seq sq, uint key) {
+  uint kidx = sq.k_off + key - pc.key_valid_base;
+  return ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
+}
+
+// Element of the mask for (token, key) of sequence sq (t x u, row-major).
+uint mask_index(Seq sq, uint token, uint key) {
+  return sq.mask_off + token * sq.u + key - pc.mask_base;
+}
+
+// F_MASK_BOOL: the pair is allowed.
+bool mask_allows(uint midx) {
+  return ((mask_w[midx >> 2] >> ((midx & 3u) * 8u)) & 0xffu) != 0u;
+}
+
+// F_MASK_ADD: the additive bias (-inf hides the pair).
+float mask_bias(uint midx) {
+  return LOAD_ELEM(mask_w, pc.mask_dtype, midx);
+}
+
+// F_SOFTCAP: softcap * tanh(s / softcap).
+float soft_capped(float s) {
+  return pc.softcap * tanh(s / pc.softcap);
+}
+
+// F_ALIBI: the bias of query head `head` at position pos for key `key`.
+float alibi_bias(uint head, int pos, int key) {
+  return -alibi[head] * float(abs(pos - key));
+}
+
+#endif

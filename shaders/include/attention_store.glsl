@@ -1,0 +1,48 @@
+// Where a forward pass writes, shared by every attention family: output
+// rows in q's dtype (QDT), lse, and the split-KV partials that
+// attention_combine.comp merges. Include after attention_fetch.glsl; the
+// shader defines DV first.
+#ifndef VKATTN_ATTENTION_STORE_GLSL
+#define VKATTN_ATTENTION_STORE_GLSL
+
+layout(std430, binding = 3) coherent buffer Out {
+  uint out_w[];
+};
+layout(std430, binding = 4) writeonly buffer Lse {
+  float lse_out[];
+};
+layout(std430, binding = 10) writeonly buffer PartO {
+  float part_o[];
+};
+layout(std430, binding = 11) writeonly buffer PartL {
+  float part_lse[];
+};
+
+// Elements [4c, 4c + 4) of a normalized partial row (arena row prow).
+void store_part4(uint prow, uint c, vec4 o) {
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    if (4u * c + e < DV) part_o[prow * DV + 4u * c + e] = o[e];
+  }
+}
+
+// Elements [4c, 4c + 4) of an output row whose first element is `base`
+// (window-relative), in the output dtype. Odd 16-bit rows share words with
+// their neighbours: atomics.
+void store_out4(uint base, uint c, vec4 o) {
+  if (QDT == DT_F32) {
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      if (4u * c + e < DV) out_w[base + 4u * c + e] = floatBitsToUint(o[e]);
+    }
+  } else if (DV % 2u == 0u) {
+    [[unroll]] for (uint e = 0u; e < 4u; e += 2u) {
+      if (4u * c + e < DV)
+        out_w[(base + 4u * c + e) >> 1] = encode16(QDT, o[e]) | (encode16(QDT, o[e + 1u]) << 16);
+    }
+  } else {
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      if (4u * c + e < DV) STORE16_ATOMIC(out_w, base + 4u * c + e, encode16(QDT, o[e]));
+    }
+  }
+}
+
+#endif
