@@ -1,7 +1,8 @@
 // Attention ops: validate on the host (ops/attention.cpp), plan the packed
 // batch (ops/attention_plan.h), schedule it into dispatches that fit the
 // device (ops/attention_schedule.h), pick a kernel variant
-// (ops/attention_variant.h) and family (ops/attention_family.h: `lanes`,
+// (ops/attention_variant.h; plan, schedule and variant are made ready in
+// ops/attention_prepare.h) and family (ops/attention_family.h: `lanes`,
 // ops/attention_lanes.cpp) and record its shader, e.g. attention_fwd.comp (+
 // attention_combine.comp when key ranges were split;
 // ops/attention_record.cpp); vkattn_attention_merge records

@@ -1,0 +1,186 @@
+// prepare_plan(): plan, schedule and variant of an attention call, and
+// their device copy (ops/attention_prepare.h).
+#include "ops/attention_prepare.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/faults.h"
+#include "core/loop_budget.h"
+#include "ops/kv_cache.h"
+
+namespace vkattn {
+
+namespace {
+
+// Default bytes of the split-KV scratch arena of one wave
+// (VKATTN_SCRATCH_BYTES overrides; tests use it to force many waves).
+constexpr uint64_t kScratchBytes = 64ull << 20;
+
+// Texel width: 0 = one element, 1 = four elements, 2 = eight 16-bit elements.
+uint32_t texel_kind(vkattn_dtype dt, uint32_t dim, bool scalar) {
+  if (scalar || dim % 4 != 0) return 0;
+  return (dt != VKATTN_F32 && dim % 8 == 0) ? 2 : 1;
+}
+
+// Splits one combine item may merge: attention_combine.comp runs, per lane,
+// ceil(stride / 64) rows of 2 (n + 1) + (dv + 1) + dv (n + 1) loop
+// iterations (plus the row loop's own).
+uint32_t combine_fan_in(uint32_t stride, uint32_t dv) {
+  const uint64_t rows = (stride + 63) / 64;
+  const uint64_t per_row = (kLoopUsable - loop_cost(0)) / rows - 1;  // minus the row loop
+  if (per_row < 3 * uint64_t(dv) + 8) return 2;
+  const uint64_t n_plus_1 = (per_row - loop_cost(dv)) / (uint64_t(dv) + 2);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(n_plus_1 - 1, 2, 1u << 20));
+}
+
+}  // namespace
+
+VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
+  if (kind == 2) return VK_FORMAT_R32G32B32A32_UINT;
+  if (dt == VKATTN_F32) return kind ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+  return kind ? VK_FORMAT_R32G32_UINT : VK_FORMAT_R16_UINT;
+}
+
+std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c) {
+  host_alloc_point();
+  const auto& d = c.desc;
+  const DeviceCaps& caps = ctx.device().caps();
+  auto pp = std::make_shared<PreparedPlan>();
+  const uint32_t group = d.num_heads / d.num_kv_heads;
+  uint32_t max_rows = 0;
+  for (uint32_t b = 0; b < c.batch; ++b)
+    max_rows = static_cast<uint32_t>(std::min<uint64_t>(
+        UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(c.cu_q[b + 1] - c.cu_q[b]) * group)));
+  pp->var =
+      choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v, max_rows);
+  const AttentionVariant& var = pp->var;
+  const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
+  pp->kvec = texel_kind(kv_dt, d.head_dim, var.scalar_fetch);
+  pp->vvec = texel_kind(kv_dt, d.head_dim_v, var.scalar_fetch);
+  pp->qvec = texel_kind(q_dt, d.head_dim, var.scalar_fetch);
+
+  // What one token / key / mask element costs in each binding.
+  CallUnits& u = pp->units;
+  const uint64_t es_q = dtype_size(q_dt), es_kv = dtype_size(kv_dt);
+  u.q_token = uint64_t(d.num_heads) * d.head_dim * es_q;
+  u.out_token = uint64_t(d.num_heads) * d.head_dim_v * es_q;
+  u.lse_token = c.lse ? uint64_t(d.num_heads) * 4 : 0;
+  u.k_key = c.step ? 0 : uint64_t(d.num_kv_heads) * d.head_dim * es_kv;
+  u.v_key = c.step ? 0 : uint64_t(d.num_kv_heads) * d.head_dim_v * es_kv;
+  u.key_valid = c.key_valid.empty() ? 0 : 1;
+  u.mask_elem = c.mask ? dtype_size(c.mask->dtype()) : 0;
+  u.group = group;
+  u.page_size = c.step ? c.step->cache().desc().page_size : 0;
+
+  ScheduleLimits lim;
+  lim.storage = storage_window_limit(caps);
+  lim.q_texel = texel_window_limit(caps, texel_format_bytes(texel_format(q_dt, pp->qvec)));
+  lim.k_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp->kvec)));
+  lim.v_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp->vvec)));
+  const uint64_t part_row = uint64_t(d.head_dim_v) * 4;
+  lim.arena_rows_max = std::min(lim.storage / part_row, lim.storage / 4);
+  lim.arena_rows = std::min(
+      lim.arena_rows_max,
+      (ctx.options().scratch_bytes ? ctx.options().scratch_bytes : kScratchBytes) / (part_row + 4));
+  lim.fan_in = combine_fan_in(var.tile_rows(), d.head_dim_v);
+  lim.static_chunks = var.static_chunks;
+  lim.max_groups = uint64_t(caps.max_workgroup_count[0]) *
+                   std::min<uint32_t>(caps.max_workgroup_count[1], 65535);
+
+  PlanShape shape{
+      group,  d.num_kv_heads,      d.causal != 0, d.window_left,    var.tile_rows(),   var.rows,
+      var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
+  shape.decode_merge = var.decode_merge;
+  // Item key ranges within one K/V texel window (every lane of a
+  // decode-mode item reads max_keys of them).
+  if (!c.step) {
+    const uint64_t keys = std::min(lim.k_texel / std::max<uint64_t>(u.k_key, 1),
+                                   lim.v_texel / std::max<uint64_t>(u.v_key, 1)) /
+                          var.wg;
+    shape.max_keys =
+        static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(shape.max_keys, keys)));
+    shape.min_split_keys = std::min(shape.min_split_keys, shape.max_keys);
+  }
+  uint64_t tile_tokens = lim.q_texel / std::max<uint64_t>(u.q_token, 1);
+  tile_tokens = std::min(tile_tokens, lim.storage / std::max<uint64_t>(u.out_token, 1));
+  if (u.lse_token) tile_tokens = std::min(tile_tokens, lim.storage / u.lse_token);
+  shape.max_tile_tokens = std::max<uint64_t>(1, tile_tokens);
+  shape.mask_window_elems = u.mask_elem ? lim.storage / u.mask_elem : 0;
+
+  std::vector<uint32_t> table;
+  std::vector<std::vector<KeySegment>> segments;
+  if (c.step) {
+    // Block tables of local pages; keys cut where the page group (the pool
+    // buffer of every layer) changes.
+    const KvCache& cache = c.step->cache();
+    const uint32_t ps = cache.desc().page_size;
+    segments.resize(c.batch);
+    for (uint32_t b = 0; b < c.batch; ++b) {
+      const StepSeq& sq = c.step->seqs()[b];
+      const uint32_t uu = static_cast<uint32_t>(sq.len + sq.t);
+      const uint32_t n_pages = (uu + ps - 1) / ps;
+      for (uint32_t i = 0; i < n_pages; ++i) {
+        uint32_t page = sq.pages[i], buf = cache.group_of(page);
+        table.push_back(cache.local_page(page));
+        auto& seg = segments[b];
+        uint32_t k0 = i * ps, k1 = std::min(uu, k0 + ps);
+        if (!seg.empty() && seg.back().buffer == buf)
+          seg.back().end = k1;
+        else
+          seg.push_back({k0, k1, buf});
+      }
+    }
+  }
+  pp->plan = build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(), c.step ? &segments : nullptr);
+  Plan& plan = pp->plan;
+  if (c.step) {
+    // Paged: a sequence's k_off is its first block-table entry.
+    const uint32_t ps = c.step->cache().desc().page_size;
+    uint64_t off = 0;
+    for (uint32_t b = 0; b < c.batch; ++b) {
+      plan.seqs[b].k_off = static_cast<uint32_t>(off);
+      plan.offs[b].k = off;
+      off += (uint64_t(plan.seqs[b].u) + ps - 1) / ps;
+    }
+  }
+  pp->sched = schedule_plan(plan, u, lim);
+  const Schedule& sched = pp->sched;
+  if (sched.items.empty()) return pp;
+
+  // Device copy: items | combine items | sequences | block table.
+  const uint64_t items_bytes = sched.items.size() * sizeof(PlanItem);
+  const uint64_t combine_bytes = sched.combine.size() * sizeof(CombineItem);
+  const uint64_t seqs_bytes = plan.seqs.size() * sizeof(PlanSeq);
+  const uint64_t table_bytes = table.size() * 4;
+  const uint64_t o_items = 0, o_combine = round_up(items_bytes, kRegionAlign);
+  const uint64_t o_seqs = o_combine + round_up(combine_bytes, kRegionAlign);
+  const uint64_t o_table = o_seqs + round_up(seqs_bytes, kRegionAlign);
+  const uint64_t bytes = o_table + round_up(std::max<uint64_t>(table_bytes, 16), kRegionAlign);
+  std::shared_ptr<Buffer> data;
+  Buffer* raw = nullptr;
+  uint64_t base = 0;
+  uint8_t* m = nullptr;
+  if (c.step) {
+    data = std::make_shared<Buffer>(ctx.device(), bytes, true);
+    m = data->mapped();
+  } else {
+    HostSlice s = ctx.recorder().alloc_host(bytes);
+    raw = s.buffer;
+    base = s.offset;
+    m = s.host;
+  }
+  std::memset(m, 0, bytes);
+  std::memcpy(m + o_items, sched.items.data(), items_bytes);
+  if (combine_bytes) std::memcpy(m + o_combine, sched.combine.data(), combine_bytes);
+  std::memcpy(m + o_seqs, plan.seqs.data(), seqs_bytes);
+  if (table_bytes) std::memcpy(m + o_table, table.data(), table_bytes);
+  pp->items = Region{data, raw, base + o_items, std::max<uint64_t>(items_bytes, 16)};
+  pp->combine = Region{data, raw, base + o_combine, std::max<uint64_t>(combine_bytes, 16)};
+  pp->seqs = Region{data, raw, base + o_seqs, std::max<uint64_t>(seqs_bytes, 16)};
+  pp->table = Region{data, raw, base + o_table, std::max<uint64_t>(table_bytes, 16)};
+  return pp;
+}
+
+}  // namespace vkattn
