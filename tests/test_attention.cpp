@@ -257,10 +257,14 @@ TEST_F(Attention, KernelLogNamesTheFamily) {
   testing::internal::CaptureStderr();
   run_attention_case(logged.ctx, c);
   const std::string log = testing::internal::GetCapturedStderr();
+  // The default family, or the one the whole suite is forced to.
+  const char* forced = std::getenv("VKATTN_ATTN_KERNEL");
+  const std::string want =
+      std::string("vkattn: attention family=") + (forced && *forced ? forced : "lanes") + " ";
   size_t lines = 0;
   for (size_t at = log.find("vkattn: attention family="); at != std::string::npos;
        at = log.find("vkattn: attention family=", at + 1)) {
-    EXPECT_EQ(log.compare(at, 31, "vkattn: attention family=lanes "), 0) << log;
+    EXPECT_EQ(log.compare(at, want.size(), want), 0) << log;
     ++lines;
   }
   EXPECT_GE(lines, 1u) << log;
@@ -268,6 +272,82 @@ TEST_F(Attention, KernelLogNamesTheFamily) {
   testing::internal::CaptureStderr();
   run_attention_case(ctx, c);
   EXPECT_EQ(testing::internal::GetCapturedStderr().find("vkattn: attention"), std::string::npos);
+}
+
+// The tiled family (VKATTN_ATTN_KERNEL=tiled) under forced configurations;
+// the kernel log must show that tiled ran every dispatch. `decode` adds a
+// d 128 decode-sized case (GQA rows of single tokens over long keys).
+void run_tiled_variants(const std::vector<ScopedEnv::Vars>& variants, bool decode, int seed) {
+  for (const ScopedEnv::Vars& vars : variants) {
+    ScopedEnv::Vars all = vars;
+    all.push_back({"VKATTN_ATTN_KERNEL", "tiled"});
+    all.push_back({"VKATTN_LOG", "kernels"});
+    ScopedEnv env(all);
+    std::string label;
+    for (auto [k, v] : vars) label += std::string(k) + "=" + v + " ";
+    SCOPED_TRACE(label);
+    ForcedContext forced;
+    testing::internal::CaptureStderr();
+    AttnCase c;
+    c.d = 40;  // 10 slices of 4: not a multiple of the lanes per row
+    c.seqs = kMixedSeqs;
+    c.causal = true;
+    c.window = 60;
+    c.mask_type = VKATTN_MASK_BOOL;
+    c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+    c.seed = seed++;
+    run_attention_case(forced.ctx, c);
+    c.d = 59, c.dv = 23, c.mask_type = VKATTN_MASK_ADDITIVE, c.qdt = VKATTN_F32;
+    c.kdt = VKATTN_BF16, c.window = -1, c.alibi = true, c.softcap = 20.0f;
+    c.seed = seed++;
+    run_attention_case(forced.ctx, c);
+    if (decode) {
+      c = AttnCase{};
+      c.H = 8, c.Hkv = 2, c.d = 128;
+      c.seqs = {{1, 3000}, {1, 1}, {1, 700}};
+      c.qdt = VKATTN_F32, c.kdt = VKATTN_F16;
+      c.seed = seed++;
+      run_attention_case(forced.ctx, c);
+    }
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("vkattn: attention family=tiled "), std::string::npos) << log;
+    EXPECT_EQ(log.find("family=lanes"), std::string::npos) << log;
+    EXPECT_EQ(log.find("fallback"), std::string::npos) << log;
+  }
+}
+
+// The tiled configurations of the default run: the defaults (L 8, WG 32,
+// R 2 or 1 for decode, 16 keys per tile, subgroup shuffles), shared-memory
+// sums, a narrow row group, one-key tiles over split key ranges.
+TEST_F(Attention, TiledFamily) {
+  run_tiled_variants({{}}, true, 700);
+  run_tiled_variants({{{"VKATTN_DISABLE_SUBGROUP_OPS", "1"}},
+                      {{"VKATTN_ATTN_LANES_PER_ROW", "4"},
+                       {"VKATTN_ATTN_WG", "16"},
+                       {"VKATTN_ATTN_ROWS", "1"},
+                       {"VKATTN_ATTN_TILE_KEYS", "8"}},
+                      {{"VKATTN_ATTN_TILE_KEYS", "1"}, {"VKATTN_ATTN_SPLIT_KEYS", "40"}}},
+                     false, 720);
+}
+
+// The rest of the product (label slow: lavapipe compiles the wide unrolled
+// tiles for minutes): one lane per row, wide workgroups with many rows, 16
+// lanes per row (wider than lavapipe's subgroup: shared-memory sums), one
+// pipeline with every transform, many items.
+TEST_F(Attention, SlowTiledFamilyProduct) {
+  run_tiled_variants({{{"VKATTN_DISABLE_SUBGROUP_OPS", "1"}},
+                      {{"VKATTN_ATTN_LANES_PER_ROW", "2"},
+                       {"VKATTN_ATTN_WG", "64"},
+                       {"VKATTN_ATTN_ROWS", "4"},
+                       {"VKATTN_ATTN_TILE_KEYS", "4"}},
+                      {{"VKATTN_ATTN_LANES_PER_ROW", "1"},
+                       {"VKATTN_ATTN_WG", "8"},
+                       {"VKATTN_ATTN_TILE_KEYS", "32"}},
+                      {{"VKATTN_ATTN_LANES_PER_ROW", "16"},
+                       {"VKATTN_ATTN_WG", "32"},
+                       {"VKATTN_DISABLE_SUBGROUP_OPS", "1"}},
+                      {{"VKATTN_ATTN_TARGET_ITEMS", "500"}, {"VKATTN_ATTN_ALL_FEATURES", "1"}}},
+                     true, 760);
 }
 
 // Decode mode (flash-decoding inside a workgroup: every lane holds all rows

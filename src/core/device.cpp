@@ -261,6 +261,8 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   const auto& lim = props.limits;
   VkPhysicalDeviceMaintenance3Properties m3{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  m3.pNext = &sg;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
   vki.vkGetPhysicalDeviceProperties2(d->physical_, &p2);
@@ -285,6 +287,8 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   }
   c.shader_float16 = d->info_.supports_f16 != 0;
   c.storage_16bit = d->info_.supports_16bit_storage != 0;
+  c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.prefer_host_visible = d->info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
 
   d->queue_family_ = find_compute_queue(vki, d->physical_);

@@ -32,6 +32,8 @@ struct DeviceCaps {
   float timestamp_period_ns = 0.0f;  // 0 if the queue has no timestamps
   bool shader_float16 = false;
   bool storage_16bit = false;
+  // Subgroup shuffles (subgroupShuffleXor) in compute shaders.
+  bool subgroup_shuffle = false;
   bool prefer_host_visible = false;  // UMA / CPU devices: tensors live in mapped memory
 };
 

@@ -26,6 +26,11 @@ struct KernelOptions {
   uint32_t attn_static_chunks = kUnset;    // VKATTN_ATTN_STATIC_CHUNKS
   uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
   uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
+  uint32_t attn_kernel = kUnset;           // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled
+  uint32_t attn_lanes_per_row = kUnset;    // VKATTN_ATTN_LANES_PER_ROW (tiled)
+  uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled)
+  bool disable_subgroup_ops = false;       // VKATTN_DISABLE_SUBGROUP_OPS=1
+  bool bad_kernel_name = false;            // VKATTN_ATTN_KERNEL names no family
   uint64_t scratch_bytes = 0;              // VKATTN_SCRATCH_BYTES (0: the default)
   // VKATTN_LOG=kernels: one stderr line per recorded attention dispatch.
   bool log_kernels = false;
@@ -49,6 +54,17 @@ struct KernelOptions {
     o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
     o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
+    if (const char* k = std::getenv("VKATTN_ATTN_KERNEL"); k && *k) {
+      if (std::strcmp(k, "lanes") == 0)
+        o.attn_kernel = 0;
+      else if (std::strcmp(k, "tiled") == 0)
+        o.attn_kernel = 1;
+      else
+        o.bad_kernel_name = true;
+    }
+    o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
+    o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
+    o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     const char* log = std::getenv("VKATTN_LOG");
     o.log_kernels = log && std::strstr(log, "kernels") != nullptr;
     return o;

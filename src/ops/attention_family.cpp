@@ -8,7 +8,7 @@ namespace vkattn {
 
 namespace {
 // Registry order: the fallback order.
-const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily};
+const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily, &kTiledFamily};
 }  // namespace
 
 const AttentionFamilyDesc& attention_family(AttentionFamily family) {

@@ -6,6 +6,9 @@
 // it declines. Families today:
 //   lanes  ops/attention_lanes.cpp, shaders/attention_fwd.comp: each lane
 //          owns R rows in registers, no cross-lane traffic (lavapipe).
+//   tiled  ops/attention_tiled.cpp, shaders/attention_tiled{,_smem}.comp:
+//          L lanes share a row, K/V tiles staged in shared memory (GPUs;
+//          forced with VKATTN_ATTN_KERNEL=tiled until a GPU has measured it).
 // A call runs on its variant's family (ops/attention_variant.h) when that
 // family serves it, else on the first family in registry order that does;
 // VKATTN_LOG=kernels prints the family of every recorded dispatch and every
@@ -62,6 +65,11 @@ struct AttentionFamilyDesc {
 
 // The families (each defined in its own file).
 extern const AttentionFamilyDesc kLanesFamily;  // ops/attention_lanes.cpp
+extern const AttentionFamilyDesc kTiledFamily;  // ops/attention_tiled.cpp
+
+// Keys one work item of the tiled kernel may take within lavapipe's loop
+// cap (core/loop_budget.h).
+uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
 const AttentionFamilyDesc& attention_family(AttentionFamily family);
 

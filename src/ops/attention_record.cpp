@@ -248,6 +248,8 @@ void record_attention(Context& ctx, const AttentionCall& c) {
   const uint32_t flags = call_flags(c);  // pick
   const FwdConfig cfg = fwd_config(c, *pp, flags);
   const bool log = ctx.options().log_kernels;
+  if (log && !cfg.var.fallback.empty())
+    std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
   const AttentionFamilyDesc& family = pick_attention_family(ctx.device().caps(), cfg, log);
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& fwd = family.pipeline(pipes, cfg);

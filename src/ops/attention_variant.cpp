@@ -7,6 +7,7 @@
 #include "core/host.h"
 #include "core/kernel_options.h"
 #include "core/loop_budget.h"
+#include "ops/attention_family.h"
 
 namespace vkattn {
 
@@ -40,6 +41,46 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
   const uint64_t blocks = std::max<uint64_t>(1, (usable - fixed) / per_block);
   return static_cast<uint32_t>(std::min<uint64_t>(blocks * v.block_keys, 1u << 30));
 }
+
+namespace {
+
+// The tiled family's shape (ops/attention_tiled.cpp). Until a GPU has
+// measured it, these are starting points, not tuned values: 8 lanes per row
+// (a lavapipe subgroup; a quarter of an NVIDIA/Intel subgroup, an eighth of
+// an AMD wave64), 4 row groups per workgroup on CPUs and 8 elsewhere, 2 rows
+// per group for prefill and 1 for decode-sized tiles, 16 keys per tile
+// halved until the tile fits shared memory.
+void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const KernelOptions& forced,
+                     bool cpu, uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows) {
+  using K = KernelOptions;
+  v.family = AttentionFamily::kTiled;
+  v.lanes_per_row = K::pick(forced.attn_lanes_per_row, 8);
+  const uint32_t L = std::max<uint32_t>(v.lanes_per_row, 1);
+  v.wg = K::pick(forced.attn_wg, L * (cpu ? 4 : 8));
+  const uint32_t groups = std::max<uint32_t>(v.wg / L, 1);
+  v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
+  v.subgroup_ops = caps.subgroup_shuffle && !forced.disable_subgroup_ops;
+  v.decode_min_keys = 0;  // no decode mode: splits come from target_items
+  v.decode_merge = false;
+  v.unroll_d = true;
+  FwdConfig probe;
+  probe.var = v;
+  probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;
+  v.tile_keys = K::pick(forced.attn_tile_keys, 16);
+  if (forced.attn_tile_keys == K::kUnset) {
+    probe.var.tile_keys = v.tile_keys;
+    while (v.tile_keys > 1 && kTiledFamily.shared_bytes(probe) > caps.max_shared_memory)
+      probe.var.tile_keys = v.tile_keys /= 2;
+  }
+  v.block_keys = v.tile_keys;
+  if (v.wg < 1 || v.rows < 1 || v.rows > 16 || v.tile_keys < 1 || v.tile_keys > 64 || L > 64)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for tiled (wg ", v.wg,
+         ", rows ", v.rows, ", tile keys ", v.tile_keys, ", lanes per row ", L, ")");
+  v.max_keys = std::min(v.max_keys, tiled_max_keys(v, head_dim, head_dim_v));
+  v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
+}
+
+}  // namespace
 
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v,
@@ -106,6 +147,21 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
   v.decode_merge =
       K::pick(forced.attn_decode_merge, cpu ? 0 : 1) != 0 && merge_bytes <= caps.max_shared_memory;
+  if (forced.bad_kernel_name)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT,
+         "VKATTN_ATTN_KERNEL names no kernel family (lanes or tiled)");
+  if (K::pick(forced.attn_kernel, 0) == 1) {
+    // The tiled family serves the call unless it declines it (a shape the
+    // device cannot run): then the lanes variant below, with the reason.
+    AttentionVariant t = v;
+    configure_tiled(t, caps, forced, cpu, head_dim, head_dim_v, max_rows);
+    FwdConfig probe;
+    probe.var = t;
+    probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;
+    const std::string why = kTiledFamily.declines(caps, probe);
+    if (why.empty()) return t;
+    v.fallback = std::string(kTiledFamily.name) + " to lanes: " + why;
+  }
   v.max_keys = std::min(v.max_keys, attention_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
   return v;

@@ -13,10 +13,14 @@
 //   contiguous per-thread chunks; 0 = heaviest first),
 //   VKATTN_ATTN_ALL_FEATURES=1 (one pipeline with every optional transform
 //   compiled in, switched by the call's flags, instead of one per set of
-//   transforms used).
+//   transforms used),
+//   VKATTN_ATTN_KERNEL=lanes|tiled (the family), and for tiled
+//   VKATTN_ATTN_LANES_PER_ROW, VKATTN_ATTN_TILE_KEYS and
+//   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace vkattn {
 
@@ -24,7 +28,7 @@ class Device;
 struct KernelOptions;
 
 // Kernel families (ops/attention_family.h).
-enum class AttentionFamily : uint32_t { kLanes = 0 };
+enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1 };
 
 struct AttentionVariant {
   AttentionFamily family = AttentionFamily::kLanes;
@@ -40,7 +44,16 @@ struct AttentionVariant {
   bool decode_merge = false;      // decode-mode lanes merge in shared memory (fits, and allowed)
   bool all_features = false;      // compile every optional transform in (FEATURES = all)
   uint32_t static_chunks = 0;     // ScheduleLimits::static_chunks
-  uint32_t tile_rows() const { return wg * rows; }
+  // tiled: lanes that share a row (each holds 1/L of its head dims), keys
+  // per shared-memory tile, and whether the dot products are summed with
+  // subgroup shuffles (else through shared memory).
+  uint32_t lanes_per_row = 1;
+  uint32_t tile_keys = 0;
+  bool subgroup_ops = false;
+  // Set when the forced family declined this call and this variant is the
+  // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
+  std::string fallback;
+  uint32_t tile_rows() const { return wg / lanes_per_row * rows; }
 };
 
 // Keys one lane of attention_fwd.comp may take in one work item within

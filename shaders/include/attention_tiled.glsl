@@ -1,0 +1,227 @@
+// Flash attention forward, family `tiled` (GPU-shaped): a workgroup of WG
+// lanes serves one work item (sequence, kv head, tile of rows, key range),
+// like attention_fwd.comp, but
+//   - L consecutive lanes share a row: lane sl of the group holds the head
+//     dim slices c = sl, sl + L, ... of the row's q and accumulator, so q
+//     and the accumulators of R rows take R * (D + DV) / L floats per lane;
+//   - keys come in tiles of BC: the whole workgroup loads a tile's K and V
+//     rows into shared memory once (converted to f32), then every row group
+//     reads them from there;
+//   - a score is the sum of the L lanes' partial dot products: subgroup
+//     shuffles (TILED_SUBGROUP_OPS = 1) or shared memory (0);
+//   - one online-softmax update per row and tile; P.V into each lane's
+//     slices.
+// Rows are (query token, query head of the GQA group) pairs, so the heads
+// that share a kv head share every K/V load. Hidden pairs are selected out
+// (a hidden score is -inf; a hidden V never enters as 0 * V).
+//
+// Iterating loops (the tile loop and the cooperative loads) are bounded by
+// the host within lavapipe's loop cap (src/ops/attention_tiled.cpp mirrors
+// them); everything per tile is unrolled.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "attention_common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 32;   // lanes per workgroup
+layout(constant_id = 1) const uint R = 2;     // rows per row group
+layout(constant_id = 2) const uint BC = 16;   // keys per shared tile
+layout(constant_id = 3) const uint D = 64;    // head dim of q/k
+layout(constant_id = 4) const uint DV = 64;   // head dim of v/out
+layout(constant_id = 5) const uint QDT = DT_F32;
+layout(constant_id = 6) const uint KDT = DT_F32;
+layout(constant_id = 7) const uint KVEC = 1;  // texel kinds (attention_fetch.glsl)
+layout(constant_id = 8) const uint VVEC = 1;
+layout(constant_id = 9) const uint QVEC = 1;
+layout(constant_id = 10) const uint PAGED = 0;  // K/V in the pages of a paged KV cache
+layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
+layout(constant_id = 12) const uint L = 8;    // lanes per row (divides WG; a power of two)
+
+const uint D4 = (D + 3u) / 4u;
+const uint DV4 = (DV + 3u) / 4u;
+const uint DS = (D4 + L - 1u) / L;    // q slices per lane
+const uint DVS = (DV4 + L - 1u) / L;  // accumulator slices per lane
+const uint GROUPS = WG / L;           // row groups
+
+shared vec4 sh_k[BC * D4];
+shared vec4 sh_v[BC * DV4];
+#if TILED_SUBGROUP_OPS == 0
+// Partial dot products of every lane, row and key of a tile.
+shared float sh_red[WG * R * BC];
+#endif
+
+#include "attention_fetch.glsl"
+#include "attention_mask.glsl"
+#include "attention_store.glsl"
+
+void main() {
+  uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (id >= pc.n_items) return;  // uniform in the workgroup
+  Item it = items[pc.item_base + id];
+  Seq sq = seqs[it.seq - pc.seq_base];
+  const uint G = pc.num_heads / pc.num_kv_heads;
+#if TILED_SUBGROUP_OPS != 0
+  // The lane as the subgroup counts it, so that xor partners below L share
+  // a row group (the host requires whole subgroups: WG % size == 0).
+  const uint lin = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#else
+  const uint lin = gl_LocalInvocationID.x;
+#endif
+  const uint grp = lin / L, sl = lin % L;
+  const uint nrows = sq.t * G;
+
+  vec4 q[R * DS];
+  vec4 acc[R * DVS];
+  float m[R], l[R];
+  int pos[R];
+  uint tok[R], head[R];
+  bool row_ok[R];
+  [[unroll]] for (uint i = 0u; i < R; ++i) {
+    uint r = it.row0 + grp * R + i;
+    row_ok[i] = r < min(nrows, it.row_end);
+    r = row_ok[i] ? r : it.row0;
+    tok[i] = r / G;
+    head[i] = it.kv_head * G + r % G;
+    pos[i] = int(sq.u) - int(sq.t) + int(tok[i]);
+    m[i] = NEG_INF;
+    l[i] = 0.0;
+    uint qbase = ((sq.q_off + tok[i]) * pc.num_heads + head[i]) * row_texels(QVEC, D) - pc.q_base;
+    [[unroll]] for (uint s = 0u; s < DS; ++s) {
+      uint c = sl + s * L;
+      vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * pc.scale;
+      q[i * DS + s] = c < D4 ? x : vec4(0.0);
+    }
+    [[unroll]] for (uint s = 0u; s < DVS; ++s) acc[i * DVS + s] = vec4(0.0);
+  }
+
+  const bool causal = (pc.flags & F_CAUSAL) != 0u;
+  const bool windowed = (pc.flags & F_WINDOW) != 0u;
+  for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+    // The tile's K and V rows into shared memory, all lanes (keys past the
+    // range repeat the last; they are hidden below).
+    for (uint x = gl_LocalInvocationID.x; x < BC * D4; x += WG) {
+      uint key = min(kt + x / D4, it.k_end - 1u);
+      sh_k[x] = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D),
+                          x % D4, 0u);
+    }
+    for (uint x = gl_LocalInvocationID.x; x < BC * DV4; x += WG) {
+      uint key = min(kt + x / DV4, it.k_end - 1u);
+      sh_v[x] = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV),
+                          x % DV4, 1u);
+    }
+    memoryBarrierShared();
+    barrier();
+
+    // Partial scores over this lane's slices, then the row's sum.
+    float s[R * BC];
+    [[unroll]] for (uint j = 0u; j < BC; ++j) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        float p = 0.0;
+        [[unroll]] for (uint t = 0u; t < DS; ++t) {
+          uint c = sl + t * L;
+          float d = dot(q[i * DS + t], sh_k[j * D4 + min(c, D4 - 1u)]);
+          p += c < D4 ? d : 0.0;
+        }
+        s[i * BC + j] = p;
+      }
+    }
+#if TILED_SUBGROUP_OPS != 0
+    // A counted loop (lavapipe keeps a loop with a shifted counter rolled,
+    // and every iteration counts against its loop cap); L <= 64.
+    [[unroll]] for (uint x = 0u; x < R * BC; ++x) {
+      [[unroll]] for (uint b = 0u; b < 6u; ++b) {
+        if ((1u << b) < L) s[x] += subgroupShuffleXor(s[x], 1u << b);
+      }
+    }
+#else
+    [[unroll]] for (uint x = 0u; x < R * BC; ++x) sh_red[lin * R * BC + x] = s[x];
+    memoryBarrierShared();
+    barrier();
+    [[unroll]] for (uint x = 0u; x < R * BC; ++x) {
+      float t = 0.0;
+      [[unroll]] for (uint u = 0u; u < L; ++u) t += sh_red[(grp * L + u) * R * BC + x];
+      s[x] = t;
+    }
+#endif
+
+    // Transforms (compiled in only when FEATURES has them) and visibility.
+    bool vis[R * BC];
+    [[unroll]] for (uint j = 0u; j < BC; ++j) {
+      int key = int(kt + j);
+      bool key_ok = kt + j < it.k_end;
+      uint kc = min(kt + j, it.k_end - 1u);
+      bool valid = uses(F_KEY_VALID) ? key_is_valid(sq, kc) : true;
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        uint x = i * BC + j;
+        if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
+        if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], key);
+        bool cw = in_causal_window(pos[i], key, causal, windowed);
+        bool v = key_ok && row_ok[i] && cw && valid;
+        if (uses(F_MASK_BOOL)) {
+          bool ok = mask_allows(mask_index(sq, tok[i], kc));
+          v = v && ok;
+        }
+        if (uses(F_MASK_ADD)) {
+          float a = mask_bias(mask_index(sq, tok[i], kc));
+          v = v && a != NEG_INF;
+          s[x] += a;
+        }
+        vis[x] = v;
+      }
+    }
+    // One online-softmax update per row and tile.
+    float alphas[R];
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      float bm = m[i];
+      [[unroll]] for (uint j = 0u; j < BC; ++j) {
+        s[i * BC + j] = vis[i * BC + j] ? s[i * BC + j] : NEG_INF;
+        bm = max(bm, s[i * BC + j]);
+      }
+      // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
+      float base = bm == NEG_INF ? 0.0 : bm;
+      alphas[i] = exp(m[i] - base);
+      float sum = 0.0;
+      [[unroll]] for (uint j = 0u; j < BC; ++j) {
+        s[i * BC + j] = exp(s[i * BC + j] - base);
+        sum += s[i * BC + j];
+      }
+      l[i] = l[i] * alphas[i] + sum;
+      m[i] = bm;
+    }
+    // P.V into this lane's slices.
+    [[unroll]] for (uint t = 0u; t < DVS; ++t) {
+      uint c = min(sl + t * L, DV4 - 1u);
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        vec4 a = acc[i * DVS + t] * alphas[i];
+        [[unroll]] for (uint j = 0u; j < BC; ++j)
+          a += vis[i * BC + j] ? s[i * BC + j] * sh_v[j * DV4 + c] : vec4(0.0);
+        acc[i * DVS + t] = a;
+      }
+    }
+    // Every lane is done with the tile before the next one overwrites it.
+    barrier();
+  }
+
+  [[unroll]] for (uint i = 0u; i < R; ++i) {
+    if (row_ok[i]) {
+      float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
+      float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
+      if (it.slot != NO_SLOT) {
+        uint prow = it.slot + grp * R + i;
+        [[unroll]] for (uint t = 0u; t < DVS; ++t) {
+          uint c = sl + t * L;
+          if (c < DV4) store_part4(prow, c, acc[i * DVS + t] * inv);
+        }
+        if (sl == 0u) part_lse[prow] = lse;
+      } else {
+        uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
+        uint base = orow * DV - pc.out_base;
+        [[unroll]] for (uint t = 0u; t < DVS; ++t) {
+          uint c = sl + t * L;
+          if (c < DV4) store_out4(base, c, acc[i * DVS + t] * inv);
+        }
+        if (sl == 0u && (pc.flags & F_WRITE_LSE) != 0u) lse_out[orow - pc.lse_base] = lse;
+      }
+    }
+  }
+}

@@ -1,0 +1,115 @@
+// The `tiled` attention family: shaders/attention_tiled.comp (subgroup
+// shuffles) and attention_tiled_smem.comp (shared-memory sums), body in
+// shaders/include/attention_tiled.glsl. L lanes share a row (each holds 1/L
+// of its head dims), R rows per group of L lanes, K/V tiles of BC keys
+// staged in shared memory by the whole workgroup. Shaped for GPUs (q and
+// accumulators spread over lanes, coalesced tile loads); forced with
+// VKATTN_ATTN_KERNEL=tiled and tested on lavapipe. No device picks it by
+// default until a GPU run has measured it against `lanes`.
+#include <algorithm>
+#include <type_traits>
+
+#include "core/loop_budget.h"
+#include "ops/attention_family.h"
+
+namespace vkattn {
+
+namespace {
+
+const KernelLayout kTiledLayout{
+    "attention_tiled",
+    {BindingKind::kUniformTexel, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+     BindingKind::kStorageBuffer},
+    sizeof(FwdPush)};
+const KernelLayout kTiledSmemLayout{"attention_tiled_smem", kTiledLayout.bindings, sizeof(FwdPush)};
+
+// attention_tiled.glsl's specialization constants, in constant_id order.
+struct TiledSpec {
+  uint32_t wg;             // 0  WG
+  uint32_t rows;           // 1  R: rows per row group
+  uint32_t tile_keys;      // 2  BC
+  uint32_t head_dim;       // 3  D
+  uint32_t head_dim_v;     // 4  DV
+  uint32_t q_dtype;        // 5  QDT
+  uint32_t kv_dtype;       // 6  KDT
+  uint32_t kvec;           // 7  KVEC
+  uint32_t vvec;           // 8  VVEC
+  uint32_t qvec;           // 9  QVEC
+  uint32_t paged;          // 10 PAGED
+  uint32_t features;       // 11 FEATURES
+  uint32_t lanes_per_row;  // 12 L
+};
+static_assert(std::is_standard_layout_v<TiledSpec> && sizeof(TiledSpec) == 13 * 4,
+              "one 32-bit word per constant_id");
+
+std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const uint32_t L = v.lanes_per_row;
+  if (L == 0 || (L & (L - 1)) != 0 || v.wg % L != 0)
+    return "lanes per row " + std::to_string(L) + " must be a power of two dividing the workgroup";
+  if (v.wg > caps.max_workgroup_invocations)
+    return "workgroup of " + std::to_string(v.wg) + " lanes exceeds the device's " +
+           std::to_string(caps.max_workgroup_invocations);
+  if (v.subgroup_ops && !caps.subgroup_shuffle) return "the device has no subgroup shuffles";
+  if (v.subgroup_ops &&
+      (caps.subgroup_size == 0 || caps.subgroup_size % L != 0 || v.wg % caps.subgroup_size != 0))
+    return "subgroup sums need L | subgroup size | workgroup";
+  const uint64_t smem = kTiledFamily.shared_bytes(cfg);
+  if (smem > caps.max_shared_memory)
+    return "needs " + std::to_string(smem) + " bytes of shared memory, the device has " +
+           std::to_string(caps.max_shared_memory);
+  return {};
+}
+
+// sh_k + sh_v (f32 vec4 per 4 elements of each key of a tile), plus the
+// partial sums without subgroup ops.
+uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const uint64_t d4 = (cfg.head_dim + 3) / 4, dv4 = (cfg.head_dim_v + 3) / 4;
+  uint64_t bytes = uint64_t(v.tile_keys) * (d4 + dv4) * 16;
+  if (!v.subgroup_ops) bytes += uint64_t(v.wg) * v.rows * v.tile_keys * 4;
+  return bytes;
+}
+
+const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const TiledSpec spec{v.wg,
+                       v.rows,
+                       v.tile_keys,
+                       cfg.head_dim,
+                       cfg.head_dim_v,
+                       static_cast<uint32_t>(cfg.q_dtype),
+                       static_cast<uint32_t>(cfg.kv_dtype),
+                       cfg.kvec,
+                       cfg.vvec,
+                       cfg.qvec,
+                       cfg.paged ? 1u : 0u,
+                       cfg.features,
+                       v.lanes_per_row};
+  const auto* w = reinterpret_cast<const uint32_t*>(&spec);
+  return pipes.get(v.subgroup_ops ? kTiledLayout : kTiledSmemLayout,
+                   std::vector<uint32_t>(w, w + sizeof(spec) / 4));
+}
+
+}  // namespace
+
+const AttentionFamilyDesc kTiledFamily{AttentionFamily::kTiled, "tiled",
+                                       &kTiledLayout,           tiled_declines,
+                                       tiled_shared_bytes,      tiled_pipeline};
+
+uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
+  // Loops of one invocation of attention_tiled.glsl (each costs its
+  // iterations + 1): per tile of BC keys, the tile loop's own iteration and
+  // the two cooperative load loops (BC * D4 and BC * DV4 vec4 over WG
+  // lanes). Everything else is unrolled.
+  const uint64_t d4 = (head_dim + 3) / 4, dv4 = (head_dim_v + 3) / 4, bc = v.tile_keys;
+  const uint64_t per_tile =
+      1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) + loop_cost((bc * dv4 + v.wg - 1) / v.wg);
+  const uint64_t tiles = (kLoopUsable - loop_cost(0)) / per_tile;
+  return static_cast<uint32_t>(std::min<uint64_t>(tiles * bc, 1u << 30));
+}
+
+}  // namespace vkattn
