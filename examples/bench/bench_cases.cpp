@@ -50,10 +50,19 @@ std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
       v.static_chunks > 1
           ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
           : std::string("items heaviest first");
-  char s[200];
+  char s[240];
+  if (v.family == vkattn::AttentionFamily::kTiled) {
+    std::snprintf(s, sizeof(s),
+                  "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, %s",
+                  v.wg, v.lanes_per_row, v.rows, v.tile_keys,
+                  v.subgroup_ops ? "subgroup shuffles" : "shared memory", order.c_str());
+    return s;
+  }
   std::snprintf(
-      s, sizeof(s), "wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s", v.wg,
-      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str());
+      s, sizeof(s),
+      "lanes: wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s%s%s", v.wg,
+      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str(),
+      v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
   return s;
 }
 
