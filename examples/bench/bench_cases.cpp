@@ -43,29 +43,6 @@ void fill(vkattn_tensor* t, uint64_t kind, uint64_t first, uint64_t n) {
   check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
 }
 
-std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
-  vkattn::AttentionVariant v =
-      vkattn::choose_attention_variant(ctx->impl->device(), ctx->impl->options(), d, d, max_rows);
-  const std::string order =
-      v.static_chunks > 1
-          ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
-          : std::string("items heaviest first");
-  char s[240];
-  if (v.family == vkattn::AttentionFamily::kTiled) {
-    std::snprintf(s, sizeof(s),
-                  "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, %s",
-                  v.wg, v.lanes_per_row, v.rows, v.tile_keys,
-                  v.subgroup_ops ? "subgroup shuffles" : "shared memory", order.c_str());
-    return s;
-  }
-  std::snprintf(
-      s, sizeof(s),
-      "lanes: wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s%s%s", v.wg,
-      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str(),
-      v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
-  return s;
-}
-
 // One sequence of a case: t queries at the end of u keys (bottom-right);
 // its K/V rows are global rows [k_row0, k_row0 + u) of the k/v streams, its
 // queries rows [q_row0, q_row0 + t).
@@ -485,6 +462,30 @@ bool layers_32(vkattn_context* ctx, Result* r) {
 }
 
 }  // namespace
+
+// The kernel a shape gets on this context (bench.h).
+std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
+  vkattn::AttentionVariant v =
+      vkattn::choose_attention_variant(ctx->impl->device(), ctx->impl->options(), d, d, max_rows);
+  const std::string order =
+      v.static_chunks > 1
+          ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
+          : std::string("items heaviest first");
+  char s[240];
+  if (v.family == vkattn::AttentionFamily::kTiled) {
+    std::snprintf(s, sizeof(s),
+                  "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, %s",
+                  v.wg, v.lanes_per_row, v.rows, v.tile_keys,
+                  v.subgroup_ops ? "subgroup shuffles" : "shared memory", order.c_str());
+    return s;
+  }
+  std::snprintf(
+      s, sizeof(s),
+      "lanes: wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s%s%s", v.wg,
+      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str(),
+      v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
+  return s;
+}
 
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = {

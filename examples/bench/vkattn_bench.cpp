@@ -8,7 +8,7 @@
 // single-thread reference. Quote it from a quiet machine: on lavapipe the
 // peaks drop by half when another process takes a core.
 //
-//   vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list]
+//   vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] [--variants]
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -20,6 +20,9 @@
 #include <vector>
 
 #include "bench.h"
+#include "core/device.h"
+#include "core/tensor.h"
+#include "ops/attention_devices.h"
 
 namespace bench {
 
@@ -134,6 +137,30 @@ void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
 
 }  // namespace
 
+// --variants: the device table's row for the default device and the
+// kernel each benchmark shape gets (VKATTN_ATTN_* forcing applies).
+int print_variants() {
+  vkattn_context* ctx;
+  check(vkattn_context_create(nullptr, &ctx), "context_create");
+  vkattn_device_info info;
+  vkattn_device_info_init(&info);
+  check(vkattn_context_get_device_info(ctx, &info), "get_device_info");
+  std::printf("device: %s (%s), vendor 0x%04x, subgroup %u, shared memory %u bytes\n", info.name,
+              info.driver_info, info.vendor_id, info.subgroup_size, info.max_shared_memory);
+  std::printf("%s", vkattn::describe_attention_defaults(ctx->impl->device()).c_str());
+  struct Shape {
+    const char* what;
+    uint32_t d, rows;
+  } shapes[] = {{"prefill, d 128 (1024 tokens x 4 GQA heads)", 128, 4096},
+                {"prefill, d 64", 64, 4096},
+                {"prefill, d 256", 256, 4096},
+                {"decode, d 128, 4 GQA heads", 128, 4}};
+  for (const Shape& s : shapes)
+    std::printf("  %-44s %s\n", s.what, variant_name(ctx, s.d, s.rows).c_str());
+  vkattn_context_destroy(ctx);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<std::string> globs;
@@ -148,13 +175,17 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--list")) {
       for (const Case& c : all_cases()) std::printf("%-22s %s\n", c.name, c.what);
       return 0;
+    } else if (!std::strcmp(argv[i], "--variants")) {
+      return print_variants();
     } else {
       std::fprintf(stderr,
-                   "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list]\n"
+                   "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] "
+                   "[--variants]\n"
                    "  --reps N     timed runs per case (median; default %d)\n"
                    "  --case GLOB  only cases whose name matches (repeatable)\n"
                    "  --json FILE  also write the results as JSON\n"
-                   "  --list       list the cases\n",
+                   "  --list       list the cases\n"
+                   "  --variants   what the device table picks for this device, and why\n",
                    g_reps);
       return std::strcmp(argv[i], "--help") ? 1 : 0;
     }

@@ -7,6 +7,7 @@
 #include "core/host.h"
 #include "core/kernel_options.h"
 #include "core/loop_budget.h"
+#include "ops/attention_devices.h"
 #include "ops/attention_family.h"
 
 namespace vkattn {
@@ -44,19 +45,18 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
 
 namespace {
 
-// The tiled family's shape (ops/attention_tiled.cpp). Until a GPU has
-// measured it, these are starting points, not tuned values: 8 lanes per row
-// (a lavapipe subgroup; a quarter of an NVIDIA/Intel subgroup, an eighth of
-// an AMD wave64), 4 row groups per workgroup on CPUs and 8 elsewhere, 2 rows
-// per group for prefill and 1 for decode-sized tiles, 16 keys per tile
-// halved until the tile fits shared memory.
-void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const KernelOptions& forced,
-                     bool cpu, uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows) {
+// The tiled family's shape (ops/attention_tiled.cpp): lanes per row,
+// workgroup and keys per tile from the device table (ops/attention_devices.h),
+// 2 rows per group for prefill and 1 for decode-sized tiles, the tile halved
+// until it fits shared memory.
+void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
+                     const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
+                     uint32_t max_rows) {
   using K = KernelOptions;
   v.family = AttentionFamily::kTiled;
-  v.lanes_per_row = K::pick(forced.attn_lanes_per_row, 8);
+  v.lanes_per_row = K::pick(forced.attn_lanes_per_row, dev.tiled_lanes_per_row);
   const uint32_t L = std::max<uint32_t>(v.lanes_per_row, 1);
-  v.wg = K::pick(forced.attn_wg, L * (cpu ? 4 : 8));
+  v.wg = K::pick(forced.attn_wg, dev.tiled_wg);
   const uint32_t groups = std::max<uint32_t>(v.wg / L, 1);
   v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
   v.subgroup_ops = caps.subgroup_shuffle && !forced.disable_subgroup_ops;
@@ -66,7 +66,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const KernelOp
   FwdConfig probe;
   probe.var = v;
   probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;
-  v.tile_keys = K::pick(forced.attn_tile_keys, 16);
+  v.tile_keys = K::pick(forced.attn_tile_keys, dev.tiled_tile_keys);
   if (forced.attn_tile_keys == K::kUnset) {
     probe.var.tile_keys = v.tile_keys;
     while (v.tile_keys > 1 && kTiledFamily.shared_bytes(probe) > caps.max_shared_memory)
@@ -89,8 +89,9 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const DeviceCaps& caps = device.caps();
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
   // Lanes are independent (no cross-lane traffic): one subgroup per
-  // workgroup on lavapipe (8 lanes); GPUs get a wider workgroup.
-  v.wg = cpu ? 8 : std::clamp<uint32_t>(caps.subgroup_size, 8, 64);
+  // workgroup (the device table, ops/attention_devices.h).
+  const AttentionDefaults dev = attention_defaults(device);
+  v.wg = dev.lanes_wg;
   // Rows per lane: more rows reuse each K/V fetch more, at the cost of
   // registers (q and the accumulator of every row stay in registers) and,
   // on lavapipe, of compile time, which grows steeply with rows x head dim
@@ -117,11 +118,11 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   // per-block loop overhead a smaller block would double (d 256: BK 4
   // 916 ms, BK 8 629 ms).
   v.block_keys = (cpu && !decode && v.unroll_d) ? 4 : 8;
-  v.target_items = busy_workgroups(cpu);
+  v.target_items = dev.target_items;
   // lavapipe gives each thread a contiguous chunk of a dispatch's
   // workgroups: heaviest-first order put the heavy half of a causal
   // prefill on one thread.
-  v.static_chunks = cpu ? cpu_device_threads() : 0;
+  v.static_chunks = dev.static_chunks;
 
   using K = KernelOptions;
   v.wg = K::pick(forced.attn_wg, v.wg);
@@ -141,12 +142,11 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range (wg ", v.wg, ", rows ",
          v.rows, ", block keys ", v.block_keys, ", split keys ", v.max_keys, ")");
   // The decode merge keeps every lane's m, l and accumulators of R rows in
-  // shared memory (attention_fwd.comp SMEM_MERGE). Off on CPU devices:
-  // lavapipe's barrier and shared memory cost more than the partials and
-  // the combine pass they save (decode-16x512: 40 ms merged, 26 ms not).
+  // shared memory (attention_fwd.comp SMEM_MERGE); the device table says
+  // where it pays (not on lavapipe: ops/attention_devices.cpp).
   const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
-  v.decode_merge =
-      K::pick(forced.attn_decode_merge, cpu ? 0 : 1) != 0 && merge_bytes <= caps.max_shared_memory;
+  v.decode_merge = K::pick(forced.attn_decode_merge, dev.lanes_decode_merge ? 1 : 0) != 0 &&
+                   merge_bytes <= caps.max_shared_memory;
   if (forced.bad_kernel_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "VKATTN_ATTN_KERNEL names no kernel family (lanes or tiled)");
@@ -154,7 +154,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     // The tiled family serves the call unless it declines it (a shape the
     // device cannot run): then the lanes variant below, with the reason.
     AttentionVariant t = v;
-    configure_tiled(t, caps, forced, cpu, head_dim, head_dim_v, max_rows);
+    configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows);
     FwdConfig probe;
     probe.var = t;
     probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;

@@ -1,0 +1,116 @@
+#include "ops/attention_devices.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/device.h"
+#include "core/host.h"
+
+namespace vkattn {
+
+namespace {
+
+constexpr uint32_t kNvidia = 0x10DE, kAmd = 0x1002, kIntel = 0x8086, kArm = 0x13B5,
+                   kQualcomm = 0x5143, kApple = 0x106B;
+
+}  // namespace
+
+AttentionDefaults attention_defaults(const Device& device) {
+  const vkattn_device_info& info = device.info();
+  const DeviceCaps& caps = device.caps();
+  const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
+  AttentionDefaults d{};
+  d.family = AttentionFamily::kLanes;
+  d.lanes_wg = std::clamp<uint32_t>(sg, 8, 64);
+  d.lanes_decode_merge = true;
+  d.static_chunks = 0;
+  d.target_items = busy_workgroups(false);
+  // tiled, every GPU until measured: 4 lanes per head-dim split and 128
+  // lanes per workgroup, as ggml-vulkan's scalar flash attention; 32 keys
+  // per tile (ggml: 64 keys of f16; ours are staged as f32).
+  d.tiled_lanes_per_row = 4;
+  d.tiled_wg = 128;
+  d.tiled_tile_keys = 32;
+
+  if (info.device_type == VKATTN_DEVICE_CPU) {
+    d.row = "CPU device (lavapipe / llvmpipe)";
+    d.lanes_wg = 8;
+    d.lanes_decode_merge = false;
+    d.static_chunks = cpu_device_threads();
+    d.target_items = busy_workgroups(true);
+    d.tiled_lanes_per_row = 8;
+    d.tiled_wg = 32;
+    d.tiled_tile_keys = 16;
+    d.why =
+        "lanes, one 8-lane subgroup per workgroup: lanes never talk, because on lavapipe a "
+        "barrier or shared-memory staging costs more than it saves (LAVAPIPE.md; tiled measured "
+        "26-57x slower here); decode lanes write partials (shared-memory merge 40 ms vs 26 ms, "
+        "decode-16x512); items balanced over the thread pool's contiguous chunks (lp_cs_tpool)";
+    return d;
+  }
+  switch (info.vendor_id) {
+    case kNvidia:
+      d.row = "NVIDIA (0x10DE), unmeasured";
+      d.why =
+          "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as "
+          "FlashAttention-2's forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared "
+          "memory under Vulkan bounds the tile";
+      break;
+    case kAmd:
+      d.row = "AMD (0x1002), unmeasured";
+      d.why =
+          "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per "
+          "row; 64 KiB of LDS per workgroup";
+      break;
+    case kIntel:
+      d.row = "Intel (0x8086), unmeasured";
+      d.why =
+          "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 "
+          "keys per tile (64 KiB SLM shared by more threads)";
+      d.tiled_tile_keys = 16;
+      break;
+    case kArm:
+    case kQualcomm:
+      d.row = info.vendor_id == kArm ? "Arm Mali (0x13B5), unmeasured"
+                                     : "Qualcomm Adreno (0x5143), unmeasured";
+      d.why =
+          "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled "
+          "64 lanes, 4 per row, 16 keys per tile";
+      d.tiled_wg = 64;
+      d.tiled_tile_keys = 16;
+      break;
+    case kApple:
+      d.row = "Apple via MoltenVK (0x106B), unmeasured";
+      d.why =
+          "32-lane SIMD groups, 32 KiB of threadgroup memory: tiled 128 lanes, 4 per row, 16 keys "
+          "per tile";
+      d.tiled_tile_keys = 16;
+      break;
+    default:
+      d.row = "other GPU, unmeasured";
+      d.why = "no vendor row: the lanes family with a one-subgroup workgroup";
+      break;
+  }
+  return d;
+}
+
+std::string describe_attention_defaults(const Device& device) {
+  const AttentionDefaults d = attention_defaults(device);
+  std::ostringstream o;
+  o << "device row: " << d.row << "\n"
+    << "  default family: " << (d.family == AttentionFamily::kTiled ? "tiled" : "lanes") << "\n"
+    << "  lanes: workgroup " << d.lanes_wg << ", decode merge "
+    << (d.lanes_decode_merge ? "in shared memory" : "by the combine pass") << ", items "
+    << (d.static_chunks ? "balanced over " + std::to_string(d.static_chunks) + " thread chunks"
+                        : std::string("heaviest first"))
+    << ", " << d.target_items << " items per dispatch wanted\n"
+    << "  tiled (VKATTN_ATTN_KERNEL=tiled): workgroup " << d.tiled_wg << ", "
+    << d.tiled_lanes_per_row << " lanes per row, " << d.tiled_tile_keys
+    << " keys per tile (halved until a tile fits " << device.caps().max_shared_memory
+    << " bytes of shared memory), row sums by "
+    << (device.caps().subgroup_shuffle ? "subgroup shuffles" : "shared memory") << "\n"
+    << "  why: " << d.why << "\n";
+  return o.str();
+}
+
+}  // namespace vkattn

@@ -1,0 +1,38 @@
+// The per-device table: which attention family and shape each kind of
+// device starts from, and why. choose_attention_variant()
+// (ops/attention_variant.cpp) reads a call's defaults from here; every
+// value can still be forced through the environment (ops/attention_variant.h).
+// Rows marked "unmeasured" are starting points from published kernels, to
+// be replaced by numbers from vkattn-bench on that device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ops/attention_variant.h"
+
+namespace vkattn {
+
+class Device;
+
+struct AttentionDefaults {
+  const char* row;  // the table row that matched
+  AttentionFamily family;
+  // lanes
+  uint32_t lanes_wg;        // lanes per workgroup
+  bool lanes_decode_merge;  // decode-mode lanes merge in shared memory
+  uint32_t static_chunks;   // ScheduleLimits::static_chunks (0: heaviest first)
+  uint32_t target_items;    // work items one dispatch should have
+  // tiled
+  uint32_t tiled_lanes_per_row;
+  uint32_t tiled_wg;
+  uint32_t tiled_tile_keys;  // halved until a tile fits shared memory
+  const char* why;
+};
+
+AttentionDefaults attention_defaults(const Device& device);
+
+// The row and the choices it gives, as text (vkattn-bench --variants).
+std::string describe_attention_defaults(const Device& device);
+
+}  // namespace vkattn
