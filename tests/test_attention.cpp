@@ -170,6 +170,20 @@ TEST_F(Attention, HundredThousandKeys) {
   run_attention_case(ctx, c);
 }
 
+// The first case of every forced-variant grid: d 40 over the mixed
+// sequences, causal with a 60-key window and a bool mask, f16.
+AttnCase windowed_mask_case(int seed) {
+  AttnCase c;
+  c.d = 40;
+  c.seqs = kMixedSeqs;
+  c.causal = true;
+  c.window = 60;
+  c.mask_type = VKATTN_MASK_BOOL;
+  c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+  c.seed = seed;
+  return c;
+}
+
 // Every variant any device may be given, forced through the environment.
 TEST_F(Attention, ForcedVariants) {
   const std::vector<std::vector<std::pair<const char*, const char*>>> variants = {
@@ -203,14 +217,7 @@ TEST_F(Attention, ForcedVariants) {
     SCOPED_TRACE(label);
     ForcedContext forced;  // a context reads the options once, when created
     vkattn_context* ctx = forced.ctx;
-    AttnCase c;
-    c.d = 40;
-    c.seqs = kMixedSeqs;
-    c.causal = true;
-    c.window = 60;
-    c.mask_type = VKATTN_MASK_BOOL;
-    c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
-    c.seed = seed++;
+    AttnCase c = windowed_mask_case(seed++);
     run_attention_case(ctx, c);
     c.d = 59, c.dv = 23, c.mask_type = VKATTN_MASK_NONE, c.qdt = VKATTN_F32;
     c.kdt = VKATTN_BF16, c.window = -1, c.alibi = true;
@@ -288,14 +295,7 @@ void run_tiled_variants(const std::vector<ScopedEnv::Vars>& variants, bool decod
     SCOPED_TRACE(label);
     ForcedContext forced;
     testing::internal::CaptureStderr();
-    AttnCase c;
-    c.d = 40;  // 10 slices of 4: not a multiple of the lanes per row
-    c.seqs = kMixedSeqs;
-    c.causal = true;
-    c.window = 60;
-    c.mask_type = VKATTN_MASK_BOOL;
-    c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
-    c.seed = seed++;
+    AttnCase c = windowed_mask_case(seed++);  // d 40: not a multiple of 4 x lanes per row
     run_attention_case(forced.ctx, c);
     c.d = 59, c.dv = 23, c.mask_type = VKATTN_MASK_ADDITIVE, c.qdt = VKATTN_F32;
     c.kdt = VKATTN_BF16, c.window = -1, c.alibi = true, c.softcap = 20.0f;

@@ -41,7 +41,6 @@ const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
 const uint DS = (D4 + L - 1u) / L;    // q slices per lane
 const uint DVS = (DV4 + L - 1u) / L;  // accumulator slices per lane
-const uint GROUPS = WG / L;           // row groups
 
 shared vec4 sh_k[BC * D4];
 shared vec4 sh_v[BC * DV4];

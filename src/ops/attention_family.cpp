@@ -1,13 +1,11 @@
 #include "ops/attention_family.h"
 
-#include <cstdio>
-
 #include "core/error.h"
 
 namespace vkattn {
 
 namespace {
-// Registry order: the fallback order.
+// Every registered family.
 const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily, &kTiledFamily};
 }  // namespace
 
@@ -18,20 +16,13 @@ const AttentionFamilyDesc& attention_family(AttentionFamily family) {
        " is not registered");
 }
 
-const AttentionFamilyDesc& pick_attention_family(const DeviceCaps& caps, const FwdConfig& cfg,
-                                                 bool log) {
-  const AttentionFamilyDesc& wanted = attention_family(cfg.var.family);
-  std::string why = wanted.declines(caps, cfg);
-  if (why.empty()) return wanted;
-  for (const AttentionFamilyDesc* f : kFamilies) {
-    if (f == &wanted || !f->declines(caps, cfg).empty()) continue;
-    if (log)
-      std::fprintf(stderr, "vkattn: attention fallback from %s to %s: %s\n", wanted.name, f->name,
-                   why.c_str());
-    return *f;
-  }
-  fail(VKATTN_ERROR_INTERNAL, "no attention kernel family serves this call (", wanted.name, ": ",
-       why, ")");
+const std::vector<BindingKind>& fwd_bindings() {
+  using B = BindingKind;
+  static const std::vector<BindingKind> bindings = {
+      B::kUniformTexel,  B::kUniformTexel,  B::kUniformTexel,  B::kStorageBuffer, B::kStorageBuffer,
+      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
+      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer};
+  return bindings;
 }
 
 }  // namespace vkattn

@@ -9,14 +9,17 @@
 //   tiled  ops/attention_tiled.cpp, shaders/attention_tiled{,_smem}.comp:
 //          L lanes share a row, K/V tiles staged in shared memory (GPUs;
 //          forced with VKATTN_ATTN_KERNEL=tiled until a GPU has measured it).
-// A call runs on its variant's family (ops/attention_variant.h) when that
-// family serves it, else on the first family in registry order that does;
-// VKATTN_LOG=kernels prints the family of every recorded dispatch and every
-// fallback with its reason.
+// choose_attention_variant() (ops/attention_variant.h) settles the family
+// with the rest of the variant, before the plan is built (the plan's tile
+// shape depends on it): a forced family that declines a call hands it to
+// lanes, with the reason in AttentionVariant::fallback. VKATTN_LOG=kernels
+// prints the family of every recorded dispatch and every fallback.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/device.h"
 #include "core/pipeline.h"
@@ -50,12 +53,24 @@ struct FwdPush {
 static_assert(sizeof(FwdPush) == 92, "push constants mirror the shaders");
 static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
 
+// The bindings of every family's forward shader, in this order: q, k, v
+// (texel views), out, lse, items, seqs, mask, alibi, key_valid, partial
+// rows, partial lse, block table.
+const std::vector<BindingKind>& fwd_bindings();
+
+// A named specialization struct (one 32-bit field per constant_id, in
+// order) as the words Pipelines::get takes.
+template <class Spec>
+std::vector<uint32_t> spec_words(const Spec& spec) {
+  static_assert(std::is_standard_layout_v<Spec> && sizeof(Spec) % 4 == 0,
+                "one 32-bit word per constant_id");
+  const auto* w = reinterpret_cast<const uint32_t*>(&spec);
+  return std::vector<uint32_t>(w, w + sizeof(Spec) / 4);
+}
+
 struct AttentionFamilyDesc {
   AttentionFamily id;
   const char* name;
-  // Bindings in this order: q, k, v (texel views), out, lse, items, seqs,
-  // mask, alibi, key_valid, partial rows, partial lse, block table.
-  const KernelLayout* layout;
   // Why this family cannot serve `cfg` on this device; empty if it can.
   std::string (*declines)(const DeviceCaps& caps, const FwdConfig& cfg);
   // Shared memory of one workgroup, bytes.
@@ -72,10 +87,5 @@ extern const AttentionFamilyDesc kTiledFamily;  // ops/attention_tiled.cpp
 uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
 const AttentionFamilyDesc& attention_family(AttentionFamily family);
-
-// The family that records `cfg`: its variant's if that serves it, else the
-// first that does (logged when `log`). Throws INTERNAL if none does.
-const AttentionFamilyDesc& pick_attention_family(const DeviceCaps& caps, const FwdConfig& cfg,
-                                                 bool log);
 
 }  // namespace vkattn

@@ -4,23 +4,13 @@
 // shared-memory merge. Built for lavapipe, where one subgroup is one
 // workgroup and cross-lane traffic costs more than it saves; correct on
 // every device.
-#include <algorithm>
-#include <type_traits>
-
 #include "ops/attention_family.h"
 
 namespace vkattn {
 
 namespace {
 
-const KernelLayout kLanesLayout{
-    "attention_fwd",
-    {BindingKind::kUniformTexel, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer},
-    sizeof(FwdPush)};
+const KernelLayout kLanesLayout{"attention_fwd", fwd_bindings(), sizeof(FwdPush)};
 
 // attention_fwd.comp's specialization constants, in constant_id order.
 struct LanesSpec {
@@ -39,13 +29,11 @@ struct LanesSpec {
   uint32_t decode_merge;  // 12 SMEM_MERGE
   uint32_t features;      // 13 FEATURES
 };
-static_assert(std::is_standard_layout_v<LanesSpec> && sizeof(LanesSpec) == 14 * 4,
-              "one 32-bit word per constant_id");
+static_assert(sizeof(LanesSpec) == 14 * 4, "attention_fwd.comp has 14 constants");
 
-std::string lanes_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
-  if (cfg.var.wg > caps.max_workgroup_invocations)
-    return "workgroup of " + std::to_string(cfg.var.wg) + " lanes exceeds the device's " +
-           std::to_string(caps.max_workgroup_invocations);
+// lanes serves every call: its one device limit, the workgroup size, is
+// checked where the variant is chosen (ops/attention_variant.cpp).
+std::string lanes_declines(const DeviceCaps&, const FwdConfig&) {
   return {};
 }
 
@@ -72,14 +60,12 @@ const Pipeline& lanes_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                        cfg.paged ? 1u : 0u,
                        v.decode_merge ? 1u : 0u,
                        cfg.features};
-  const auto* w = reinterpret_cast<const uint32_t*>(&spec);
-  return pipes.get(kLanesLayout, std::vector<uint32_t>(w, w + sizeof(spec) / 4));
+  return pipes.get(kLanesLayout, spec_words(spec));
 }
 
 }  // namespace
 
-const AttentionFamilyDesc kLanesFamily{AttentionFamily::kLanes, "lanes",
-                                       &kLanesLayout,           lanes_declines,
-                                       lanes_shared_bytes,      lanes_pipeline};
+const AttentionFamilyDesc kLanesFamily{AttentionFamily::kLanes, "lanes", lanes_declines,
+                                       lanes_shared_bytes, lanes_pipeline};
 
 }  // namespace vkattn

@@ -250,7 +250,7 @@ void record_attention(Context& ctx, const AttentionCall& c) {
   const bool log = ctx.options().log_kernels;
   if (log && !cfg.var.fallback.empty())
     std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
-  const AttentionFamilyDesc& family = pick_attention_family(ctx.device().caps(), cfg, log);
+  const AttentionFamilyDesc& family = attention_family(cfg.var.family);
   Pipelines& pipes = ctx.pipelines();
   const Pipeline& fwd = family.pipeline(pipes, cfg);
   const Pipeline* combine = sched.combine.empty()

@@ -7,7 +7,6 @@
 // VKATTN_ATTN_KERNEL=tiled and tested on lavapipe. No device picks it by
 // default until a GPU run has measured it against `lanes`.
 #include <algorithm>
-#include <type_traits>
 
 #include "core/loop_budget.h"
 #include "ops/attention_family.h"
@@ -16,15 +15,8 @@ namespace vkattn {
 
 namespace {
 
-const KernelLayout kTiledLayout{
-    "attention_tiled",
-    {BindingKind::kUniformTexel, BindingKind::kUniformTexel, BindingKind::kUniformTexel,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer},
-    sizeof(FwdPush)};
-const KernelLayout kTiledSmemLayout{"attention_tiled_smem", kTiledLayout.bindings, sizeof(FwdPush)};
+const KernelLayout kTiledLayout{"attention_tiled", fwd_bindings(), sizeof(FwdPush)};
+const KernelLayout kTiledSmemLayout{"attention_tiled_smem", fwd_bindings(), sizeof(FwdPush)};
 
 // attention_tiled.glsl's specialization constants, in constant_id order.
 struct TiledSpec {
@@ -42,8 +34,7 @@ struct TiledSpec {
   uint32_t features;       // 11 FEATURES
   uint32_t lanes_per_row;  // 12 L
 };
-static_assert(std::is_standard_layout_v<TiledSpec> && sizeof(TiledSpec) == 13 * 4,
-              "one 32-bit word per constant_id");
+static_assert(sizeof(TiledSpec) == 13 * 4, "attention_tiled.glsl has 13 constants");
 
 std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
@@ -89,16 +80,13 @@ const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                        cfg.paged ? 1u : 0u,
                        cfg.features,
                        v.lanes_per_row};
-  const auto* w = reinterpret_cast<const uint32_t*>(&spec);
-  return pipes.get(v.subgroup_ops ? kTiledLayout : kTiledSmemLayout,
-                   std::vector<uint32_t>(w, w + sizeof(spec) / 4));
+  return pipes.get(v.subgroup_ops ? kTiledLayout : kTiledSmemLayout, spec_words(spec));
 }
 
 }  // namespace
 
-const AttentionFamilyDesc kTiledFamily{AttentionFamily::kTiled, "tiled",
-                                       &kTiledLayout,           tiled_declines,
-                                       tiled_shared_bytes,      tiled_pipeline};
+const AttentionFamilyDesc kTiledFamily{AttentionFamily::kTiled, "tiled", tiled_declines,
+                                       tiled_shared_bytes, tiled_pipeline};
 
 uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
   // Loops of one invocation of attention_tiled.glsl (each costs its

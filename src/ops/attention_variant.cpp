@@ -150,7 +150,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   if (forced.bad_kernel_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "VKATTN_ATTN_KERNEL names no kernel family (lanes or tiled)");
-  if (K::pick(forced.attn_kernel, 0) == 1) {
+  const uint32_t default_family = dev.family == AttentionFamily::kTiled ? 1 : 0;
+  if (K::pick(forced.attn_kernel, default_family) == 1) {
     // The tiled family serves the call unless it declines it (a shape the
     // device cannot run): then the lanes variant below, with the reason.
     AttentionVariant t = v;

@@ -160,9 +160,8 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
   auto src = [&](int32_t tok, uint64_t h, bool is_v) {
     const uint32_t page = s->pages[tok / ps];
     const uint64_t row = h * ps + tok % ps;
-    const Slabs at = slabs(layer, group_of(page));
-    const uint64_t off = at.offset + uint64_t(local_page(page)) * slab_bytes() +
-                         (is_v ? k_block_ + row * v_row : row * k_row);
+    const Slabs at = slab_of(layer, page);
+    const uint64_t off = at.offset + (is_v ? k_block_ + row * v_row : row * k_row);
     return std::make_pair(at.buffer, off);
   };
   auto* kd = static_cast<uint8_t*>(k_dst);
@@ -285,11 +284,8 @@ Step::Step(std::shared_ptr<KvCache> cache, uint32_t n, const int64_t* ids, const
       cow_sources_.push_back(src);
       const uint64_t sb = c.slab_bytes();
       for (uint32_t l = 0; l < c.desc().num_layers; ++l) {
-        const KvCache::Slabs from = c.slabs(l, c.group_of(src)), to = c.slabs(l, c.group_of(dst));
-        copies.push_back(
-            {from.buffer,
-             to.buffer,
-             {from.offset + c.local_page(src) * sb, to.offset + c.local_page(dst) * sb, sb}});
+        const KvCache::Slabs from = c.slab_of(l, src), to = c.slab_of(l, dst);
+        copies.push_back({from.buffer, to.buffer, {from.offset, to.offset, sb}});
       }
       ss.pages.back() = dst;
       near = c.group_of(dst);

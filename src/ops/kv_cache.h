@@ -70,6 +70,12 @@ class KvCache {
     return {(l / layers_per_buffer_) * num_groups_ + g,
             uint64_t(l % layers_per_buffer_) * pages_in_group(g) * slab_bytes()};
   }
+  // Where layer `l` of page `page` lives: its buffer and its slab's offset.
+  Slabs slab_of(uint32_t l, uint32_t page) const {
+    Slabs s = slabs(l, group_of(page));
+    s.offset += uint64_t(local_page(page)) * slab_bytes();
+    return s;
+  }
   uint32_t pages_in_group(uint32_t g) const {
     return std::min(pages_per_group_, desc_.num_pages - g * pages_per_group_);
   }
