@@ -290,6 +290,7 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                        (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.prefer_host_visible = d->info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
+  c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
 
   d->queue_family_ = find_compute_queue(vki, d->physical_);
   {

@@ -35,6 +35,10 @@ struct DeviceCaps {
   // Subgroup shuffles (subgroupShuffleXor) in compute shaders.
   bool subgroup_shuffle = false;
   bool prefer_host_visible = false;  // UMA / CPU devices: tensors live in mapped memory
+  // VKATTN_UNMAPPED_DATA=1: data buffers (tensors, caches, scratch) are never
+  // mapped, so reads and writes take the staging paths of a discrete GPU
+  // (how lavapipe tests them).
+  bool unmapped_data = false;
 };
 
 // Fills `out` from a physical device (used with and without a context).

@@ -151,8 +151,29 @@ void Recorder::copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferC
                            size_t count) {
   if (count == 0) return;
   barrier();
-  device_.vk().vkCmdCopyBuffer(open_->cmd, src.handle(), dst.handle(), static_cast<uint32_t>(count),
-                               regions);
+  // Regions that continue each other become one; at most kCopyRegions per
+  // command (the validation layer checks region pairs for overlap, and a
+  // page-per-region copy of a long sequence can hold tens of thousands).
+  // A fixed array: nothing here may allocate (and so fail).
+  VkBufferCopy merged[kCopyRegions];
+  uint32_t n = 0;
+  auto flush = [&] {
+    if (n) device_.vk().vkCmdCopyBuffer(open_->cmd, src.handle(), dst.handle(), n, merged);
+    n = 0;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const VkBufferCopy& r = regions[i];
+    if (n) {
+      VkBufferCopy& last = merged[n - 1];
+      if (last.srcOffset + last.size == r.srcOffset && last.dstOffset + last.size == r.dstOffset) {
+        last.size += r.size;
+        continue;
+      }
+      if (n == kCopyRegions) flush();
+    }
+    merged[n++] = r;
+  }
+  flush();
 }
 
 HostSlice Recorder::alloc_host(uint64_t size) {

@@ -63,6 +63,8 @@ class Recorder {
   // Records a copy between buffers after a barrier; cannot fail once the
   // op has acquired the batch (cmd) and kept the buffers alive (use, or ring
   // memory of the open batch).
+  // Contiguous regions are merged; at most kCopyRegions go into one command.
+  static constexpr uint32_t kCopyRegions = 256;
   void copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferCopy* regions, size_t count);
   void copy_buffer(const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
     copy_buffer(src, dst, regions.data(), regions.size());

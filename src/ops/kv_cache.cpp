@@ -176,23 +176,33 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
       }
     return;
   }
-  // Device-local pool: gather the rows into a staging buffer on the device.
-  auto staging = std::make_shared<Buffer>(ctx_->device(), k_want + v_want, true);
+  // Device-local pool: copy the slabs of the pages the range touches (one
+  // region per page, merged where slabs are contiguous) into a staging
+  // buffer, then gather the rows on the host. Per-row regions would be
+  // count x Hkv x 2 copies: millions for a long sequence.
+  const uint32_t first_page = static_cast<uint32_t>(start / ps);
+  const uint32_t n_pages = static_cast<uint32_t>((start + count - 1) / ps) + 1 - first_page;
+  const uint64_t sb = slab_bytes();
+  auto staging = std::make_shared<Buffer>(ctx_->device(), n_pages * sb, true);
   std::vector<std::vector<VkBufferCopy>> regions(buffers_.size());
-  for (int32_t i = 0; i < count; ++i)
-    for (uint64_t h = 0; h < hkv; ++h) {
-      auto [kb, ko] = src(start + i, h, false);
-      auto [vb, vo] = src(start + i, h, true);
-      regions[kb].push_back({ko, (i * hkv + h) * k_row, k_row});
-      regions[vb].push_back({vo, k_want + (i * hkv + h) * v_row, v_row});
-    }
+  for (uint32_t j = 0; j < n_pages; ++j) {
+    const Slabs at = slab_of(layer, s->pages[first_page + j]);
+    regions[at.buffer].push_back({at.offset, j * sb, sb});
+  }
   rec.use(staging);
   for (size_t b = 0; b < buffers_.size(); ++b)
     if (!regions[b].empty()) rec.use(buffers_[b]);
   for (size_t b = 0; b < buffers_.size(); ++b) rec.copy_buffer(*buffers_[b], *staging, regions[b]);
   rec.wait_for(rec.open_serial());
-  std::memcpy(kd, staging->mapped(), k_want);
-  std::memcpy(vd, staging->mapped() + k_want, v_want);
+  const uint8_t* st = staging->mapped();
+  for (int32_t i = 0; i < count; ++i) {
+    const uint64_t slab = uint64_t((start + i) / ps - first_page) * sb;
+    for (uint64_t h = 0; h < hkv; ++h) {
+      const uint64_t row = h * ps + (start + i) % ps;
+      std::memcpy(kd + (i * hkv + h) * k_row, st + slab + row * k_row, k_row);
+      std::memcpy(vd + (i * hkv + h) * v_row, st + slab + k_block_ + row * v_row, v_row);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
