@@ -38,8 +38,13 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible)
       type = device.find_memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
     }
     if (type == UINT32_MAX) fail(VKATTN_ERROR_UNSUPPORTED, "no suitable memory type for a buffer");
-    device.charge_memory(req.size);
-    charged_ = req.size;
+    // VKATTN_DEVICE_MEMORY_LIMIT counts data buffers (tensors, caches,
+    // scratch), not host-visible staging and rings: those are host memory
+    // on a discrete GPU, and reads and writes must work at the limit.
+    if (!host_visible) {
+      device.charge_memory(req.size);
+      charged_ = req.size;
+    }
     VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     mai.allocationSize = req.size;
     mai.memoryTypeIndex = type;
@@ -52,7 +57,7 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible)
     check_vk(vk.vkBindBufferMemory(dev, buffer_, memory_, 0), "vkBindBufferMemory");
     const VkMemoryPropertyFlags flags = device.memory_type_flags(type);
     if ((flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
-        (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+        (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) && (host_visible || !caps.unmapped_data))
       check_vk(vk.vkMapMemory(dev, memory_, 0, VK_WHOLE_SIZE, 0, &mapped_), "vkMapMemory");
   } catch (...) {
     release();
