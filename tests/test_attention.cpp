@@ -264,10 +264,15 @@ TEST_F(Attention, KernelLogNamesTheFamily) {
   testing::internal::CaptureStderr();
   run_attention_case(logged.ctx, c);
   const std::string log = testing::internal::GetCapturedStderr();
-  // The default family, or the one the whole suite is forced to.
+  // The default family (the device table: lanes on CPU devices, tiled on
+  // GPUs), or the one the whole suite is forced to.
   const char* forced = std::getenv("VKATTN_ATTN_KERNEL");
+  vkattn_device_info info;
+  vkattn_device_info_init(&info);
+  ASSERT_EQ(vkattn_context_get_device_info(logged.ctx, &info), VKATTN_SUCCESS);
+  const char* family = info.device_type == VKATTN_DEVICE_CPU ? "lanes" : "tiled";
   const std::string want =
-      std::string("vkattn: attention family=") + (forced && *forced ? forced : "lanes") + " ";
+      std::string("vkattn: attention family=") + (forced && *forced ? forced : family) + " ";
   size_t lines = 0;
   for (size_t at = log.find("vkattn: attention family="); at != std::string::npos;
        at = log.find("vkattn: attention family=", at + 1)) {

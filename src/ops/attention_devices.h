@@ -20,6 +20,7 @@ struct AttentionDefaults {
   AttentionFamily family;
   // lanes
   uint32_t lanes_wg;        // lanes per workgroup
+  uint32_t lanes_max_rows;  // rows per lane at most (registers, compile time)
   bool lanes_decode_merge;  // decode-mode lanes merge in shared memory
   uint32_t static_chunks;   // ScheduleLimits::static_chunks (0: heaviest first)
   uint32_t target_items;    // work items one dispatch should have

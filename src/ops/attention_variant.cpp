@@ -51,7 +51,7 @@ namespace {
 // until it fits shared memory.
 void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
                      const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
-                     uint32_t max_rows) {
+                     uint32_t max_rows, bool cpu) {
   using K = KernelOptions;
   v.family = AttentionFamily::kTiled;
   v.lanes_per_row = K::pick(forced.attn_lanes_per_row, dev.tiled_lanes_per_row);
@@ -59,7 +59,12 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.wg = K::pick(forced.attn_wg, dev.tiled_wg);
   const uint32_t groups = std::max<uint32_t>(v.wg / L, 1);
   v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
-  v.subgroup_ops = caps.subgroup_shuffle && !forced.disable_subgroup_ops;
+  // Row sums by subgroup shuffles where a row's L lanes sit in one
+  // subgroup and the workgroup is whole subgroups; else in shared memory
+  // (a workgroup smaller than NVIDIA's 32-lane warps, say).
+  const uint32_t sg = caps.subgroup_size;
+  v.subgroup_ops = caps.subgroup_shuffle && !forced.disable_subgroup_ops && sg != 0 &&
+                   sg % L == 0 && v.wg % sg == 0;
   v.decode_min_keys = 0;  // no decode mode: splits come from target_items
   v.decode_merge = false;
   v.unroll_d = true;
@@ -77,6 +82,9 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for tiled (wg ", v.wg,
          ", rows ", v.rows, ", tile keys ", v.tile_keys, ", lanes per row ", L, ")");
   v.max_keys = std::min(v.max_keys, tiled_max_keys(v, head_dim, head_dim_v));
+  // Split keys down to 4 tiles a workgroup, so that a decode batch's few
+  // tiles still fill a GPU (decode-1x4096: 64 workgroups, not 16).
+  if (!cpu) v.min_split_keys = std::min(v.min_split_keys, 4 * v.tile_keys);
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
 }
 
@@ -100,7 +108,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   // compile), unrolled R = 4 252 ms (20 s), iterated R = 8 316 ms (10 s).
   uint32_t d4 = (std::max(head_dim, head_dim_v) + 3) / 4;
   v.unroll_d = d4 <= 32;
-  v.rows = v.unroll_d ? (d4 <= 16 ? 8 : 4) : 8;
+  v.rows = std::min(v.unroll_d ? (d4 <= 16 ? 8u : 4u) : 8u, dev.lanes_max_rows);
   // Few rows (decode): every lane holds all rows of a tile and the lanes
   // split the keys (decode mode), so R covers the rows of a tile; otherwise
   // do not run lanes that would own no row.
@@ -155,7 +163,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     // The tiled family serves the call unless it declines it (a shape the
     // device cannot run): then the lanes variant below, with the reason.
     AttentionVariant t = v;
-    configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows);
+    configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows, cpu);
     FwdConfig probe;
     probe.var = t;
     probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;
