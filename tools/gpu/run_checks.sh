@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the project root: bash .gpu/run_checks.sh OUTDIR
+# Every test executable at once (one log each, gtest timings kept), then
+# vkattn-bench with the kernel log. What an H100 (driver 580) needed beyond
+# ../shared/gpu/run.sh:
+#  - the driver's own folder on LD_LIBRARY_PATH (its manifest names
+#    libGLX_nvidia.so.0 by file name only) and glvnd's libraries;
+#  - GLIBC_TUNABLES=glibc.rtld.optional_static_tls: libnvidia-tls, loaded
+#    again by every new instance, otherwise fails "cannot allocate memory in
+#    static TLS block" when threads create contexts at once;
+#  - LD_PRELOAD of libEGL and libGLdispatch: the driver loads them and each
+#    instance's teardown unloaded them while other threads still had their
+#    thread-exit destructors (SIGSEGV at thread exit in libEGL, test_threads).
+set -u
+out=${1:-.gpu/out}; mkdir -p "$out"
+root=$(pwd); gpu=$root/.gpu
+[ -d "$gpu/root" ] || { mkdir -p "$gpu/root"; for f in "$gpu"/debs/*.deb; do dpkg -x "$f" "$gpu/root"; done; }
+lib=$gpu/root/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH="$lib:$root/build/src:$root/build:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
+export VK_LAYER_PATH=$gpu/root/usr/share/vulkan/explicit_layer.d XDG_RUNTIME_DIR=/tmp
+for m in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
+  [ -f "$m" ] && { export VK_DRIVER_FILES=$m; break; }
+done
+export GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4194304
+export LD_PRELOAD=$lib/libEGL.so.1:$lib/libGLdispatch.so.0
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  build/examples/vkattn-info; build/examples/vkattn-bench --variants; } >"$out/info.log" 2>&1
+logs=$(mktemp -d)
+for t in build/tests/test_*; do
+  [ -x "$t" ] && [ -f "$t" ] || continue
+  n=$(basename "$t")
+  ( t0=$SECONDS; timeout "${TEST_TIMEOUT:-240}" "$t" --gtest_filter="${TEST_FILTER:--*Slow*}" >"$logs/$n.log" 2>&1
+    echo "== $n exit $? in $((SECONDS - t0)) s" >>"$logs/$n.log" ) &
+done
+wait
+for f in "$logs"/*.log; do
+  grep -E "^\[  FAILED|^\[  PASSED|^== |validation error|Failure" "$f"
+  echo "last started: $(grep '^\[ RUN' "$f" | tail -1)"
+done >"$out/tests.log"
+cat "$logs"/*.log >"$out/tests_all.log"
+t0=$SECONDS
+VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench.json" >"$out/bench.log" 2>&1
+echo "== bench exit $? in $((SECONDS - t0)) s" >>"$out/bench.log"
+cat "$out/tests.log"
