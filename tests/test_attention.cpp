@@ -318,11 +318,20 @@ void run_tiled_variants(const std::vector<ScopedEnv::Vars>& variants, bool decod
     EXPECT_NE(log.find("vkattn: attention family=tiled "), std::string::npos) << log;
     EXPECT_EQ(log.find("family=lanes"), std::string::npos) << log;
     EXPECT_EQ(log.find("fallback"), std::string::npos) << log;
+    if (decode && vars.empty()) {
+      // The decode call (12 rows: 3 tokens x 4 GQA heads, 4 per tile) took
+      // the decode shape: one row group of R = 4 rows.
+      const size_t at = log.find("vkattn: attention family=tiled rows=12 keys=3701 ");
+      ASSERT_NE(at, std::string::npos) << log;
+      const std::string line = log.substr(at, log.find('\n', at) - at);
+      EXPECT_NE(line.find(" R=4 "), std::string::npos) << line;
+    }
   }
 }
 
 // The tiled configurations of the default run: the defaults (L 8, WG 32,
-// R 2 or 1 for decode, 16 keys per tile, subgroup shuffles), shared-memory
+// R 2, 16 keys per tile, subgroup shuffles; for decode calls one row group
+// of L = subgroup lanes holding every row), shared-memory
 // sums, a narrow row group, one-key tiles over split key ranges.
 TEST_F(Attention, TiledFamily) {
   run_tiled_variants({{}}, true, 700);

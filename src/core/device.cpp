@@ -263,6 +263,28 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   m3.pNext = &sg;
+  // Compute units where the vendor reports them (properties of a supported
+  // extension may be queried without enabling it).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv_sm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd_core{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  {
+    uint32_t n = 0;
+    vki.vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> exts(n);
+    vki.vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, exts.data());
+    exts.resize(n);
+    for (const auto& e : exts) {
+      if (std::strcmp(e.extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0) {
+        nv_sm.pNext = sg.pNext;
+        sg.pNext = &nv_sm;
+      } else if (std::strcmp(e.extensionName, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0) {
+        amd_core.pNext = sg.pNext;
+        sg.pNext = &amd_core;
+      }
+    }
+  }
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
   vki.vkGetPhysicalDeviceProperties2(d->physical_, &p2);
@@ -291,6 +313,11 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
                        (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.prefer_host_visible = d->info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
   c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
+  if (nv_sm.shaderSMCount)
+    c.compute_units = nv_sm.shaderSMCount;
+  else if (amd_core.computeUnitsPerShaderArray)
+    c.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
+                      amd_core.computeUnitsPerShaderArray;
 
   d->queue_family_ = find_compute_queue(vki, d->physical_);
   {

@@ -39,6 +39,9 @@ struct DeviceCaps {
   // mapped, so reads and writes take the staging paths of a discrete GPU
   // (how lavapipe tests them).
   bool unmapped_data = false;
+  // Streaming multiprocessors / compute units, where the driver says
+  // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties); 0: unknown.
+  uint32_t compute_units = 0;
 };
 
 // Fills `out` from a physical device (used with and without a context).

@@ -29,7 +29,9 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.lanes_wg = std::clamp<uint32_t>(sg, 8, 64);
   d.lanes_decode_merge = true;
   d.static_chunks = 0;
-  d.target_items = busy_workgroups(false);
+  // About 2 workgroups per compute unit where the driver reports them (an
+  // H100 has 132 SMs), else 256.
+  d.target_items = caps.compute_units ? 2 * caps.compute_units : busy_workgroups(false);
   // tiled, every GPU (measured on NVIDIA only): 4 lanes per head-dim split and 128
   // lanes per workgroup, as ggml-vulkan's scalar flash attention; 32 keys
   // per tile (ggml: 64 keys of f16; ours are staged as f32).

@@ -18,6 +18,13 @@ uint32_t pow2_at_least(uint32_t x) {
   while (p < x) p *= 2;
   return p;
 }
+uint32_t pow2_at_most(uint32_t x) {
+  uint32_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+// Tiles of at most this many rows take tiled's decode shape.
+constexpr uint32_t kTiledDecodeRows = 8;
 }  // namespace
 
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
@@ -54,15 +61,30 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
                      uint32_t max_rows, bool cpu) {
   using K = KernelOptions;
   v.family = AttentionFamily::kTiled;
-  v.lanes_per_row = K::pick(forced.attn_lanes_per_row, dev.tiled_lanes_per_row);
+  const uint32_t sg = caps.subgroup_size;
+  // Decode (every tile has at most kTiledDecodeRows rows: one or a few
+  // tokens of a GQA group): one row group holds all of a tile's rows (R,
+  // the GQA group as the M dimension) and its lanes split the head dims
+  // (L = the subgroup, at most 32), so no lane idles for rows the tile does
+  // not have (the prefill shape, 32 row groups, left 28 idle for 4 rows);
+  // the key range is split over workgroups (min_split_keys below).
+  const bool shape_forced = forced.attn_lanes_per_row != K::kUnset || forced.attn_wg != K::kUnset ||
+                            forced.attn_rows != K::kUnset;
+  if (!shape_forced && max_rows <= kTiledDecodeRows) {
+    v.lanes_per_row = std::clamp<uint32_t>(pow2_at_most(sg ? sg : 32), 4, 32);
+    v.wg = std::max<uint32_t>(v.lanes_per_row, std::min<uint32_t>(pow2_at_most(sg ? sg : 32), 64));
+    const uint32_t groups = v.wg / v.lanes_per_row;
+    v.rows = pow2_at_least((std::max(max_rows, 1u) + groups - 1) / groups);
+  } else {
+    v.lanes_per_row = K::pick(forced.attn_lanes_per_row, dev.tiled_lanes_per_row);
+    v.wg = K::pick(forced.attn_wg, dev.tiled_wg);
+    const uint32_t groups = std::max<uint32_t>(v.wg / std::max<uint32_t>(v.lanes_per_row, 1), 1);
+    v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
+  }
   const uint32_t L = std::max<uint32_t>(v.lanes_per_row, 1);
-  v.wg = K::pick(forced.attn_wg, dev.tiled_wg);
-  const uint32_t groups = std::max<uint32_t>(v.wg / L, 1);
-  v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
   // Row sums by subgroup shuffles where a row's L lanes sit in one
   // subgroup and the workgroup is whole subgroups; else in shared memory
   // (a workgroup smaller than NVIDIA's 32-lane warps, say).
-  const uint32_t sg = caps.subgroup_size;
   v.subgroup_ops = caps.subgroup_shuffle && !forced.disable_subgroup_ops && sg != 0 &&
                    sg % L == 0 && v.wg % sg == 0;
   v.decode_min_keys = 0;  // no decode mode: splits come from target_items
