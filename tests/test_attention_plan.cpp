@@ -7,9 +7,13 @@
 #include <map>
 #include <set>
 
+#include "core/context.h"
 #include "core/error.h"
+#include "core/kernel_options.h"
+#include "core/tensor.h"
 #include "ops/attention_plan.h"
 #include "ops/attention_schedule.h"
+#include "ops/attention_variant.h"
 
 using namespace vkattn;
 
@@ -285,4 +289,26 @@ TEST(AttentionPlan, PassOrderBalancesStaticChunks) {
         EXPECT_LE(item_work(o[i]), item_work(heavy[n - (n - P * per)])) << "remainder lightest";
     }
   }
+}
+
+// f16 arithmetic for tiled: off by default (no GPU has measured it faster),
+// on with VKATTN_FORCE_F16_MATH where the device has shaderFloat16, and off
+// whenever VKATTN_DISABLE_F16_MATH is set, forced or not.
+TEST(AttentionVariantChoice, F16MathSwitches) {
+  vkattn_context* ctx = nullptr;
+  ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
+  vkattn::Device& dev = ctx->impl->device();
+  vkattn::KernelOptions o;
+  o.attn_kernel = 1;  // tiled
+  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
+  o.force_f16_math = true;
+  const vkattn::AttentionVariant forced = vkattn::choose_attention_variant(dev, o, 128, 128, 1024);
+  EXPECT_EQ(forced.f16_math, dev.caps().shader_float16);
+  EXPECT_EQ(forced.family, vkattn::AttentionFamily::kTiled);
+  o.disable_f16_math = true;
+  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
+  o.attn_kernel = 0;  // lanes has no f16 arithmetic
+  o.disable_f16_math = false;
+  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
+  vkattn_context_destroy(ctx);
 }

@@ -10,7 +10,11 @@
 //   - a score is the sum of the L lanes' partial dot products: subgroup
 //     shuffles (TILED_SUBGROUP_OPS = 1) or shared memory (0);
 //   - one online-softmax update per row and tile; P.V into each lane's
-//     slices.
+//     slices;
+//   - TILED_F16 = 1 (modules attention_tiled*_f16.comp, devices with
+//     shaderFloat16): q and the K/V tiles are f16, dot products and the
+//     p * V products in f16 arithmetic; the scores, the softmax and the
+//     P.V accumulation stay f32.
 // Rows are (query token, query head of the GQA group) pairs, so the heads
 // that share a kv head share every K/V load. Hidden pairs are selected out
 // (a hidden score is -inf; a hidden V never enters as 0 * V).
@@ -21,6 +25,9 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "attention_common.glsl"
+#ifndef TILED_F16
+#define TILED_F16 0
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 32;   // lanes per workgroup
@@ -42,8 +49,13 @@ const uint DV4 = (DV + 3u) / 4u;
 const uint DS = (D4 + L - 1u) / L;    // q slices per lane
 const uint DVS = (DV4 + L - 1u) / L;  // accumulator slices per lane
 
-shared vec4 sh_k[BC * D4];
-shared vec4 sh_v[BC * DV4];
+#if TILED_F16 != 0
+#define TVEC f16vec4
+#else
+#define TVEC vec4
+#endif
+shared TVEC sh_k[BC * D4];
+shared TVEC sh_v[BC * DV4];
 #if TILED_SUBGROUP_OPS == 0
 // Partial dot products of every lane, row and key of a tile.
 shared float sh_red[WG * R * BC];
@@ -69,7 +81,7 @@ void main() {
   const uint grp = lin / L, sl = lin % L;
   const uint nrows = sq.t * G;
 
-  vec4 q[R * DS];
+  TVEC q[R * DS];
   vec4 acc[R * DVS];
   float m[R], l[R];
   int pos[R];
@@ -88,7 +100,7 @@ void main() {
     [[unroll]] for (uint s = 0u; s < DS; ++s) {
       uint c = sl + s * L;
       vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * pc.scale;
-      q[i * DS + s] = c < D4 ? x : vec4(0.0);
+      q[i * DS + s] = TVEC(c < D4 ? x : vec4(0.0));
     }
     [[unroll]] for (uint s = 0u; s < DVS; ++s) acc[i * DVS + s] = vec4(0.0);
   }
@@ -100,13 +112,13 @@ void main() {
     // range repeat the last; they are hidden below).
     for (uint x = gl_LocalInvocationID.x; x < BC * D4; x += WG) {
       uint key = min(kt + x / D4, it.k_end - 1u);
-      sh_k[x] = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D),
-                          x % D4, 0u);
+      sh_k[x] = TVEC(fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D),
+                               x % D4, 0u));
     }
     for (uint x = gl_LocalInvocationID.x; x < BC * DV4; x += WG) {
       uint key = min(kt + x / DV4, it.k_end - 1u);
-      sh_v[x] = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV),
-                          x % DV4, 1u);
+      sh_v[x] = TVEC(fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV),
+                               x % DV4, 1u));
     }
     memoryBarrierShared();
     barrier();
@@ -118,7 +130,7 @@ void main() {
         float p = 0.0;
         [[unroll]] for (uint t = 0u; t < DS; ++t) {
           uint c = sl + t * L;
-          float d = dot(q[i * DS + t], sh_k[j * D4 + min(c, D4 - 1u)]);
+          float d = float(dot(q[i * DS + t], sh_k[j * D4 + min(c, D4 - 1u)]));
           p += c < D4 ? d : 0.0;
         }
         s[i * BC + j] = p;
@@ -192,8 +204,14 @@ void main() {
       uint c = min(sl + t * L, DV4 - 1u);
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         vec4 a = acc[i * DVS + t] * alphas[i];
-        [[unroll]] for (uint j = 0u; j < BC; ++j)
-          a += vis[i * BC + j] ? s[i * BC + j] * sh_v[j * DV4 + c] : vec4(0.0);
+        [[unroll]] for (uint j = 0u; j < BC; ++j) {
+#if TILED_F16 != 0
+          vec4 pv = vec4(float16_t(s[i * BC + j]) * sh_v[j * DV4 + c]);
+#else
+          vec4 pv = s[i * BC + j] * sh_v[j * DV4 + c];
+#endif
+          a += vis[i * BC + j] ? pv : vec4(0.0);
+        }
         acc[i * DVS + t] = a;
       }
     }

@@ -30,6 +30,8 @@ struct KernelOptions {
   uint32_t attn_lanes_per_row = kUnset;    // VKATTN_ATTN_LANES_PER_ROW (tiled)
   uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled)
   bool disable_subgroup_ops = false;       // VKATTN_DISABLE_SUBGROUP_OPS=1
+  bool disable_f16_math = false;           // VKATTN_DISABLE_F16_MATH=1
+  bool force_f16_math = false;             // VKATTN_FORCE_F16_MATH=1
   bool bad_kernel_name = false;            // VKATTN_ATTN_KERNEL names no family
   uint64_t scratch_bytes = 0;              // VKATTN_SCRATCH_BYTES (0: the default)
   // VKATTN_LOG=kernels: one stderr line per recorded attention dispatch.
@@ -65,6 +67,8 @@ struct KernelOptions {
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
+    o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;
+    o.force_f16_math = env_uint("VKATTN_FORCE_F16_MATH", 0) != 0;
     const char* log = std::getenv("VKATTN_LOG");
     o.log_kernels = log && std::strstr(log, "kernels") != nullptr;
     return o;

@@ -38,6 +38,8 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.tiled_lanes_per_row = 4;
   d.tiled_wg = 128;
   d.tiled_tile_keys = 32;
+  // f16 arithmetic: off until a GPU measures it faster (nothing has yet).
+  d.tiled_f16_math = false;
 
   if (info.device_type == VKATTN_DEVICE_CPU) {
     d.row = "CPU device (lavapipe / llvmpipe)";

@@ -28,6 +28,7 @@ struct AttentionDefaults {
   uint32_t tiled_lanes_per_row;
   uint32_t tiled_wg;
   uint32_t tiled_tile_keys;  // halved until a tile fits shared memory
+  bool tiled_f16_math;       // f16 arithmetic where the device has shaderFloat16
   const char* why;
 };
 

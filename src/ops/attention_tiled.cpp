@@ -17,6 +17,8 @@ namespace {
 
 const KernelLayout kTiledLayout{"attention_tiled", fwd_bindings(), sizeof(FwdPush)};
 const KernelLayout kTiledSmemLayout{"attention_tiled_smem", fwd_bindings(), sizeof(FwdPush)};
+const KernelLayout kTiledF16Layout{"attention_tiled_f16", fwd_bindings(), sizeof(FwdPush)};
+const KernelLayout kTiledSmemF16Layout{"attention_tiled_smem_f16", fwd_bindings(), sizeof(FwdPush)};
 
 // attention_tiled.glsl's specialization constants, in constant_id order.
 struct TiledSpec {
@@ -45,6 +47,7 @@ std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
     return "workgroup of " + std::to_string(v.wg) + " lanes exceeds the device's " +
            std::to_string(caps.max_workgroup_invocations);
   if (v.subgroup_ops && !caps.subgroup_shuffle) return "the device has no subgroup shuffles";
+  if (v.f16_math && !caps.shader_float16) return "f16 arithmetic needs shaderFloat16";
   if (v.subgroup_ops &&
       (caps.subgroup_size == 0 || caps.subgroup_size % L != 0 || v.wg % caps.subgroup_size != 0))
     return "subgroup sums need L | subgroup size | workgroup";
@@ -60,7 +63,7 @@ std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const uint64_t d4 = (cfg.head_dim + 3) / 4, dv4 = (cfg.head_dim_v + 3) / 4;
-  uint64_t bytes = uint64_t(v.tile_keys) * (d4 + dv4) * 16;
+  uint64_t bytes = uint64_t(v.tile_keys) * (d4 + dv4) * (v.f16_math ? 8 : 16);
   if (!v.subgroup_ops) bytes += uint64_t(v.wg) * v.rows * v.tile_keys * 4;
   return bytes;
 }
@@ -80,7 +83,9 @@ const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                        cfg.paged ? 1u : 0u,
                        cfg.features,
                        v.lanes_per_row};
-  return pipes.get(v.subgroup_ops ? kTiledLayout : kTiledSmemLayout, spec_words(spec));
+  const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
+                                          : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
+  return pipes.get(layout, spec_words(spec));
 }
 
 }  // namespace

@@ -87,6 +87,10 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   // (a workgroup smaller than NVIDIA's 32-lane warps, say).
   v.subgroup_ops = caps.subgroup_shuffle && !forced.disable_subgroup_ops && sg != 0 &&
                    sg % L == 0 && v.wg % sg == 0;
+  // f16 arithmetic needs shaderFloat16; the force switch wins over the
+  // device table, the kill switch over both.
+  v.f16_math = caps.shader_float16 && !forced.disable_f16_math &&
+               (forced.force_f16_math || dev.tiled_f16_math);
   v.decode_min_keys = 0;  // no decode mode: splits come from target_items
   v.decode_merge = false;
   v.unroll_d = true;

@@ -50,6 +50,9 @@ struct AttentionVariant {
   uint32_t lanes_per_row = 1;
   uint32_t tile_keys = 0;
   bool subgroup_ops = false;
+  // tiled: q, K/V tiles and products in f16 arithmetic (f32 softmax and
+  // accumulation; attention_tiled.glsl TILED_F16).
+  bool f16_math = false;
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;
