@@ -156,28 +156,49 @@ void main() {
 #endif
 
     // Transforms (compiled in only when FEATURES has them) and visibility.
+    // A tile that every row of this group sees whole (all its keys in the
+    // range, no causal or window edge inside it: both conditions are
+    // monotone in the key, so its first and last key decide; no mask or
+    // padding compiled in) skips the per-pair tests.
+    bool whole = kt + BC <= it.k_end && !uses(F_MASK_BOOL) && !uses(F_MASK_ADD) &&
+                 !uses(F_KEY_VALID);
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      whole = whole && row_ok[i] && in_causal_window(pos[i], int(kt), causal, windowed) &&
+              in_causal_window(pos[i], int(kt + BC - 1u), causal, windowed);
+    }
     bool vis[R * BC];
-    [[unroll]] for (uint j = 0u; j < BC; ++j) {
-      int key = int(kt + j);
-      bool key_ok = kt + j < it.k_end;
-      uint kc = min(kt + j, it.k_end - 1u);
-      bool valid = uses(F_KEY_VALID) ? key_is_valid(sq, kc) : true;
-      [[unroll]] for (uint i = 0u; i < R; ++i) {
-        uint x = i * BC + j;
-        if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
-        if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], key);
-        bool cw = in_causal_window(pos[i], key, causal, windowed);
-        bool v = key_ok && row_ok[i] && cw && valid;
-        if (uses(F_MASK_BOOL)) {
-          bool ok = mask_allows(mask_index(sq, tok[i], kc));
-          v = v && ok;
+    if (whole) {
+      [[unroll]] for (uint j = 0u; j < BC; ++j) {
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
+          uint x = i * BC + j;
+          if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
+          if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], int(kt + j));
+          vis[x] = true;
         }
-        if (uses(F_MASK_ADD)) {
-          float a = mask_bias(mask_index(sq, tok[i], kc));
-          v = v && a != NEG_INF;
-          s[x] += a;
+      }
+    } else {
+      [[unroll]] for (uint j = 0u; j < BC; ++j) {
+        int key = int(kt + j);
+        bool key_ok = kt + j < it.k_end;
+        uint kc = min(kt + j, it.k_end - 1u);
+        bool valid = uses(F_KEY_VALID) ? key_is_valid(sq, kc) : true;
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
+          uint x = i * BC + j;
+          if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
+          if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], key);
+          bool cw = in_causal_window(pos[i], key, causal, windowed);
+          bool v = key_ok && row_ok[i] && cw && valid;
+          if (uses(F_MASK_BOOL)) {
+            bool ok = mask_allows(mask_index(sq, tok[i], kc));
+            v = v && ok;
+          }
+          if (uses(F_MASK_ADD)) {
+            float a = mask_bias(mask_index(sq, tok[i], kc));
+            v = v && a != NEG_INF;
+            s[x] += a;
+          }
+          vis[x] = v;
         }
-        vis[x] = v;
       }
     }
     // One online-softmax update per row and tile.
