@@ -343,7 +343,11 @@ TEST_F(Attention, TiledFamily) {
                       {{"VKATTN_ATTN_TILE_KEYS", "1"}, {"VKATTN_ATTN_SPLIT_KEYS", "40"}},
                       // f16 arithmetic with shared-memory sums (the shuffle
                       // module runs in ctest test_attention.tiled_f16).
-                      {{"VKATTN_FORCE_F16_MATH", "1"}, {"VKATTN_DISABLE_SUBGROUP_OPS", "1"}}},
+                      {{"VKATTN_FORCE_F16_MATH", "1"}, {"VKATTN_DISABLE_SUBGROUP_OPS", "1"}},
+                      // Double-buffered tiles over split key ranges.
+                      {{"VKATTN_ATTN_DOUBLE_BUFFER", "1"},
+                       {"VKATTN_ATTN_TILE_KEYS", "8"},
+                       {"VKATTN_ATTN_SPLIT_KEYS", "72"}}},
                      false, 720);
 }
 

@@ -475,10 +475,11 @@ std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
   if (v.family == vkattn::AttentionFamily::kTiled) {
     std::snprintf(s, sizeof(s),
                   "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, "
-                  "%s math, %s",
+                  "%s math%s, %s",
                   v.wg, v.lanes_per_row, v.rows, v.tile_keys,
                   v.subgroup_ops ? "subgroup shuffles" : "shared memory",
-                  v.f16_math ? "f16" : "f32", order.c_str());
+                  v.f16_math ? "f16" : "f32", v.double_buffer ? ", double-buffered" : "",
+                  order.c_str());
     return s;
   }
   std::snprintf(

@@ -43,11 +43,17 @@ layout(constant_id = 9) const uint QVEC = 1;
 layout(constant_id = 10) const uint PAGED = 0;  // K/V in the pages of a paged KV cache
 layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
 layout(constant_id = 12) const uint L = 8;    // lanes per row (divides WG; a power of two)
+layout(constant_id = 13) const uint DBUF = 0; // 1: next tile's loads issued before this tile's math
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
 const uint DS = (D4 + L - 1u) / L;    // q slices per lane
 const uint DVS = (DV4 + L - 1u) / L;  // accumulator slices per lane
+// Double buffering (DBUF = 1): each lane holds its share of the next
+// tile's K and V (NK + NV vec4) in registers while the workgroup computes
+// on the current tile in shared memory.
+const uint NK = (BC * D4 + WG - 1u) / WG;
+const uint NV = (BC * DV4 + WG - 1u) / WG;
 
 #if TILED_F16 != 0
 #define TVEC f16vec4
@@ -107,21 +113,44 @@ void main() {
 
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
+  const uint lid = gl_LocalInvocationID.x;
+  // Element x of a tile's K or V rows (keys past the range repeat the
+  // last; they are hidden below).
+#define TILE_K(kt, x)                                                                     \
+  fetch_row(KVEC, D,                                                                      \
+            key_texel(PAGED != 0u, false, sq, it.kv_head, min((kt) + (x) / D4, it.k_end - 1u), \
+                      KVEC, D),                                                           \
+            (x) % D4, 0u)
+#define TILE_V(kt, x)                                                                      \
+  fetch_row(VVEC, DV,                                                                      \
+            key_texel(PAGED != 0u, true, sq, it.kv_head, min((kt) + (x) / DV4, it.k_end - 1u), \
+                      VVEC, DV),                                                           \
+            (x) % DV4, 1u)
+  vec4 nk[NK], nv[NV];  // DBUF: this lane's share of the next tile
+  if (DBUF != 0u) {
+    [[unroll]] for (uint n = 0u; n < NK; ++n) nk[n] = TILE_K(it.k_begin, min(lid + n * WG, BC * D4 - 1u));
+    [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(it.k_begin, min(lid + n * WG, BC * DV4 - 1u));
+  }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
-    // The tile's K and V rows into shared memory, all lanes (keys past the
-    // range repeat the last; they are hidden below).
-    for (uint x = gl_LocalInvocationID.x; x < BC * D4; x += WG) {
-      uint key = min(kt + x / D4, it.k_end - 1u);
-      sh_k[x] = TVEC(fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D),
-                               x % D4, 0u));
-    }
-    for (uint x = gl_LocalInvocationID.x; x < BC * DV4; x += WG) {
-      uint key = min(kt + x / DV4, it.k_end - 1u);
-      sh_v[x] = TVEC(fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV),
-                               x % DV4, 1u));
+    // The tile's K and V rows into shared memory, all lanes.
+    if (DBUF != 0u) {
+      [[unroll]] for (uint n = 0u; n < NK; ++n) {
+        if (lid + n * WG < BC * D4) sh_k[lid + n * WG] = TVEC(nk[n]);
+      }
+      [[unroll]] for (uint n = 0u; n < NV; ++n) {
+        if (lid + n * WG < BC * DV4) sh_v[lid + n * WG] = TVEC(nv[n]);
+      }
+    } else {
+      for (uint x = lid; x < BC * D4; x += WG) sh_k[x] = TVEC(TILE_K(kt, x));
+      for (uint x = lid; x < BC * DV4; x += WG) sh_v[x] = TVEC(TILE_V(kt, x));
     }
     memoryBarrierShared();
     barrier();
+    // The next tile's loads go out now; the math below hides their latency.
+    if (DBUF != 0u && kt + BC < it.k_end) {
+      [[unroll]] for (uint n = 0u; n < NK; ++n) nk[n] = TILE_K(kt + BC, min(lid + n * WG, BC * D4 - 1u));
+      [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(kt + BC, min(lid + n * WG, BC * DV4 - 1u));
+    }
 
     // Partial scores over this lane's slices, then the row's sum.
     float s[R * BC];

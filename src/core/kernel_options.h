@@ -29,6 +29,7 @@ struct KernelOptions {
   uint32_t attn_kernel = kUnset;           // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled
   uint32_t attn_lanes_per_row = kUnset;    // VKATTN_ATTN_LANES_PER_ROW (tiled)
   uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled)
+  uint32_t attn_double_buffer = kUnset;    // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
   bool disable_subgroup_ops = false;       // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;           // VKATTN_DISABLE_F16_MATH=1
   bool force_f16_math = false;             // VKATTN_FORCE_F16_MATH=1
@@ -66,6 +67,7 @@ struct KernelOptions {
     }
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
+    o.attn_double_buffer = env_uint("VKATTN_ATTN_DOUBLE_BUFFER", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;
     o.force_f16_math = env_uint("VKATTN_FORCE_F16_MATH", 0) != 0;

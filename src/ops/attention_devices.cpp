@@ -40,6 +40,8 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.tiled_tile_keys = 32;
   // f16 arithmetic: off until a GPU measures it faster (nothing has yet).
   d.tiled_f16_math = false;
+  // Double-buffered tiles: likewise unmeasured, off.
+  d.tiled_double_buffer = false;
 
   if (info.device_type == VKATTN_DEVICE_CPU) {
     d.row = "CPU device (lavapipe / llvmpipe)";

@@ -29,6 +29,7 @@ struct AttentionDefaults {
   uint32_t tiled_wg;
   uint32_t tiled_tile_keys;  // halved until a tile fits shared memory
   bool tiled_f16_math;       // f16 arithmetic where the device has shaderFloat16
+  bool tiled_double_buffer;  // next tile's loads in registers during this tile's math
   const char* why;
 };
 

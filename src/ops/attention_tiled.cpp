@@ -35,8 +35,9 @@ struct TiledSpec {
   uint32_t paged;          // 10 PAGED
   uint32_t features;       // 11 FEATURES
   uint32_t lanes_per_row;  // 12 L
+  uint32_t double_buffer;  // 13 DBUF
 };
-static_assert(sizeof(TiledSpec) == 13 * 4, "attention_tiled.glsl has 13 constants");
+static_assert(sizeof(TiledSpec) == 14 * 4, "attention_tiled.glsl has 14 constants");
 
 std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
@@ -82,7 +83,8 @@ const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                        cfg.qvec,
                        cfg.paged ? 1u : 0u,
                        cfg.features,
-                       v.lanes_per_row};
+                       v.lanes_per_row,
+                       v.double_buffer ? 1u : 0u};
   const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
                                           : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
   return pipes.get(layout, spec_words(spec));

@@ -91,6 +91,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   // device table, the kill switch over both.
   v.f16_math = caps.shader_float16 && !forced.disable_f16_math &&
                (forced.force_f16_math || dev.tiled_f16_math);
+  v.double_buffer = K::pick(forced.attn_double_buffer, dev.tiled_double_buffer ? 1 : 0) != 0;
   v.decode_min_keys = 0;  // no decode mode: splits come from target_items
   v.decode_merge = false;
   v.unroll_d = true;

@@ -53,6 +53,9 @@ struct AttentionVariant {
   // tiled: q, K/V tiles and products in f16 arithmetic (f32 softmax and
   // accumulation; attention_tiled.glsl TILED_F16).
   bool f16_math = false;
+  // tiled: the next tile's K/V loads issued into registers before this
+  // tile's math (attention_tiled.glsl DBUF).
+  bool double_buffer = false;
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;
