@@ -461,10 +461,8 @@ bool layers_32(vkattn_context* ctx, Result* r) {
   return r->ok;
 }
 
-}  // namespace
-
-// The kernel a shape gets on this context (bench.h).
-std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
+// The kernel a shape gets on this context.
+std::string kernel_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
   vkattn::AttentionVariant v =
       vkattn::choose_attention_variant(ctx->impl->device(), ctx->impl->options(), d, d, max_rows);
   const std::string order =
@@ -488,6 +486,30 @@ std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
       v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str(),
       v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
   return s;
+}
+
+// How the last attention call was cut: key splits per query-row tile and
+// the combine pass that merges them.
+std::string splits_of_last_call(vkattn_context* ctx) {
+  const auto& st = ctx->impl->last_attention;
+  if (!st.tiles) return "";
+  char s[200];
+  std::snprintf(s, sizeof(s),
+                "; last call: %llu row tiles x %.1f key splits = %llu workgroups in %llu pass(es), "
+                "%llu combine items",
+                static_cast<unsigned long long>(st.tiles), double(st.items) / double(st.tiles),
+                static_cast<unsigned long long>(st.items),
+                static_cast<unsigned long long>(st.passes),
+                static_cast<unsigned long long>(st.combine_items));
+  return s;
+}
+
+}  // namespace
+
+// The kernel a shape gets on this context, and how its last call was cut
+// (bench.h).
+std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
+  return kernel_name(ctx, d, max_rows) + splits_of_last_call(ctx);
 }
 
 const std::vector<Case>& all_cases() {

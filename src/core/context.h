@@ -32,6 +32,14 @@ class Context {
   // growing replaces it while recorded work keeps the old one alive.
   std::shared_ptr<Buffer> scratch(uint64_t bytes);
 
+  // What the last recorded attention call ran (vkattn-bench prints it):
+  // query-row tiles, work items (tiles cut into key splits), forward
+  // passes, and combine items merging split partials.
+  struct AttentionStats {
+    uint64_t tiles = 0, items = 0, passes = 0, combine_items = 0;
+  };
+  AttentionStats last_attention;
+
  private:
   KernelOptions options_ = KernelOptions::from_env();
   // Destroyed in reverse: the recorder waits for the GPU first.

@@ -244,6 +244,9 @@ void record_attention(Context& ctx, const AttentionCall& c) {
   const Schedule& sched = pp->sched;
   if (sched.items.empty()) return;
   host_alloc_point();
+  uint64_t passes = 0;
+  for (const Wave& wave : sched.waves) passes += wave.fwd.size();
+  ctx.last_attention = {pp->plan.tiles.size(), sched.items.size(), passes, sched.combine.size()};
 
   const uint32_t flags = call_flags(c);  // pick
   const FwdConfig cfg = fwd_config(c, *pp, flags);

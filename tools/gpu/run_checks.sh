@@ -41,4 +41,12 @@ cat "$logs"/*.log >"$out/tests_all.log"
 t0=$SECONDS
 VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench.json" >"$out/bench.log" 2>&1
 echo "== bench exit $? in $((SECONDS - t0)) s" >>"$out/bench.log"
+# The tiled options no GPU has measured yet, each against the run above
+# (tools/compare_bench.py A B prints the ratios).
+for opt in VKATTN_ATTN_DOUBLE_BUFFER VKATTN_FORCE_F16_MATH; do
+  n=$(echo "$opt" | tr 'A-Z' 'a-z')
+  env "$opt=1" timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} \
+    --json "$out/bench_$n.json" >>"$out/bench.log" 2>&1
+  echo "== bench $opt=1 exit $?" >>"$out/bench.log"
+done
 cat "$out/tests.log"
