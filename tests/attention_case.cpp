@@ -224,13 +224,14 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& c) {
                                 ref_out.data(), ref_lse.data());
 
   double vmax = 1.0;
+  const double slack = f16_math_slack();
   for (float x : v)
     if (std::isfinite(x)) vmax = std::max<double>(vmax, std::fabs(x));
   int reported = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     double r = ref_out[i], g = out[i];
-    double tol = (c.qdt == VKATTN_F32 ? 0.0 : 0.5 * ulp_of(c.qdt, std::fabs(r))) +
-                 (3e-5 + f16_math_slack()) * vmax;
+    double tol =
+        (c.qdt == VKATTN_F32 ? 0.0 : 0.5 * ulp_of(c.qdt, std::fabs(r))) + (3e-5 + slack) * vmax;
     double err = std::fabs(r - g);
     if (!(err <= tol)) {
       if (reported++ < 5)
@@ -250,7 +251,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& c) {
         continue;
       }
       double err = std::fabs(r - g);
-      if (!(err <= (5e-5 + f16_math_slack()) * (1.0 + std::fabs(r)))) {
+      if (!(err <= (5e-5 + slack) * (1.0 + std::fabs(r)))) {
         if (reported++ < 10) ADD_FAILURE() << "lse[" << i << "] = " << g << ", reference " << r;
         err = INFINITY;
       }

@@ -226,6 +226,7 @@ class StepAttentionTest : public ContextTest {
                const std::vector<float>& ref_out, const std::vector<float>& ref_lse,
                vkattn_dtype qdt, uint32_t layer) {
     const size_t rows = ref_lse.size(), dv = rows ? ref_out.size() / rows : 0;
+    const double slack = f16_math_slack();
     int bad = 0;
     for (size_t r = 0; r < rows && bad < 5; ++r) {
       if (std::isinf(ref_lse[r])) {
@@ -233,7 +234,7 @@ class StepAttentionTest : public ContextTest {
           ++bad, ADD_FAILURE() << "row " << r << " layer " << layer << ": lse " << lse[r]
                                << ", want -inf";
       } else if (!(std::fabs(lse[r] - ref_lse[r]) <=
-                   (5e-5 + f16_math_slack()) * (1 + std::fabs(ref_lse[r])))) {
+                   (5e-5 + slack) * (1 + std::fabs(ref_lse[r])))) {
         ++bad, ADD_FAILURE() << "row " << r << " layer " << layer << ": lse " << lse[r] << ", want "
                              << ref_lse[r];
       }
@@ -241,7 +242,7 @@ class StepAttentionTest : public ContextTest {
       for (size_t e = 0; e < dv; ++e) vmax = std::max<double>(vmax, std::fabs(ref_out[r * dv + e]));
       for (size_t e = 0; e < dv; ++e) {
         double want = ref_out[r * dv + e], got = out[r * dv + e];
-        double tol = 0.5 * ulp_of(qdt, want) + 3e-5 + f16_math_slack() * vmax;
+        double tol = 0.5 * ulp_of(qdt, want) + 3e-5 + slack * vmax;
         if (!(std::fabs(got - want) <= tol)) {
           ++bad;
           ADD_FAILURE() << "row " << r << " elem " << e << " layer " << layer << ": " << got

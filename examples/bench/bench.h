@@ -14,9 +14,12 @@ extern int g_reps;
 // Exits with a message on any failing call.
 void check(vkattn_status s, const char* what);
 double median(std::vector<double> v);
-// GPU milliseconds of `record` (one submission each), median of `reps`.
+// Untimed runs of wall time before a timing (bench_time.h).
+constexpr double kWarmupMs = 200.0;
+// GPU milliseconds of `record` (one submission each), median of `reps`,
+// after `warmup_ms` of untimed runs (at least one).
 template <typename F>
-double time_gpu(vkattn_context* ctx, F&& record, int reps = g_reps);
+double time_gpu(vkattn_context* ctx, F&& record, int reps = g_reps, double warmup_ms = kWarmupMs);
 // Progress on stderr.
 void progress(const char* fmt, ...);
 

@@ -50,10 +50,10 @@ double fma_gflops(vkattn_context* ctx, uint32_t wg, uint32_t acc, uint32_t unrol
   b.buffer = out;
   uint64_t groups = std::max<uint64_t>(1, 2048 / wg);
   auto once = [&] { c.pipelines().dispatch(c.recorder(), pipe, {b}, &push, sizeof(push), groups); };
-  double ms = time_gpu(ctx, once, 1);
+  double ms = time_gpu(ctx, once, 1, 0);
   while (ms < 20.0 && groups * wg * 2 <= max_inv) {
     groups *= 2;
-    ms = time_gpu(ctx, once, 1);
+    ms = time_gpu(ctx, once, 1, 0);
   }
   // Checksums: chain i of invocation id starts at (id + i) * 1e-6 and runs
   // R = iters * unroll rounds of x = 0.999 x + seed.
@@ -101,7 +101,7 @@ double read_gbps(vkattn_context* ctx, uint32_t wg, uint32_t kind, uint32_t span_
   auto once = [&] {
     c.pipelines().dispatch(c.recorder(), pipe, {s, t, o}, &push, sizeof(push), n_inv / wg);
   };
-  time_gpu(ctx, once, 1);
+  time_gpu(ctx, once, 1, 0);
   float f32;
   std::memcpy(&f32, &kWord, 4);
   const double per_word = kind == 1 ? 4.0 * f32 : 8.0 * 1.05859375;

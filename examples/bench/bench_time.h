@@ -5,21 +5,19 @@
 
 namespace bench {
 
-// Untimed runs for kWarmupMs of wall time first: a GPU that sat idle runs
-// at a fraction of its clock for the first milliseconds (measured on an
-// H100: FMA peak 11-25 TFLOP/s right after idle, 64 when busy), which
-// made the medians of short cases swing 3x between runs.
-constexpr double kWarmupMs = 200.0;
-
+// The warm-up: a GPU that sat idle runs at a fraction of its clock for the
+// first milliseconds (measured on an H100: FMA peak 11-25 TFLOP/s right
+// after idle, 64 when busy), which made the medians of short cases swing
+// 3x between runs. Sizing and checking runs pass 0 (one untimed run).
 template <typename F>
-double time_gpu(vkattn_context* ctx, F&& record, int reps) {
+double time_gpu(vkattn_context* ctx, F&& record, int reps, double warmup_ms) {
   const auto t0 = std::chrono::steady_clock::now();
   do {
     record();
     check(vkattn_context_synchronize(ctx), "synchronize");
   } while (
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
-      kWarmupMs);
+      warmup_ms);
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
     record();

@@ -126,10 +126,13 @@ void main() {
             key_texel(PAGED != 0u, true, sq, it.kv_head, min((kt) + (x) / DV4, it.k_end - 1u), \
                       VVEC, DV),                                                           \
             (x) % DV4, 1u)
-  vec4 nk[NK], nv[NV];  // DBUF: this lane's share of the next tile
+  // DBUF: this lane's share of the tile at kt (element lid + n * WG).
+  vec4 nk[NK], nv[NV];
+#define PREFETCH(kt)                                                                    \
+  [[unroll]] for (uint n = 0u; n < NK; ++n) nk[n] = TILE_K(kt, min(lid + n * WG, BC * D4 - 1u)); \
+  [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(kt, min(lid + n * WG, BC * DV4 - 1u));
   if (DBUF != 0u) {
-    [[unroll]] for (uint n = 0u; n < NK; ++n) nk[n] = TILE_K(it.k_begin, min(lid + n * WG, BC * D4 - 1u));
-    [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(it.k_begin, min(lid + n * WG, BC * DV4 - 1u));
+    PREFETCH(it.k_begin)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
     // The tile's K and V rows into shared memory, all lanes.
@@ -148,8 +151,7 @@ void main() {
     barrier();
     // The next tile's loads go out now; the math below hides their latency.
     if (DBUF != 0u && kt + BC < it.k_end) {
-      [[unroll]] for (uint n = 0u; n < NK; ++n) nk[n] = TILE_K(kt + BC, min(lid + n * WG, BC * D4 - 1u));
-      [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(kt + BC, min(lid + n * WG, BC * DV4 - 1u));
+      PREFETCH(kt + BC)
     }
 
     // Partial scores over this lane's slices, then the row's sum.

@@ -59,8 +59,8 @@ std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   return {};
 }
 
-// sh_k + sh_v (f32 vec4 per 4 elements of each key of a tile), plus the
-// partial sums without subgroup ops.
+// sh_k + sh_v (a vec4 per 4 elements of each key of a tile: f32, or f16
+// with f16 arithmetic), plus the partial sums without subgroup ops.
 uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const uint64_t d4 = (cfg.head_dim + 3) / 4, dv4 = (cfg.head_dim_v + 3) / 4;
