@@ -312,3 +312,23 @@ TEST(AttentionVariantChoice, F16MathSwitches) {
   EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
   vkattn_context_destroy(ctx);
 }
+
+// A tiled workgroup smaller than the subgroup (NVIDIA's 32-lane warps with
+// WG 8 or 16; lavapipe's 8 with WG 4) sums its rows in shared memory and
+// stays tiled: an H100 ran such forced shapes on lanes before.
+TEST(AttentionVariantChoice, TiledWorkgroupBelowSubgroupStaysTiled) {
+  vkattn_context* ctx = nullptr;
+  ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
+  vkattn::Device& dev = ctx->impl->device();
+  const uint32_t sg = dev.caps().subgroup_size;
+  ASSERT_GE(sg, 2u);
+  vkattn::KernelOptions o;
+  o.attn_kernel = 1;  // tiled
+  o.attn_lanes_per_row = sg / 2;
+  o.attn_wg = sg / 2;
+  const vkattn::AttentionVariant v = vkattn::choose_attention_variant(dev, o, 64, 64, 1024);
+  EXPECT_EQ(v.family, vkattn::AttentionFamily::kTiled) << v.fallback;
+  EXPECT_TRUE(v.fallback.empty()) << v.fallback;
+  EXPECT_FALSE(v.subgroup_ops);
+  vkattn_context_destroy(ctx);
+}
