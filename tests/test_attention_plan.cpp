@@ -10,7 +10,7 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "core/kernel_options.h"
-#include "core/tensor.h"
+#include "api/handles.h"
 #include "ops/attention_plan.h"
 #include "ops/attention_schedule.h"
 #include "ops/attention_variant.h"

@@ -11,7 +11,7 @@
 
 #include "bench.h"
 #include "core/device.h"
-#include "core/tensor.h"
+#include "api/handles.h"
 #include "ops/attention_variant.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"

@@ -16,7 +16,7 @@
 
 #include "bench.h"
 #include "core/pipeline.h"
-#include "core/tensor.h"
+#include "api/handles.h"
 
 namespace bench {
 

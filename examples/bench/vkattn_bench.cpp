@@ -21,7 +21,7 @@
 
 #include "bench.h"
 #include "core/device.h"
-#include "core/tensor.h"
+#include "api/handles.h"
 #include "ops/attention_devices.h"
 
 namespace bench {

@@ -113,13 +113,13 @@ typedef struct vkattn_device_info {
   char driver_info[256];
   uint32_t vendor_id;
   uint32_t device_id;
-  uint32_t device_type;        /* vkattn_device_type */
-  uint32_t api_version;        /* VK_MAKE_API_VERSION encoding */
-  uint32_t driver_version;     /* vendor encoding */
-  uint32_t subgroup_size;      /* 0 if unknown */
-  uint32_t max_shared_memory;  /* bytes per workgroup */
-  uint64_t max_buffer_range;   /* maxStorageBufferRange, bytes */
-  uint32_t supports_f16;       /* shaderFloat16 arithmetic */
+  uint32_t device_type;       /* vkattn_device_type */
+  uint32_t api_version;       /* VK_MAKE_API_VERSION encoding */
+  uint32_t driver_version;    /* vendor encoding */
+  uint32_t subgroup_size;     /* 0 if unknown */
+  uint32_t max_shared_memory; /* bytes per workgroup */
+  uint64_t max_buffer_range;  /* maxStorageBufferRange, bytes */
+  uint32_t supports_f16;      /* shaderFloat16 arithmetic */
   uint32_t supports_16bit_storage;
   uint32_t supports_bf16; /* always 0 today: bf16 tensors are stored as
                              uint16 bits and every kernel computes in f32;
@@ -226,8 +226,7 @@ VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor);
 /* Host -> device, the whole tensor; nbytes must equal vkattn_tensor_nbytes.
  * Ordered after work already recorded on the context (stream semantics);
  * src is read during the call only. */
-VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* src,
-                                             size_t nbytes);
+VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* src, size_t nbytes);
 
 /* Device -> host, the whole tensor; nbytes must equal vkattn_tensor_nbytes.
  * Submits and waits for recorded work that the read depends on. */
@@ -240,6 +239,59 @@ VKATTN_API uint32_t vkattn_tensor_ndim(const vkattn_tensor* tensor);
 VKATTN_API int64_t vkattn_tensor_shape(const vkattn_tensor* tensor, uint32_t dim);
 VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
 
+/* Views and caller buffers (issue F, "Interop").
+ *
+ * A tensor is a buffer range plus a shape and strides (in elements): every
+ * tensor vkattn_tensor_create makes is dense and row-major; views and
+ * wrapped caller buffers may be strided. Every attention, step and append
+ * entry point accepts views for q, k, v, out, k_new and v_new: a view whose
+ * layout the kernels read in place costs nothing, any other one (strided,
+ * at an offset, or a caller buffer without texel usage) is packed into a
+ * temporary before the op and copied back after it (the slower path; never
+ * a refusal). lse, mask, alibi_slopes and every vkattn_attention_merge
+ * argument must be contiguous (VKATTN_ERROR_INVALID_ARGUMENT otherwise);
+ * out and lse must not overlap q, k, v, the mask or each other. */
+
+/* A strided view of `base`: element (i0, .., i{n-1}) is element
+ * offset + sum_k i_k * strides[k] of base's storage, counted in elements
+ * from base's first element (a view of a view composes offsets; strides
+ * are in the storage's elements, as PyTorch's as_strided). strides NULL =
+ * row-major dense. Rules: 1 <= ndim <= 4, shape[k] >= 0, offset >= 0,
+ * strides[k] >= 0, innermost stride 1, and every element within base's
+ * span, the bytes from its first element to its last (checked without
+ * overflow). The view has base's dtype and keeps base's memory alive; it
+ * is destroyed with vkattn_tensor_destroy. Caller owns *out. */
+VKATTN_API vkattn_status vkattn_tensor_view(vkattn_tensor* base, int64_t offset, uint32_t ndim,
+                                            const int64_t* shape, const int64_t* strides,
+                                            vkattn_tensor** out);
+
+/* A dense row-major tensor over bytes [offset, offset + size) of the
+ * caller's VkBuffer `buffer` (a VkBuffer handle as uint64_t), no copy. The
+ * buffer must be on the context's device and outlive the tensor and every
+ * op recorded with it; vkattn never frees it. usage_flags = the
+ * VkBufferUsageFlags it was created with (Vulkan cannot report them):
+ * STORAGE_BUFFER, TRANSFER_SRC and TRANSFER_DST are required (a missing
+ * one is refused, named); without UNIFORM_TEXEL_BUFFER the kernels read
+ * it through the packed path. The caller vouches that the range exists;
+ * the shape's bytes must fit `size`. Reads and writes of it go through
+ * staging (vkattn never maps caller memory). Caller owns *out. */
+VKATTN_API vkattn_status vkattn_tensor_wrap_vk_buffer(vkattn_context* ctx, uint64_t buffer,
+                                                      uint64_t offset, uint64_t size,
+                                                      uint32_t usage_flags, vkattn_dtype dtype,
+                                                      uint32_t ndim, const int64_t* shape,
+                                                      vkattn_tensor** out);
+
+/* The buffer range behind a tensor: its VkBuffer (as uint64_t), the byte
+ * of its first element and the bytes up to the end of its last element. A
+ * tensor without elements gives buffer 0, offset 0, size 0. For a tensor
+ * vkattn made, the buffer stays vkattn's: use it in the caller's commands
+ * only while the tensor lives. */
+VKATTN_API vkattn_status vkattn_tensor_get_vk_buffer(vkattn_tensor* tensor, uint64_t* buffer,
+                                                     uint64_t* offset, uint64_t* size);
+
+/* 1 for a row-major dense tensor (views that are dense included, at any
+ * offset), 0 otherwise and for NULL. */
+VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
 
 /* ------------------------------------------------------------------------ */
 /* Attention                                                                 */
@@ -287,7 +339,7 @@ typedef enum vkattn_mask_type {
 } vkattn_mask_type;
 
 typedef struct vkattn_attention_desc {
-  uint32_t struct_size; /* sizeof(vkattn_attention_desc); 0 is rejected */
+  uint32_t struct_size;  /* sizeof(vkattn_attention_desc); 0 is rejected */
   uint32_t num_heads;    /* H */
   uint32_t num_kv_heads; /* Hkv, divides H */
   uint32_t head_dim;     /* d, 1..256 */
@@ -315,8 +367,8 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
  * out [total_q, H, dv], lse [total_q, H]; mask 1-D with sum_b t_b*u_b
  * elements, each sequence's t_b x u_b block row-major, in batch order. */
 VKATTN_API vkattn_status vkattn_attention_varlen(vkattn_context* ctx,
-                                                 const vkattn_attention_desc* desc,
-                                                 uint32_t batch, const int32_t* cu_seqlens_q,
+                                                 const vkattn_attention_desc* desc, uint32_t batch,
+                                                 const int32_t* cu_seqlens_q,
                                                  const int32_t* cu_seqlens_k, vkattn_tensor* q,
                                                  vkattn_tensor* k, vkattn_tensor* v,
                                                  vkattn_tensor* out);
@@ -426,8 +478,8 @@ VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_
  * One dispatch per pool buffer that receives tokens (one when the pool fits
  * one buffer); copies of shared pages were recorded by vkattn_step_begin.
  * Appending a layer twice overwrites it. */
-VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer,
-                                            vkattn_tensor* k_new, vkattn_tensor* v_new);
+VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
+                                            vkattn_tensor* v_new);
 /* Attention of the step's queries q [total_new, H, d] over the len + t
  * tokens of their sequence in this layer (append the layer first): out
  * [total_new, H, dv] in q's dtype, desc->lse [total_new, H] f32. Causal is
@@ -436,8 +488,8 @@ VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer,
  * desc->num_kv_heads, head_dim and head_dim_v must match the cache. The
  * desc may differ per layer. */
 VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
-                                               const vkattn_attention_desc* desc,
-                                               vkattn_tensor* q, vkattn_tensor* out);
+                                               const vkattn_attention_desc* desc, vkattn_tensor* q,
+                                               vkattn_tensor* out);
 /* Lengths advance by the step's token counts; frees the step. */
 VKATTN_API vkattn_status vkattn_step_commit(vkattn_step* step);
 /* Frees the step; lengths and pages are as before vkattn_step_begin (tokens

@@ -1,6 +1,7 @@
 // extern "C" shims for the attention entry points.
 #include <cstring>
 
+#include "api/handles.h"
 #include "api/firewall.h"
 #include "ops/attention.h"
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "api/handles.h"
 #include "api/abi.h"
 #include "api/firewall.h"
 #include "core/context.h"

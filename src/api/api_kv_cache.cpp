@@ -1,6 +1,7 @@
 // extern "C" shims for the paged KV cache and steps.
 #include <cstring>
 
+#include "api/handles.h"
 #include "api/abi.h"
 #include "api/firewall.h"
 #include "core/faults.h"

@@ -20,6 +20,7 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible)
               VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  usage_ = bci.usage;
   VkMemoryRequirements req;
   const VkMemoryPropertyFlags hv =
       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
@@ -65,14 +66,23 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible)
   }
 }
 
+Buffer::Buffer(Device& device, VkBuffer handle, uint64_t size, VkBufferUsageFlags usage)
+    : device_(device.shared_from_this()),
+      buffer_(handle),
+      size_(size),
+      usage_(usage),
+      borrowed_(true) {}
+
 void Buffer::release() {
   const VolkDeviceTable& vk = device_->vk();
   VkDevice dev = device_->handle();
+  if (registered && buffer_) device_->unregister_buffer(buffer_);
+  registered = false;
   for (auto& kv : views_) vk.vkDestroyBufferView(dev, kv.second, vk_allocator());
   views_.clear();
   if (mapped_) vk.vkUnmapMemory(dev, memory_);
   mapped_ = nullptr;
-  if (buffer_) vk.vkDestroyBuffer(dev, buffer_, vk_allocator());
+  if (buffer_ && !borrowed_) vk.vkDestroyBuffer(dev, buffer_, vk_allocator());
   buffer_ = VK_NULL_HANDLE;
   if (memory_) vk.vkFreeMemory(dev, memory_, vk_allocator());
   memory_ = VK_NULL_HANDLE;

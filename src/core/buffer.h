@@ -1,7 +1,9 @@
-// A VkBuffer with its own memory, mapped when host visible, plus lazily
-// created texel views. Shared between a Tensor and the recorded batches that
-// use it, so it outlives a destroyed tensor until the GPU is done; it keeps
-// its Device alive, so it may outlive every handle of its context.
+// A VkBuffer with its own memory, mapped when host visible, or a caller's
+// VkBuffer borrowed as is (vkattn_tensor_wrap_vk_buffer: never freed here),
+// plus lazily created texel views. Shared between a Tensor and the recorded
+// batches that use it, so it outlives a destroyed tensor until the GPU is
+// done; it keeps its Device alive, so it may outlive every handle of its
+// context.
 #pragma once
 
 #include <volk.h>
@@ -19,6 +21,9 @@ class Buffer {
   // host_visible: require mapped, coherent memory (staging, metadata rings);
   // otherwise device-local memory, mapped too where the device prefers it.
   Buffer(Device& device, uint64_t size, bool host_visible);
+  // Borrows the caller's `handle`: bytes [0, size) are usable, `usage` is
+  // what it was created with. No memory is allocated or freed.
+  Buffer(Device& device, VkBuffer handle, uint64_t size, VkBufferUsageFlags usage);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -26,10 +31,16 @@ class Buffer {
   VkBuffer handle() const { return buffer_; }
   uint64_t size() const { return size_; }
   uint8_t* mapped() const { return static_cast<uint8_t*>(mapped_); }
+  bool borrowed() const { return borrowed_; }
+  // Texel views may be made of it (owned buffers always; borrowed ones
+  // when created with VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT).
+  bool texel_usage() const { return (usage_ & VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT) != 0; }
 
   // A texel view of [offset, offset + elements * texel size).
   VkBufferView view(VkFormat format, uint64_t offset, uint64_t range);
 
+  // Listed in the device's registry (Device::register_buffer) until freed.
+  bool registered = false;
   // Serial of the last batch that recorded a use (see Recorder).
   uint64_t last_use = 0;
 
@@ -41,6 +52,8 @@ class Buffer {
   void* mapped_ = nullptr;
   uint64_t size_ = 0;
   uint64_t charged_ = 0;  // bytes accounted with Device::charge_memory
+  VkBufferUsageFlags usage_ = 0;
+  bool borrowed_ = false;
   struct ViewKey {
     VkFormat format;
     uint64_t offset, range;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/buffer.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
@@ -373,6 +374,22 @@ void Device::charge_memory(uint64_t bytes) {
 
 void Device::refund_memory(uint64_t bytes) {
   memory_used_.fetch_sub(bytes);
+}
+
+void Device::register_buffer(const std::shared_ptr<Buffer>& b) {
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  registry_[b->handle()] = b;
+}
+
+void Device::unregister_buffer(VkBuffer handle) {
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  registry_.erase(handle);
+}
+
+std::shared_ptr<Buffer> Device::find_buffer(VkBuffer handle) {
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  auto it = registry_.find(handle);
+  return it == registry_.end() ? nullptr : it->second.lock();
 }
 
 uint32_t Device::find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,

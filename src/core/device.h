@@ -7,12 +7,16 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "core/vk_tables.h"
 #include "vkattn/vkattn.h"
 
 namespace vkattn {
+
+class Buffer;
 
 // Loads the Vulkan loader once per process (volk). Throws NO_DEVICE if there
 // is none.
@@ -86,6 +90,13 @@ class Device : public std::enable_shared_from_this<Device> {
   void refund_memory(uint64_t bytes);
   uint64_t memory_used() const { return memory_used_.load(); }
 
+  // Tensor buffers vkattn made, by handle: wrapping one of them
+  // (vkattn_tensor_wrap_vk_buffer of a handle vkattn_tensor_get_vk_buffer
+  // gave) shares its Buffer, so stream order and mapping stay one.
+  void register_buffer(const std::shared_ptr<Buffer>& b);
+  void unregister_buffer(VkBuffer handle);
+  std::shared_ptr<Buffer> find_buffer(VkBuffer handle);
+
  private:
   Device() = default;
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -108,6 +119,8 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<uint32_t> driver_error_reports_{0};
   uint64_t memory_limit_ = 0;  // 0: none
   std::atomic<uint64_t> memory_used_{0};
+  std::mutex registry_mutex_;
+  std::unordered_map<VkBuffer, std::weak_ptr<Buffer>> registry_;
 };
 
 // A short-lived instance for enumeration without a context.

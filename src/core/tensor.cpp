@@ -37,11 +37,9 @@ const char* dtype_name(vkattn_dtype dtype) {
   return "unknown";
 }
 
-Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim,
-               const int64_t* shape)
-    : ctx_(std::move(ctx)), dtype_(dtype), ndim_(ndim) {
-  size_t es = dtype_size(dtype);
-  require(es != 0, "unknown dtype ", static_cast<int>(dtype));
+void Tensor::init_shape(uint32_t ndim, const int64_t* shape) {
+  size_t es = dtype_size(dtype_);
+  require(es != 0, "unknown dtype ", static_cast<int>(dtype_));
   require(ndim >= 1 && ndim <= 4, "ndim must be 1..4, got ", ndim);
   require(shape != nullptr, "shape is NULL");
   const int64_t limit = std::numeric_limits<int64_t>::max() / 8;
@@ -54,25 +52,90 @@ Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim,
     numel_ *= shape[i];
   }
   nbytes_ = static_cast<size_t>(numel_) * es;
+}
+
+Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim,
+               const int64_t* shape)
+    : ctx_(std::move(ctx)), dtype_(dtype), ndim_(ndim) {
+  init_shape(ndim, shape);
+  int64_t s = 1;
+  for (uint32_t i = ndim; i-- > 0;) {
+    strides_[i] = s;
+    s *= shape_[i];
+  }
+  extent_bytes_ = nbytes_;
   if (nbytes_) {
     // Round up so 32-bit texel and storage views of 16-bit data stay in range.
     buffer_ = std::make_shared<Buffer>(ctx_->device(), (nbytes_ + 15) / 16 * 16, false);
+    ctx_->device().register_buffer(buffer_);
+    buffer_->registered = true;
   }
+}
+
+Tensor::Tensor(std::shared_ptr<Context> ctx, std::shared_ptr<Buffer> buffer, uint64_t byte_offset,
+               vkattn_dtype dtype, uint32_t ndim, const int64_t* shape, const int64_t* strides)
+    : ctx_(std::move(ctx)), dtype_(dtype), ndim_(ndim), byte_offset_(byte_offset) {
+  init_shape(ndim, shape);
+  int64_t dense = 1;
+  uint64_t last = 0;  // element offset of the last element
+  for (uint32_t i = ndim; i-- > 0;) {
+    strides_[i] = strides[i];
+    if (shape_[i] > 1 && strides[i] != dense) contiguous_ = false;
+    dense *= shape_[i];
+    if (numel_) last += uint64_t(shape_[i] - 1) * uint64_t(strides[i]);
+  }
+  extent_bytes_ = numel_ ? (last + 1) * dtype_size(dtype) : 0;
+  if (numel_) buffer_ = std::move(buffer);
+}
+
+std::vector<VkBufferCopy> Tensor::copy_regions(uint64_t packed_offset, bool to_packed) const {
+  std::vector<VkBufferCopy> regions;
+  if (!numel_) return regions;
+  const uint64_t es = dtype_size(dtype_);
+  // The innermost dims that are dense form one run.
+  uint32_t inner = ndim_;
+  int64_t run = 1;
+  while (inner > 0 && (shape_[inner - 1] <= 1 || strides_[inner - 1] == run)) {
+    run *= shape_[inner - 1];
+    --inner;
+  }
+  const uint64_t runs = uint64_t(numel_ / run);
+  regions.reserve(runs);
+  int64_t idx[4] = {0, 0, 0, 0};
+  for (uint64_t r = 0; r < runs; ++r) {
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < inner; ++i) off += uint64_t(idx[i]) * uint64_t(strides_[i]);
+    const uint64_t view = byte_offset_ + off * es, packed = packed_offset + r * run * es;
+    regions.push_back(to_packed ? VkBufferCopy{view, packed, run * es}
+                                : VkBufferCopy{packed, view, run * es});
+    for (uint32_t i = inner; i-- > 0;) {
+      if (++idx[i] < shape_[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return regions;
 }
 
 void Tensor::write(const void* src) {
   if (!nbytes_) return;
   Recorder& rec = ctx_->recorder();
   if (buffer_->mapped() && !rec.busy(buffer_->last_use)) {
-    std::memcpy(buffer_->mapped(), src, nbytes_);
+    if (contiguous_) {
+      std::memcpy(buffer_->mapped() + byte_offset_, src, nbytes_);
+    } else {
+      for (const VkBufferCopy& r : copy_regions(0, false))
+        std::memcpy(buffer_->mapped() + r.dstOffset, static_cast<const uint8_t*>(src) + r.srcOffset,
+                    r.size);
+    }
     return;
   }
   // Recorded work may still read or write this tensor: record the copy too.
+  std::vector<VkBufferCopy> regions = copy_regions(0, false);
   HostSlice s = rec.alloc_host(nbytes_);
   rec.use(buffer_);
   std::memcpy(s.host, src, nbytes_);
-  const VkBufferCopy region{s.offset, 0, nbytes_};
-  rec.copy_buffer(*s.buffer, *buffer_, &region, 1);
+  for (VkBufferCopy& r : regions) r.srcOffset += s.offset;
+  rec.copy_buffer(*s.buffer, *buffer_, regions);
 }
 
 void Tensor::read(void* dst) {
@@ -80,15 +143,21 @@ void Tensor::read(void* dst) {
   Recorder& rec = ctx_->recorder();
   rec.wait_for(buffer_->last_use);
   if (buffer_->mapped()) {
-    std::memcpy(dst, buffer_->mapped(), nbytes_);
+    if (contiguous_) {
+      std::memcpy(dst, buffer_->mapped() + byte_offset_, nbytes_);
+    } else {
+      for (const VkBufferCopy& r : copy_regions(0, true))
+        std::memcpy(static_cast<uint8_t*>(dst) + r.dstOffset, buffer_->mapped() + r.srcOffset,
+                    r.size);
+    }
     return;
   }
   // Device-local memory: copy through a staging buffer owned by this call.
+  std::vector<VkBufferCopy> regions = copy_regions(0, true);
   auto staging = std::make_shared<Buffer>(ctx_->device(), nbytes_, true);
   rec.use(buffer_);
   rec.use(staging);
-  const VkBufferCopy region{0, 0, nbytes_};
-  rec.copy_buffer(*buffer_, *staging, &region, 1);
+  rec.copy_buffer(*buffer_, *staging, regions);
   rec.wait_for(rec.open_serial());
   std::memcpy(dst, staging->mapped(), nbytes_);
 }

@@ -1,10 +1,13 @@
-// The C++ side of vkattn_tensor: shape, dtype and a device buffer (none when
-// the tensor has zero elements).
+// The C++ side of vkattn_tensor: shape, strides, dtype and a device buffer
+// (none when the tensor has zero elements) with the byte of its first
+// element: a tensor made by vkattn_tensor_create owns a dense buffer; a
+// wrapped caller buffer or a view shares one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/buffer.h"
 #include "core/context.h"
@@ -17,36 +20,61 @@ const char* dtype_name(vkattn_dtype dtype);
 
 class Tensor {
  public:
+  // A new row-major tensor with a buffer of its own.
   Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim, const int64_t* shape);
+  // A tensor over part of `buffer`: its first element at byte `byte_offset`,
+  // strides in elements (vkattn_tensor_wrap_vk_buffer, vkattn_tensor_view).
+  // The caller has checked that every element lies inside the buffer.
+  Tensor(std::shared_ptr<Context> ctx, std::shared_ptr<Buffer> buffer, uint64_t byte_offset,
+         vkattn_dtype dtype, uint32_t ndim, const int64_t* shape, const int64_t* strides);
 
   Context& context() const { return *ctx_; }
+  const std::shared_ptr<Context>& context_ptr() const { return ctx_; }
   vkattn_dtype dtype() const { return dtype_; }
   uint32_t ndim() const { return ndim_; }
   int64_t dim(uint32_t i) const { return i < ndim_ ? shape_[i] : -1; }
+  int64_t stride(uint32_t i) const { return i < ndim_ ? strides_[i] : 0; }
+  const int64_t* shape() const { return shape_; }
+  const int64_t* strides() const { return strides_; }
   int64_t numel() const { return numel_; }
+  // Bytes of the elements packed (what read and write take).
   size_t nbytes() const { return nbytes_; }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  // Byte of the first element in buffer(), and bytes from there to the end
+  // of the last element (0 without elements).
+  uint64_t byte_offset() const { return byte_offset_; }
+  uint64_t extent_bytes() const { return extent_bytes_; }
+  // Row-major and dense (a view may still start at an offset).
+  bool contiguous() const { return contiguous_; }
+  // Kernels may bind it as their own tensors: dense, from byte 0 of a
+  // buffer that allows texel views.
+  bool plain() const {
+    return contiguous_ && byte_offset_ == 0 && buffer_ && buffer_->texel_usage();
+  }
 
-  // Stream-ordered whole-tensor copies (see vkattn.h).
+  // Stream-ordered whole-tensor copies (see vkattn.h); views copy their
+  // elements packed, row-major.
   void write(const void* src);
   void read(void* dst);
 
+  // The copy regions between this tensor's elements (in buffer()) and the
+  // same elements packed from byte `packed_offset` of another buffer.
+  // to_packed: src is this tensor.
+  std::vector<VkBufferCopy> copy_regions(uint64_t packed_offset, bool to_packed) const;
+
  private:
+  void init_shape(uint32_t ndim, const int64_t* shape);
   std::shared_ptr<Context> ctx_;  // declared first: outlives buffer_
   vkattn_dtype dtype_;
   uint32_t ndim_;
   int64_t shape_[4] = {0, 0, 0, 0};
+  int64_t strides_[4] = {0, 0, 0, 0};
   int64_t numel_ = 0;
   size_t nbytes_ = 0;
+  uint64_t byte_offset_ = 0;
+  uint64_t extent_bytes_ = 0;
+  bool contiguous_ = true;
   std::shared_ptr<Buffer> buffer_;
 };
 
 }  // namespace vkattn
-
-// Opaque handles of the C ABI.
-struct vkattn_context {
-  std::shared_ptr<vkattn::Context> impl;
-};
-struct vkattn_tensor {
-  std::shared_ptr<vkattn::Tensor> impl;
-};

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "api/abi.h"
+#include "api/handles.h"
 #include "core/error.h"
 #include "core/faults.h"
 #include "ops/attention_check.h"
@@ -44,7 +45,10 @@ void require_same_context(Context& ctx, const Tensor* t, const char* name) {
 }
 
 bool same_memory(const Tensor* a, const Tensor* b) {
-  return a && b && a->buffer() && a->buffer() == b->buffer();
+  if (!a || !b || !a->buffer() || !b->buffer()) return false;
+  if (a->buffer()->handle() != b->buffer()->handle()) return false;
+  return a->byte_offset() < b->byte_offset() + b->extent_bytes() &&
+         b->byte_offset() < a->byte_offset() + a->extent_bytes();
 }
 
 namespace {
@@ -74,9 +78,14 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
           paged ? "the cache dtype must be q's dtype or f16/bf16, got "
                 : "k/v must have q's dtype or f16/bf16, got ",
           dtype_name(kv));
-  for (const Tensor* in : {c.q, c.k, c.v})
+  for (const Tensor* in : {c.q, c.k, c.v, c.mask})
     require(!same_memory(c.out, in) && !same_memory(c.lse, in),
-            "out and lse must not alias q, k or v");
+            "out and lse must not alias (overlap) q, k, v or the mask");
+  require(!same_memory(c.out, c.lse), "out and lse must not alias (overlap) each other");
+  for (auto [t, n] : {std::pair<Tensor*, const char*>{c.lse, "desc->lse"},
+                      {c.mask, "desc->mask"},
+                      {c.alibi, "desc->alibi_slopes"}})
+    require(!t || t->contiguous(), n, " must be contiguous (a dense tensor or view)");
   if (d.alibi_slopes) {
     require(c.alibi->dtype() == VKATTN_F32, "alibi_slopes must be f32");
     require_shape(*c.alibi, "alibi_slopes", {d.num_heads});

@@ -14,6 +14,7 @@ std::string shape_str(const Tensor& t);
 // Requires `t` to have exactly `want` as its shape.
 void require_shape(const Tensor& t, const char* name, std::initializer_list<int64_t> want);
 void require_same_context(Context& ctx, const Tensor* t, const char* name);
+// The two tensors' byte ranges overlap in one VkBuffer.
 bool same_memory(const Tensor* a, const Tensor* b);
 
 }  // namespace vkattn

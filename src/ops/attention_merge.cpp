@@ -9,6 +9,7 @@
 #include "core/faults.h"
 #include "ops/attention.h"
 #include "ops/attention_check.h"
+#include "ops/packed_views.h"
 
 namespace vkattn {
 
@@ -51,6 +52,13 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
     require(t->dtype() == VKATTN_F32, nm, " must be f32");
     require_shape(*t, nm, {n, H});
   }
+  for (auto [t, nm] : {std::pair<Tensor*, const char*>{out_a, "out_a"},
+                       {lse_a, "lse_a"},
+                       {out_b, "out_b"},
+                       {lse_b, "lse_b"},
+                       {out, "out"},
+                       {lse, "lse"}})
+    require(!t || t->contiguous(), nm, " must be contiguous (a dense view)");
   require(!same_memory(out, lse_a) && !same_memory(out, lse_b) && !same_memory(lse, out_a) &&
               !same_memory(lse, out_b),
           "outputs alias inputs of another kind");
@@ -58,6 +66,12 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
   rec.check_alive();
   const uint64_t rows = static_cast<uint64_t>(n) * H;
   if (rows == 0) return;
+  // Views at an offset (or caller buffers without texel usage) go through
+  // packed temporaries; an output that is also an input stays one tensor.
+  PackedViews packed(ctx);
+  out_a = packed.input(out_a), lse_a = packed.input(lse_a);
+  out_b = packed.input(out_b), lse_b = packed.input(lse_b);
+  out = packed.output(out), lse = packed.output(lse);
   if (dv == 0 && !lse) return;
   host_alloc_point();
 
@@ -115,6 +129,7 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
     prepared.push_back(pipes.prepare(rec, p, b, &push, sizeof(push), groups));
   }
   // Everything is acquired: record (cannot fail).
+  packed.record_inputs();
   for (size_t i = 0; i < prepared.size(); ++i) {
     pipes.record(rec, prepared[i]);
     if (lse_alias) {
@@ -122,6 +137,7 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
       rec.copy_buffer(*scratch, *lse->buffer(), &region, 1);
     }
   }
+  packed.record_outputs();
 }
 
 }  // namespace vkattn

@@ -15,6 +15,7 @@
 #include "ops/attention_family.h"
 #include "ops/attention_prepare.h"
 #include "ops/kv_cache.h"
+#include "ops/packed_views.h"
 
 namespace vkattn {
 
@@ -237,9 +238,15 @@ class PassBinder {
 
 }  // namespace
 
-void record_attention(Context& ctx, const AttentionCall& c) {
+void record_attention(Context& ctx, const AttentionCall& call) {
   ctx.recorder().check_alive();
-  if (c.q->dim(0) == 0 || c.batch == 0) return;
+  if (call.q->dim(0) == 0 || call.batch == 0) return;
+  // Views the kernels cannot bind in place go through packed temporaries.
+  PackedViews packed(ctx);
+  AttentionCall c = call;
+  c.q = packed.input(c.q), c.k = packed.input(c.k), c.v = packed.input(c.v);
+  c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi);
+  c.out = packed.output(c.out), c.lse = packed.output(c.lse);
   const std::shared_ptr<PreparedPlan> pp = plan_of(ctx, c);  // plan
   const Schedule& sched = pp->sched;
   if (sched.items.empty()) return;
@@ -279,7 +286,9 @@ void record_attention(Context& ctx, const AttentionCall& c) {
     for (const auto& level : wave.levels)
       for (const CombinePass& pass : level) prepared.push_back(bind.combine(*combine, pass));
   }
+  packed.record_inputs();
   for (const PreparedDispatch& pd : prepared) pipes.record(ctx.recorder(), pd);
+  packed.record_outputs();
 }
 
 }  // namespace vkattn

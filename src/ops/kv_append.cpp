@@ -9,6 +9,7 @@
 #include "core/loop_budget.h"
 #include "core/tensor.h"
 #include "ops/kv_cache.h"
+#include "ops/packed_views.h"
 
 namespace vkattn {
 
@@ -66,6 +67,9 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
     return;
   }
   host_alloc_point();
+  // Views kv_append.comp cannot bind in place go through packed copies.
+  PackedViews packed(ctx);
+  k = packed.input(k), v = packed.input(v);
 
   // Jobs per page group (one pool buffer of this layer): (row of the new
   // token, local page * ps + slot), rows increasing.
@@ -165,6 +169,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
     }
   }
   // Everything is acquired: record (cannot fail), then mark the layer.
+  packed.record_inputs();
   for (const PreparedDispatch& pd : dispatches) pipes.record(rec, pd);
   appended_[layer] = true;
 }

@@ -166,10 +166,3 @@ class Step {
 };
 
 }  // namespace vkattn
-
-struct vkattn_kv_cache {
-  std::shared_ptr<vkattn::KvCache> impl;
-};
-struct vkattn_step {
-  std::shared_ptr<vkattn::Step> impl;
-};

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "core/device.h"
-#include "core/tensor.h"
+#include "api/handles.h"
 #include "vkattn/vkattn.h"
 
 int main() {
