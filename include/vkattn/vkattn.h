@@ -194,6 +194,94 @@ VKATTN_API vkattn_status vkattn_context_validation_messages(vkattn_context* ctx,
 VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint64_t* out_ns);
 
 /* ------------------------------------------------------------------------ */
+/* Interop: the caller's Vulkan device, command buffers and semaphores       */
+/* ------------------------------------------------------------------------ */
+/* Vulkan handles cross the ABI as void* (dispatchable: instance, physical
+ * device, device, queue, command buffer) or uint64_t (non-dispatchable:
+ * buffer, semaphore), so this header needs no vulkan.h.
+ *
+ * What vkattn needs of a caller's device:
+ *   required  instance apiVersion and device >= Vulkan 1.2; a queue family
+ *             with compute; timelineSemaphore enabled (VkPhysicalDevice
+ *             Vulkan12Features or VkPhysicalDeviceTimelineSemaphoreFeatures
+ *             in enabled_features). Missing: VKATTN_ERROR_UNSUPPORTED
+ *             naming it.
+ *   optional  shaderFloat16 (without it: no f16-arithmetic kernels,
+ *             VKATTN_FORCE_F16_MATH falls back to f32 math);
+ *             storageBuffer16BitAccess (unused today). No device extension
+ *             is needed; VK_NV_shader_sm_builtins / VK_AMD_shader_core_
+ *             properties, where the driver has them, are only queried.
+ * Buffers the caller wraps must be on that device; command buffers passed
+ * to vkattn_context_begin_external must come from a pool of the context's
+ * queue family. */
+typedef struct vkattn_vulkan_desc {
+  uint32_t struct_size;            /* sizeof(vkattn_vulkan_desc); 0 is rejected */
+  uint32_t queue_family_index;     /* of `queue` */
+  void* instance;                  /* VkInstance */
+  void* physical_device;           /* VkPhysicalDevice */
+  void* device;                    /* VkDevice */
+  void* queue;                     /* VkQueue vkattn submits its own work to */
+  uint32_t api_version;            /* the instance's apiVersion, >= 1.2 */
+  uint32_t enabled_extension_count;
+  void* get_instance_proc_addr;    /* PFN_vkGetInstanceProcAddr; NULL = the loader's */
+  const void* enabled_features;    /* the VkPhysicalDeviceFeatures2 chain the device was created with */
+  const char* const* enabled_extensions; /* the device extensions it was created with */
+  uint32_t flags;                  /* VKATTN_CONTEXT_PROFILING; VALIDATION is rejected (the caller's business) */
+  uint32_t reserved;               /* must be 0 */
+} vkattn_vulkan_desc;
+
+/* Zeroes the struct and sets struct_size. */
+VKATTN_API void vkattn_vulkan_desc_init(vkattn_vulkan_desc* desc);
+
+/* A context on the caller's device and queue. vkattn never destroys the
+ * caller's objects: they must outlive the context and everything made from
+ * it. vkattn submits to `queue` from the thread that calls it (flush,
+ * synchronize, reads): the caller must not use the queue concurrently
+ * (Vulkan's external synchronization rule for queues). */
+VKATTN_API vkattn_status vkattn_context_create_from_vulkan(const vkattn_vulkan_desc* desc,
+                                                           vkattn_context** out);
+
+/* The instance, physical device, device, queue, family, API version,
+ * vkGetInstanceProcAddr, feature chain and extension list of any context
+ * (valid while it lives), filled up to out->struct_size. For a context
+ * vkattn created, an engine may record its own work on that device. */
+VKATTN_API vkattn_status vkattn_context_get_vulkan(vkattn_context* ctx, vkattn_vulkan_desc* out);
+
+/* Submits what was recorded (an empty submission if nothing was), waiting
+ * on wait_semaphore >= wait_value and signalling signal_semaphore =
+ * signal_value when it completes (timeline VkSemaphores as uint64_t; 0 =
+ * none): an engine on another queue orders its work against vkattn's
+ * without a host wait. */
+VKATTN_API vkattn_status vkattn_context_flush_with(vkattn_context* ctx, uint64_t wait_semaphore,
+                                                   uint64_t wait_value, uint64_t signal_semaphore,
+                                                   uint64_t signal_value);
+
+/* External mode. begin_external submits vkattn's pending work, then every
+ * op records into the caller's `command_buffer` (VkCommandBuffer in the
+ * recording state, from a pool of the context's queue family) and vkattn
+ * submits nothing. Barrier contract: before and after every command vkattn
+ * records there, a full memory barrier (compute and transfer stages,
+ * shader and transfer reads and writes), so the caller's own dispatches
+ * and copies may sit between vkattn's ops in the same buffer. vkattn binds
+ * its own pipelines, descriptor sets and push constants: the caller
+ * rebinds its own afterwards. While in external mode vkattn_tensor_read,
+ * vkattn_tensor_write, vkattn_kv_cache_read, vkattn_context_flush(_with)
+ * and vkattn_context_synchronize are rejected (INVALID_ARGUMENT) and no
+ * timestamps are written. */
+VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void* command_buffer);
+
+/* Ends external mode. The caller signals `timeline_semaphore` = value when
+ * its submission of the command buffer completes: memory the recorded
+ * work uses is kept until then, vkattn's next own submission waits for it
+ * on the GPU, and a read of a tensor that work wrote waits for it on the
+ * host (submit first). Destroying the context never waits on the
+ * semaphore: it waits for the device to be idle, then frees (a command
+ * buffer recorded in external mode must not be submitted after that, only
+ * reset or freed). */
+VKATTN_API vkattn_status vkattn_context_end_external(vkattn_context* ctx,
+                                                     uint64_t timeline_semaphore, uint64_t value);
+
+/* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
 

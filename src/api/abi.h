@@ -29,6 +29,7 @@ constexpr uint32_t kContextDescSizes[] = {16};    // 0.1
 constexpr uint32_t kAttentionDescSizes[] = {80};  // 0.1
 constexpr uint32_t kKvCacheDescSizes[] = {48};    // 0.1
 constexpr uint32_t kDeviceInfoSizes[] = {824};    // 0.1
+constexpr uint32_t kVulkanDescSizes[] = {80};     // 0.2 (issue F)
 
 template <size_t N>
 bool shipped_size(const uint32_t (&sizes)[N], uint32_t size) {

@@ -69,4 +69,19 @@ static_assert(vkattn::kAttentionDescSizes[0] == sizeof(vkattn_attention_desc), "
 static_assert(vkattn::kKvCacheDescSizes[0] == sizeof(vkattn_kv_cache_desc), "sizes list");
 static_assert(vkattn::kDeviceInfoSizes[0] == sizeof(vkattn_device_info), "sizes list");
 
+static_assert(sizeof(vkattn_vulkan_desc) == 80, "vkattn_vulkan_desc size");
+VKATTN_PIN(vkattn_vulkan_desc, struct_size, 0);
+VKATTN_PIN(vkattn_vulkan_desc, queue_family_index, 4);
+VKATTN_PIN(vkattn_vulkan_desc, instance, 8);
+VKATTN_PIN(vkattn_vulkan_desc, physical_device, 16);
+VKATTN_PIN(vkattn_vulkan_desc, device, 24);
+VKATTN_PIN(vkattn_vulkan_desc, queue, 32);
+VKATTN_PIN(vkattn_vulkan_desc, api_version, 40);
+VKATTN_PIN(vkattn_vulkan_desc, enabled_extension_count, 44);
+VKATTN_PIN(vkattn_vulkan_desc, get_instance_proc_addr, 48);
+VKATTN_PIN(vkattn_vulkan_desc, enabled_features, 56);
+VKATTN_PIN(vkattn_vulkan_desc, enabled_extensions, 64);
+VKATTN_PIN(vkattn_vulkan_desc, flags, 72);
+VKATTN_PIN(vkattn_vulkan_desc, reserved, 76);
+
 #endif

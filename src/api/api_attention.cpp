@@ -1,8 +1,8 @@
 // extern "C" shims for the attention entry points.
 #include <cstring>
 
-#include "api/handles.h"
 #include "api/firewall.h"
+#include "api/handles.h"
 #include "ops/attention.h"
 
 using namespace vkattn;

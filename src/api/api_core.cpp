@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "api/handles.h"
 #include "api/abi.h"
 #include "api/firewall.h"
+#include "api/handles.h"
 #include "core/context.h"
 #include "core/device.h"
 #include "core/faults.h"
@@ -123,13 +123,16 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
 
 VKATTN_API void vkattn_context_destroy(vkattn_context* ctx) {
   if (!ctx) return;
-  guard_void(__func__, [&] { ctx->impl->recorder().synchronize(); });
+  // In external mode (or with external work pending) the recorder's
+  // destructor waits for the device instead of a caller's semaphore.
+  guard_void(__func__, [&] { ctx->impl->recorder().drain(); });
   delete ctx;
 }
 
 VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
+    require_not_external(*ctx->impl, "vkattn_context_flush");
     ctx->impl->recorder().flush();  // fails with DEVICE_LOST once lost
   });
 }
@@ -137,6 +140,7 @@ VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx) {
 VKATTN_API vkattn_status vkattn_context_synchronize(vkattn_context* ctx) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
+    require_not_external(*ctx->impl, "vkattn_context_synchronize");
     ctx->impl->recorder().synchronize();
   });
 }
@@ -202,6 +206,7 @@ VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* 
     require(nbytes == t.nbytes(), "nbytes ", nbytes, " != tensor size ", t.nbytes());
     require(src != nullptr || nbytes == 0, "src is NULL");
     t.context().recorder().check_alive();
+    require_not_external(t.context(), "vkattn_tensor_write");
     t.write(src);
   });
 }
@@ -213,6 +218,7 @@ VKATTN_API vkattn_status vkattn_tensor_read(vkattn_tensor* tensor, void* dst, si
     require(nbytes == t.nbytes(), "nbytes ", nbytes, " != tensor size ", t.nbytes());
     require(dst != nullptr || nbytes == 0, "dst is NULL");
     t.context().recorder().check_alive();
+    require_not_external(t.context(), "vkattn_tensor_read");
     t.read(dst);
   });
 }

@@ -1,7 +1,9 @@
 // extern "C" shims of the interop entry points (issue F): strided views,
 // caller buffers, and the buffer behind a tensor.
+#include <cstring>
 #include <limits>
 
+#include "api/abi.h"
 #include "api/firewall.h"
 #include "api/handles.h"
 #include "core/faults.h"
@@ -27,6 +29,97 @@ void check_dtype(vkattn_dtype dtype) {
 }  // namespace
 
 extern "C" {
+
+VKATTN_API void vkattn_vulkan_desc_init(vkattn_vulkan_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+}
+
+VKATTN_API vkattn_status vkattn_context_create_from_vulkan(const vkattn_vulkan_desc* desc,
+                                                           vkattn_context** out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(out);
+    const vkattn_vulkan_desc d = read_desc(desc, kVulkanDescSizes, &vkattn_vulkan_desc_init, "desc",
+                                           "vkattn_vulkan_desc_init");
+    require(d.reserved == 0, "reserved must be 0");
+    require((d.flags & VKATTN_CONTEXT_VALIDATION) == 0,
+            "VKATTN_CONTEXT_VALIDATION is the caller's business on its own instance");
+    require((d.flags & ~VKATTN_CONTEXT_PROFILING) == 0, "unknown flags 0x", std::hex, d.flags);
+    host_alloc_point();
+    AdoptedVulkan v;
+    v.instance = static_cast<VkInstance>(d.instance);
+    v.physical = static_cast<VkPhysicalDevice>(d.physical_device);
+    v.device = static_cast<VkDevice>(d.device);
+    v.queue = static_cast<VkQueue>(d.queue);
+    v.queue_family = d.queue_family_index;
+    v.api_version = d.api_version;
+    v.gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(d.get_instance_proc_addr);
+    v.features = static_cast<const VkPhysicalDeviceFeatures2*>(d.enabled_features);
+    v.extensions = d.enabled_extensions;
+    v.extension_count = d.enabled_extension_count;
+    auto handle = std::make_unique<vkattn_context>();
+    handle->impl =
+        std::make_shared<Context>(Device::adopt(v), (d.flags & VKATTN_CONTEXT_PROFILING) != 0);
+    *out = handle.release();
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_get_vulkan(vkattn_context* ctx, vkattn_vulkan_desc* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(out);
+    Device& dev = ctx->impl->device();
+    vkattn_vulkan_desc d;
+    vkattn_vulkan_desc_init(&d);
+    d.queue_family_index = dev.queue_family();
+    d.instance = dev.instance();
+    d.physical_device = dev.physical();
+    d.device = dev.handle();
+    d.queue = dev.queue();
+    d.api_version = dev.instance_api_version();
+    d.get_instance_proc_addr = reinterpret_cast<void*>(dev.get_instance_proc_addr());
+    d.enabled_features = dev.enabled_features();
+    d.enabled_extensions =
+        dev.enabled_extensions().empty() ? nullptr : dev.enabled_extensions().data();
+    d.enabled_extension_count = static_cast<uint32_t>(dev.enabled_extensions().size());
+    write_out(out, d, kVulkanDescSizes, "out", "vkattn_vulkan_desc_init");
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_flush_with(vkattn_context* ctx, uint64_t wait_semaphore,
+                                                   uint64_t wait_value, uint64_t signal_semaphore,
+                                                   uint64_t signal_value) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    Context& c = *ctx->impl;
+    require_not_external(c, "vkattn_context_flush_with");
+    c.recorder().flush_with(handle_from_u64<VkSemaphore>(wait_semaphore), wait_value,
+                            handle_from_u64<VkSemaphore>(signal_semaphore), signal_value);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void* command_buffer) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(command_buffer);
+    Context& c = *ctx->impl;
+    require_not_external(c, "a second vkattn_context_begin_external");
+    c.recorder().begin_external(static_cast<VkCommandBuffer>(command_buffer));
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_end_external(vkattn_context* ctx,
+                                                     uint64_t timeline_semaphore, uint64_t value) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    Context& c = *ctx->impl;
+    c.recorder().check_alive();
+    require(c.recorder().external(), "the context is not in external mode");
+    require(timeline_semaphore != 0, "timeline_semaphore is VK_NULL_HANDLE");
+    c.recorder().end_external(handle_from_u64<VkSemaphore>(timeline_semaphore), value);
+  });
+}
 
 VKATTN_API vkattn_status vkattn_tensor_view(vkattn_tensor* base, int64_t offset, uint32_t ndim,
                                             const int64_t* shape, const int64_t* strides,

@@ -1,9 +1,9 @@
 // extern "C" shims for the paged KV cache and steps.
 #include <cstring>
 
-#include "api/handles.h"
 #include "api/abi.h"
 #include "api/firewall.h"
+#include "api/handles.h"
 #include "core/faults.h"
 #include "ops/attention.h"
 #include "ops/kv_cache.h"
@@ -98,6 +98,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(cache);
     alive(*cache->impl);
+    require_not_external(cache->impl->context(), "vkattn_kv_cache_read");
     cache->impl->read(layer, seq_id, start, count, k_dst, k_bytes, v_dst, v_bytes);
   });
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/context.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/kv_cache.h"
 
@@ -41,6 +42,13 @@ uint64_t handle_to_u64(H h) {
     return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
   else
     return static_cast<uint64_t>(h);
+}
+
+// External mode forbids what would submit or wait (vkattn.h "Interop").
+inline void require_not_external(Context& c, const char* what) {
+  if (c.recorder().external())
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, what,
+         " is not allowed between vkattn_context_begin_external and vkattn_context_end_external");
 }
 
 }  // namespace vkattn

@@ -8,6 +8,12 @@ Context::Context(int32_t device_index, bool validation, bool profile)
       recorder_(std::make_unique<Recorder>(*device_, profile)),
       dummy_(std::make_shared<Buffer>(*device_, 256, false)) {}
 
+Context::Context(std::shared_ptr<Device> device, bool profile)
+    : device_(std::move(device)),
+      pipelines_(std::make_unique<Pipelines>(*device_)),
+      recorder_(std::make_unique<Recorder>(*device_, profile)),
+      dummy_(std::make_shared<Buffer>(*device_, 256, false)) {}
+
 std::shared_ptr<Buffer> Context::scratch(uint64_t bytes) {
   if (!scratch_ || scratch_->size() < bytes) {
     uint64_t size = 1ull << 20;

@@ -15,6 +15,8 @@ namespace vkattn {
 class Context {
  public:
   Context(int32_t device_index, bool validation, bool profile);
+  // On a device vkattn adopted (Device::adopt).
+  Context(std::shared_ptr<Device> device, bool profile);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

@@ -233,6 +233,82 @@ void describe_physical_device(const InstanceTable& vki, VkPhysicalDevice phys,
   *out = info;
 }
 
+void Device::init_caps() {
+  VkPhysicalDeviceProperties props;
+  vki_.vkGetPhysicalDeviceProperties(physical_, &props);
+  const auto& lim = props.limits;
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  m3.pNext = &sg;
+  // Compute units where the vendor reports them (properties of a supported
+  // extension may be queried without enabling it).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv_sm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd_core{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  {
+    uint32_t n = 0;
+    vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> exts(n);
+    vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, exts.data());
+    exts.resize(n);
+    for (const auto& e : exts) {
+      if (std::strcmp(e.extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0) {
+        nv_sm.pNext = sg.pNext;
+        sg.pNext = &nv_sm;
+      } else if (std::strcmp(e.extensionName, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0) {
+        amd_core.pNext = sg.pNext;
+        sg.pNext = &amd_core;
+      }
+    }
+  }
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &m3;
+  vki_.vkGetPhysicalDeviceProperties2(physical_, &p2);
+  vki_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+
+  DeviceCaps& c = caps_;
+  c.subgroup_size = info_.subgroup_size;
+  c.max_shared_memory = lim.maxComputeSharedMemorySize;
+  c.max_storage_buffer_range = lim.maxStorageBufferRange;
+  c.max_texel_buffer_elements = lim.maxTexelBufferElements;
+  for (int i = 0; i < 3; ++i) c.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
+  c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  c.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
+  c.max_allocation_size = m3.maxMemoryAllocationSize;
+  // Test option: smaller binding limits, so that windowed and split paths
+  // run on small tensors (README "Debug options").
+  if (const uint64_t lim = env_u64("VKATTN_BINDING_LIMIT", 0)) {
+    c.max_storage_buffer_range = std::min<uint64_t>(c.max_storage_buffer_range, lim);
+    c.max_texel_buffer_elements = static_cast<uint32_t>(
+        std::min<uint64_t>(c.max_texel_buffer_elements, std::max<uint64_t>(lim / 4, 64)));
+  }
+  c.shader_float16 = info_.supports_f16 != 0;
+  c.storage_16bit = info_.supports_16bit_storage != 0;
+  c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  c.prefer_host_visible = info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
+  c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
+  if (nv_sm.shaderSMCount)
+    c.compute_units = nv_sm.shaderSMCount;
+  else if (amd_core.computeUnitsPerShaderArray)
+    c.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
+                      amd_core.computeUnitsPerShaderArray;
+
+  {
+    uint32_t n = 0;
+    vki_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(n);
+    vki_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, fams.data());
+    if (lim.timestampComputeAndGraphics && fams[queue_family_].timestampValidBits > 0)
+      c.timestamp_period_ns = lim.timestampPeriod;
+  }
+
+  memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
+}
+
 std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   std::shared_ptr<Device> d(new Device());
   VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
@@ -257,101 +333,135 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
          VK_API_VERSION_MAJOR(d->info_.api_version), ".",
          VK_API_VERSION_MINOR(d->info_.api_version), "; vkattn needs 1.2");
 
-  VkPhysicalDeviceProperties props;
-  vki.vkGetPhysicalDeviceProperties(d->physical_, &props);
-  const auto& lim = props.limits;
-  VkPhysicalDeviceMaintenance3Properties m3{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  m3.pNext = &sg;
-  // Compute units where the vendor reports them (properties of a supported
-  // extension may be queried without enabling it).
-  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv_sm{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
-  VkPhysicalDeviceShaderCorePropertiesAMD amd_core{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
-  {
-    uint32_t n = 0;
-    vki.vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, nullptr);
-    std::vector<VkExtensionProperties> exts(n);
-    vki.vkEnumerateDeviceExtensionProperties(d->physical_, nullptr, &n, exts.data());
-    exts.resize(n);
-    for (const auto& e : exts) {
-      if (std::strcmp(e.extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0) {
-        nv_sm.pNext = sg.pNext;
-        sg.pNext = &nv_sm;
-      } else if (std::strcmp(e.extensionName, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0) {
-        amd_core.pNext = sg.pNext;
-        sg.pNext = &amd_core;
-      }
-    }
-  }
-  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  p2.pNext = &m3;
-  vki.vkGetPhysicalDeviceProperties2(d->physical_, &p2);
-  vki.vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
-
-  DeviceCaps& c = d->caps_;
-  c.subgroup_size = d->info_.subgroup_size;
-  c.max_shared_memory = lim.maxComputeSharedMemorySize;
-  c.max_storage_buffer_range = lim.maxStorageBufferRange;
-  c.max_texel_buffer_elements = lim.maxTexelBufferElements;
-  for (int i = 0; i < 3; ++i) c.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
-  c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
-  c.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
-  c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
-  c.max_allocation_size = m3.maxMemoryAllocationSize;
-  // Test option: smaller binding limits, so that windowed and split paths
-  // run on small tensors (README "Debug options").
-  if (const uint64_t lim = env_u64("VKATTN_BINDING_LIMIT", 0)) {
-    c.max_storage_buffer_range = std::min<uint64_t>(c.max_storage_buffer_range, lim);
-    c.max_texel_buffer_elements = static_cast<uint32_t>(
-        std::min<uint64_t>(c.max_texel_buffer_elements, std::max<uint64_t>(lim / 4, 64)));
-  }
-  c.shader_float16 = d->info_.supports_f16 != 0;
-  c.storage_16bit = d->info_.supports_16bit_storage != 0;
-  c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                       (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-  c.prefer_host_visible = d->info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
-  c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
-  if (nv_sm.shaderSMCount)
-    c.compute_units = nv_sm.shaderSMCount;
-  else if (amd_core.computeUnitsPerShaderArray)
-    c.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
-                      amd_core.computeUnitsPerShaderArray;
-
   d->queue_family_ = find_compute_queue(vki, d->physical_);
-  {
-    uint32_t n = 0;
-    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, nullptr);
-    std::vector<VkQueueFamilyProperties> fams(n);
-    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, fams.data());
-    if (lim.timestampComputeAndGraphics && fams[d->queue_family_].timestampValidBits > 0)
-      c.timestamp_period_ns = lim.timestampPeriod;
-  }
-
+  d->init_caps();
+  d->instance_api_ = VK_API_VERSION_1_2;
+  const DeviceCaps& c = d->caps_;
+  // Timeline semaphores order vkattn's submissions after work recorded
+  // into a caller's command buffer (external mode) and serve
+  // vkattn_context_flush_with.
+  VkPhysicalDeviceVulkan12Features have12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  have.pNext = &have12;
+  vki.vkGetPhysicalDeviceFeatures2(d->physical_, &have);
+  if (!have12.timelineSemaphore)
+    fail(VKATTN_ERROR_UNSUPPORTED, "device \"", d->info_.name,
+         "\" lacks timelineSemaphore (Vulkan 1.2), which vkattn needs");
   float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueFamilyIndex = d->queue_family_;
   qci.queueCount = 1;
   qci.pQueuePriorities = &priority;
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  f12.shaderFloat16 = c.shader_float16 ? VK_TRUE : VK_FALSE;
-  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  f11.storageBuffer16BitAccess = c.storage_16bit ? VK_TRUE : VK_FALSE;
-  f11.pNext = &f12;
+  d->f12_.shaderFloat16 = c.shader_float16 ? VK_TRUE : VK_FALSE;
+  d->f12_.timelineSemaphore = VK_TRUE;
+  d->f11_.storageBuffer16BitAccess = c.storage_16bit ? VK_TRUE : VK_FALSE;
+  d->f11_.pNext = &d->f12_;
+  d->features2_.pNext = &d->f11_;
+  d->enabled_features_ = &d->features2_;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-  dci.pNext = &f11;
+  dci.pNext = &d->features2_;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   check_vk(vki.vkCreateDevice(d->physical_, &dci, vk_allocator(), &d->device_), "vkCreateDevice");
   load_device_table(d->vk_, vki.vkGetDeviceProcAddr, d->device_);
   d->vk_.vkGetDeviceQueue(d->device_, d->queue_family_, 0, &d->queue_);
-  d->memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
+  return d;
+}
+
+std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
+  std::shared_ptr<Device> d(new Device());
+  d->owned_ = false;
+  d->instance_api_ = v.api_version;
+  require(v.instance && v.physical && v.device && v.queue,
+          "instance, physical_device, device and queue must not be NULL");
+  require(v.api_version >= VK_API_VERSION_1_2, "api_version ", VK_API_VERSION_MAJOR(v.api_version),
+          ".", VK_API_VERSION_MINOR(v.api_version),
+          " is below 1.2 (the instance's apiVersion; vkattn needs Vulkan 1.2)");
+  PFN_vkGetInstanceProcAddr gipa = v.gipa;
+  if (!gipa) {
+    ensure_vulkan_loader();
+    gipa = vkGetInstanceProcAddr;
+  }
+  d->instance_ = v.instance;
+  load_instance_table(d->vki_, gipa, v.instance, false);
+  const InstanceTable& vki = d->vki_;
+  d->physical_ = v.physical;
+  describe_physical_device(vki, d->physical_, &d->info_);
+  if (d->info_.api_version < VK_API_VERSION_1_2)
+    fail(VKATTN_ERROR_UNSUPPORTED, "device \"", d->info_.name, "\" supports Vulkan ",
+         VK_API_VERSION_MAJOR(d->info_.api_version), ".",
+         VK_API_VERSION_MINOR(d->info_.api_version), "; vkattn needs 1.2");
+  {
+    uint32_t n = 0;
+    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(n);
+    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, fams.data());
+    require(v.queue_family < n, "queue_family_index ", v.queue_family, " out of range: ", n,
+            " famil(ies)");
+    if (!(fams[v.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+      fail(VKATTN_ERROR_UNSUPPORTED, "queue family ", v.queue_family, " has no compute");
+  }
+  // What the caller enabled: the features chain (Vulkan cannot be asked).
+  bool timeline = false, f16 = false, storage16 = false;
+  int guard = 0;
+  if (v.features) {
+    require(v.features->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+            "enabled_features must point at a VkPhysicalDeviceFeatures2 (sType ",
+            static_cast<int>(v.features->sType), ")");
+    for (auto* p = static_cast<const VkBaseInStructure*>(v.features->pNext); p; p = p->pNext) {
+      require(++guard < 256, "enabled_features: the pNext chain does not end");
+      switch (p->sType) {
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: {
+          auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(p);
+          timeline |= f->timelineSemaphore != 0;
+          f16 |= f->shaderFloat16 != 0;
+          break;
+        }
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
+          timeline |= reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(p)
+                          ->timelineSemaphore != 0;
+          break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
+          f16 |= reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(p)
+                     ->shaderFloat16 != 0;
+          break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
+          storage16 |= reinterpret_cast<const VkPhysicalDeviceVulkan11Features*>(p)
+                           ->storageBuffer16BitAccess != 0;
+          break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+          storage16 |= reinterpret_cast<const VkPhysicalDevice16BitStorageFeatures*>(p)
+                           ->storageBuffer16BitAccess != 0;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  if (!timeline)
+    fail(VKATTN_ERROR_UNSUPPORTED,
+         "the device was created without timelineSemaphore (VkPhysicalDeviceVulkan12Features or "
+         "VkPhysicalDeviceTimelineSemaphoreFeatures in enabled_features), which vkattn needs");
+  require(v.extension_count == 0 || v.extensions != nullptr,
+          "enabled_extensions is NULL but enabled_extension_count is ", v.extension_count);
+  for (uint32_t i = 0; i < v.extension_count; ++i) {
+    require(v.extensions[i] != nullptr, "enabled_extensions[", i, "] is NULL");
+    d->extension_names_.push_back(v.extensions[i]);
+  }
+  for (const std::string& e : d->extension_names_) d->enabled_extensions_.push_back(e.c_str());
+  d->enabled_features_ = v.features;
+  d->queue_family_ = v.queue_family;
+  d->init_caps();
+  d->caps_.shader_float16 = d->caps_.shader_float16 && f16;
+  d->caps_.storage_16bit = d->caps_.storage_16bit && storage16;
+  d->device_ = v.device;
+  d->queue_ = v.queue;
+  load_device_table(d->vk_, vki.vkGetDeviceProcAddr, d->device_);
   return d;
 }
 
 Device::~Device() {
+  if (!owned_) return;  // the caller's objects
   if (device_ && vk_.vkDestroyDevice) {
     vk_.vkDeviceWaitIdle(device_);
     vk_.vkDestroyDevice(device_, vk_allocator());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -55,11 +56,37 @@ void describe_physical_device(const InstanceTable& vki, VkPhysicalDevice phys,
 // Shared (enable_shared_from_this) so that every Buffer keeps its device
 // alive: whatever order handles are destroyed in, no Vulkan object outlives
 // the VkDevice it was made on.
+// A caller's Vulkan objects and what its device was created with
+// (vkattn_context_create_from_vulkan).
+struct AdoptedVulkan {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  uint32_t api_version = 0;
+  PFN_vkGetInstanceProcAddr gipa = nullptr;  // NULL: the loader's
+  const VkPhysicalDeviceFeatures2* features = nullptr;
+  const char* const* extensions = nullptr;
+  uint32_t extension_count = 0;
+};
+
 class Device : public std::enable_shared_from_this<Device> {
  public:
   // index < 0: VKATTN_DEVICE, else the best device by type.
   static std::shared_ptr<Device> create(int32_t index, bool validation);
+  // Uses the caller's objects, never destroys them. Throws UNSUPPORTED
+  // naming a required feature the caller's device was created without.
+  static std::shared_ptr<Device> adopt(const AdoptedVulkan& v);
   ~Device();
+  // vkattn created the instance and device (and destroys them).
+  bool owned() const { return owned_; }
+  uint32_t instance_api_version() const { return instance_api_; }
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr() const { return vki_.vkGetInstanceProcAddr; }
+  // The feature chain and extensions vkattn created its device with (for
+  // vkattn_context_get_vulkan; adopted devices: the caller's).
+  const VkPhysicalDeviceFeatures2* enabled_features() const { return enabled_features_; }
+  const std::vector<const char*>& enabled_extensions() const { return enabled_extensions_; }
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -118,6 +145,16 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<uint32_t> validation_messages_{0};
   std::atomic<uint32_t> driver_error_reports_{0};
   uint64_t memory_limit_ = 0;  // 0: none
+  bool owned_ = true;
+  uint32_t instance_api_ = 0;
+  // Features enabled at device creation (owned devices).
+  VkPhysicalDeviceFeatures2 features2_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan11Features f11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  const VkPhysicalDeviceFeatures2* enabled_features_ = nullptr;
+  std::vector<const char*> enabled_extensions_;  // into extension_names_
+  std::vector<std::string> extension_names_;
+  void init_caps();  // info_, caps_, memory_ of physical_ (queue_family_ chosen)
   std::atomic<uint64_t> memory_used_{0};
   std::mutex registry_mutex_;
   std::unordered_map<VkBuffer, std::weak_ptr<Buffer>> registry_;

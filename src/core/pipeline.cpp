@@ -241,6 +241,7 @@ void Pipelines::record(Recorder& rec, const PreparedDispatch& d) {
     vk.vkCmdPushConstants(c, p.pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, d.push_bytes,
                           d.push);
   vk.vkCmdDispatch(c, d.gx, d.gy, 1);
+  rec.after_command();
 }
 
 void Pipelines::dispatch(Recorder& rec, const Pipeline& p, const std::vector<BoundBuffer>& bound,

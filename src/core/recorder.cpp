@@ -31,13 +31,23 @@ Recorder::Recorder(Device& device, bool profile)
            "vkCreateCommandPool");
 }
 
-Recorder::~Recorder() {
+void Recorder::drain() {
   try {
-    synchronize();
+    if (!external()) flush();
+    while (!in_flight_.empty() && (!in_flight_.front()->external || complete(*in_flight_.front())))
+      wait_oldest();
   } catch (...) {
-    device_.vk().vkDeviceWaitIdle(device_.handle());
   }
-  for (auto& b : in_flight_) destroy_batch(*b);
+  if (!in_flight_.empty() || external() || lost_) device_.vk().vkDeviceWaitIdle(device_.handle());
+}
+
+Recorder::~Recorder() {
+  drain();
+  for (auto& b : in_flight_) {
+    if (b->external) b->cmd = VK_NULL_HANDLE;  // the caller's
+    destroy_batch(*b);
+  }
+  if (open_ && open_->external) open_->cmd = VK_NULL_HANDLE;
   for (auto& b : spare_) destroy_batch(*b);
   if (open_) destroy_batch(*open_);
   const VolkDeviceTable& vk = device_.vk();
@@ -130,21 +140,29 @@ void Recorder::use(const std::shared_ptr<Buffer>& b) {
   b->last_use = open_->serial;
 }
 
+void Recorder::full_barrier(VkCommandBuffer c) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                     VK_ACCESS_UNIFORM_READ_BIT;
+  device_.vk().vkCmdPipelineBarrier(
+      c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr,
+      0, nullptr);
+}
+
 void Recorder::barrier() {
   VkCommandBuffer c = cmd();
-  if (needs_barrier_) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                       VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                       VK_ACCESS_UNIFORM_READ_BIT;
-    device_.vk().vkCmdPipelineBarrier(
-        c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-        nullptr, 0, nullptr);
-  }
+  // In a caller's command buffer every command is fenced off: the caller's
+  // own commands may sit anywhere between vkattn's.
+  if (needs_barrier_ || open_->external) full_barrier(c);
   // The command that follows writes something the next one may read.
   needs_barrier_ = true;
+}
+
+void Recorder::after_command() {
+  if (external()) full_barrier(open_->cmd);
 }
 
 void Recorder::copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferCopy* regions,
@@ -163,6 +181,7 @@ void Recorder::copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferC
   };
   for (size_t i = 0; i < count; ++i) {
     const VkBufferCopy& r = regions[i];
+    if (r.size == 0) continue;
     if (n) {
       VkBufferCopy& last = merged[n - 1];
       if (last.srcOffset + last.size == r.srcOffset && last.dstOffset + last.size == r.dstOffset) {
@@ -174,6 +193,7 @@ void Recorder::copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferC
     merged[n++] = r;
   }
   flush();
+  after_command();
 }
 
 HostSlice Recorder::alloc_host(uint64_t size) {
@@ -252,9 +272,18 @@ VkDescriptorSet Recorder::descriptor_set(VkDescriptorSetLayout layout) {
 
 void Recorder::flush() {
   check_alive();
+  if (external())
+    fail(VKATTN_ERROR_INVALID_ARGUMENT,
+         "the context records into a caller's command buffer (vkattn_context_begin_external): "
+         "nothing can be submitted or waited for until vkattn_context_end_external");
   if (!open_ || !open_->begun) return;
+  if (!open_->ended) flush_end();
+  submit_open();
+}
+
+void Recorder::flush_end() {
   Batch& b = *open_;
-  if (!b.ended) {
+  {
     const VolkDeviceTable& vk = device_.vk();
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -274,17 +303,38 @@ void Recorder::flush() {
     }
     b.ended = true;
   }
-  submit_open();
 }
 
-void Recorder::submit_open() {
+void Recorder::submit_open(VkSemaphore wait, uint64_t wait_value, VkSemaphore signal,
+                           uint64_t signal_value) {
   Batch& b = *open_;
   ++submissions_;
   VkResult r;
   if (lose_at_submission_ && submissions_ == lose_at_submission_) {
     r = VK_ERROR_DEVICE_LOST;  // injected: the batch is not submitted
   } else {
+    // Waits: the caller's semaphore, and work recorded into callers'
+    // command buffers that may not have completed (it wrote what this
+    // batch may read).
+    std::vector<VkSemaphore> waits;
+    std::vector<uint64_t> wait_values;
+    std::vector<VkPipelineStageFlags> stages;
+    if (wait) waits.push_back(wait), wait_values.push_back(wait_value);
+    for (const auto& f : in_flight_)
+      if (f->external) waits.push_back(f->semaphore), wait_values.push_back(f->value);
+    stages.assign(waits.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+    VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+    ti.waitSemaphoreValueCount = static_cast<uint32_t>(wait_values.size());
+    ti.pWaitSemaphoreValues = wait_values.data();
+    ti.signalSemaphoreValueCount = signal ? 1 : 0;
+    ti.pSignalSemaphoreValues = &signal_value;
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    if (!waits.empty() || signal) si.pNext = &ti;
+    si.waitSemaphoreCount = static_cast<uint32_t>(waits.size());
+    si.pWaitSemaphores = waits.data();
+    si.pWaitDstStageMask = stages.data();
+    si.signalSemaphoreCount = signal ? 1 : 0;
+    si.pSignalSemaphores = &signal;
     si.commandBufferCount = 1;
     si.pCommandBuffers = &b.cmd;
     NoFaultScope scope(NoFaultScope::kSubmit);
@@ -330,16 +380,38 @@ void Recorder::retire(Batch& b) {
   }
   b.pools.clear();
   b.pool_used = 0;
+  if (b.external) return;  // the command buffer is the caller's; no fence
   if (b.begun) vk.vkResetCommandBuffer(b.cmd, 0);
   vk.vkResetFences(dev, 1, &b.fence);
   b.begun = false;
   b.ended = false;
 }
 
+bool Recorder::complete(const Batch& b) {
+  if (!b.external) return device_.vk().vkGetFenceStatus(device_.handle(), b.fence) == VK_SUCCESS;
+  uint64_t v = 0;
+  return device_.vk().vkGetSemaphoreCounterValue(device_.handle(), b.semaphore, &v) == VK_SUCCESS &&
+         v >= b.value;
+}
+
+void Recorder::release_external(std::unique_ptr<Batch> b) {
+  b->cmd = VK_NULL_HANDLE;  // the caller's
+  destroy_batch(*b);
+}
+
 void Recorder::wait_oldest() {
   auto b = std::move(in_flight_.front());
   in_flight_.pop_front();
-  VkResult r = device_.vk().vkWaitForFences(device_.handle(), 1, &b->fence, VK_TRUE, UINT64_MAX);
+  VkResult r;
+  if (b->external) {
+    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    wi.semaphoreCount = 1;
+    wi.pSemaphores = &b->semaphore;
+    wi.pValues = &b->value;
+    r = device_.vk().vkWaitSemaphores(device_.handle(), &wi, UINT64_MAX);
+  } else {
+    r = device_.vk().vkWaitForFences(device_.handle(), 1, &b->fence, VK_TRUE, UINT64_MAX);
+  }
   if (r != VK_SUCCESS) {
     in_flight_.push_front(std::move(b));
     if (r == VK_ERROR_DEVICE_LOST) {
@@ -349,13 +421,46 @@ void Recorder::wait_oldest() {
     check_vk(r, "vkWaitForFences");
   }
   retire(*b);
-  spare_.push_back(std::move(b));
+  if (b->external)
+    release_external(std::move(b));
+  else
+    spare_.push_back(std::move(b));
 }
 
 void Recorder::poll() {
-  while (!in_flight_.empty() &&
-         device_.vk().vkGetFenceStatus(device_.handle(), in_flight_.front()->fence) == VK_SUCCESS)
-    wait_oldest();
+  while (!in_flight_.empty() && complete(*in_flight_.front())) wait_oldest();
+}
+
+void Recorder::flush_with(VkSemaphore wait, uint64_t wait_value, VkSemaphore signal,
+                          uint64_t signal_value) {
+  check_alive();
+  if (external())
+    fail(VKATTN_ERROR_INVALID_ARGUMENT,
+         "the context records into a caller's command buffer (vkattn_context_begin_external)");
+  cmd();  // the open batch, empty or not: the semaphores need a submission
+  if (!open_->ended) flush_end();
+  submit_open(wait, wait_value, signal, signal_value);
+}
+
+void Recorder::begin_external(VkCommandBuffer c) {
+  flush();  // vkattn's own pending work first (rejects a second begin)
+  if (open_) spare_.push_back(std::move(open_));  // taken but never begun
+  auto b = std::make_unique<Batch>();
+  b->serial = next_serial_;
+  b->cmd = c;
+  b->begun = true;
+  b->external = true;
+  open_ = std::move(b);
+  needs_barrier_ = true;
+}
+
+void Recorder::end_external(VkSemaphore semaphore, uint64_t value) {
+  if (!external()) fail(VKATTN_ERROR_INVALID_ARGUMENT, "the context is not in external mode");
+  open_->semaphore = semaphore;
+  open_->value = value;
+  in_flight_.push_back(std::move(open_));
+  submitted_any_ = true;
+  ++next_serial_;
 }
 
 void Recorder::wait_for(uint64_t serial) {

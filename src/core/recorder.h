@@ -78,10 +78,31 @@ class Recorder {
   bool busy(uint64_t serial) const { return serial > completed_serial_; }
   void flush();
   void synchronize();
+  // For destruction: submits and waits for vkattn's own work; never waits
+  // on a caller's semaphore (external work still pending, or external mode
+  // left open: the whole device is waited for instead). Never throws.
+  void drain();
   // Waits until batch `serial` has completed (submitting it if still open).
   void wait_for(uint64_t serial);
   // GPU time of the last completed submission (0 without profiling).
   uint64_t last_gpu_ns() const { return last_gpu_ns_; }
+
+  // Submits the open batch (an empty one if nothing was recorded) waiting
+  // on `wait` >= wait_value and signalling `signal` = signal_value (timeline
+  // semaphores; VK_NULL_HANDLE = none): vkattn_context_flush_with.
+  void flush_with(VkSemaphore wait, uint64_t wait_value, VkSemaphore signal, uint64_t signal_value);
+
+  // External mode (vkattn_context_begin_external / _end_external): pending
+  // work is submitted, then every command goes into the caller's command
+  // buffer `cmd` with a full barrier before and after it; nothing is
+  // submitted. end_external: the batch's memory is kept until `semaphore`
+  // reaches `value`, and vkattn's next own submission waits for that too.
+  void begin_external(VkCommandBuffer cmd);
+  void end_external(VkSemaphore semaphore, uint64_t value);
+  bool external() const { return open_ && open_->external; }
+  // Called after each recorded command: in external mode, the barrier
+  // that orders it before the caller's later commands.
+  void after_command();
 
  private:
   struct Batch {
@@ -96,11 +117,21 @@ class Recorder {
     std::vector<std::shared_ptr<void>> keep;
     bool begun = false;
     bool ended = false;  // vkEndCommandBuffer done, submission pending
+    // Recorded into a caller's command buffer (cmd is the caller's; no
+    // fence): complete when `semaphore` reaches `value`.
+    bool external = false;
+    VkSemaphore semaphore = VK_NULL_HANDLE;
+    uint64_t value = 0;
   };
 
   std::unique_ptr<Batch> take_batch();
   void destroy_batch(Batch& b);
-  void submit_open();
+  void submit_open(VkSemaphore wait = VK_NULL_HANDLE, uint64_t wait_value = 0,
+                   VkSemaphore signal = VK_NULL_HANDLE, uint64_t signal_value = 0);
+  void flush_end();  // ends the open batch's command buffer
+  void full_barrier(VkCommandBuffer c);
+  bool complete(const Batch& b);
+  void release_external(std::unique_ptr<Batch> b);
   void retire(Batch& b);
   void poll();
   void wait_oldest();
