@@ -33,6 +33,8 @@ layout(push_constant) uniform Push {
   uint seq_base;   // first record / element of each window (attention_common.glsl)
   uint out_base;
   uint lse_base;
+  uint out_tok;  // out's row strides (token, head), elements
+  uint out_head;
 } pc;
 
 void main() {
@@ -53,7 +55,7 @@ void main() {
       for (uint s = 0u; s < it.n_slots; ++s) total += exp(part_lse[it.src + s * it.stride + lr] - mx);
     float lse = mx == NEG_INF ? NEG_INF : mx + log(total);
     uint orow = (sq.q_off + r / G) * pc.num_heads + it.kv_head * G + r % G;
-    uint base = orow * DV - pc.out_base;
+    uint base = (sq.q_off + r / G) * pc.out_tok + (it.kv_head * G + r % G) * pc.out_head - pc.out_base;
     for (uint e = 0u; e < DV; ++e) {
       float o = 0.0;
       if (mx != NEG_INF) {

@@ -95,7 +95,7 @@ const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
   }
 
 // q row i, head-dim slice c, pre-scaled (rows past the tile read row 0).
-#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow * row_texels(QVEC, D) - pc.q_base, (c), 2u) * pc.scale;
+#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow, (c), 2u) * pc.scale;
 
 // Normalized partial row i, slice c, of a split key range.
 #define PART_STORE(i, c) store_part4(prow, (c), acc[(i) * DV4 + (c)] * inv);
@@ -133,7 +133,7 @@ void main() {
     pos[i] = int(sq.u) - int(sq.t) + int(tok[i]);
     m[i] = NEG_INF;
     l[i] = 0.0;
-    uint qrow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
+    uint qrow = q_texel(sq.q_off + tok[i], head[i]);
     if (UNROLL_D != 0u) {
       [[unroll]] for (uint c = 0u; c < D4; ++c) Q_LOAD(i, c)
       [[unroll]] for (uint c = 0u; c < DV4; ++c) acc[i * DV4 + c] = vec4(0.0);
@@ -293,7 +293,7 @@ void main() {
         part_lse[prow] = lse;
       } else {
         uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
-        uint base = orow * DV - pc.out_base;
+        uint base = out_elem(sq.q_off + tok[i], head[i]);
         if (UNROLL_D != 0u) {
           [[unroll]] for (uint c = 0u; c < DV4; ++c) OUT_STORE(i, c)
         } else {

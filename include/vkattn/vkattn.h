@@ -332,11 +332,18 @@ VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
  * A tensor is a buffer range plus a shape and strides (in elements): every
  * tensor vkattn_tensor_create makes is dense and row-major; views and
  * wrapped caller buffers may be strided. Every attention, step and append
- * entry point accepts views for q, k, v, out, k_new and v_new: a view whose
- * layout the kernels read in place costs nothing, any other one (strided,
- * at an offset, or a caller buffer without texel usage) is packed into a
- * temporary before the op and copied back after it (the slower path; never
- * a refusal). lse, mask, alibi_slopes and every vkattn_attention_merge
+ * entry point accepts views for q, k, v, out, k_new and v_new. Attention
+ * reads q, k, v and writes out in place when each is [T, heads, dim] with
+ * any token and head strides (innermost 1): slices of a fused QKV
+ * projection output [T, (H + 2 Hkv) d], head-major (HND) layouts, rows at
+ * any element offset (the kernels drop to narrower texel fetches when
+ * offsets or strides are not multiples of 4 or 8 elements); padded
+ * [B, S, heads, dim] views need B's stride = S x S's stride. Any other
+ * view, a caller buffer created without UNIFORM_TEXEL_BUFFER usage (q, k,
+ * v), and k_new/v_new views are packed into a temporary before the op and
+ * copied back after it (the slower path; never a refusal). A written
+ * tensor (out, lse) must not have overlapping elements (a zero or
+ * interleaved stride): INVALID_ARGUMENT. lse, mask, alibi_slopes and every vkattn_attention_merge
  * argument must be contiguous (VKATTN_ERROR_INVALID_ARGUMENT otherwise);
  * out and lse must not overlap q, k, v, the mask or each other. */
 

@@ -24,6 +24,7 @@
 #define F_MASK_ADD 32u
 #define F_KEY_VALID 64u
 #define F_WRITE_LSE 128u
+#define F_OUT_ODD 256u
 
 // Work item: rows [row0, row_end) (token, head-in-group) of one (sequence,
 // kv head) against keys [k_begin, k_end). slot != NO_SLOT: write a partial.

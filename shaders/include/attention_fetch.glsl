@@ -53,6 +53,16 @@ layout(push_constant) uniform Push {
   uint seq_base;
   uint table_base;
   uint key_valid_base;
+  // Row strides (token, head): q, k and v in their texels, out in elements
+  // (strided views; paged K/V: the cache's slot and head strides).
+  uint q_tok;
+  uint q_head;
+  uint k_tok;
+  uint k_head;
+  uint v_tok;
+  uint v_head;
+  uint out_tok;
+  uint out_head;
 }
 pc;
 
@@ -69,14 +79,23 @@ uint row_texels(uint kind_vec, uint dim) {
 // First texel of key `key`'s K (V) row, kind kvec (vvec), of sequence sq
 // and kv head `kv_head`: through the block table when paged.
 uint key_texel(bool paged, bool is_v, Seq sq, uint kv_head, uint key, uint kvec, uint dim) {
+  uint tok = is_v ? pc.v_tok : pc.k_tok, hs = is_v ? pc.v_head : pc.k_head;
   if (paged) {
     uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
-    uint row = kv_head * pc.page_size + key % pc.page_size;
     return page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx) +
-           row * row_texels(kvec, dim);
+           (key % pc.page_size) * tok + kv_head * hs;
   }
-  uint row = (sq.k_off + key) * pc.num_kv_heads + kv_head;
-  return row * row_texels(kvec, dim) - (is_v ? pc.v_base : pc.k_base);
+  return (sq.k_off + key) * tok + kv_head * hs - (is_v ? pc.v_base : pc.k_base);
+}
+
+// First texel of q's row (token, head) in the bound window.
+uint q_texel(uint token, uint head) {
+  return token * pc.q_tok + head * pc.q_head - pc.q_base;
+}
+
+// First element of out's row (token, head) in the bound window.
+uint out_elem(uint token, uint head) {
+  return token * pc.out_tok + head * pc.out_head - pc.out_base;
 }
 
 // Elements [4c, 4c + 4) of the K/V/q row starting at texel `base` (zero

@@ -33,7 +33,7 @@ void store_out4(uint base, uint c, vec4 o) {
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       if (4u * c + e < DV) out_w[base + 4u * c + e] = floatBitsToUint(o[e]);
     }
-  } else if (DV % 2u == 0u) {
+  } else if (DV % 2u == 0u && (pc.flags & F_OUT_ODD) == 0u) {
     [[unroll]] for (uint e = 0u; e < 4u; e += 2u) {
       if (4u * c + e < DV)
         out_w[(base + 4u * c + e) >> 1] = encode16(QDT, o[e]) | (encode16(QDT, o[e + 1u]) << 16);

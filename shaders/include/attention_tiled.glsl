@@ -102,7 +102,7 @@ void main() {
     pos[i] = int(sq.u) - int(sq.t) + int(tok[i]);
     m[i] = NEG_INF;
     l[i] = 0.0;
-    uint qbase = ((sq.q_off + tok[i]) * pc.num_heads + head[i]) * row_texels(QVEC, D) - pc.q_base;
+    uint qbase = q_texel(sq.q_off + tok[i], head[i]);
     [[unroll]] for (uint s = 0u; s < DS; ++s) {
       uint c = sl + s * L;
       vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * pc.scale;
@@ -284,7 +284,7 @@ void main() {
         if (sl == 0u) part_lse[prow] = lse;
       } else {
         uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
-        uint base = orow * DV - pc.out_base;
+        uint base = out_elem(sq.q_off + tok[i], head[i]);
         [[unroll]] for (uint t = 0u; t < DVS; ++t) {
           uint c = sl + t * L;
           if (c < DV4) store_out4(base, c, acc[i * DVS + t] * inv);

@@ -4,6 +4,7 @@
 // ops/attention_record.cpp, the merge op in ops/attention_merge.cpp.
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -51,6 +52,21 @@ bool same_memory(const Tensor* a, const Tensor* b) {
          b->byte_offset() < a->byte_offset() + a->extent_bytes();
 }
 
+// Some element of `t` shares memory with another (a view with a zero or
+// interleaved stride): such a tensor cannot be written.
+bool self_overlapping(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims > 1
+  for (uint32_t i = 0; i < t.ndim(); ++i)
+    if (t.dim(i) > 1) dims.emplace_back(t.stride(i), t.dim(i));
+  std::sort(dims.begin(), dims.end());
+  int64_t covered = 1;  // elements from the first one the inner dims span
+  for (auto [stride, size] : dims) {
+    if (stride < covered) return true;
+    covered += stride * (size - 1);
+  }
+  return false;
+}
+
 namespace {
 
 // Checks the dtypes and the shapes that do not depend on the layout.
@@ -82,6 +98,8 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
     require(!same_memory(c.out, in) && !same_memory(c.lse, in),
             "out and lse must not alias (overlap) q, k, v or the mask");
   require(!same_memory(c.out, c.lse), "out and lse must not alias (overlap) each other");
+  require(!self_overlapping(*c.out),
+          "out is a view whose elements overlap (a zero or interleaved stride)");
   for (auto [t, n] : {std::pair<Tensor*, const char*>{c.lse, "desc->lse"},
                       {c.mask, "desc->mask"},
                       {c.alibi, "desc->alibi_slopes"}})

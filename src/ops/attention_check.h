@@ -16,5 +16,7 @@ void require_shape(const Tensor& t, const char* name, std::initializer_list<int6
 void require_same_context(Context& ctx, const Tensor* t, const char* name);
 // The two tensors' byte ranges overlap in one VkBuffer.
 bool same_memory(const Tensor* a, const Tensor* b);
+// Some element of `t` shares memory with another (written tensors must not).
+bool self_overlapping(const Tensor& t);
 
 }  // namespace vkattn

@@ -40,7 +40,8 @@ struct FwdConfig {
 };
 
 // Push constants of every family's forward shader (the shaders declare the
-// same block; 92 bytes).
+// same block; 124 bytes). Row strides: q, k and v in their texels, out in
+// elements (token, then head).
 struct FwdPush {
   uint32_t n_items, num_heads, num_kv_heads, flags;
   float scale, softcap;
@@ -49,8 +50,9 @@ struct FwdPush {
   uint32_t item_base, page_size, k_page_tx, k_layer_tx, v_page_tx, v_layer_tx;
   uint32_t q_base, k_base, v_base, out_base, lse_base, mask_base, seq_base, table_base,
       key_valid_base;
+  uint32_t q_tok, q_head, k_tok, k_head, v_tok, v_head, out_tok, out_head;
 };
-static_assert(sizeof(FwdPush) == 92, "push constants mirror the shaders");
+static_assert(sizeof(FwdPush) == 124, "push constants mirror the shaders");
 static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
 
 // The bindings of every family's forward shader, in this order: q, k, v

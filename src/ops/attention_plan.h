@@ -29,6 +29,9 @@ enum AttentionFlags : uint32_t {
   kFlagMaskAdd = 32,
   kFlagKeyValid = 64,
   kFlagWriteLse = 128,
+  // 16-bit out rows may start on an odd element (a strided view): stores
+  // take the atomic path even when dv is even.
+  kFlagOutOdd = 256,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;

@@ -35,7 +35,45 @@ uint32_t combine_fan_in(uint32_t stride, uint32_t dv) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(n_plus_1 - 1, 2, 1u << 20));
 }
 
+// The widest texel kind (at most `kind`) whose width divides the first
+// element's index and both strides.
+uint32_t aligned_kind(uint32_t kind, const RowLayout& l) {
+  for (; kind > 0; --kind) {
+    const uint64_t w = kind == 2 ? 8 : 4;
+    if ((l.offset / l.es) % w == 0 && l.offset % l.es == 0 && l.tok % w == 0 && l.head % w == 0)
+      return kind;
+  }
+  return 0;
+}
+
 }  // namespace
+
+RowLayout row_layout(const Tensor& t, bool* ok) {
+  RowLayout l;
+  l.es = dtype_size(t.dtype());
+  l.offset = t.byte_offset();
+  const uint32_t n = t.ndim();
+  *ok = n >= 3 && t.stride(n - 1) == 1 && l.offset % l.es == 0;
+  if (n < 3) return l;
+  l.tok = static_cast<uint64_t>(t.stride(n - 3));
+  l.head = static_cast<uint64_t>(t.stride(n - 2));
+  l.extent = uint64_t(t.dim(n - 2) - 1) * l.head + uint64_t(t.dim(n - 1));
+  if (n == 4 && t.dim(0) > 1 && t.stride(0) != t.dim(1) * t.stride(1)) *ok = false;
+  // Strides count texels in 32-bit push constants.
+  if (l.tok >= (1ull << 31) || l.head >= (1ull << 31)) *ok = false;
+  return l;
+}
+
+bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel) {
+  if (!t.buffer() || t.numel() == 0) return true;
+  if (t.plain()) return true;
+  bool ok = false;
+  const RowLayout l = row_layout(t, &ok);
+  if (!ok || (texel && !t.buffer()->texel_usage())) return false;
+  // One token must fit a window with room to spare.
+  const uint64_t limit = texel ? texel_window_limit(caps, 16) : storage_window_limit(caps);
+  return l.unit() <= limit / 2;
+}
 
 VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
   if (kind == 2) return VK_FORMAT_R32G32B32A32_UINT;
@@ -57,18 +95,23 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v, max_rows);
   const AttentionVariant& var = pp->var;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
+  // Row layouts (record_attention packed what they cannot address).
+  bool ok = false;
+  pp->q = row_layout(*c.q, &ok);
+  pp->out = row_layout(*c.out, &ok);
+  if (!c.step) pp->k = row_layout(*c.k, &ok), pp->v = row_layout(*c.v, &ok);
   pp->kvec = texel_kind(kv_dt, d.head_dim, var.scalar_fetch);
   pp->vvec = texel_kind(kv_dt, d.head_dim_v, var.scalar_fetch);
-  pp->qvec = texel_kind(q_dt, d.head_dim, var.scalar_fetch);
+  pp->qvec = aligned_kind(texel_kind(q_dt, d.head_dim, var.scalar_fetch), pp->q);
+  if (!c.step) pp->kvec = aligned_kind(pp->kvec, pp->k), pp->vvec = aligned_kind(pp->vvec, pp->v);
 
   // What one token / key / mask element costs in each binding.
   CallUnits& u = pp->units;
-  const uint64_t es_q = dtype_size(q_dt), es_kv = dtype_size(kv_dt);
-  u.q_token = uint64_t(d.num_heads) * d.head_dim * es_q;
-  u.out_token = uint64_t(d.num_heads) * d.head_dim_v * es_q;
+  u.q_token = pp->q.unit();
+  u.out_token = pp->out.unit();
   u.lse_token = c.lse ? uint64_t(d.num_heads) * 4 : 0;
-  u.k_key = c.step ? 0 : uint64_t(d.num_kv_heads) * d.head_dim * es_kv;
-  u.v_key = c.step ? 0 : uint64_t(d.num_kv_heads) * d.head_dim_v * es_kv;
+  u.k_key = c.step ? 0 : pp->k.unit();
+  u.v_key = c.step ? 0 : pp->v.unit();
   u.key_valid = c.key_valid.empty() ? 0 : 1;
   u.mask_elem = c.mask ? dtype_size(c.mask->dtype()) : 0;
   u.group = group;

@@ -34,12 +34,38 @@ inline uint64_t round_up(uint64_t x, uint64_t a) {
 // elements, 2 = eight 16-bit elements) of dtype dt.
 VkFormat texel_format(vkattn_dtype dt, uint32_t kind);
 
+// How a forward pass addresses the rows of q, k, v or out in place: the
+// first element's byte in the buffer and the token and head strides in
+// elements (views of a fused QKV output, strided caller buffers; dense
+// tensors are the case tok = H * dim, head = dim).
+struct RowLayout {
+  uint64_t offset = 0;         // bytes
+  uint64_t tok = 0, head = 0;  // elements
+  uint64_t extent = 0;         // elements one token spans: (heads - 1) * head + dim
+  uint64_t es = 4;             // element bytes
+  uint64_t unit() const { return std::max(tok, extent) * es; }  // bytes per token, a bound
+  // Bytes [lo_byte, hi_byte) hold tokens [lo, hi).
+  uint64_t lo_byte(uint64_t lo) const { return offset + lo * tok * es; }
+  uint64_t hi_byte(uint64_t lo, uint64_t hi) const {
+    return hi > lo ? offset + ((hi - 1) * tok + extent) * es : lo_byte(lo);
+  }
+};
+
+// The row layout of q/k/v/out `t` ([T, H, dim], or padded [B, S, H, dim]
+// with B's stride S times S's). `ok` false: the kernels cannot address it
+// in place (it goes through a packed copy, ops/packed_views.h).
+RowLayout row_layout(const Tensor& t, bool* ok);
+// Whether a forward pass may bind `t` in place: an input read through
+// texel views (texel), or an output written through storage bindings.
+bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel);
+
 struct PreparedPlan {
   Plan plan;
   Schedule sched;
   AttentionVariant var;
   CallUnits units;
   uint32_t qvec = 0, kvec = 0, vvec = 0;
+  RowLayout q, k, v, out;  // k, v unused when paged
   Region items, combine, seqs, table;
 };
 

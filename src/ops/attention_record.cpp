@@ -25,25 +25,34 @@ const KernelLayout kCombineLayout{
     "attention_combine",
     {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-    36};
+    44};
 
 struct CombinePush {
   uint32_t n_items, num_heads, num_kv_heads, flags, dv, item_base, seq_base, out_base, lse_base;
+  uint32_t out_tok, out_head;  // out's row strides, elements
 };
-static_assert(sizeof(CombinePush) == 36, "push constants mirror the shader");
+static_assert(sizeof(CombinePush) == 44, "push constants mirror the shader");
 
 // The plan of a call: built once per step and shape (reused by every
 // layer), or for this call alone.
 std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c) {
   if (!c.step) return prepare_plan(ctx, c);
   const auto& d = c.desc;
+  // q's and out's layouts shape the plan (texel kind, window sizes).
+  bool ok = false;
+  const RowLayout ql = row_layout(*c.q, &ok), ol = row_layout(*c.out, &ok);
   const Step::PlanKey key = {d.num_heads,
                              d.causal,
-                             static_cast<uint32_t>(d.window_left),
-                             static_cast<uint32_t>(c.q->dtype()),
+                             static_cast<uint64_t>(d.window_left),
+                             static_cast<uint64_t>(c.q->dtype()),
                              c.lse ? 1u : 0u,
                              d.mask_type,
-                             c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u};
+                             c.mask ? static_cast<uint64_t>(c.mask->dtype()) : 0u,
+                             ql.tok,
+                             ql.head,
+                             ql.offset % 16,
+                             ol.tok,
+                             ol.head};
   auto it = c.step->plans.find(key);
   if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c)).first;
   return std::static_pointer_cast<PreparedPlan>(it->second);
@@ -60,6 +69,11 @@ uint32_t call_flags(const AttentionCall& c) {
   if (d.mask_type == VKATTN_MASK_ADDITIVE) flags |= kFlagMaskAdd;
   if (!c.key_valid.empty()) flags |= kFlagKeyValid;
   if (c.lse) flags |= kFlagWriteLse;
+  if (c.out->dtype() != VKATTN_F32) {
+    bool ok = false;
+    const RowLayout o = row_layout(*c.out, &ok);
+    if ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2) flags |= kFlagOutOdd;
+  }
   return flags;
 }
 
@@ -138,15 +152,40 @@ class PassBinder {
       push_.k_page_tx = static_cast<uint32_t>(cache.slab_bytes() / texel_format_bytes(k_fmt_));
       push_.v_page_tx = static_cast<uint32_t>(cache.slab_bytes() / texel_format_bytes(v_fmt_));
     }
-    cpush_ = CombinePush{0, d.num_heads, d.num_kv_heads, flags, d.head_dim_v, 0, 0, 0, 0};
+    // Row strides: q, k, v in texels of their kind, out in elements.
+    const uint64_t qw = texel_format_bytes(q_fmt_) / pp.q.es;
+    push_.q_tok = static_cast<uint32_t>(pp.q.tok / qw);
+    push_.q_head = static_cast<uint32_t>(pp.q.head / qw);
+    push_.out_tok = static_cast<uint32_t>(pp.out.tok);
+    push_.out_head = static_cast<uint32_t>(pp.out.head);
+    if (c.step) {
+      // The cache's pages hold [Hkv, page_size, dim] rows (ops/kv_cache.h).
+      auto row_tx = [](uint32_t kind, uint32_t dim) -> uint64_t {
+        return kind == 2 ? dim / 8 : kind == 1 ? (dim + 3) / 4 : dim;
+      };
+      const uint64_t kr = row_tx(pp.kvec, d.head_dim), vr = row_tx(pp.vvec, d.head_dim_v);
+      push_.k_tok = static_cast<uint32_t>(kr),
+      push_.k_head = static_cast<uint32_t>(kr * push_.page_size);
+      push_.v_tok = static_cast<uint32_t>(vr),
+      push_.v_head = static_cast<uint32_t>(vr * push_.page_size);
+    } else {
+      const uint64_t kw = texel_format_bytes(k_fmt_) / pp.k.es,
+                     vw = texel_format_bytes(v_fmt_) / pp.v.es;
+      push_.k_tok = static_cast<uint32_t>(pp.k.tok / kw),
+      push_.k_head = static_cast<uint32_t>(pp.k.head / kw);
+      push_.v_tok = static_cast<uint32_t>(pp.v.tok / vw),
+      push_.v_head = static_cast<uint32_t>(pp.v.head / vw);
+    }
+    cpush_ = CombinePush{0, d.num_heads, d.num_kv_heads, flags,         d.head_dim_v, 0, 0,
+                         0, 0,           push_.out_tok,  push_.out_head};
   }
 
   PreparedDispatch fwd(const Pipeline& p, const FwdPass& pass) {
     const PassSpans& sp = pass.spans;
     uint64_t start = 0;
-    BoundBuffer qb = texel_window(caps_, q_r_, q_fmt_, sp.tokens.lo * u_.q_token,
-                                  sp.tokens.hi * u_.q_token, &start);
-    push_.q_base = static_cast<uint32_t>(start);
+    BoundBuffer qb = texel_window(caps_, q_r_, q_fmt_, pp_.q.lo_byte(sp.tokens.lo),
+                                  pp_.q.hi_byte(sp.tokens.lo, sp.tokens.hi), &start);
+    push_.q_base = static_cast<uint32_t>(start - pp_.q.offset / texel_format_bytes(q_fmt_));
     BoundBuffer kb, vb;
     if (c_.step) {
       // pass.buffer is a page group: this layer's slabs of it.
@@ -160,10 +199,12 @@ class PassBinder {
       push_.v_layer_tx =
           static_cast<uint32_t>((at.offset + cache.k_block_bytes()) / texel_format_bytes(v_fmt_));
     } else {
-      kb = texel_window(caps_, k_r_, k_fmt_, sp.keys.lo * u_.k_key, sp.keys.hi * u_.k_key, &start);
-      push_.k_base = static_cast<uint32_t>(start);
-      vb = texel_window(caps_, v_r_, v_fmt_, sp.keys.lo * u_.v_key, sp.keys.hi * u_.v_key, &start);
-      push_.v_base = static_cast<uint32_t>(start);
+      kb = texel_window(caps_, k_r_, k_fmt_, pp_.k.lo_byte(sp.keys.lo),
+                        pp_.k.hi_byte(sp.keys.lo, sp.keys.hi), &start);
+      push_.k_base = static_cast<uint32_t>(start - pp_.k.offset / texel_format_bytes(k_fmt_));
+      vb = texel_window(caps_, v_r_, v_fmt_, pp_.v.lo_byte(sp.keys.lo),
+                        pp_.v.hi_byte(sp.keys.lo, sp.keys.hi), &start);
+      push_.v_base = static_cast<uint32_t>(start - pp_.v.offset / texel_format_bytes(v_fmt_));
     }
     BoundBuffer ob, lb;
     out_lse(sp.tokens, &ob, &lb, &push_.out_base, &push_.lse_base);
@@ -208,9 +249,9 @@ class PassBinder {
   void out_lse(const Span& tokens, BoundBuffer* out_b, BoundBuffer* lse_b, uint32_t* out_base,
                uint32_t* lse_base) {
     uint64_t start = 0;
-    *out_b =
-        storage_window(caps_, out_r_, tokens.lo * u_.out_token, tokens.hi * u_.out_token, &start);
-    *out_base = static_cast<uint32_t>(start / es_q_);
+    *out_b = storage_window(caps_, out_r_, pp_.out.lo_byte(tokens.lo),
+                            pp_.out.hi_byte(tokens.lo, tokens.hi), &start);
+    *out_base = static_cast<uint32_t>(start / es_q_ - pp_.out.offset / es_q_);
     if (c_.lse) {
       const uint64_t lt = uint64_t(c_.desc.num_heads) * 4;
       *lse_b = storage_window(caps_, lse_r_, tokens.lo * lt, tokens.hi * lt, &start);
@@ -242,11 +283,16 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   ctx.recorder().check_alive();
   if (call.q->dim(0) == 0 || call.batch == 0) return;
   // Views the kernels cannot bind in place go through packed temporaries.
+  // q, k, v and out strided in ways the kernels address (ops/
+  // attention_prepare.h RowLayout) are bound in place.
   PackedViews packed(ctx);
   AttentionCall c = call;
-  c.q = packed.input(c.q), c.k = packed.input(c.k), c.v = packed.input(c.v);
+  const DeviceCaps& caps = ctx.device().caps();
+  auto in = [&](Tensor* t) { return t && !rows_bindable(caps, *t, true) ? packed.input(t) : t; };
+  c.q = in(c.q), c.k = in(c.k), c.v = in(c.v);
   c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi);
-  c.out = packed.output(c.out), c.lse = packed.output(c.lse);
+  if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
+  c.lse = packed.output(c.lse);
   const std::shared_ptr<PreparedPlan> pp = plan_of(ctx, c);  // plan
   const Schedule& sched = pp->sched;
   if (sched.items.empty()) return;

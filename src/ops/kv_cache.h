@@ -152,7 +152,7 @@ class Step {
   // dtypes, lse, mask; ops/attention_record.cpp): built at the first layer
   // that needs one, reused by the others (a fixed-size key: no allocation
   // per layer).
-  using PlanKey = std::array<uint32_t, 7>;
+  using PlanKey = std::array<uint64_t, 12>;
   std::map<PlanKey, std::shared_ptr<void>> plans;
 
  private:

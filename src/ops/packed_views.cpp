@@ -1,5 +1,7 @@
 #include "ops/packed_views.h"
 
+#include <cstdio>
+
 namespace vkattn {
 
 Tensor* PackedViews::pack(Tensor* t, bool is_output) {
@@ -9,6 +11,9 @@ Tensor* PackedViews::pack(Tensor* t, bool is_output) {
     (is_output ? p.copy_out : p.copy_in) = true;
     return p.temp.get();
   }
+  if (ctx_.options().log_kernels)
+    std::fprintf(stderr, "vkattn: packed copy of a %s view (%u-D, %lld elements)\n",
+                 is_output ? "written" : "read", t->ndim(), static_cast<long long>(t->numel()));
   Packed p{t, std::make_shared<Tensor>(t->context_ptr(), t->dtype(), t->ndim(), t->shape()),
            t->copy_regions(0, true), !is_output, is_output};
   Recorder& rec = ctx_.recorder();
