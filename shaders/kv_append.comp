@@ -10,8 +10,13 @@
 
 layout(local_size_x = 8) in;
 
-layout(std430, binding = 0) buffer Pool {
-  uint pool[];
+// K and V pools: the cache binds its pool buffer twice; caller pools
+// (vkattn_paged_append) are two tensors.
+layout(std430, binding = 0) buffer PoolK {
+  uint pool_k[];
+};
+layout(std430, binding = 4) buffer PoolV {
+  uint pool_v[];
 };
 layout(std430, binding = 1) readonly buffer KNew {
   uint k_new[];
@@ -33,8 +38,8 @@ layout(push_constant) uniform Push {
   uint uk;  // units per K row
   uint uv;  // units per V row
   uint page_size;
-  uint page_elems;  // elements per slab (one layer of one page): the page stride
-  uint k_off;       // this layer's K block of local page 0, elements from the buffer start
+  uint page_elems;  // K page stride, elements (the cache: one slab, a layer of a page)
+  uint k_off;       // K of local page 0, elements from the bound window's start
   uint v_off;
   uint in_dt;
   uint cache_dt;
@@ -42,8 +47,30 @@ layout(push_constant) uniform Push {
   // row (job rows count from that row: windows keep indices 32-bit).
   uint k_skip;
   uint v_skip;
+  uint v_page_elems;  // V page stride
+  // Row strides (slot, head) in elements: the cache's [Hkv, page_size,
+  // dim] pages, or a caller pool's [page_size, Hkv, dim] view.
+  uint k_tok;
+  uint k_head;
+  uint v_tok;
+  uint v_head;
+  uint pairs;  // 16-bit rows start on even elements: write 32-bit words
 }
 pc;
+
+void write_word(bool is_v, uint i, uint w) {
+  if (is_v)
+    pool_v[i] = w;
+  else
+    pool_k[i] = w;
+}
+
+void write_half(bool is_v, uint i, uint bits) {
+  if (is_v)
+    STORE16_ATOMIC(pool_v, i, bits)
+  else
+    STORE16_ATOMIC(pool_k, i, bits)
+}
 
 // Element i of the input, as cache-dtype bits.
 uint convert(bool is_v, uint i) {
@@ -70,15 +97,16 @@ void main() {
     uvec2 jb = jobs[job];
     uint page = jb.y / pc.page_size, slot = jb.y % pc.page_size;
     uint src = (jb.x * pc.hkv + h) * dim;
-    uint dst = page * pc.page_elems + (is_v ? pc.v_off : pc.k_off) + (h * pc.page_size + slot) * dim;
+    uint dst = is_v ? page * pc.v_page_elems + pc.v_off + slot * pc.v_tok + h * pc.v_head
+                    : page * pc.page_elems + pc.k_off + slot * pc.k_tok + h * pc.k_head;
     for (uint u = gl_LocalInvocationID.x; u < units; u += 8u) {
       if (pc.cache_dt == DT_F32) {
-        pool[dst + u] = convert(is_v, src + u);
-      } else if (dim % 2u == 0u) {
+        write_word(is_v, dst + u, convert(is_v, src + u));
+      } else if (dim % 2u == 0u && pc.pairs != 0u) {
         uint e = 2u * u;
-        pool[(dst + e) >> 1] = convert(is_v, src + e) | (convert(is_v, src + e + 1u) << 16);
+        write_word(is_v, (dst + e) >> 1, convert(is_v, src + e) | (convert(is_v, src + e + 1u) << 16));
       } else {
-        STORE16_ATOMIC(pool, dst + u, convert(is_v, src + u));
+        write_half(is_v, dst + u, convert(is_v, src + u));
       }
     }
   }

@@ -25,7 +25,8 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 }
 
 class Interop : public ContextTest {
- protected:
+ public:
+  using ContextTest::tensor;
   vkattn_tensor* view(vkattn_tensor* base, int64_t offset, std::vector<int64_t> shape,
                       std::vector<int64_t> strides) {
     vkattn_tensor* t = nullptr;
@@ -454,6 +455,224 @@ TEST_F(Interop, OutputViewsWhoseElementsOverlapAreRefused) {
   vkattn_tensor* o = tensor(VKATTN_F32, {T, H, d});
   EXPECT_EQ(vkattn_attention_varlen(ctx, &desc, 1, cu, cu, qb, q, q, o), VKATTN_SUCCESS)
       << vkattn_last_error();
+}
+
+}  // namespace
+
+namespace {
+
+// vkattn_attention_paged over caller pools with a shuffled page table
+// (NaN in every pool slot no sequence uses) equals varlen attention over
+// the same keys gathered densely; HND pools as views; hostile tables are
+// refused.
+struct PoolCase {
+  int np = 40, ps = 4, H = 4, Hkv = 2, d = 16;
+  std::vector<int> t = {2, 1, 3, 4}, u = {5, 0, 11, 9};
+  bool hnd = false;
+  bool causal = true;
+};
+
+void run_pool_case(Interop& self, vkattn_context* ctx, const PoolCase& pc) {
+  const int np = pc.np, ps = pc.ps, H = pc.H, Hkv = pc.Hkv, d = pc.d;
+  const int B = int(pc.t.size());
+  std::mt19937 rng(17);
+  // Shuffled pages for each sequence (distinct), one spare entry each.
+  std::vector<int32_t> perm(np);
+  for (int i = 0; i < np; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> indptr{0}, indices;
+  int next = 0;
+  for (int b = 0; b < B; ++b) {
+    const int need = (pc.u[b] + ps - 1) / ps;
+    for (int i = 0; i < need + 1; ++i) indices.push_back(perm[next++ % np]);
+    indptr.push_back(int32_t(indices.size()));
+  }
+  // Pools [np, ps, Hkv, d] (or HND storage [np, Hkv, ps, d]): NaN, then
+  // the used slots random.
+  const size_t pool_n = size_t(np) * ps * Hkv * d;
+  std::vector<float> kp(pool_n, kNaN), vp(pool_n, kNaN);
+  auto at = [&](int page, int slot, int h, int e) {
+    return pc.hnd ? ((size_t(page) * Hkv + h) * ps + slot) * d + e
+                  : ((size_t(page) * ps + slot) * Hkv + h) * d + e;
+  };
+  std::uniform_real_distribution<float> u01(-1, 1);
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  for (int b = 0; b < B; ++b)
+    cu_q.push_back(cu_q.back() + pc.t[b]), cu_k.push_back(cu_k.back() + pc.u[b]);
+  const int TQ = cu_q.back(), TK = cu_k.back();
+  std::vector<float> kd(size_t(TK) * Hkv * d), vd(kd.size());
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < pc.u[b]; ++j) {
+      const int page = indices[indptr[b] + j / ps], slot = j % ps;
+      for (int h = 0; h < Hkv; ++h)
+        for (int e = 0; e < d; ++e) {
+          const float x = u01(rng), y = u01(rng);
+          kp[at(page, slot, h, e)] = x, vp[at(page, slot, h, e)] = y;
+          kd[(size_t(cu_k[b] + j) * Hkv + h) * d + e] = x;
+          vd[(size_t(cu_k[b] + j) * Hkv + h) * d + e] = y;
+        }
+    }
+  std::vector<float> qh(size_t(TQ) * H * d);
+  for (auto& x : qh) x = u01(rng);
+  vkattn_tensor* q = self.filled({TQ, H, d}, qh);
+  vkattn_tensor *kpt = self.filled({int64_t(pool_n)}, kp),
+                *vpt = self.filled({int64_t(pool_n)}, vp);
+  const std::vector<int64_t> shape = {np, ps, Hkv, d};
+  const std::vector<int64_t> strides = pc.hnd ? std::vector<int64_t>{Hkv * ps * d, d, ps * d, 1}
+                                              : std::vector<int64_t>{ps * Hkv * d, Hkv * d, d, 1};
+  vkattn_tensor* kv = self.view(kpt, 0, shape, strides);
+  vkattn_tensor* vv = self.view(vpt, 0, shape, strides);
+  vkattn_tensor* kdt =
+      self.filled({std::max(TK, 1), Hkv, d}, kd.empty() ? std::vector<float>(Hkv * d) : kd);
+  vkattn_tensor* vdt =
+      self.filled({std::max(TK, 1), Hkv, d}, vd.empty() ? std::vector<float>(Hkv * d) : vd);
+  vkattn_tensor *o1 = self.tensor(VKATTN_F32, {TQ, H, d}),
+                *o2 = self.tensor(VKATTN_F32, {TQ, H, d});
+  vkattn_tensor *l1 = self.tensor(VKATTN_F32, {TQ, H}), *l2 = self.tensor(VKATTN_F32, {TQ, H});
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = H, desc.num_kv_heads = Hkv, desc.head_dim = d, desc.causal = pc.causal;
+  desc.lse = l1;
+  ASSERT_EQ(vkattn_attention_paged(ctx, &desc, B, cu_q.data(), pc.u.data(), indptr.data(),
+                                   indices.data(), ps, q, kv, vv, o1),
+            VKATTN_SUCCESS)
+      << vkattn_last_error();
+  desc.lse = l2;
+  ASSERT_EQ(vkattn_attention_varlen(ctx, &desc, B, cu_q.data(), cu_k.data(), q, kdt, vdt, o2),
+            VKATTN_SUCCESS)
+      << vkattn_last_error();
+  std::vector<float> a = self.read(o1), b = self.read(o2), la = self.read(l1), lb = self.read(l2);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << "out " << i;
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (std::isinf(lb[i])) {
+      ASSERT_EQ(la[i], lb[i]) << "lse " << i;
+    } else {
+      ASSERT_NEAR(la[i], lb[i], 1e-5) << "lse " << i;
+    }
+  }
+}
+
+TEST_F(Interop, PagedOverCallerPoolsEqualsDenseKeys) {
+  run_pool_case(*this, ctx, {});
+  PoolCase hnd;
+  hnd.hnd = true;
+  run_pool_case(*this, ctx, hnd);
+  PoolCase decode;
+  decode.t = {1, 1, 1};
+  decode.u = {37, 1, 64};
+  decode.causal = false;
+  run_pool_case(*this, ctx, decode);
+}
+
+TEST_F(Interop, HostilePageTablesAreRefused) {
+  const int np = 4, ps = 4, H = 2, d = 8;
+  vkattn_tensor* q = tensor(VKATTN_F32, {2, H, d});
+  vkattn_tensor* o = tensor(VKATTN_F32, {2, H, d});
+  vkattn_tensor* kp = tensor(VKATTN_F32, {np, ps, H, d});
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = H, desc.num_kv_heads = H, desc.head_dim = d;
+  const int32_t cu[2] = {0, 2};
+  const int32_t len5[1] = {5}, indptr2[2] = {0, 2}, indptr1[2] = {0, 1};
+  const int32_t past[2] = {0, 4}, neg[2] = {-1, 0}, ok[2] = {3, 0};
+  EXPECT_INVALID(vkattn_attention_paged(ctx, &desc, 1, cu, len5, indptr2, past, ps, q, kp, kp, o),
+                 "not a page");
+  EXPECT_INVALID(vkattn_attention_paged(ctx, &desc, 1, cu, len5, indptr2, neg, ps, q, kp, kp, o),
+                 "not a page");
+  EXPECT_INVALID(vkattn_attention_paged(ctx, &desc, 1, cu, len5, indptr1, ok, ps, q, kp, kp, o),
+                 "needs 2 page");
+  EXPECT_INVALID(vkattn_attention_paged(ctx, &desc, 1, cu, len5, indptr2, ok, 8, q, kp, kp, o),
+                 "k_pages");
+  const int32_t bad_indptr[2] = {1, 2};
+  EXPECT_INVALID(vkattn_attention_paged(ctx, &desc, 1, cu, len5, bad_indptr, ok, ps, q, kp, kp, o),
+                 "page_indptr[0]");
+  EXPECT_EQ(vkattn_attention_paged(ctx, &desc, 1, cu, len5, indptr2, ok, ps, q, kp, kp, o),
+            VKATTN_SUCCESS)
+      << vkattn_last_error();
+}
+
+}  // namespace
+
+namespace {
+
+// vkattn_paged_append writes each new row at its sequence's slot of the
+// caller pools (converted to the pools' dtype) and nothing else; a table
+// mapping two new tokens to one slot is refused with the pools unchanged.
+void run_paged_append(Interop& self, vkattn_context* ctx, vkattn_dtype pool_dt, bool hnd,
+                      int64_t off) {
+  const int np = 10, ps = 4, Hkv = 2, d = 8;
+  const size_t es = pool_dt == VKATTN_F32 ? 4 : 2;
+  const int64_t n = off + int64_t(np) * ps * Hkv * d;
+  std::vector<uint8_t> nan_bits(size_t(n) * es);
+  for (int64_t i = 0; i < n; ++i) {
+    if (es == 4) {
+      std::memcpy(&nan_bits[i * 4], &kNaN, 4);
+    } else {
+      const uint16_t h = 0x7e00;
+      std::memcpy(&nan_bits[i * 2], &h, 2);
+    }
+  }
+  auto pool_tensor = [&]() {
+    vkattn_tensor* t = self.tensor(pool_dt, {n});
+    EXPECT_EQ(vkattn_tensor_write(t, nan_bits.data(), nan_bits.size()), VKATTN_SUCCESS);
+    return t;
+  };
+  vkattn_tensor *kb = pool_tensor(), *vb = pool_tensor();
+  const std::vector<int64_t> shape = {np, ps, Hkv, d};
+  const std::vector<int64_t> strides = hnd ? std::vector<int64_t>{Hkv * ps * d, d, ps * d, 1}
+                                           : std::vector<int64_t>{ps * Hkv * d, Hkv * d, d, 1};
+  vkattn_tensor* kp = self.view(kb, off, shape, strides);
+  vkattn_tensor* vp = self.view(vb, off, shape, strides);
+  // Sequence 0: 3 tokens kept, 3 new (positions 3..5); sequence 1: 2 new.
+  const int32_t cu_new[3] = {0, 3, 5}, before[2] = {3, 0};
+  const int32_t indptr[3] = {0, 2, 3}, indices[3] = {7, 2, 5};
+  std::vector<float> kn = random_floats(5 * Hkv * d, 21), vn = random_floats(5 * Hkv * d, 22);
+  vkattn_tensor *kt = self.filled({5, Hkv, d}, kn), *vt = self.filled({5, Hkv, d}, vn);
+  // A table that maps two new tokens to one slot: refused, nothing written.
+  const int32_t clash[3] = {7, 2, 2};
+  const int32_t before_clash[2] = {3, 1};
+  EXPECT_INVALID(
+      vkattn_paged_append(ctx, 2, cu_new, before_clash, indptr, clash, ps, kt, vt, kp, vp),
+      "another new token");
+  ASSERT_EQ(vkattn_paged_append(ctx, 2, cu_new, before, indptr, indices, ps, kt, vt, kp, vp),
+            VKATTN_SUCCESS)
+      << vkattn_last_error();
+  std::vector<uint8_t> kg(nan_bits.size()), vg(nan_bits.size());
+  ASSERT_EQ(vkattn_tensor_read(kb, kg.data(), kg.size()), VKATTN_SUCCESS);
+  ASSERT_EQ(vkattn_tensor_read(vb, vg.data(), vg.size()), VKATTN_SUCCESS);
+  std::vector<uint8_t> kw = nan_bits, vw = nan_bits;
+  auto put = [&](std::vector<uint8_t>& w, int page, int slot, int h, int e, float x) {
+    const int64_t i = off + (hnd ? ((int64_t(page) * Hkv + h) * ps + slot) * d + e
+                                 : ((int64_t(page) * ps + slot) * Hkv + h) * d + e);
+    if (es == 4) {
+      std::memcpy(&w[i * 4], &x, 4);
+    } else {
+      const uint16_t hb = to_half(x);
+      std::memcpy(&w[i * 2], &hb, 2);
+    }
+  };
+  for (int b = 0; b < 2; ++b)
+    for (int i = cu_new[b]; i < cu_new[b + 1]; ++i) {
+      const int pos = before[b] + i - cu_new[b];
+      const int page = indices[indptr[b] + pos / ps], slot = pos % ps;
+      for (int h = 0; h < Hkv; ++h)
+        for (int e = 0; e < d; ++e) {
+          put(kw, page, slot, h, e, kn[(size_t(i) * Hkv + h) * d + e]);
+          put(vw, page, slot, h, e, vn[(size_t(i) * Hkv + h) * d + e]);
+        }
+    }
+  EXPECT_EQ(std::memcmp(kg.data(), kw.data(), kg.size()), 0) << "k pool";
+  EXPECT_EQ(std::memcmp(vg.data(), vw.data(), vg.size()), 0) << "v pool";
+}
+
+TEST_F(Interop, PagedAppendWritesItsSlotsOnly) {
+  for (vkattn_dtype dt : {VKATTN_F32, VKATTN_F16})
+    for (bool hnd : {false, true})
+      for (int64_t off : {0, 1}) {
+        SCOPED_TRACE(std::string(dt == VKATTN_F32 ? "f32" : "f16") + (hnd ? " hnd" : " nhd") +
+                     " offset " + std::to_string(off));
+        run_paged_append(*this, ctx, dt, hnd, off);
+      }
 }
 
 }  // namespace

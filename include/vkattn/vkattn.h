@@ -480,6 +480,43 @@ VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
                                                  vkattn_tensor* v, const int32_t* key_mask,
                                                  vkattn_tensor* out);
 
+/* Attention over caller-owned page pools (engines that manage their own
+ * pages, vLLM / FlashInfer style): q [total_q, H, d] as in
+ * vkattn_attention_varlen; k_pages [num_pages, page_size, Hkv, d] and
+ * v_pages [num_pages, page_size, Hkv, dv] (views welcome: FlashInfer's
+ * HND layout [num_pages, Hkv, page_size, d] is the view with strides
+ * {Hkv*ps*d, d, ps*d, 1}; vLLM's combined [num_pages, 2, ps, Hkv, d]
+ * tensor gives k and v as views at offsets 0 and ps*Hkv*d). Sequence b
+ * has seq_lens_k[b] keys, key j in page page_indices[page_indptr[b] +
+ * j / page_size], slot j % page_size (host arrays). Every used index is
+ * checked < num_pages and every sequence must have enough pages, so no
+ * table makes a shader read outside the pools. Bottom-right causal with
+ * u = seq_lens_k[b]; window, softcap, ALiBi, lse and masks (per sequence
+ * t_b x u_b, packed) as in vkattn_attention_varlen. Pools larger than one
+ * binding are bound in windows of pages. */
+VKATTN_API vkattn_status vkattn_attention_paged(
+    vkattn_context* ctx, const vkattn_attention_desc* desc, uint32_t batch,
+    const int32_t* cu_seqlens_q, const int32_t* seq_lens_k, const int32_t* page_indptr,
+    const int32_t* page_indices, uint32_t page_size, vkattn_tensor* q, vkattn_tensor* k_pages,
+    vkattn_tensor* v_pages, vkattn_tensor* out);
+
+/* Writes new K/V rows into caller pools (the pools of vkattn_attention_
+ * paged): k_new [total_new, Hkv, d], v_new [total_new, Hkv, dv] (f32, f16
+ * or bf16, converted to the pools' dtype, round to nearest even); the
+ * cu_seqlens_new[b + 1] - cu_seqlens_new[b] new tokens of sequence b go to
+ * positions [seq_lens_before[b], seq_lens_before[b] + t_b) of its pages
+ * (page_indptr / page_indices as in vkattn_attention_paged, which must
+ * cover seq_lens_before[b] + t_b keys). Every used index is checked below
+ * num_pages, and two new tokens mapped to one pool slot (a write race)
+ * are refused; the pools must not overlap each other or the new rows. */
+VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch,
+                                             const int32_t* cu_seqlens_new,
+                                             const int32_t* seq_lens_before,
+                                             const int32_t* page_indptr,
+                                             const int32_t* page_indices, uint32_t page_size,
+                                             vkattn_tensor* k_new, vkattn_tensor* v_new,
+                                             vkattn_tensor* k_pages, vkattn_tensor* v_pages);
+
 /* Combines two partial attentions of the same queries over disjoint key
  * sets (shared prefix + suffix, split-KV): outs [n, H, dv] of one dtype,
  * lses [n, H] f32. out may alias out_a or out_b and lse may alias lse_a or

@@ -52,6 +52,37 @@ VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
   });
 }
 
+VKATTN_API vkattn_status vkattn_attention_paged(
+    vkattn_context* ctx, const vkattn_attention_desc* desc, uint32_t batch,
+    const int32_t* cu_seqlens_q, const int32_t* seq_lens_k, const int32_t* page_indptr,
+    const int32_t* page_indices, uint32_t page_size, vkattn_tensor* q, vkattn_tensor* k_pages,
+    vkattn_tensor* v_pages, vkattn_tensor* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().check_alive();
+    AttentionCall call =
+        make_pool_call(*ctx->impl, desc, batch, cu_seqlens_q, seq_lens_k, page_indptr, page_indices,
+                       page_size, impl(q), impl(k_pages), impl(v_pages), impl(out));
+    record_attention(*ctx->impl, call);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch,
+                                             const int32_t* cu_seqlens_new,
+                                             const int32_t* seq_lens_before,
+                                             const int32_t* page_indptr,
+                                             const int32_t* page_indices, uint32_t page_size,
+                                             vkattn_tensor* k_new, vkattn_tensor* v_new,
+                                             vkattn_tensor* k_pages, vkattn_tensor* v_pages) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().check_alive();
+    record_paged_append(*ctx->impl, batch, cu_seqlens_new, seq_lens_before, page_indptr,
+                        page_indices, page_size, impl(k_new), impl(v_new), impl(k_pages),
+                        impl(v_pages));
+  });
+}
+
 VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tensor* out_a,
                                                 vkattn_tensor* lse_a, vkattn_tensor* out_b,
                                                 vkattn_tensor* lse_b, vkattn_tensor* out,

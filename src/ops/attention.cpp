@@ -72,7 +72,7 @@ namespace {
 // Checks the dtypes and the shapes that do not depend on the layout.
 void check_tensors(Context& ctx, const AttentionCall& c) {
   const auto& d = c.desc;
-  const bool paged = c.step != nullptr;
+  const bool paged = c.step != nullptr;  // caller pools check k/v as tensors
   if (paged)
     require(c.q && c.out, "q and out must not be NULL");
   else
@@ -223,6 +223,69 @@ AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, 
       c.key_valid[i] = static_cast<uint8_t>(key_mask[i]);
     }
   }
+  return c;
+}
+
+std::shared_ptr<AttentionCall::Pools> check_page_table(uint32_t batch, const int32_t* lens,
+                                                       const int32_t* page_indptr,
+                                                       const int32_t* page_indices,
+                                                       uint32_t page_size, int64_t num_pages) {
+  require(page_indptr != nullptr, "page_indptr is NULL");
+  require(page_indptr[0] == 0, "page_indptr[0] is ", page_indptr[0], ", must be 0");
+  for (uint32_t b = 0; b < batch; ++b)
+    require(page_indptr[b + 1] >= page_indptr[b], "page_indptr decreases at ", b + 1);
+  require(page_indices != nullptr || page_indptr[batch] == 0, "page_indices is NULL");
+  host_alloc_point();
+  auto p = std::make_shared<AttentionCall::Pools>();
+  p->page_size = page_size;
+  p->first.resize(batch);
+  for (uint32_t b = 0; b < batch; ++b) {
+    require(lens[b] >= 0, "sequence ", b, " has a negative length ", lens[b]);
+    const int64_t need = (int64_t(lens[b]) + page_size - 1) / page_size;
+    const int64_t have = page_indptr[b + 1] - page_indptr[b];
+    require(need <= have, "sequence ", b, " needs ", need, " page(s) of ", page_size, " for its ",
+            lens[b], " keys but page_indptr gives it ", have);
+    p->first[b] = p->pages.size();
+    for (int64_t i = 0; i < need; ++i) {
+      const int32_t page = page_indices[page_indptr[b] + i];
+      require(page >= 0 && page < num_pages, "page_indices[", page_indptr[b] + i, "] = ", page,
+              " is not a page of the pools (", num_pages, " pages)");
+      p->pages.push_back(static_cast<uint32_t>(page));
+    }
+  }
+  return p;
+}
+
+AttentionCall make_pool_call(Context& ctx, const vkattn_attention_desc* desc, uint32_t batch,
+                             const int32_t* cu_q, const int32_t* seq_lens_k,
+                             const int32_t* page_indptr, const int32_t* page_indices,
+                             uint32_t page_size, Tensor* q, Tensor* k_pages, Tensor* v_pages,
+                             Tensor* out) {
+  AttentionCall c = start_call(ctx, desc, q, k_pages, v_pages, out);
+  const auto& d = c.desc;
+  require(page_size >= 1, "page_size must be >= 1");
+  require(q->ndim() == 3, "q must be [total_q, H, d], got ", shape_str(*q));
+  require(k_pages->ndim() == 4, "k_pages must be [num_pages, page_size, Hkv, d], got ",
+          shape_str(*k_pages));
+  const int64_t tq = q->dim(0), np = k_pages->dim(0);
+  require_shape(*q, "q", {tq, d.num_heads, d.head_dim});
+  require_shape(*k_pages, "k_pages", {np, page_size, d.num_kv_heads, d.head_dim});
+  require_shape(*v_pages, "v_pages", {np, page_size, d.num_kv_heads, d.head_dim_v});
+  require_shape(*out, "out", {tq, d.num_heads, d.head_dim_v});
+  if (c.lse) require_shape(*c.lse, "lse", {tq, d.num_heads});
+  check_prefix_sums("cu_seqlens_q", batch, cu_q, tq);
+  require(seq_lens_k != nullptr || batch == 0, "seq_lens_k is NULL");
+  c.batch = batch;
+  c.pools = check_page_table(batch, seq_lens_k, page_indptr, page_indices, page_size, np);
+  c.cu_q.assign(cu_q, cu_q + batch + 1);
+  c.cu_k.assign(1, 0);
+  int64_t mask_elems = 0;
+  for (uint32_t b = 0; b < batch; ++b) {
+    c.cu_k.push_back(c.cu_k.back() + seq_lens_k[b]);
+    mask_elems += int64_t(cu_q[b + 1] - cu_q[b]) * seq_lens_k[b];
+  }
+  require(c.cu_k.back() <= INT32_MAX, "the sequences' keys add up past 2^31 - 1");
+  if (c.mask) require_shape(*c.mask, "mask (1-D, sum of t_b * seq_lens_k[b])", {mask_elems});
   return c;
 }
 

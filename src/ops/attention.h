@@ -30,6 +30,15 @@ struct AttentionCall {
   // Paged: K/V come from layer `layer` of the step's cache (k, v null).
   Step* step = nullptr;
   uint32_t layer = 0;
+  // Caller pools (vkattn_attention_paged): k, v are [num_pages, page_size,
+  // Hkv, dim] and sequence b's keys live in pages[first[b] ..] (checked).
+  struct Pools {
+    uint32_t page_size = 0;
+    std::vector<uint32_t> pages;
+    std::vector<uint64_t> first;  // batch entries
+  };
+  std::shared_ptr<Pools> pools;
+  bool paged() const { return step != nullptr || pools != nullptr; }
   vkattn_dtype kv_dtype() const;
 };
 
@@ -47,6 +56,27 @@ AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, 
 // vkattn_step_attention: q [total_new, H, d] over the step's cache layer.
 AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, Step& step,
                               uint32_t layer, Tensor* q, Tensor* out);
+
+// vkattn_attention_paged: q over caller-owned page pools.
+AttentionCall make_pool_call(Context& ctx, const vkattn_attention_desc* desc, uint32_t batch,
+                             const int32_t* cu_q, const int32_t* seq_lens_k,
+                             const int32_t* page_indptr, const int32_t* page_indices,
+                             uint32_t page_size, Tensor* q, Tensor* k_pages, Tensor* v_pages,
+                             Tensor* out);
+
+// The pages of each sequence checked against the pools (shared by
+// vkattn_attention_paged and vkattn_paged_append): every used index below
+// num_pages, enough pages for `lens[b]` keys. Returns them flattened.
+std::shared_ptr<AttentionCall::Pools> check_page_table(uint32_t batch, const int32_t* lens,
+                                                       const int32_t* page_indptr,
+                                                       const int32_t* page_indices,
+                                                       uint32_t page_size, int64_t num_pages);
+
+// vkattn_paged_append: validation and recording (ops/kv_append.cpp).
+void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
+                         const int32_t* seq_lens_before, const int32_t* page_indptr,
+                         const int32_t* page_indices, uint32_t page_size, Tensor* k_new,
+                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages);
 
 // Records the forward pass. Nothing is recorded for empty work.
 void record_attention(Context& ctx, const AttentionCall& call);

@@ -40,7 +40,8 @@ uint32_t combine_fan_in(uint32_t stride, uint32_t dv) {
 uint32_t aligned_kind(uint32_t kind, const RowLayout& l) {
   for (; kind > 0; --kind) {
     const uint64_t w = kind == 2 ? 8 : 4;
-    if ((l.offset / l.es) % w == 0 && l.offset % l.es == 0 && l.tok % w == 0 && l.head % w == 0)
+    if ((l.offset / l.es) % w == 0 && l.offset % l.es == 0 && l.tok % w == 0 && l.head % w == 0 &&
+        l.page % w == 0)
       return kind;
   }
   return 0;
@@ -64,15 +65,30 @@ RowLayout row_layout(const Tensor& t, bool* ok) {
   return l;
 }
 
-bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel) {
+RowLayout pool_layout(const Tensor& t, bool* ok) {
+  RowLayout l;
+  l.es = dtype_size(t.dtype());
+  l.offset = t.byte_offset();
+  *ok = t.ndim() == 4 && t.stride(3) == 1 && l.offset % l.es == 0;
+  if (t.ndim() != 4) return l;
+  l.page = static_cast<uint64_t>(t.stride(0));
+  l.tok = static_cast<uint64_t>(t.stride(1));
+  l.head = static_cast<uint64_t>(t.stride(2));
+  l.extent = uint64_t(t.dim(2) - 1) * l.head + uint64_t(t.dim(3));
+  l.page_extent = uint64_t(t.dim(1) - 1) * l.tok + l.extent;
+  if (l.tok >= (1ull << 31) || l.head >= (1ull << 31) || l.page >= (1ull << 31)) *ok = false;
+  return l;
+}
+
+bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel, bool pool) {
   if (!t.buffer() || t.numel() == 0) return true;
-  if (t.plain()) return true;
+  if (t.plain() && !pool) return true;
   bool ok = false;
-  const RowLayout l = row_layout(t, &ok);
+  const RowLayout l = pool ? pool_layout(t, &ok) : row_layout(t, &ok);
   if (!ok || (texel && !t.buffer()->texel_usage())) return false;
-  // One token must fit a window with room to spare.
+  // One token (one page of a pool) must fit a window with room to spare.
   const uint64_t limit = texel ? texel_window_limit(caps, 16) : storage_window_limit(caps);
-  return l.unit() <= limit / 2;
+  return (pool ? std::max(l.page, l.page_extent) * l.es : l.unit()) <= limit / 2;
 }
 
 VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
@@ -99,7 +115,10 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   bool ok = false;
   pp->q = row_layout(*c.q, &ok);
   pp->out = row_layout(*c.out, &ok);
-  if (!c.step) pp->k = row_layout(*c.k, &ok), pp->v = row_layout(*c.v, &ok);
+  if (c.pools)
+    pp->k = pool_layout(*c.k, &ok), pp->v = pool_layout(*c.v, &ok);
+  else if (!c.step)
+    pp->k = row_layout(*c.k, &ok), pp->v = row_layout(*c.v, &ok);
   pp->kvec = texel_kind(kv_dt, d.head_dim, var.scalar_fetch);
   pp->vvec = texel_kind(kv_dt, d.head_dim_v, var.scalar_fetch);
   pp->qvec = aligned_kind(texel_kind(q_dt, d.head_dim, var.scalar_fetch), pp->q);
@@ -110,12 +129,12 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   u.q_token = pp->q.unit();
   u.out_token = pp->out.unit();
   u.lse_token = c.lse ? uint64_t(d.num_heads) * 4 : 0;
-  u.k_key = c.step ? 0 : pp->k.unit();
-  u.v_key = c.step ? 0 : pp->v.unit();
+  u.k_key = c.paged() ? 0 : pp->k.unit();
+  u.v_key = c.paged() ? 0 : pp->v.unit();
   u.key_valid = c.key_valid.empty() ? 0 : 1;
   u.mask_elem = c.mask ? dtype_size(c.mask->dtype()) : 0;
   u.group = group;
-  u.page_size = c.step ? c.step->cache().desc().page_size : 0;
+  u.page_size = c.step ? c.step->cache().desc().page_size : c.pools ? c.pools->page_size : 0;
 
   ScheduleLimits lim;
   lim.storage = storage_window_limit(caps);
@@ -138,7 +157,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   shape.decode_merge = var.decode_merge;
   // Item key ranges within one K/V texel window (every lane of a
   // decode-mode item reads max_keys of them).
-  if (!c.step) {
+  if (!c.paged()) {
     const uint64_t keys = std::min(lim.k_texel / std::max<uint64_t>(u.k_key, 1),
                                    lim.v_texel / std::max<uint64_t>(u.v_key, 1)) /
                           var.wg;
@@ -154,6 +173,34 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
 
   std::vector<uint32_t> table;
   std::vector<std::vector<KeySegment>> segments;
+  if (c.pools) {
+    // Caller pools: windows of window_pages pages (each binding covers one);
+    // keys cut where a sequence's page moves to another window.
+    const uint64_t span_k = std::max(pp->k.page, pp->k.page_extent) * pp->k.es;
+    const uint64_t span_v = std::max(pp->v.page, pp->v.page_extent) * pp->v.es;
+    const uint64_t per = std::min(lim.k_texel / std::max<uint64_t>(span_k, 1),
+                                  lim.v_texel / std::max<uint64_t>(span_v, 1));
+    if (per == 0)
+      fail(VKATTN_ERROR_UNSUPPORTED, "one page of the pools spans ", std::max(span_k, span_v),
+           " bytes, more than one binding of this device may cover");
+    pp->window_pages = static_cast<uint32_t>(std::min<uint64_t>(per, 1u << 30));
+    const uint32_t ps = c.pools->page_size, wp = pp->window_pages;
+    segments.resize(c.batch);
+    for (uint32_t b = 0; b < c.batch; ++b) {
+      const uint32_t uu = static_cast<uint32_t>(c.cu_k[b + 1] - c.cu_k[b]);
+      const uint32_t n_pages = (uu + ps - 1) / ps;
+      for (uint32_t i = 0; i < n_pages; ++i) {
+        const uint32_t page = c.pools->pages[c.pools->first[b] + i], buf = page / wp;
+        table.push_back(page % wp);
+        auto& seg = segments[b];
+        const uint32_t k0 = i * ps, k1 = std::min(uu, k0 + ps);
+        if (!seg.empty() && seg.back().buffer == buf)
+          seg.back().end = k1;
+        else
+          seg.push_back({k0, k1, buf});
+      }
+    }
+  }
   if (c.step) {
     // Block tables of local pages; keys cut where the page group (the pool
     // buffer of every layer) changes.
@@ -176,11 +223,12 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       }
     }
   }
-  pp->plan = build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(), c.step ? &segments : nullptr);
+  pp->plan =
+      build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(), c.paged() ? &segments : nullptr);
   Plan& plan = pp->plan;
-  if (c.step) {
+  if (c.paged()) {
     // Paged: a sequence's k_off is its first block-table entry.
-    const uint32_t ps = c.step->cache().desc().page_size;
+    const uint32_t ps = u.page_size;
     uint64_t off = 0;
     for (uint32_t b = 0; b < c.batch; ++b) {
       plan.seqs[b].k_off = static_cast<uint32_t>(off);

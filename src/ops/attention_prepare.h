@@ -39,10 +39,11 @@ VkFormat texel_format(vkattn_dtype dt, uint32_t kind);
 // elements (views of a fused QKV output, strided caller buffers; dense
 // tensors are the case tok = H * dim, head = dim).
 struct RowLayout {
-  uint64_t offset = 0;         // bytes
-  uint64_t tok = 0, head = 0;  // elements
-  uint64_t extent = 0;         // elements one token spans: (heads - 1) * head + dim
-  uint64_t es = 4;             // element bytes
+  uint64_t offset = 0;                 // bytes
+  uint64_t tok = 0, head = 0;          // elements
+  uint64_t page = 0, page_extent = 0;  // caller pools: page stride and one page's span, elements
+  uint64_t extent = 0;                 // elements one token spans: (heads - 1) * head + dim
+  uint64_t es = 4;                     // element bytes
   uint64_t unit() const { return std::max(tok, extent) * es; }  // bytes per token, a bound
   // Bytes [lo_byte, hi_byte) hold tokens [lo, hi).
   uint64_t lo_byte(uint64_t lo) const { return offset + lo * tok * es; }
@@ -55,9 +56,11 @@ struct RowLayout {
 // with B's stride S times S's). `ok` false: the kernels cannot address it
 // in place (it goes through a packed copy, ops/packed_views.h).
 RowLayout row_layout(const Tensor& t, bool* ok);
+// A caller pool [num_pages, page_size, heads, dim], any strides.
+RowLayout pool_layout(const Tensor& t, bool* ok);
 // Whether a forward pass may bind `t` in place: an input read through
 // texel views (texel), or an output written through storage bindings.
-bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel);
+bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel, bool pool = false);
 
 struct PreparedPlan {
   Plan plan;
@@ -65,7 +68,8 @@ struct PreparedPlan {
   AttentionVariant var;
   CallUnits units;
   uint32_t qvec = 0, kvec = 0, vvec = 0;
-  RowLayout q, k, v, out;  // k, v unused when paged
+  RowLayout q, k, v, out;     // k, v unused when the step's cache holds them
+  uint32_t window_pages = 0;  // caller pools: pages of one binding window
   Region items, combine, seqs, table;
 };
 

@@ -83,7 +83,7 @@ FwdConfig fwd_config(const AttentionCall& c, const PreparedPlan& pp, uint32_t fl
   cfg.head_dim = c.desc.head_dim, cfg.head_dim_v = c.desc.head_dim_v;
   cfg.q_dtype = c.q->dtype(), cfg.kv_dtype = c.kv_dtype();
   cfg.qvec = pp.qvec, cfg.kvec = pp.kvec, cfg.vvec = pp.vvec;
-  cfg.paged = c.step != nullptr;
+  cfg.paged = c.paged();
   cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
   return cfg;
 }
@@ -145,6 +145,11 @@ class PassBinder {
     push_.softcap = d.softcap;
     push_.window_left = d.window_left;
     push_.mask_dtype = c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u;
+    if (c.pools) {
+      push_.page_size = c.pools->page_size;
+      push_.k_page_tx = static_cast<uint32_t>(pp.k.page * pp.k.es / texel_format_bytes(k_fmt_));
+      push_.v_page_tx = static_cast<uint32_t>(pp.v.page * pp.v.es / texel_format_bytes(v_fmt_));
+    }
     if (c.step) {
       // The page stride in texels (a multiple of 16 bytes).
       const KvCache& cache = c.step->cache();
@@ -187,7 +192,23 @@ class PassBinder {
                                   pp_.q.hi_byte(sp.tokens.lo, sp.tokens.hi), &start);
     push_.q_base = static_cast<uint32_t>(start - pp_.q.offset / texel_format_bytes(q_fmt_));
     BoundBuffer kb, vb;
-    if (c_.step) {
+    if (c_.pools) {
+      // pass.buffer is a window of window_pages pages of the pools; the
+      // block table holds pages local to it.
+      const uint64_t p0 = uint64_t(pass.buffer) * pp_.window_pages;
+      const uint64_t p1 = std::min<uint64_t>(p0 + pp_.window_pages, uint64_t(c_.k->dim(0)));
+      auto bind = [&](const Region& r, VkFormat fmt, const RowLayout& l, uint32_t* layer_tx) {
+        const uint64_t lo = l.offset + p0 * l.page * l.es;
+        const uint64_t hi = l.offset + ((p1 - 1) * l.page + l.page_extent) * l.es;
+        uint64_t first = 0;
+        BoundBuffer b = texel_window(caps_, r, fmt, lo, hi, &first);
+        *layer_tx = static_cast<uint32_t>(lo / texel_format_bytes(fmt) - first);
+        return b;
+      };
+      kb = bind(k_r_, k_fmt_, pp_.k, &push_.k_layer_tx);
+      vb = bind(v_r_, v_fmt_, pp_.v, &push_.v_layer_tx);
+      push_.k_base = push_.v_base = 0;
+    } else if (c_.step) {
       // pass.buffer is a page group: this layer's slabs of it.
       const KvCache& cache = c_.step->cache();
       const KvCache::Slabs at = cache.slabs(c_.layer, pass.buffer);
@@ -288,8 +309,10 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   PackedViews packed(ctx);
   AttentionCall c = call;
   const DeviceCaps& caps = ctx.device().caps();
-  auto in = [&](Tensor* t) { return t && !rows_bindable(caps, *t, true) ? packed.input(t) : t; };
-  c.q = in(c.q), c.k = in(c.k), c.v = in(c.v);
+  auto in = [&](Tensor* t, bool pool) {
+    return t && !rows_bindable(caps, *t, true, pool) ? packed.input(t) : t;
+  };
+  c.q = in(c.q, false), c.k = in(c.k, c.pools != nullptr), c.v = in(c.v, c.pools != nullptr);
   c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi);
   if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
   c.lse = packed.output(c.lse);

@@ -1,6 +1,8 @@
 // vkattn_step_append: validation and recording of shaders/kv_append.comp.
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <unordered_set>
 
 #include "core/binding_window.h"
 #include "core/error.h"
@@ -8,6 +10,9 @@
 #include "core/host.h"
 #include "core/loop_budget.h"
 #include "core/tensor.h"
+#include "ops/attention.h"
+#include "ops/attention_check.h"
+#include "ops/attention_prepare.h"
 #include "ops/kv_cache.h"
 #include "ops/packed_views.h"
 
@@ -15,19 +20,148 @@ namespace vkattn {
 
 namespace {
 
-const KernelLayout kAppendLayout{"kv_append",
-                                 {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-                                  BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-                                 56};
+const KernelLayout kAppendLayout{
+    "kv_append",
+    {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
+    80};
 
 struct AppendPush {
   uint32_t n_units, hkv, d, dv, uk, uv, page_size, page_elems, k_off, v_off, in_dt, cache_dt;
   uint32_t k_skip, v_skip;  // elements of the k_new / v_new windows before the first row
+  uint32_t v_page_elems, k_tok, k_head, v_tok, v_head, pairs;
 };
-static_assert(sizeof(AppendPush) == 56, "push constants mirror kv_append.comp");
+static_assert(sizeof(AppendPush) == 80, "push constants mirror kv_append.comp");
+
+// Where one append writes: the pools' dtype and geometry, and per page
+// group (a pool buffer of the cache, a window of caller pools) the K and V
+// bindings with the element of local page 0 in each.
+struct AppendTarget {
+  vkattn_dtype dtype;
+  uint32_t hkv, d, dv, page_size;
+  uint64_t k_page, v_page, k_tok, k_head, v_tok, v_head;  // elements
+  bool pairs;                                             // 16-bit rows all start on even elements
+  std::function<void(uint32_t group, BoundBuffer* k, BoundBuffer* v, uint64_t* k_off,
+                     uint64_t* v_off)>
+      bind;
+};
+
+// Records kv_append.comp over jobs[group] = (row of k_new/v_new, local
+// page * page_size + slot) pairs, rows increasing. Everything that can
+// fail happens before the first command.
+void record_append(Context& ctx, const AppendTarget& tg,
+                   const std::vector<std::vector<uint32_t>>& jobs, Tensor* k, Tensor* v,
+                   PackedViews& packed) {
+  const bool wide = tg.dtype != VKATTN_F32;
+  const uint32_t uk = wide && tg.d % 2 == 0 && tg.pairs ? tg.d / 2 : tg.d;
+  const uint32_t uv = wide && tg.dv % 2 == 0 && tg.pairs ? tg.dv / 2 : tg.dv;
+  const uint64_t in_es = dtype_size(k->dtype());
+  const uint64_t k_row = uint64_t(tg.hkv) * tg.d * in_es;
+  const uint64_t v_row = uint64_t(tg.hkv) * tg.dv * in_es;
+  const DeviceCaps& caps = ctx.device().caps();
+  const uint64_t limit = storage_window_limit(caps);
+  if (std::max(k_row, v_row) > limit)
+    fail(VKATTN_ERROR_UNSUPPORTED, "one token's k_new/v_new row of ", std::max(k_row, v_row),
+         " bytes exceeds what one storage binding may cover (", limit, " bytes)");
+  const uint64_t rows_per_group = append_rows_per_group(std::max(uk, uv));
+  const uint64_t max_groups =
+      uint64_t(caps.max_workgroup_count[0]) * std::min<uint64_t>(caps.max_workgroup_count[1], 4096);
+  // Jobs per dispatch: the job list, the k_new/v_new windows, the 32-bit
+  // row counter and the workgroup grid all bound it.
+  const uint64_t rows_per_job = uint64_t(tg.hkv) * 2;
+  const uint64_t max_jobs =
+      std::max<uint64_t>(1, std::min({limit / 8, (uint64_t(1) << 31) / rows_per_job,
+                                      max_groups * rows_per_group / rows_per_job}));
+
+  const uint64_t min_groups = busy_workgroups(ctx.device().info().device_type == VKATTN_DEVICE_CPU);
+  Pipelines& pipes = ctx.pipelines();
+  const Pipeline& p = pipes.get(kAppendLayout, {});
+  Recorder& rec = ctx.recorder();
+  std::vector<PreparedDispatch> dispatches;
+  for (size_t b = 0; b < jobs.size(); ++b) {
+    const std::vector<uint32_t>& jb = jobs[b];
+    const uint64_t n_jobs = jb.size() / 2;
+    if (!n_jobs) continue;
+    BoundBuffer pool_k, pool_v;
+    uint64_t k_off = 0, v_off = 0;
+    tg.bind(static_cast<uint32_t>(b), &pool_k, &pool_v, &k_off, &v_off);
+    for (uint64_t j0 = 0; j0 < n_jobs;) {
+      // Extend the chunk while the rows it reads stay within one window.
+      const uint64_t first_row = jb[2 * j0];
+      uint64_t j1 = j0 + 1;
+      while (j1 < n_jobs && j1 - j0 < max_jobs) {
+        const uint64_t span = jb[2 * j1] - first_row + 1;
+        if (span * std::max(k_row, v_row) > limit) break;
+        ++j1;
+      }
+      const uint64_t last_row = jb[2 * (j1 - 1)];
+      const uint64_t rows = (j1 - j0) * rows_per_job;
+      HostSlice s = rec.alloc_host((j1 - j0) * 8);
+      auto* dst = reinterpret_cast<uint32_t*>(s.host);
+      for (uint64_t j = j0; j < j1; ++j) {
+        dst[2 * (j - j0)] = static_cast<uint32_t>(jb[2 * j] - first_row);
+        dst[2 * (j - j0) + 1] = jb[2 * j + 1];
+      }
+      BoundBuffer jobs_bound;
+      jobs_bound.raw = s.buffer;
+      jobs_bound.offset = s.offset;
+      jobs_bound.range = s.size;
+      uint64_t k_start = 0, v_start = 0;
+      BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
+                                      (last_row + 1) * k_row, &k_start);
+      BoundBuffer vb = storage_window(caps, Region::whole(v->buffer()), first_row * v_row,
+                                      (last_row + 1) * v_row, &v_start);
+      AppendPush push{static_cast<uint32_t>(rows),
+                      tg.hkv,
+                      tg.d,
+                      tg.dv,
+                      uk,
+                      uv,
+                      tg.page_size,
+                      static_cast<uint32_t>(tg.k_page),
+                      static_cast<uint32_t>(k_off),
+                      static_cast<uint32_t>(v_off),
+                      static_cast<uint32_t>(k->dtype()),
+                      static_cast<uint32_t>(tg.dtype),
+                      static_cast<uint32_t>((first_row * k_row - k_start) / in_es),
+                      static_cast<uint32_t>((first_row * v_row - v_start) / in_es),
+                      static_cast<uint32_t>(tg.v_page),
+                      static_cast<uint32_t>(tg.k_tok),
+                      static_cast<uint32_t>(tg.k_head),
+                      static_cast<uint32_t>(tg.v_tok),
+                      static_cast<uint32_t>(tg.v_head),
+                      tg.pairs ? 1u : 0u};
+      // Rows are strided over the workgroups; each takes at most
+      // rows_per_group of them (the loop cap), over at least
+      // busy_workgroups() (a 16-token decode append took 1.5 ms on
+      // lavapipe with 256).
+      const uint64_t groups = std::min<uint64_t>(
+          rows, std::max<uint64_t>(min_groups, (rows + rows_per_group - 1) / rows_per_group));
+      dispatches.push_back(
+          pipes.prepare(rec, p, {pool_k, kb, vb, jobs_bound, pool_v}, &push, sizeof(push), groups));
+      j0 = j1;
+    }
+  }
+  // Everything is acquired: record (cannot fail).
+  packed.record_inputs();
+  for (const PreparedDispatch& pd : dispatches) pipes.record(rec, pd);
+  packed.record_outputs();
+}
 
 // Workgroups are this many lanes (kv_append.comp local_size_x).
 constexpr uint32_t kLanes = 8;
+
+void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, uint32_t dim);
+
+// k_new [n, Hkv, d] and v_new [n, Hkv, dv], f32/f16/bf16, one dtype.
+void check_new_rows(Tensor* k, Tensor* v, int64_t n, uint32_t hkv, uint32_t d, uint32_t dv) {
+  for (const Tensor* t : {k, v})
+    require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,
+            "k_new and v_new must be f32, f16 or bf16");
+  require(k->dtype() == v->dtype(), "k_new and v_new must share a dtype");
+  require_rows(k, "k_new", n, hkv, d);
+  require_rows(v, "v_new", n, hkv, dv);
+}
 
 void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, uint32_t dim) {
   bool ok = t->ndim() == 3 && t->dim(0) == n && t->dim(1) == hkv && t->dim(2) == dim;
@@ -55,12 +189,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   Context& ctx = c.context();
   require(&k->context() == &ctx && &v->context() == &ctx,
           "k_new and v_new must belong to the cache's context");
-  for (const Tensor* t : {k, v})
-    require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,
-            "k_new and v_new must be f32, f16 or bf16");
-  require(k->dtype() == v->dtype(), "k_new and v_new must share a dtype");
-  require_rows(k, "k_new", total_new_, d.num_kv_heads, d.head_dim);
-  require_rows(v, "v_new", total_new_, d.num_kv_heads, d.head_dim_v);
+  check_new_rows(k, v, total_new_, d.num_kv_heads, d.head_dim, d.head_dim_v);
   ctx.recorder().check_alive();
   if (total_new_ == 0) {
     appended_[layer] = true;
@@ -83,95 +212,140 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
       j.push_back(static_cast<uint32_t>(s.new_off + i));
       j.push_back(c.local_page(page) * ps + pos % ps);
     }
-
-  const bool wide = d.dtype != VKATTN_F32;
-  const uint32_t uk = wide && d.head_dim % 2 == 0 ? d.head_dim / 2 : d.head_dim;
-  const uint32_t uv = wide && d.head_dim_v % 2 == 0 ? d.head_dim_v / 2 : d.head_dim_v;
+  // The cache's pages: [Hkv, page_size, dim] rows of K, then of V, per
+  // layer slab (ops/kv_cache.h); 16-byte aligned blocks, so 16-bit rows of
+  // even length start on even elements.
   const uint32_t es = c.elem_size();
-  const uint64_t in_es = dtype_size(k->dtype());
-  const uint64_t k_row = uint64_t(d.num_kv_heads) * d.head_dim * in_es;
-  const uint64_t v_row = uint64_t(d.num_kv_heads) * d.head_dim_v * in_es;
-  const DeviceCaps& caps = ctx.device().caps();
-  const uint64_t limit = storage_window_limit(caps);
-  if (std::max(k_row, v_row) > limit)
-    fail(VKATTN_ERROR_UNSUPPORTED, "one token's k_new/v_new row of ", std::max(k_row, v_row),
-         " bytes exceeds what one storage binding may cover (", limit, " bytes)");
-  const uint64_t rows_per_group = append_rows_per_group(std::max(uk, uv));
-  const uint64_t max_groups =
-      uint64_t(caps.max_workgroup_count[0]) * std::min<uint64_t>(caps.max_workgroup_count[1], 4096);
-  // Jobs per dispatch: the job list, the k_new/v_new windows, the 32-bit
-  // row counter and the workgroup grid all bound it.
-  const uint64_t rows_per_job = uint64_t(d.num_kv_heads) * 2;
-  const uint64_t max_jobs =
-      std::max<uint64_t>(1, std::min({limit / 8, (uint64_t(1) << 31) / rows_per_job,
-                                      max_groups * rows_per_group / rows_per_job}));
-
-  const uint64_t min_groups = busy_workgroups(ctx.device().info().device_type == VKATTN_DEVICE_CPU);
-  Pipelines& pipes = ctx.pipelines();
-  const Pipeline& p = pipes.get(kAppendLayout, {});
-  Recorder& rec = ctx.recorder();
-  std::vector<PreparedDispatch> dispatches;
-  for (size_t b = 0; b < jobs.size(); ++b) {
-    const std::vector<uint32_t>& jb = jobs[b];
-    const uint64_t n_jobs = jb.size() / 2;
-    for (uint64_t j0 = 0; j0 < n_jobs;) {
-      // Extend the chunk while the rows it reads stay within one window.
-      const uint64_t first_row = jb[2 * j0];
-      uint64_t j1 = j0 + 1;
-      while (j1 < n_jobs && j1 - j0 < max_jobs) {
-        const uint64_t span = jb[2 * j1] - first_row + 1;
-        if (span * std::max(k_row, v_row) > limit) break;
-        ++j1;
-      }
-      const uint64_t last_row = jb[2 * (j1 - 1)];
-      const uint64_t rows = (j1 - j0) * rows_per_job;
-      HostSlice s = rec.alloc_host((j1 - j0) * 8);
-      auto* dst = reinterpret_cast<uint32_t*>(s.host);
-      for (uint64_t j = j0; j < j1; ++j) {
-        dst[2 * (j - j0)] = static_cast<uint32_t>(jb[2 * j] - first_row);
-        dst[2 * (j - j0) + 1] = jb[2 * j + 1];
-      }
-      BoundBuffer jobs_bound;
-      jobs_bound.raw = s.buffer;
-      jobs_bound.offset = s.offset;
-      jobs_bound.range = s.size;
-      const KvCache::Slabs at = c.slabs(layer, static_cast<uint32_t>(b));
-      BoundBuffer pool;
-      pool.buffer = c.buffers()[at.buffer];
-      uint64_t k_start = 0, v_start = 0;
-      BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
-                                      (last_row + 1) * k_row, &k_start);
-      BoundBuffer vb = storage_window(caps, Region::whole(v->buffer()), first_row * v_row,
-                                      (last_row + 1) * v_row, &v_start);
-      AppendPush push{static_cast<uint32_t>(rows),
-                      d.num_kv_heads,
-                      d.head_dim,
-                      d.head_dim_v,
-                      uk,
-                      uv,
-                      ps,
-                      static_cast<uint32_t>(c.slab_bytes() / es),
-                      static_cast<uint32_t>(at.offset / es),
-                      static_cast<uint32_t>((at.offset + c.k_block_bytes()) / es),
-                      static_cast<uint32_t>(k->dtype()),
-                      static_cast<uint32_t>(d.dtype),
-                      static_cast<uint32_t>((first_row * k_row - k_start) / in_es),
-                      static_cast<uint32_t>((first_row * v_row - v_start) / in_es)};
-      // Rows are strided over the workgroups; each takes at most
-      // rows_per_group of them (the loop cap), over at least
-      // busy_workgroups() (a 16-token decode append took 1.5 ms on
-      // lavapipe with 256).
-      const uint64_t groups = std::min<uint64_t>(
-          rows, std::max<uint64_t>(min_groups, (rows + rows_per_group - 1) / rows_per_group));
-      dispatches.push_back(
-          pipes.prepare(rec, p, {pool, kb, vb, jobs_bound}, &push, sizeof(push), groups));
-      j0 = j1;
-    }
-  }
-  // Everything is acquired: record (cannot fail), then mark the layer.
-  packed.record_inputs();
-  for (const PreparedDispatch& pd : dispatches) pipes.record(rec, pd);
+  AppendTarget tg;
+  tg.dtype = d.dtype;
+  tg.hkv = d.num_kv_heads, tg.d = d.head_dim, tg.dv = d.head_dim_v, tg.page_size = ps;
+  tg.k_page = tg.v_page = c.slab_bytes() / es;
+  tg.k_tok = d.head_dim, tg.k_head = uint64_t(ps) * d.head_dim;
+  tg.v_tok = d.head_dim_v, tg.v_head = uint64_t(ps) * d.head_dim_v;
+  tg.pairs = true;
+  tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
+                uint64_t* v_off) {
+    const KvCache::Slabs at = c.slabs(layer, group);
+    kb->buffer = vb->buffer = c.buffers()[at.buffer];
+    *k_off = at.offset / es;
+    *v_off = (at.offset + c.k_block_bytes()) / es;
+  };
+  record_append(ctx, tg, jobs, k, v, packed);
   appended_[layer] = true;
+}
+
+void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
+                         const int32_t* seq_lens_before, const int32_t* page_indptr,
+                         const int32_t* page_indices, uint32_t page_size, Tensor* k_new,
+                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages) {
+  require(k_new && v_new && k_pages && v_pages,
+          "k_new, v_new, k_pages and v_pages must not be NULL");
+  for (const Tensor* t : {k_new, v_new, k_pages, v_pages})
+    require(&t->context() == &ctx, "a tensor belongs to another context");
+  require(page_size >= 1, "page_size must be >= 1");
+  require(k_pages->ndim() == 4 && v_pages->ndim() == 4,
+          "k_pages and v_pages must be [num_pages, page_size, Hkv, d|dv]");
+  const int64_t np = k_pages->dim(0), hkv = k_pages->dim(2);
+  const int64_t d = k_pages->dim(3), dv = v_pages->dim(3);
+  require(k_pages->dim(1) == page_size && v_pages->dim(0) == np && v_pages->dim(1) == page_size &&
+              v_pages->dim(2) == hkv,
+          "k_pages and v_pages must be [num_pages, page_size, Hkv, d|dv] with page_size ",
+          page_size);
+  require(hkv >= 1 && d >= 1 && dv >= 1 && hkv <= 65536 && d <= 256 && dv <= 256, "pool dims Hkv ",
+          hkv, ", d ", d, ", dv ", dv, " out of range");
+  require(k_pages->dtype() == v_pages->dtype(), "k_pages and v_pages must share a dtype");
+  for (const Tensor* t : {k_pages, v_pages})
+    require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,
+            "pools must be f32, f16 or bf16");
+  require(!self_overlapping(*k_pages) && !self_overlapping(*v_pages),
+          "k_pages and v_pages must not have overlapping elements");
+  require(!same_memory(k_pages, v_pages) && !same_memory(k_pages, k_new) &&
+              !same_memory(k_pages, v_new) && !same_memory(v_pages, k_new) &&
+              !same_memory(v_pages, v_new),
+          "the pools must not overlap each other or k_new / v_new");
+  require(cu_new != nullptr, "cu_seqlens_new is NULL");
+  require(seq_lens_before != nullptr || batch == 0, "seq_lens_before is NULL");
+  require(cu_new[0] == 0, "cu_seqlens_new[0] must be 0");
+  std::vector<int32_t> lens(batch);
+  for (uint32_t b = 0; b < batch; ++b) {
+    require(cu_new[b + 1] >= cu_new[b], "cu_seqlens_new decreases at ", b + 1);
+    require(seq_lens_before[b] >= 0, "seq_lens_before[", b, "] is negative");
+    require(int64_t(seq_lens_before[b]) + (cu_new[b + 1] - cu_new[b]) <= INT32_MAX, "sequence ", b,
+            " grows past 2^31 - 1 tokens");
+    lens[b] = seq_lens_before[b] + (cu_new[b + 1] - cu_new[b]);
+  }
+  const int64_t total = cu_new[batch];
+  check_new_rows(k_new, v_new, total, uint32_t(hkv), uint32_t(d), uint32_t(dv));
+  auto table = check_page_table(batch, lens.data(), page_indptr, page_indices, page_size, np);
+  ctx.recorder().check_alive();
+  // Two new tokens on one pool slot would race: refused.
+  std::unordered_set<uint64_t> slots;
+  for (uint32_t b = 0; b < batch; ++b)
+    for (int32_t i = cu_new[b]; i < cu_new[b + 1]; ++i) {
+      const int64_t pos = seq_lens_before[b] + (i - cu_new[b]);
+      const uint64_t page = table->pages[table->first[b] + pos / page_size];
+      const uint64_t slot = page * page_size + uint64_t(pos % page_size);
+      require(slots.insert(slot).second, "new token ", i, " (sequence ", b, ", position ", pos,
+              ") maps to pool page ", page, " slot ", pos % page_size,
+              ", which another new token of this call also writes");
+    }
+  if (total == 0) return;
+  host_alloc_point();
+  PackedViews packed(ctx);
+  k_new = packed.input(k_new), v_new = packed.input(v_new);
+  // Pools written in place when their strides fit 32 bits (else packed in
+  // and out: the slower path).
+  const DeviceCaps& caps = ctx.device().caps();
+  auto pool = [&](Tensor* t) {
+    if (rows_bindable(caps, *t, false, true)) return t;
+    Tensor* p = packed.input(t);
+    packed.output(t);
+    return p;
+  };
+  Tensor* kp = pool(k_pages);
+  Tensor* vp = pool(v_pages);
+  bool ok = false;
+  const RowLayout kl = pool_layout(*kp, &ok), vl = pool_layout(*vp, &ok);
+  const uint64_t limit = storage_window_limit(caps);
+  const uint64_t span =
+      std::max({kl.page * kl.es, kl.page_extent * kl.es, vl.page * vl.es, vl.page_extent * vl.es});
+  if (span > limit)
+    fail(VKATTN_ERROR_UNSUPPORTED, "one page of the pools spans ", span,
+         " bytes, more than one storage binding of this device may cover");
+  const uint64_t wp =
+      std::max<uint64_t>(1, std::min<uint64_t>(limit / std::max<uint64_t>(span, 1), 1u << 30));
+  std::vector<std::vector<uint32_t>> jobs((np + wp - 1) / wp);
+  for (uint32_t b = 0; b < batch; ++b)
+    for (int32_t i = cu_new[b]; i < cu_new[b + 1]; ++i) {
+      const int64_t pos = seq_lens_before[b] + (i - cu_new[b]);
+      const uint32_t page = table->pages[table->first[b] + pos / page_size];
+      auto& j = jobs[page / wp];
+      j.push_back(static_cast<uint32_t>(i));
+      j.push_back(static_cast<uint32_t>((page % wp) * page_size + pos % page_size));
+    }
+  AppendTarget tg;
+  tg.dtype = k_pages->dtype();
+  tg.hkv = uint32_t(hkv), tg.d = uint32_t(d), tg.dv = uint32_t(dv), tg.page_size = page_size;
+  tg.k_page = kl.page, tg.v_page = vl.page;
+  tg.k_tok = kl.tok, tg.k_head = kl.head, tg.v_tok = vl.tok, tg.v_head = vl.head;
+  auto even = [](const RowLayout& l) {
+    return (l.offset / l.es) % 2 == 0 && l.page % 2 == 0 && l.tok % 2 == 0 && l.head % 2 == 0;
+  };
+  tg.pairs = even(kl) && even(vl);
+  tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
+                uint64_t* v_off) {
+    const uint64_t p0 = uint64_t(group) * wp, p1 = std::min<uint64_t>(p0 + wp, uint64_t(np));
+    auto one = [&](Tensor* t, const RowLayout& l, BoundBuffer* b, uint64_t* off) {
+      const uint64_t lo = l.offset + p0 * l.page * l.es;
+      const uint64_t hi = l.offset + ((p1 - 1) * l.page + l.page_extent) * l.es;
+      uint64_t start = 0;
+      *b = storage_window(caps, Region::whole(t->buffer()), lo, hi, &start);
+      *off = (lo - start) / l.es;
+    };
+    one(kp, kl, kb, k_off);
+    one(vp, vl, vb, v_off);
+  };
+  record_append(ctx, tg, jobs, k_new, v_new, packed);
 }
 
 }  // namespace vkattn
