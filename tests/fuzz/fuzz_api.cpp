@@ -81,7 +81,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 11)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 12)) {
         case 0:
         case 1:
           begin();
@@ -110,6 +110,9 @@ class Fuzz {
           break;
         case 10:
           varlen();
+          break;
+        case 11:
+          caller_pools();
           break;
         default:
           bad_calls();
@@ -489,6 +492,123 @@ class Fuzz {
       std::vector<float> o(vkattn_tensor_nbytes(out) / 4);
       expect_ok(vkattn_tensor_read(out, o.data(), o.size() * 4), "tensor_read");
     }
+  }
+
+  // Caller pools (vkattn_paged_append, vkattn_attention_paged) under
+  // arbitrary page tables, lengths and strided (HND, offset) pool views:
+  // accepted exactly when the host's own checks pass, and then the pools'
+  // every byte equals the model (new rows at their slots, nothing else).
+  void caller_pools() {
+    const uint32_t np = pages_, ps = ps_, hkv = hkv_, d = d_, dv = dv_;
+    const bool hnd = in_.ConsumeBool();
+    const int64_t off = in_.ConsumeIntegralInRange<int64_t>(0, 3);
+    const size_t e = es(dt_);
+    auto at = [&](uint32_t page, uint32_t slot, uint32_t h, uint32_t dim, uint32_t x) {
+      return size_t(off) + (hnd ? ((size_t(page) * hkv + h) * ps + slot) * dim + x
+                                : ((size_t(page) * ps + slot) * hkv + h) * dim + x);
+    };
+    const int64_t nk = off + int64_t(np) * ps * hkv * d, nv = off + int64_t(np) * ps * hkv * dv;
+    vkattn_tensor* kb = tensor(dt_, {nk});
+    vkattn_tensor* vb = tensor(dt_, {nv});
+    std::vector<uint8_t> km(size_t(nk) * e, 0), vm(size_t(nv) * e, 0);
+    expect_ok(vkattn_tensor_write(kb, km.data(), km.size()), "tensor_write");
+    expect_ok(vkattn_tensor_write(vb, vm.data(), vm.size()), "tensor_write");
+    auto pool = [&](vkattn_tensor* b, uint32_t dim) {
+      const int64_t shape[4] = {np, ps, hkv, dim};
+      const int64_t nhd[4] = {int64_t(ps) * hkv * dim, int64_t(hkv) * dim, dim, 1};
+      const int64_t hm[4] = {int64_t(ps) * hkv * dim, dim, int64_t(ps) * dim, 1};
+      vkattn_tensor* t = nullptr;
+      expect_ok(vkattn_tensor_view(b, off, 4, shape, hnd ? hm : nhd, &t), "tensor_view");
+      tensors_.push_back(t);
+      return t;
+    };
+    vkattn_tensor *kp = pool(kb, d), *vp = pool(vb, dv);
+    // A table: usually valid, sometimes hostile.
+    const uint32_t batch = in_.ConsumeIntegralInRange<uint32_t>(0, 4);
+    std::vector<int32_t> cu{0}, before(batch), indptr{0}, indices;
+    for (uint32_t b = 0; b < batch; ++b) {
+      cu.push_back(cu.back() + in_.ConsumeIntegralInRange<int32_t>(0, 5));
+      before[b] = in_.ConsumeIntegralInRange<int32_t>(in_.ConsumeBool() ? -2 : 0, 2 * ps);
+      const int32_t want = (std::max(before[b], 0) + cu[b + 1] - cu[b] + ps - 1) / ps;
+      const int32_t n = std::max(0, want + in_.ConsumeIntegralInRange<int32_t>(-1, 1));
+      for (int32_t i = 0; i < n; ++i)
+        indices.push_back(in_.ConsumeIntegralInRange<int32_t>(
+            in_.ConsumeBool() ? -1 : 0, int32_t(np) - (in_.ConsumeBool() ? 0 : 1)));
+      indptr.push_back(int32_t(indices.size()));
+    }
+    // The host's verdict, as the header states it.
+    bool valid = true;
+    std::set<uint64_t> slots;
+    for (uint32_t b = 0; b < batch && valid; ++b) {
+      if (before[b] < 0) {
+        valid = false;
+        break;
+      }
+      const int32_t t = cu[b + 1] - cu[b], len = before[b] + t;
+      const int32_t need = (len + int32_t(ps) - 1) / int32_t(ps);
+      if (indptr[b + 1] - indptr[b] < need) valid = false;
+      for (int32_t i = 0; i < need && valid; ++i) {
+        const int32_t page = indices[indptr[b] + i];
+        if (page < 0 || page >= int32_t(np)) valid = false;
+      }
+      for (int32_t i = 0; i < t && valid; ++i) {
+        const int32_t pos = before[b] + i;
+        const uint64_t slot = uint64_t(indices[indptr[b] + pos / ps]) * ps + pos % ps;
+        if (!slots.insert(slot).second) valid = false;
+      }
+    }
+    const int64_t total = cu.back();
+    std::vector<float> kx = values(size_t(total) * hkv * d), vx = values(size_t(total) * hkv * dv);
+    vkattn_tensor* kn = tensor(VKATTN_F32, {total, hkv, d});
+    vkattn_tensor* vn = tensor(VKATTN_F32, {total, hkv, dv});
+    expect_ok(vkattn_tensor_write(kn, kx.data(), kx.size() * 4), "tensor_write");
+    expect_ok(vkattn_tensor_write(vn, vx.data(), vx.size() * 4), "tensor_write");
+    vkattn_status s =
+        vkattn_paged_append(g_ctx, batch, cu.data(), before.data(), indptr.data(),
+                            indices.empty() ? nullptr : indices.data(), ps, kn, vn, kp, vp);
+    if (!valid) {
+      expect_rejected(s, "paged_append(hostile table)");
+    } else {
+      expect_ok(s, "paged_append");
+      const auto kbytes = encode_bytes(dt_, kx), vbytes = encode_bytes(dt_, vx);
+      for (uint32_t b = 0; b < batch; ++b)
+        for (int32_t i = cu[b]; i < cu[b + 1]; ++i) {
+          const int32_t pos = before[b] + i - cu[b];
+          const uint32_t page = uint32_t(indices[indptr[b] + pos / ps]), slot = pos % ps;
+          for (uint32_t h = 0; h < hkv; ++h) {
+            std::memcpy(&km[at(page, slot, h, d, 0) * e], &kbytes[(size_t(i) * hkv + h) * d * e],
+                        d * e);
+            std::memcpy(&vm[at(page, slot, h, dv, 0) * e], &vbytes[(size_t(i) * hkv + h) * dv * e],
+                        dv * e);
+          }
+        }
+    }
+    std::vector<uint8_t> kg(km.size()), vg(vm.size());
+    expect_ok(vkattn_tensor_read(kb, kg.data(), kg.size()), "tensor_read");
+    expect_ok(vkattn_tensor_read(vb, vg.data(), vg.size()), "tensor_read");
+    expect(kg == km && vg == vm, "caller pools differ from the model after paged_append");
+    if (!valid || batch == 0) return;
+    // Attention over the same table: one query per sequence.
+    std::vector<int32_t> cq{0}, lens(batch);
+    for (uint32_t b = 0; b < batch; ++b) {
+      cq.push_back(cq.back() + 1);
+      lens[b] = before[b] + cu[b + 1] - cu[b];
+    }
+    vkattn_attention_desc ad;
+    vkattn_attention_desc_init(&ad);
+    ad.num_heads = hkv, ad.num_kv_heads = hkv, ad.head_dim = d, ad.head_dim_v = dv;
+    ad.causal = in_.ConsumeBool();
+    vkattn_tensor* q = tensor(dt_ == VKATTN_F32 ? VKATTN_F32 : dt_, {int64_t(batch), hkv, d});
+    vkattn_tensor* out = tensor(dt_ == VKATTN_F32 ? VKATTN_F32 : dt_, {int64_t(batch), hkv, dv});
+    expect_ok(vkattn_tensor_write(q, std::vector<uint8_t>(vkattn_tensor_nbytes(q), 0).data(),
+                                  vkattn_tensor_nbytes(q)),
+              "tensor_write");
+    expect_ok(
+        vkattn_attention_paged(g_ctx, &ad, batch, cq.data(), lens.data(), indptr.data(),
+                               indices.empty() ? nullptr : indices.data(), ps, q, kp, vp, out),
+        "attention_paged");
+    std::vector<uint8_t> o(vkattn_tensor_nbytes(out));
+    expect_ok(vkattn_tensor_read(out, o.data(), o.size()), "tensor_read");
   }
 
   // NULL handles and pointers, wrong sizes, zero-sized and absurd shapes.
