@@ -12,7 +12,6 @@ namespace vkattn {
 namespace {
 constexpr uint64_t kChunkSize = 4ull << 20;  // ring chunk
 constexpr uint32_t kSetsPerPool = 256;
-constexpr size_t kMaxInFlight = 8;
 
 uint64_t align_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
@@ -20,8 +19,9 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 }  // namespace
 
 Recorder::Recorder(Device& device, bool profile)
-    : device_(device), profile_(profile && device.caps().timestamp_period_ns > 0) {
-  lose_at_submission_ = env_u64("VKATTN_FAULT_DEVICE_LOST", 0);
+    : device_(device),
+      profile_(profile && device.caps().timestamp_period_ns > 0),
+      submitter_(device, [this](std::unique_ptr<Batch> b) { recycle(std::move(b)); }) {
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = device.queue_family();
@@ -34,16 +34,14 @@ Recorder::Recorder(Device& device, bool profile)
 void Recorder::drain() {
   try {
     if (!external()) flush();
-    while (!in_flight_.empty() && (!in_flight_.front()->external || complete(*in_flight_.front())))
-      wait_oldest();
   } catch (...) {
   }
-  if (!in_flight_.empty() || external() || lost_) device_.vk().vkDeviceWaitIdle(device_.handle());
+  submitter_.drain(external());
 }
 
 Recorder::~Recorder() {
   drain();
-  for (auto& b : in_flight_) {
+  for (auto& b : submitter_.release_all()) {
     if (b->external) b->cmd = VK_NULL_HANDLE;  // the caller's
     destroy_batch(*b);
   }
@@ -68,16 +66,7 @@ void Recorder::destroy_batch(Batch& b) {
   b.cmd = VK_NULL_HANDLE;
 }
 
-void Recorder::check_alive() const {
-  if (lost_) fail(VKATTN_ERROR_DEVICE_LOST, lost_why_, "; the context can only be destroyed");
-}
-
-void Recorder::set_lost(const std::string& why) {
-  lost_ = true;
-  lost_why_ = why;
-}
-
-std::unique_ptr<Recorder::Batch> Recorder::take_batch() {
+std::unique_ptr<Batch> Recorder::take_batch() {
   std::unique_ptr<Batch> b;
   if (!spare_.empty()) {
     b = std::move(spare_.back());
@@ -106,7 +95,7 @@ std::unique_ptr<Recorder::Batch> Recorder::take_batch() {
       throw;
     }
   }
-  b->serial = next_serial_;
+  b->serial = submitter_.next_serial();
   return b;
 }
 
@@ -115,7 +104,7 @@ VkCommandBuffer Recorder::cmd() {
   // A batch whose submission failed goes first, ahead of anything new.
   if (open_ && open_->ended) submit_open();
   if (!open_) {
-    poll();
+    submitter_.poll();
     open_ = take_batch();
   }
   if (!open_->begun) {
@@ -123,7 +112,7 @@ VkCommandBuffer Recorder::cmd() {
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check_vk(device_.vk().vkBeginCommandBuffer(open_->cmd, &bi), "vkBeginCommandBuffer");
     open_->begun = true;
-    needs_barrier_ = submitted_any_;
+    needs_barrier_ = submitter_.submitted_any();
     if (open_->timestamps) {
       device_.vk().vkCmdResetQueryPool(open_->cmd, open_->timestamps, 0, 2);
       device_.vk().vkCmdWriteTimestamp(open_->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
@@ -297,8 +286,8 @@ void Recorder::flush_end() {
     if (r != VK_SUCCESS) {
       // The recorded commands are gone: nothing recorded since the last
       // submission can be trusted to run, so the context is unusable.
-      set_lost("vkEndCommandBuffer failed (VkResult " + std::to_string(r) +
-               "): work recorded since the last submission was lost");
+      submitter_.set_lost("vkEndCommandBuffer failed (VkResult " + std::to_string(r) +
+                          "): work recorded since the last submission was lost");
       check_alive();
     }
     b.ended = true;
@@ -307,128 +296,32 @@ void Recorder::flush_end() {
 
 void Recorder::submit_open(VkSemaphore wait, uint64_t wait_value, VkSemaphore signal,
                            uint64_t signal_value) {
-  Batch& b = *open_;
-  ++submissions_;
-  VkResult r;
-  if (lose_at_submission_ && submissions_ == lose_at_submission_) {
-    r = VK_ERROR_DEVICE_LOST;  // injected: the batch is not submitted
-  } else {
-    // Waits: the caller's semaphore, and work recorded into callers'
-    // command buffers that may not have completed (it wrote what this
-    // batch may read).
-    std::vector<VkSemaphore> waits;
-    std::vector<uint64_t> wait_values;
-    std::vector<VkPipelineStageFlags> stages;
-    if (wait) waits.push_back(wait), wait_values.push_back(wait_value);
-    for (const auto& f : in_flight_)
-      if (f->external) waits.push_back(f->semaphore), wait_values.push_back(f->value);
-    stages.assign(waits.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
-    VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-    ti.waitSemaphoreValueCount = static_cast<uint32_t>(wait_values.size());
-    ti.pWaitSemaphoreValues = wait_values.data();
-    ti.signalSemaphoreValueCount = signal ? 1 : 0;
-    ti.pSignalSemaphoreValues = &signal_value;
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    if (!waits.empty() || signal) si.pNext = &ti;
-    si.waitSemaphoreCount = static_cast<uint32_t>(waits.size());
-    si.pWaitSemaphores = waits.data();
-    si.pWaitDstStageMask = stages.data();
-    si.signalSemaphoreCount = signal ? 1 : 0;
-    si.pSignalSemaphores = &signal;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &b.cmd;
-    NoFaultScope scope(NoFaultScope::kSubmit);
-    r = device_.vk().vkQueueSubmit(device_.queue(), 1, &si, b.fence);
-  }
-  if (r == VK_ERROR_DEVICE_LOST) {
-    set_lost(lose_at_submission_ == submissions_
-                 ? "the device was lost (injected at submission " + std::to_string(submissions_) +
-                       " by VKATTN_FAULT_DEVICE_LOST)"
-                 : std::string("the device was lost (vkQueueSubmit)"));
-    retire(b);
-    spare_.push_back(std::move(open_));
-    check_alive();
-  }
-  // Any other failure (out of memory): the batch stays pending, whole, and
-  // is submitted first by the next flush or op.
-  check_vk(r, "vkQueueSubmit");
-  submitted_any_ = true;
-  in_flight_.push_back(std::move(open_));
-  ++next_serial_;
-  if (in_flight_.size() > kMaxInFlight) wait_oldest();
+  submitter_.submit(open_, wait, wait_value, signal, signal_value);
 }
 
-void Recorder::retire(Batch& b) {
+void Recorder::recycle(std::unique_ptr<Batch> b) {
   const VolkDeviceTable& vk = device_.vk();
   VkDevice dev = device_.handle();
-  completed_serial_ = std::max(completed_serial_, b.serial);
-  if (b.timestamps && b.begun && !lost_) {
-    uint64_t ts[2];
-    if (vk.vkGetQueryPoolResults(dev, b.timestamps, 0, 2, sizeof(ts), ts, sizeof(uint64_t),
-                                 VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
-      last_gpu_ns_ =
-          static_cast<uint64_t>((ts[1] - ts[0]) * double(device_.caps().timestamp_period_ns));
-  }
-  b.keep.clear();
-  for (auto& c : b.chunks)
+  b->keep.clear();
+  for (auto& c : b->chunks)
     if (c->size() == kChunkSize) spare_chunks_.push_back(std::move(c));
-  b.chunks.clear();
-  b.chunk_offset = 0;
-  for (auto p : b.pools) {
+  b->chunks.clear();
+  b->chunk_offset = 0;
+  for (auto p : b->pools) {
     vk.vkResetDescriptorPool(dev, p, 0);
     spare_pools_.push_back(p);
   }
-  b.pools.clear();
-  b.pool_used = 0;
-  if (b.external) return;  // the command buffer is the caller's; no fence
-  if (b.begun) vk.vkResetCommandBuffer(b.cmd, 0);
-  vk.vkResetFences(dev, 1, &b.fence);
-  b.begun = false;
-  b.ended = false;
-}
-
-bool Recorder::complete(const Batch& b) {
-  if (!b.external) return device_.vk().vkGetFenceStatus(device_.handle(), b.fence) == VK_SUCCESS;
-  uint64_t v = 0;
-  return device_.vk().vkGetSemaphoreCounterValue(device_.handle(), b.semaphore, &v) == VK_SUCCESS &&
-         v >= b.value;
-}
-
-void Recorder::release_external(std::unique_ptr<Batch> b) {
-  b->cmd = VK_NULL_HANDLE;  // the caller's
-  destroy_batch(*b);
-}
-
-void Recorder::wait_oldest() {
-  auto b = std::move(in_flight_.front());
-  in_flight_.pop_front();
-  VkResult r;
-  if (b->external) {
-    VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &b->semaphore;
-    wi.pValues = &b->value;
-    r = device_.vk().vkWaitSemaphores(device_.handle(), &wi, UINT64_MAX);
-  } else {
-    r = device_.vk().vkWaitForFences(device_.handle(), 1, &b->fence, VK_TRUE, UINT64_MAX);
+  b->pools.clear();
+  b->pool_used = 0;
+  if (b->external) {  // the command buffer is the caller's; nothing else to keep
+    b->cmd = VK_NULL_HANDLE;
+    destroy_batch(*b);
+    return;
   }
-  if (r != VK_SUCCESS) {
-    in_flight_.push_front(std::move(b));
-    if (r == VK_ERROR_DEVICE_LOST) {
-      set_lost("the device was lost (vkWaitForFences)");
-      check_alive();
-    }
-    check_vk(r, "vkWaitForFences");
-  }
-  retire(*b);
-  if (b->external)
-    release_external(std::move(b));
-  else
-    spare_.push_back(std::move(b));
-}
-
-void Recorder::poll() {
-  while (!in_flight_.empty() && complete(*in_flight_.front())) wait_oldest();
+  if (b->begun) vk.vkResetCommandBuffer(b->cmd, 0);
+  b->begun = false;
+  b->ended = false;
+  spare_.push_back(std::move(b));
 }
 
 void Recorder::flush_with(VkSemaphore wait, uint64_t wait_value, VkSemaphore signal,
@@ -446,7 +339,7 @@ void Recorder::begin_external(VkCommandBuffer c) {
   flush();  // vkattn's own pending work first (rejects a second begin)
   if (open_) spare_.push_back(std::move(open_));  // taken but never begun
   auto b = std::make_unique<Batch>();
-  b->serial = next_serial_;
+  b->serial = submitter_.next_serial();
   b->cmd = c;
   b->begun = true;
   b->external = true;
@@ -458,9 +351,7 @@ void Recorder::end_external(VkSemaphore semaphore, uint64_t value) {
   if (!external()) fail(VKATTN_ERROR_INVALID_ARGUMENT, "the context is not in external mode");
   open_->semaphore = semaphore;
   open_->value = value;
-  in_flight_.push_back(std::move(open_));
-  submitted_any_ = true;
-  ++next_serial_;
+  submitter_.add_external(std::move(open_));
 }
 
 void Recorder::wait_for(uint64_t serial) {
@@ -473,14 +364,12 @@ void Recorder::wait_for(uint64_t serial) {
       return;  // nothing was recorded in the open batch
     }
   }
-  while (!in_flight_.empty() && in_flight_.front()->serial <= serial) wait_oldest();
-  completed_serial_ = std::max(completed_serial_, std::min(serial, next_serial_ - 1));
+  submitter_.wait_through(serial);
 }
 
 void Recorder::synchronize() {
   flush();
-  while (!in_flight_.empty()) wait_oldest();
-  completed_serial_ = next_serial_ - 1;
+  submitter_.wait_all();
 }
 
 }  // namespace vkattn

@@ -1,5 +1,8 @@
-// Records everything the context is asked to do into one command buffer and
-// submits it on flush/synchronize/read: a 32-layer step is one submission.
+// The command stream of a context: records everything the context is asked
+// to do into one command buffer (vkattn's own, or a caller's in external
+// mode) with its barriers, descriptor sets, host ring memory and keep-alive
+// list, and hands it to the submitter (core/submitter.h) on
+// flush/synchronize/read: a 32-layer step is one submission.
 //
 // Each batch has a serial; buffers remember the serial of the last batch
 // that used them, so a read waits only when it must and a write that races
@@ -20,12 +23,13 @@
 #include <volk.h>
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/batch.h"
 #include "core/buffer.h"
+#include "core/submitter.h"
 
 namespace vkattn {
 
@@ -48,14 +52,14 @@ class Recorder {
   Recorder& operator=(const Recorder&) = delete;
 
   // Throws DEVICE_LOST once the device was lost.
-  void check_alive() const;
-  bool lost() const { return lost_; }
+  void check_alive() const { submitter_.check_alive(); }
+  bool lost() const { return submitter_.lost(); }
 
   // The open batch's command buffer, begun on first use (call it before an
   // op records anything: it is where a batch is acquired).
   VkCommandBuffer cmd();
   // Serial of the batch being recorded now.
-  uint64_t open_serial() const { return next_serial_; }
+  uint64_t open_serial() const { return submitter_.next_serial(); }
   // Keeps `b` alive until the open batch has completed and stamps its use.
   void use(const std::shared_ptr<Buffer>& b);
   // Orders the next command after everything recorded or submitted before.
@@ -75,7 +79,7 @@ class Recorder {
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
 
   // Work with a serial <= s has not yet completed on the device.
-  bool busy(uint64_t serial) const { return serial > completed_serial_; }
+  bool busy(uint64_t serial) const { return submitter_.busy(serial); }
   void flush();
   void synchronize();
   // For destruction: submits and waits for vkattn's own work; never waits
@@ -85,7 +89,7 @@ class Recorder {
   // Waits until batch `serial` has completed (submitting it if still open).
   void wait_for(uint64_t serial);
   // GPU time of the last completed submission (0 without profiling).
-  uint64_t last_gpu_ns() const { return last_gpu_ns_; }
+  uint64_t last_gpu_ns() const { return submitter_.last_gpu_ns(); }
 
   // Submits the open batch (an empty one if nothing was recorded) waiting
   // on `wait` >= wait_value and signalling `signal` = signal_value (timeline
@@ -105,56 +109,25 @@ class Recorder {
   void after_command();
 
  private:
-  struct Batch {
-    uint64_t serial = 0;
-    VkCommandBuffer cmd = VK_NULL_HANDLE;
-    VkFence fence = VK_NULL_HANDLE;
-    VkQueryPool timestamps = VK_NULL_HANDLE;
-    std::vector<VkDescriptorPool> pools;
-    uint32_t pool_used = 0;  // pools[0..pool_used) handed out sets
-    std::vector<std::unique_ptr<Buffer>> chunks;
-    uint64_t chunk_offset = 0;  // fill of chunks.back()
-    std::vector<std::shared_ptr<void>> keep;
-    bool begun = false;
-    bool ended = false;  // vkEndCommandBuffer done, submission pending
-    // Recorded into a caller's command buffer (cmd is the caller's; no
-    // fence): complete when `semaphore` reaches `value`.
-    bool external = false;
-    VkSemaphore semaphore = VK_NULL_HANDLE;
-    uint64_t value = 0;
-  };
-
   std::unique_ptr<Batch> take_batch();
   void destroy_batch(Batch& b);
+  // A completed batch back from the submitter: its resources reused.
+  void recycle(std::unique_ptr<Batch> b);
   void submit_open(VkSemaphore wait = VK_NULL_HANDLE, uint64_t wait_value = 0,
                    VkSemaphore signal = VK_NULL_HANDLE, uint64_t signal_value = 0);
   void flush_end();  // ends the open batch's command buffer
   void full_barrier(VkCommandBuffer c);
-  bool complete(const Batch& b);
-  void release_external(std::unique_ptr<Batch> b);
-  void retire(Batch& b);
-  void poll();
-  void wait_oldest();
-  void set_lost(const std::string& why);
   VkDescriptorPool new_pool();
 
   Device& device_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::unique_ptr<Batch> open_;
-  std::deque<std::unique_ptr<Batch>> in_flight_;
   std::vector<std::unique_ptr<Batch>> spare_;
   std::vector<std::unique_ptr<Buffer>> spare_chunks_;
   std::vector<VkDescriptorPool> spare_pools_;
-  uint64_t next_serial_ = 1;
-  uint64_t completed_serial_ = 0;
-  uint64_t submissions_ = 0;
-  uint64_t lose_at_submission_ = 0;  // VKATTN_FAULT_DEVICE_LOST (0: never)
   bool needs_barrier_ = false;
-  bool submitted_any_ = false;
   bool profile_ = false;
-  bool lost_ = false;
-  std::string lost_why_;
-  uint64_t last_gpu_ns_ = 0;
+  Submitter submitter_;  // declared last: destroyed first, after drain
 };
 
 }  // namespace vkattn

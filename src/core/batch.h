@@ -1,0 +1,36 @@
+// One batch of recorded work: a command buffer (vkattn's own, or a
+// caller's in external mode), what it keeps alive, and how its completion
+// is known. Recorded by the command stream (core/recorder.h), submitted and
+// tracked by the submitter (core/submitter.h).
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/buffer.h"
+
+namespace vkattn {
+
+struct Batch {
+  uint64_t serial = 0;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  VkQueryPool timestamps = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> pools;
+  uint32_t pool_used = 0;  // pools[0..pool_used) handed out sets
+  std::vector<std::unique_ptr<Buffer>> chunks;
+  uint64_t chunk_offset = 0;  // fill of chunks.back()
+  std::vector<std::shared_ptr<void>> keep;
+  bool begun = false;
+  bool ended = false;  // vkEndCommandBuffer done, submission pending
+  // Recorded into a caller's command buffer (cmd is the caller's; no
+  // fence): complete when `semaphore` reaches `value`.
+  bool external = false;
+  VkSemaphore semaphore = VK_NULL_HANDLE;
+  uint64_t value = 0;
+};
+
+}  // namespace vkattn
