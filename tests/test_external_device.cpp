@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -74,6 +76,11 @@ class Engine : public ::testing::Test {
   void TearDown() override {
     if (device) {
       table.vkDeviceWaitIdle(device);
+      if (scale_pipeline) table.vkDestroyPipeline(device, scale_pipeline, nullptr);
+      if (scale_layout) table.vkDestroyPipelineLayout(device, scale_layout, nullptr);
+      if (scale_set_layout) table.vkDestroyDescriptorSetLayout(device, scale_set_layout, nullptr);
+      if (scale_module) table.vkDestroyShaderModule(device, scale_module, nullptr);
+      if (descriptor_pool) table.vkDestroyDescriptorPool(device, descriptor_pool, nullptr);
       for (VkBuffer b : buffers) table.vkDestroyBuffer(device, b, nullptr);
       for (VkDeviceMemory m : memories) table.vkFreeMemory(device, m, nullptr);
       if (pool) table.vkDestroyCommandPool(device, pool, nullptr);
@@ -196,6 +203,87 @@ class Engine : public ::testing::Test {
     EXPECT_EQ(table.vkWaitSemaphores(device, &wi, UINT64_MAX), VK_SUCCESS);
   }
 
+  // The engine's own kernel (tests/shaders/engine_scale.comp): x *= factor
+  // over a buffer, recorded with the engine's own pipeline and descriptors.
+  void record_scale(VkCommandBuffer c, VkBuffer buf, uint32_t n, float factor) {
+    if (!scale_pipeline) {
+      std::ifstream f(ENGINE_SCALE_SPV, std::ios::binary);
+      std::vector<char> code((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      ASSERT_FALSE(code.empty()) << ENGINE_SCALE_SPV;
+      VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+      mi.codeSize = code.size();
+      mi.pCode = reinterpret_cast<const uint32_t*>(code.data());
+      VK_OK(table.vkCreateShaderModule(device, &mi, nullptr, &scale_module));
+      VkDescriptorSetLayoutBinding b{0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                     VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+      li.bindingCount = 1;
+      li.pBindings = &b;
+      VK_OK(table.vkCreateDescriptorSetLayout(device, &li, nullptr, &scale_set_layout));
+      VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 8};
+      VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+      pli.setLayoutCount = 1;
+      pli.pSetLayouts = &scale_set_layout;
+      pli.pushConstantRangeCount = 1;
+      pli.pPushConstantRanges = &pr;
+      VK_OK(table.vkCreatePipelineLayout(device, &pli, nullptr, &scale_layout));
+      VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+      ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+      ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+      ci.stage.module = scale_module;
+      ci.stage.pName = "main";
+      ci.layout = scale_layout;
+      VK_OK(
+          table.vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &ci, nullptr, &scale_pipeline));
+      VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8};
+      VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      dpi.maxSets = 8;
+      dpi.poolSizeCount = 1;
+      dpi.pPoolSizes = &ps;
+      VK_OK(table.vkCreateDescriptorPool(device, &dpi, nullptr, &descriptor_pool));
+    }
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = descriptor_pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &scale_set_layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    VK_OK(table.vkAllocateDescriptorSets(device, &ai, &set));
+    VkDescriptorBufferInfo bi{buf, 0, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.descriptorCount = 1;
+    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w.pBufferInfo = &bi;
+    table.vkUpdateDescriptorSets(device, 1, &w, 0, nullptr);
+    table.vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, scale_pipeline);
+    table.vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, scale_layout, 0, 1, &set, 0,
+                                  nullptr);
+    struct {
+      uint32_t n;
+      float factor;
+    } push{n, factor};
+    table.vkCmdPushConstants(c, scale_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 8, &push);
+    table.vkCmdDispatch(c, (n + 63) / 64, 1, 1);
+  }
+
+  // The engine's own barrier between its transfers and its dispatches.
+  void engine_barrier(VkCommandBuffer c) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                       VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    table.vkCmdPipelineBarrier(
+        c, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+        VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+        nullptr, 0, nullptr);
+  }
+
+  VkShaderModule scale_module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout scale_set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout scale_layout = VK_NULL_HANDLE;
+  VkPipeline scale_pipeline = VK_NULL_HANDLE;
+  VkDescriptorPool descriptor_pool = VK_NULL_HANDLE;
+
   VkInstance instance = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   VkPhysicalDevice physical = VK_NULL_HANDLE;
@@ -247,10 +335,15 @@ TEST_F(Engine, AttentionOnFusedQkvViewsInTheCallersCommandBuffer) {
   ASSERT_EQ(vkattn_tensor_view(tf, H * d, 3, ks, st, &k), VKATTN_SUCCESS);
   ASSERT_EQ(vkattn_tensor_view(tf, (H + Hkv) * d, 3, ks, st, &v), VKATTN_SUCCESS);
 
-  // The engine's command buffer: its copy in, vkattn's attention, its copy out.
+  // The engine's command buffer: its copy in and its own dispatch (the
+  // projection output x 2), vkattn's attention, its own dispatch on the
+  // output (x 0.5), its copy out. vkattn's barriers order it against both
+  // dispatches; the engine rebinds its pipeline after vkattn's.
   VkCommandBuffer cmd = begin_commands();
   VkBufferCopy in{0, 0, fused_bytes}, outc{0, 0, out_bytes};
   table.vkCmdCopyBuffer(cmd, staging, fused, 1, &in);
+  engine_barrier(cmd);
+  record_scale(cmd, fused, uint32_t(T * W), 2.0f);
   ASSERT_EQ(vkattn_context_begin_external(ctx, cmd), VKATTN_SUCCESS) << vkattn_last_error();
   vkattn_attention_desc ad;
   vkattn_attention_desc_init(&ad);
@@ -269,6 +362,8 @@ TEST_F(Engine, AttentionOnFusedQkvViewsInTheCallersCommandBuffer) {
   VkSemaphore sem = timeline_semaphore();
   ASSERT_EQ(vkattn_context_end_external(ctx, (uint64_t)sem, 1), VKATTN_SUCCESS);
   EXPECT_INVALID(vkattn_context_end_external(ctx, (uint64_t)sem, 1), "not in external mode");
+  record_scale(cmd, outb, uint32_t(T * H * d), 0.5f);
+  engine_barrier(cmd);
   table.vkCmdCopyBuffer(cmd, outb, readback, 1, &outc);
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -281,11 +376,14 @@ TEST_F(Engine, AttentionOnFusedQkvViewsInTheCallersCommandBuffer) {
   std::vector<float> got(size_t(T) * H * d);
   std::memcpy(got.data(), readback_p, out_bytes);
 
-  // The same call on vkattn's own dense tensors of the same context.
+  // The same call on vkattn's own dense tensors of the same context, on
+  // the doubled inputs, its output halved (both exact in f32).
+  for (float& x : got) x *= 2.0f;
   auto dense = [&](int heads, int64_t off) {
     std::vector<float> x(size_t(T) * heads * d);
     for (int t = 0; t < T; ++t)
-      std::memcpy(&x[size_t(t) * heads * d], &host[t * W + off], size_t(heads) * d * 4);
+      for (int e = 0; e < heads * d; ++e)
+        x[size_t(t) * heads * d + e] = 2.0f * host[t * W + off + e];
     vkattn_tensor* y = nullptr;
     const int64_t sh[3] = {T, heads, d};
     EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, sh, &y), VKATTN_SUCCESS);
@@ -302,9 +400,10 @@ TEST_F(Engine, AttentionOnFusedQkvViewsInTheCallersCommandBuffer) {
     ASSERT_TRUE(std::isfinite(want[i]));
     ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << i << ": " << got[i] << " vs " << want[i];
   }
-  // Reading the wrapped output through vkattn gives the same.
+  // Reading the wrapped output through vkattn gives the same (halved).
   std::vector<float> again(got.size());
   ASSERT_EQ(vkattn_tensor_read(to, again.data(), out_bytes), VKATTN_SUCCESS);
+  for (float& x : again) x *= 2.0f;
   EXPECT_EQ(std::memcmp(again.data(), got.data(), out_bytes), 0);
   for (vkattn_tensor* t : {q, k, v, tf, to, dq, dk, dv, dout}) vkattn_tensor_destroy(t);
   vkattn_context_destroy(ctx);
