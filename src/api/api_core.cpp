@@ -132,7 +132,6 @@ VKATTN_API void vkattn_context_destroy(vkattn_context* ctx) {
 VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
-    require_not_external(*ctx->impl, "vkattn_context_flush");
     ctx->impl->recorder().flush();  // fails with DEVICE_LOST once lost
   });
 }
@@ -140,7 +139,6 @@ VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx) {
 VKATTN_API vkattn_status vkattn_context_synchronize(vkattn_context* ctx) {
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
-    require_not_external(*ctx->impl, "vkattn_context_synchronize");
     ctx->impl->recorder().synchronize();
   });
 }

@@ -93,7 +93,6 @@ VKATTN_API vkattn_status vkattn_context_flush_with(vkattn_context* ctx, uint64_t
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     Context& c = *ctx->impl;
-    require_not_external(c, "vkattn_context_flush_with");
     c.recorder().flush_with(handle_from_u64<VkSemaphore>(wait_semaphore), wait_value,
                             handle_from_u64<VkSemaphore>(signal_semaphore), signal_value);
   });
@@ -134,14 +133,7 @@ VKATTN_API vkattn_status vkattn_tensor_view(vkattn_tensor* base, int64_t offset,
     require(offset >= 0, "offset ", offset, " is negative");
     int64_t dense[4];
     if (!strides) {
-      int64_t s = 1;
-      for (uint32_t i = ndim; i-- > 0;) {
-        dense[i] = s;
-        require(shape[i] >= 0, "shape[", i, "] = ", shape[i], " is negative");
-        if (shape[i] && s > std::numeric_limits<int64_t>::max() / 8 / shape[i])
-          fail(VKATTN_ERROR_INVALID_ARGUMENT, "view too large");
-        s *= shape[i] ? shape[i] : 1;
-      }
+      dense_strides(ndim, shape, dense);
       strides = dense;
     }
     bool empty = false;
@@ -199,15 +191,10 @@ VKATTN_API vkattn_status vkattn_tensor_wrap_vk_buffer(vkattn_context* ctx, uint6
             " (kernels write through storage bindings; reads, writes and packing copy)");
     host_alloc_point();
     // Shape checks (and the packed size) come from a dense layout.
-    int64_t strides[4] = {1, 1, 1, 1};
     require(ndim >= 1 && ndim <= 4, "ndim must be 1..4, got ", ndim);
     VKATTN_REQUIRE_ARG(shape);
-    for (uint32_t i = ndim - 1; i > 0; --i) {
-      require(shape[i] >= 0, "shape[", i, "] = ", shape[i], " is negative");
-      strides[i - 1] = strides[i] * (shape[i] ? shape[i] : 1);
-      if (shape[i] && strides[i - 1] > std::numeric_limits<int64_t>::max() / 8)
-        fail(VKATTN_ERROR_INVALID_ARGUMENT, "tensor too large");
-    }
+    int64_t strides[4];
+    dense_strides(ndim, shape, strides);
     // A buffer of this context's own tensors is shared, not borrowed twice.
     const VkBuffer vk_buffer = handle_from_u64<VkBuffer>(buffer);
     std::shared_ptr<Buffer> borrowed = c.device().find_buffer(vk_buffer);

@@ -489,6 +489,7 @@ void Device::refund_memory(uint64_t bytes) {
 void Device::register_buffer(const std::shared_ptr<Buffer>& b) {
   std::lock_guard<std::mutex> lock(registry_mutex_);
   registry_[b->handle()] = b;
+  b->registered = true;
 }
 
 void Device::unregister_buffer(VkBuffer handle) {

@@ -259,12 +259,16 @@ VkDescriptorSet Recorder::descriptor_set(VkDescriptorSetLayout layout) {
   }
 }
 
-void Recorder::flush() {
-  check_alive();
+void Recorder::reject_external() const {
   if (external())
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "the context records into a caller's command buffer (vkattn_context_begin_external): "
          "nothing can be submitted or waited for until vkattn_context_end_external");
+}
+
+void Recorder::flush() {
+  check_alive();
+  reject_external();
   if (!open_ || !open_->begun) return;
   if (!open_->ended) flush_end();
   submit_open();
@@ -327,9 +331,7 @@ void Recorder::recycle(std::unique_ptr<Batch> b) {
 void Recorder::flush_with(VkSemaphore wait, uint64_t wait_value, VkSemaphore signal,
                           uint64_t signal_value) {
   check_alive();
-  if (external())
-    fail(VKATTN_ERROR_INVALID_ARGUMENT,
-         "the context records into a caller's command buffer (vkattn_context_begin_external)");
+  reject_external();
   cmd();  // the open batch, empty or not: the semaphores need a submission
   if (!open_->ended) flush_end();
   submit_open(wait, wait_value, signal, signal_value);

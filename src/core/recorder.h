@@ -115,7 +115,8 @@ class Recorder {
   void recycle(std::unique_ptr<Batch> b);
   void submit_open(VkSemaphore wait = VK_NULL_HANDLE, uint64_t wait_value = 0,
                    VkSemaphore signal = VK_NULL_HANDLE, uint64_t signal_value = 0);
-  void flush_end();  // ends the open batch's command buffer
+  void flush_end();              // ends the open batch's command buffer
+  void reject_external() const;  // throws in external mode: nothing may be submitted
   void full_barrier(VkCommandBuffer c);
   VkDescriptorPool new_pool();
 

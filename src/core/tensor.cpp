@@ -37,6 +37,17 @@ const char* dtype_name(vkattn_dtype dtype) {
   return "unknown";
 }
 
+void dense_strides(uint32_t ndim, const int64_t* shape, int64_t* strides) {
+  int64_t s = 1;
+  for (uint32_t i = ndim; i-- > 0;) {
+    require(shape[i] >= 0, "shape[", i, "] = ", shape[i], " is negative");
+    strides[i] = s;
+    if (shape[i] > 1 && s > std::numeric_limits<int64_t>::max() / 8 / shape[i])
+      fail(VKATTN_ERROR_INVALID_ARGUMENT, "tensor too large");
+    s *= shape[i] ? shape[i] : 1;
+  }
+}
+
 void Tensor::init_shape(uint32_t ndim, const int64_t* shape) {
   size_t es = dtype_size(dtype_);
   require(es != 0, "unknown dtype ", static_cast<int>(dtype_));
@@ -58,17 +69,12 @@ Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim,
                const int64_t* shape)
     : ctx_(std::move(ctx)), dtype_(dtype), ndim_(ndim) {
   init_shape(ndim, shape);
-  int64_t s = 1;
-  for (uint32_t i = ndim; i-- > 0;) {
-    strides_[i] = s;
-    s *= shape_[i];
-  }
+  dense_strides(ndim, shape_, strides_);
   extent_bytes_ = nbytes_;
   if (nbytes_) {
     // Round up so 32-bit texel and storage views of 16-bit data stay in range.
     buffer_ = std::make_shared<Buffer>(ctx_->device(), (nbytes_ + 15) / 16 * 16, false);
     ctx_->device().register_buffer(buffer_);
-    buffer_->registered = true;
   }
 }
 

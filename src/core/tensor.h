@@ -16,6 +16,10 @@
 namespace vkattn {
 
 size_t dtype_size(vkattn_dtype dtype);  // 0 for unknown
+
+// Row-major strides (elements) of `shape`, a zero dim counting as 1.
+// Throws INVALID_ARGUMENT on a negative dim or a stride past 2^63 / 8.
+void dense_strides(uint32_t ndim, const int64_t* shape, int64_t* strides);
 const char* dtype_name(vkattn_dtype dtype);
 
 class Tensor {

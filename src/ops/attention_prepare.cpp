@@ -47,36 +47,40 @@ uint32_t aligned_kind(uint32_t kind, const RowLayout& l) {
   return 0;
 }
 
-}  // namespace
-
-RowLayout row_layout(const Tensor& t, bool* ok) {
+// Rows of [..., heads, dim] from dim `first` (the token dim) on.
+RowLayout rows_from(const Tensor& t, uint32_t first, bool* ok) {
   RowLayout l;
   l.es = dtype_size(t.dtype());
   l.offset = t.byte_offset();
-  const uint32_t n = t.ndim();
-  *ok = n >= 3 && t.stride(n - 1) == 1 && l.offset % l.es == 0;
-  if (n < 3) return l;
-  l.tok = static_cast<uint64_t>(t.stride(n - 3));
-  l.head = static_cast<uint64_t>(t.stride(n - 2));
-  l.extent = uint64_t(t.dim(n - 2) - 1) * l.head + uint64_t(t.dim(n - 1));
-  if (n == 4 && t.dim(0) > 1 && t.stride(0) != t.dim(1) * t.stride(1)) *ok = false;
+  *ok = t.ndim() == first + 3 && t.stride(first + 2) == 1 && l.offset % l.es == 0;
+  if (t.ndim() != first + 3) return l;
+  l.tok = static_cast<uint64_t>(t.stride(first));
+  l.head = static_cast<uint64_t>(t.stride(first + 1));
+  l.extent = uint64_t(t.dim(first + 1) - 1) * l.head + uint64_t(t.dim(first + 2));
   // Strides count texels in 32-bit push constants.
   if (l.tok >= (1ull << 31) || l.head >= (1ull << 31)) *ok = false;
   return l;
 }
 
+}  // namespace
+
+RowLayout row_layout(const Tensor& t, bool* ok) {
+  const uint32_t first = t.ndim() == 4 ? 1 : 0;
+  RowLayout l = rows_from(t, first, ok);
+  // Padded [B, S, ...]: one token stride across the batch.
+  if (first == 1 && t.dim(0) > 1 && t.stride(0) != t.dim(1) * t.stride(1)) *ok = false;
+  return l;
+}
+
 RowLayout pool_layout(const Tensor& t, bool* ok) {
-  RowLayout l;
-  l.es = dtype_size(t.dtype());
-  l.offset = t.byte_offset();
-  *ok = t.ndim() == 4 && t.stride(3) == 1 && l.offset % l.es == 0;
-  if (t.ndim() != 4) return l;
+  if (t.ndim() != 4) {
+    *ok = false;
+    return RowLayout{};
+  }
+  RowLayout l = rows_from(t, 1, ok);
   l.page = static_cast<uint64_t>(t.stride(0));
-  l.tok = static_cast<uint64_t>(t.stride(1));
-  l.head = static_cast<uint64_t>(t.stride(2));
-  l.extent = uint64_t(t.dim(2) - 1) * l.head + uint64_t(t.dim(3));
   l.page_extent = uint64_t(t.dim(1) - 1) * l.tok + l.extent;
-  if (l.tok >= (1ull << 31) || l.head >= (1ull << 31) || l.page >= (1ull << 31)) *ok = false;
+  if (l.page >= (1ull << 31)) *ok = false;
   return l;
 }
 
@@ -174,8 +178,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   std::vector<uint32_t> table;
   std::vector<std::vector<KeySegment>> segments;
   if (c.pools) {
-    // Caller pools: windows of window_pages pages (each binding covers one);
-    // keys cut where a sequence's page moves to another window.
+    // Caller pools are bound in windows of window_pages pages.
     const uint64_t span_k = std::max(pp->k.page, pp->k.page_extent) * pp->k.es;
     const uint64_t span_v = std::max(pp->v.page, pp->v.page_extent) * pp->v.es;
     const uint64_t per = std::min(lim.k_texel / std::max<uint64_t>(span_k, 1),
@@ -184,38 +187,29 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       fail(VKATTN_ERROR_UNSUPPORTED, "one page of the pools spans ", std::max(span_k, span_v),
            " bytes, more than one binding of this device may cover");
     pp->window_pages = static_cast<uint32_t>(std::min<uint64_t>(per, 1u << 30));
-    const uint32_t ps = c.pools->page_size, wp = pp->window_pages;
+  }
+  if (c.paged()) {
+    // Block tables of pages local to their binding (the cache's pool buffer
+    // of every layer, or a window of the caller's pools); keys cut where
+    // that binding changes.
+    const uint32_t ps = u.page_size, wp = pp->window_pages;
     segments.resize(c.batch);
     for (uint32_t b = 0; b < c.batch; ++b) {
       const uint32_t uu = static_cast<uint32_t>(c.cu_k[b + 1] - c.cu_k[b]);
       const uint32_t n_pages = (uu + ps - 1) / ps;
       for (uint32_t i = 0; i < n_pages; ++i) {
-        const uint32_t page = c.pools->pages[c.pools->first[b] + i], buf = page / wp;
-        table.push_back(page % wp);
+        uint32_t buf, local;
+        if (c.step) {
+          const KvCache& cache = c.step->cache();
+          const uint32_t page = c.step->seqs()[b].pages[i];
+          buf = cache.group_of(page), local = cache.local_page(page);
+        } else {
+          const uint32_t page = c.pools->pages[c.pools->first[b] + i];
+          buf = page / wp, local = page % wp;
+        }
+        table.push_back(local);
         auto& seg = segments[b];
         const uint32_t k0 = i * ps, k1 = std::min(uu, k0 + ps);
-        if (!seg.empty() && seg.back().buffer == buf)
-          seg.back().end = k1;
-        else
-          seg.push_back({k0, k1, buf});
-      }
-    }
-  }
-  if (c.step) {
-    // Block tables of local pages; keys cut where the page group (the pool
-    // buffer of every layer) changes.
-    const KvCache& cache = c.step->cache();
-    const uint32_t ps = cache.desc().page_size;
-    segments.resize(c.batch);
-    for (uint32_t b = 0; b < c.batch; ++b) {
-      const StepSeq& sq = c.step->seqs()[b];
-      const uint32_t uu = static_cast<uint32_t>(sq.len + sq.t);
-      const uint32_t n_pages = (uu + ps - 1) / ps;
-      for (uint32_t i = 0; i < n_pages; ++i) {
-        uint32_t page = sq.pages[i], buf = cache.group_of(page);
-        table.push_back(cache.local_page(page));
-        auto& seg = segments[b];
-        uint32_t k0 = i * ps, k1 = std::min(uu, k0 + ps);
         if (!seg.empty() && seg.back().buffer == buf)
           seg.back().end = k1;
         else

@@ -58,7 +58,7 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c) {
   return std::static_pointer_cast<PreparedPlan>(it->second);
 }
 
-uint32_t call_flags(const AttentionCall& c) {
+uint32_t call_flags(const AttentionCall& c, const PreparedPlan& pp) {
   const auto& d = c.desc;
   uint32_t flags = 0;
   if (d.causal) flags |= kFlagCausal;
@@ -69,11 +69,9 @@ uint32_t call_flags(const AttentionCall& c) {
   if (d.mask_type == VKATTN_MASK_ADDITIVE) flags |= kFlagMaskAdd;
   if (!c.key_valid.empty()) flags |= kFlagKeyValid;
   if (c.lse) flags |= kFlagWriteLse;
-  if (c.out->dtype() != VKATTN_F32) {
-    bool ok = false;
-    const RowLayout o = row_layout(*c.out, &ok);
-    if ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2) flags |= kFlagOutOdd;
-  }
+  const RowLayout& o = pp.out;
+  if (c.out->dtype() != VKATTN_F32 && ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2))
+    flags |= kFlagOutOdd;
   return flags;
 }
 
@@ -324,7 +322,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   for (const Wave& wave : sched.waves) passes += wave.fwd.size();
   ctx.last_attention = {pp->plan.tiles.size(), sched.items.size(), passes, sched.combine.size()};
 
-  const uint32_t flags = call_flags(c);  // pick
+  const uint32_t flags = call_flags(c, *pp);  // pick
   const FwdConfig cfg = fwd_config(c, *pp, flags);
   const bool log = ctx.options().log_kernels;
   if (log && !cfg.var.fallback.empty())

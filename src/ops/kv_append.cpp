@@ -151,7 +151,12 @@ void record_append(Context& ctx, const AppendTarget& tg,
 // Workgroups are this many lanes (kv_append.comp local_size_x).
 constexpr uint32_t kLanes = 8;
 
-void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, uint32_t dim);
+void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, uint32_t dim) {
+  bool ok = t->ndim() == 3 && t->dim(0) == n && t->dim(1) == hkv && t->dim(2) == dim;
+  require(ok, name, " must be [", n, ", ", hkv, ", ", dim, "] (the step's new tokens, Hkv, ",
+          name[0] == 'k' ? "d" : "dv", "), got ndim ", t->ndim(), " [", t->dim(0), ", ", t->dim(1),
+          ", ", t->dim(2), "]");
+}
 
 // k_new [n, Hkv, d] and v_new [n, Hkv, dv], f32/f16/bf16, one dtype.
 void check_new_rows(Tensor* k, Tensor* v, int64_t n, uint32_t hkv, uint32_t d, uint32_t dv) {
@@ -161,13 +166,6 @@ void check_new_rows(Tensor* k, Tensor* v, int64_t n, uint32_t hkv, uint32_t d, u
   require(k->dtype() == v->dtype(), "k_new and v_new must share a dtype");
   require_rows(k, "k_new", n, hkv, d);
   require_rows(v, "v_new", n, hkv, dv);
-}
-
-void require_rows(const Tensor* t, const char* name, int64_t n, uint32_t hkv, uint32_t dim) {
-  bool ok = t->ndim() == 3 && t->dim(0) == n && t->dim(1) == hkv && t->dim(2) == dim;
-  require(ok, name, " must be [", n, ", ", hkv, ", ", dim, "] (the step's new tokens, Hkv, ",
-          name[0] == 'k' ? "d" : "dv", "), got ndim ", t->ndim(), " [", t->dim(0), ", ", t->dim(1),
-          ", ", t->dim(2), "]");
 }
 
 }  // namespace
