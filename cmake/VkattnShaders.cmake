@@ -2,7 +2,10 @@
 # Compiles shaders/<name>.comp with glslangValidator (no optimizer: spirv-opt
 # on big unrolled shaders can exhaust memory, see LAVAPIPE.md) into
 # <build>/shaders/<name>.spv, with a depfile so edits to included .glsl files
-# rebuild, then embeds every module into one generated .cpp.
+# rebuild, then embeds every module into one generated .cpp. Names listed
+# in VKATTN_COOPMAT_SHADERS are compiled with ${VKATTN_GLSLANG_COOPMAT} (a
+# glslang that knows GL_KHR_cooperative_matrix) and checked with
+# ${VKATTN_SPIRV_VAL_COOPMAT} (both command lists).
 function(vkattn_compile_shaders cpp_var spv_var)
   set(spv_files)
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR}/shaders)
@@ -10,11 +13,19 @@ function(vkattn_compile_shaders cpp_var spv_var)
   foreach(name IN LISTS ARGN)
     set(src ${CMAKE_CURRENT_SOURCE_DIR}/shaders/${name}.comp)
     set(spv ${out_dir}/${name}.spv)
+    if(name IN_LIST VKATTN_COOPMAT_SHADERS)
+      set(compiler ${VKATTN_GLSLANG_COOPMAT})
+      set(validate COMMAND ${VKATTN_SPIRV_VAL_COOPMAT} --target-env vulkan1.2 ${spv})
+    else()
+      set(compiler ${GLSLANG_VALIDATOR})
+      set(validate)
+    endif()
     add_custom_command(
       OUTPUT ${spv}
-      COMMAND ${GLSLANG_VALIDATOR} -V --target-env vulkan1.2
+      COMMAND ${compiler} -V --target-env vulkan1.2
               -I${CMAKE_CURRENT_SOURCE_DIR}/shaders/include
               --depfile ${spv}.d -o ${spv} ${src}
+      ${validate}
       DEPENDS ${src}
       DEPFILE ${spv}.d
       COMMENT "glslang ${name}.comp"

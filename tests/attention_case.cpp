@@ -67,7 +67,9 @@ std::string AttnCase::name() const {
   return os.str();
 }
 
-CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& c) {
+CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
+  AttnCase c = case_in;
+  c.kdt = test_kv_dtype(c.kdt);
   SCOPED_TRACE(c.name());
   CaseStats st;
   std::mt19937 rng(c.seed);

@@ -4,13 +4,15 @@
 // arena, binding windows. No device needed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
+#include "api/handles.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "core/kernel_options.h"
-#include "api/handles.h"
+#include "ops/attention_family.h"
 #include "ops/attention_plan.h"
 #include "ops/attention_schedule.h"
 #include "ops/attention_variant.h"
@@ -300,16 +302,17 @@ TEST(AttentionVariantChoice, F16MathSwitches) {
   vkattn::Device& dev = ctx->impl->device();
   vkattn::KernelOptions o;
   o.attn_kernel = 1;  // tiled
-  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
+  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024, VKATTN_F16).f16_math);
   o.force_f16_math = true;
-  const vkattn::AttentionVariant forced = vkattn::choose_attention_variant(dev, o, 128, 128, 1024);
+  const vkattn::AttentionVariant forced =
+      vkattn::choose_attention_variant(dev, o, 128, 128, 1024, VKATTN_F16);
   EXPECT_EQ(forced.f16_math, dev.caps().shader_float16);
   EXPECT_EQ(forced.family, vkattn::AttentionFamily::kTiled);
   o.disable_f16_math = true;
-  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
+  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024, VKATTN_F16).f16_math);
   o.attn_kernel = 0;  // lanes has no f16 arithmetic
   o.disable_f16_math = false;
-  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024).f16_math);
+  EXPECT_FALSE(vkattn::choose_attention_variant(dev, o, 128, 128, 1024, VKATTN_F16).f16_math);
   vkattn_context_destroy(ctx);
 }
 
@@ -326,9 +329,87 @@ TEST(AttentionVariantChoice, TiledWorkgroupBelowSubgroupStaysTiled) {
   o.attn_kernel = 1;  // tiled
   o.attn_lanes_per_row = sg / 2;
   o.attn_wg = sg / 2;
-  const vkattn::AttentionVariant v = vkattn::choose_attention_variant(dev, o, 64, 64, 1024);
+  const vkattn::AttentionVariant v =
+      vkattn::choose_attention_variant(dev, o, 64, 64, 1024, VKATTN_F16);
   EXPECT_EQ(v.family, vkattn::AttentionFamily::kTiled) << v.fallback;
   EXPECT_TRUE(v.fallback.empty()) << v.fallback;
   EXPECT_FALSE(v.subgroup_ops);
+  vkattn_context_destroy(ctx);
+}
+
+// Forcing coopmat: a build without the coopmat shader refuses the call
+// (UNSUPPORTED, naming the build option); a device without usable
+// cooperative matrices, or K/V in a dtype it has no matrix type for, hands
+// the call to tiled with the reason; otherwise coopmat serves it with a
+// shape the device offers.
+TEST(AttentionVariantChoice, ForcedCoopmat) {
+  vkattn_context* ctx = nullptr;
+  ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
+  vkattn::Device& dev = ctx->impl->device();
+  const vkattn::CoopmatSupport& cm = dev.caps().coopmat;
+  vkattn::KernelOptions o;
+  o.attn_kernel = 2;  // coopmat
+  if (!vkattn::coopmat_built()) {
+    try {
+      vkattn::choose_attention_variant(dev, o, 64, 64, 1024, VKATTN_F16);
+      ADD_FAILURE() << "forcing coopmat in a build without it must fail";
+    } catch (const vkattn::Error& e) {
+      EXPECT_EQ(e.status(), VKATTN_ERROR_UNSUPPORTED);
+      EXPECT_NE(std::string(e.what()).find("VKATTN_COOPMAT"), std::string::npos) << e.what();
+    }
+    vkattn_context_destroy(ctx);
+    return;
+  }
+  const vkattn::AttentionVariant f16 =
+      vkattn::choose_attention_variant(dev, o, 64, 64, 1024, VKATTN_F16);
+  if (!cm.usable()) {
+    EXPECT_EQ(f16.family, vkattn::AttentionFamily::kTiled);
+    EXPECT_EQ(f16.fallback, "coopmat to tiled: " + cm.missing());
+  } else {
+    EXPECT_EQ(f16.family, vkattn::AttentionFamily::kCoopmat) << f16.fallback;
+    bool offered = false;
+    for (const vkattn::CoopmatShape& s : cm.f16_shapes)
+      offered |= s.m == f16.coopmat_m && s.n == f16.coopmat_n && s.k == f16.coopmat_k;
+    EXPECT_TRUE(offered);
+    EXPECT_EQ(f16.tile_rows(), f16.subgroups * f16.coopmat_m);
+    EXPECT_EQ(f16.wg, f16.subgroups * dev.caps().subgroup_size);
+    bool enabled = false;
+    for (const char* e : dev.enabled_extensions())
+      enabled |= std::string(e) == "VK_KHR_cooperative_matrix";
+    EXPECT_TRUE(enabled) << "vkattn's own device enables the extension it uses";
+    // A CPU device never gets coopmat from the table.
+    vkattn::KernelOptions table;
+    if (dev.info().device_type == VKATTN_DEVICE_CPU)
+      EXPECT_NE(vkattn::choose_attention_variant(dev, table, 64, 64, 1024, VKATTN_F16).family,
+                vkattn::AttentionFamily::kCoopmat);
+  }
+  for (vkattn_dtype kv : {VKATTN_F32, VKATTN_BF16}) {
+    const vkattn::AttentionVariant v = vkattn::choose_attention_variant(dev, o, 64, 64, 1024, kv);
+    EXPECT_EQ(v.family, vkattn::AttentionFamily::kTiled);
+    EXPECT_EQ(v.fallback.rfind("coopmat to tiled: ", 0), 0u) << v.fallback;
+  }
+  vkattn_context_destroy(ctx);
+}
+
+// VKATTN_DISABLE_COOPMAT=1 keeps cooperative matrices off the device (not
+// enabled, never chosen), whatever the device offers.
+TEST(AttentionVariantChoice, CoopmatKillSwitch) {
+  vkattn_context* ctx = nullptr;
+  setenv("VKATTN_DISABLE_COOPMAT", "1", 1);
+  const vkattn_status s = vkattn_context_create(nullptr, &ctx);
+  unsetenv("VKATTN_DISABLE_COOPMAT");
+  ASSERT_EQ(s, VKATTN_SUCCESS);
+  vkattn::Device& dev = ctx->impl->device();
+  EXPECT_FALSE(dev.caps().coopmat.usable());
+  EXPECT_EQ(dev.caps().coopmat.missing(), "VKATTN_DISABLE_COOPMAT=1");
+  for (const char* e : dev.enabled_extensions()) EXPECT_STRNE(e, "VK_KHR_cooperative_matrix");
+  if (vkattn::coopmat_built()) {
+    vkattn::KernelOptions o;
+    o.attn_kernel = 2;
+    const vkattn::AttentionVariant v =
+        vkattn::choose_attention_variant(dev, o, 64, 64, 1024, VKATTN_F16);
+    EXPECT_EQ(v.family, vkattn::AttentionFamily::kTiled);
+    EXPECT_EQ(v.fallback, "coopmat to tiled: VKATTN_DISABLE_COOPMAT=1");
+  }
   vkattn_context_destroy(ctx);
 }

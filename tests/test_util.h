@@ -23,7 +23,24 @@ namespace vkattn_test {
 // 1 + |lse|), else 0.
 inline double f16_math_slack() {
   const char* e = std::getenv("VKATTN_FORCE_F16_MATH");
-  return e && *e && std::strcmp(e, "0") != 0 ? 2e-3 : 0.0;
+  const char* k = std::getenv("VKATTN_ATTN_KERNEL");
+  // The coopmat family multiplies f16 q (scale folded in) and f16 P.
+  const bool coopmat = k && std::strcmp(k, "coopmat") == 0;
+  return (e && *e && std::strcmp(e, "0") != 0) || coopmat ? 2e-3 : 0.0;
+}
+
+// VKATTN_TEST_KV_DTYPE=f16|bf16|f32: every attention case stores K and V
+// in that dtype instead of its own (the coopmat suites on lavapipe 26.1
+// use f16, the one K/V dtype the family takes there, so that every case
+// runs on it); unset: the case's own.
+inline vkattn_dtype test_kv_dtype(vkattn_dtype own) {
+  const char* e = std::getenv("VKATTN_TEST_KV_DTYPE");
+  if (!e || !*e) return own;
+  if (std::strcmp(e, "f16") == 0) return VKATTN_F16;
+  if (std::strcmp(e, "bf16") == 0) return VKATTN_BF16;
+  if (std::strcmp(e, "f32") == 0) return VKATTN_F32;
+  ADD_FAILURE() << "VKATTN_TEST_KV_DTYPE=" << e << " names no dtype (f16, bf16, f32)";
+  return own;
 }
 
 inline vkattn_context* make_context() {

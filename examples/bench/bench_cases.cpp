@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "api/handles.h"
 #include "bench.h"
 #include "core/device.h"
-#include "api/handles.h"
 #include "ops/attention_variant.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
@@ -465,21 +465,30 @@ bool layers_32(vkattn_context* ctx, Result* r) {
 
 // The kernel a shape gets on this context.
 std::string kernel_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
-  vkattn::AttentionVariant v =
-      vkattn::choose_attention_variant(ctx->impl->device(), ctx->impl->options(), d, d, max_rows);
+  // Every bench case stores K/V as f16.
+  vkattn::AttentionVariant v = vkattn::choose_attention_variant(
+      ctx->impl->device(), ctx->impl->options(), d, d, max_rows, VKATTN_F16);
   const std::string order =
       v.static_chunks > 1
           ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
           : std::string("items heaviest first");
   char s[240];
+  if (v.family == vkattn::AttentionFamily::kCoopmat) {
+    std::snprintf(s, sizeof(s),
+                  "coopmat: %ux%ux%u f16 matrices, %u subgroups of %u lanes (%u rows), keys/tile "
+                  "%u, %s",
+                  v.coopmat_m, v.coopmat_n, v.coopmat_k, v.subgroups, v.lanes_per_row,
+                  v.tile_rows(), v.tile_keys, order.c_str());
+    return s;
+  }
   if (v.family == vkattn::AttentionFamily::kTiled) {
     std::snprintf(s, sizeof(s),
                   "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, "
-                  "%s math%s, %s",
+                  "%s math%s, %s%s%s",
                   v.wg, v.lanes_per_row, v.rows, v.tile_keys,
                   v.subgroup_ops ? "subgroup shuffles" : "shared memory",
                   v.f16_math ? "f16" : "f32", v.double_buffer ? ", double-buffered" : "",
-                  order.c_str());
+                  order.c_str(), v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
     return s;
   }
   std::snprintf(

@@ -306,6 +306,8 @@ void Device::init_caps() {
       c.timestamp_period_ns = lim.timestampPeriod;
   }
 
+  c.coopmat = query_coopmat(vki_, instance_, physical_);
+  c.coopmat.disabled = env_u64("VKATTN_DISABLE_COOPMAT", 0) != 0;
   memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
 }
 
@@ -358,8 +360,20 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   d->f11_.pNext = &d->f12_;
   d->features2_.pNext = &d->f11_;
   d->enabled_features_ = &d->features2_;
+  // Cooperative matrices where usable (the coopmat family's shaders use
+  // the Vulkan memory model).
+  if (c.coopmat.usable()) {
+    d->f12_.vulkanMemoryModel = VK_TRUE;
+    d->f12_.vulkanMemoryModelDeviceScope = VK_TRUE;
+    d->coopmat_features_.cooperativeMatrix = VK_TRUE;
+    d->f12_.pNext = &d->coopmat_features_;
+    d->extension_names_.push_back(kCoopmatExtension);
+  }
+  for (const std::string& e : d->extension_names_) d->enabled_extensions_.push_back(e.c_str());
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &d->features2_;
+  dci.enabledExtensionCount = static_cast<uint32_t>(d->enabled_extensions_.size());
+  dci.ppEnabledExtensionNames = d->enabled_extensions_.data();
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   check_vk(vki.vkCreateDevice(d->physical_, &dci, vk_allocator(), &d->device_), "vkCreateDevice");
@@ -402,7 +416,8 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
       fail(VKATTN_ERROR_UNSUPPORTED, "queue family ", v.queue_family, " has no compute");
   }
   // What the caller enabled: the features chain (Vulkan cannot be asked).
-  bool timeline = false, f16 = false, storage16 = false;
+  bool timeline = false, f16 = false, storage16 = false, memory_model = false, device_scope = false,
+       coopmat = false;
   int guard = 0;
   if (v.features) {
     require(v.features->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
@@ -410,13 +425,24 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
             static_cast<int>(v.features->sType), ")");
     for (auto* p = static_cast<const VkBaseInStructure*>(v.features->pNext); p; p = p->pNext) {
       require(++guard < 256, "enabled_features: the pNext chain does not end");
-      switch (p->sType) {
+      switch (static_cast<int64_t>(p->sType)) {
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: {
           auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(p);
           timeline |= f->timelineSemaphore != 0;
           f16 |= f->shaderFloat16 != 0;
+          memory_model |= f->vulkanMemoryModel != 0;
+          device_scope |= f->vulkanMemoryModelDeviceScope != 0;
           break;
         }
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES: {
+          auto* f = reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(p);
+          memory_model |= f->vulkanMemoryModel != 0;
+          device_scope |= f->vulkanMemoryModelDeviceScope != 0;
+          break;
+        }
+        case kCoopmatFeaturesSType:
+          coopmat |= reinterpret_cast<const CoopmatFeatures*>(p)->cooperativeMatrix != 0;
+          break;
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
           timeline |= reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(p)
                           ->timelineSemaphore != 0;
@@ -454,6 +480,14 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   d->init_caps();
   d->caps_.shader_float16 = d->caps_.shader_float16 && f16;
   d->caps_.storage_16bit = d->caps_.storage_16bit && storage16;
+  // Cooperative matrices only as the caller enabled them.
+  bool coopmat_ext = false;
+  for (const std::string& e : d->extension_names_) coopmat_ext |= e == kCoopmatExtension;
+  CoopmatSupport& cm = d->caps_.coopmat;
+  cm.extension = cm.extension && coopmat_ext;
+  cm.feature = cm.feature && coopmat;
+  cm.memory_model = cm.memory_model && memory_model;
+  cm.device_scope = cm.device_scope && device_scope;
   d->device_ = v.device;
   d->queue_ = v.queue;
   load_device_table(d->vk_, vki.vkGetDeviceProcAddr, d->device_);

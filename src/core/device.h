@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/coopmat.h"
 #include "core/vk_tables.h"
 #include "vkattn/vkattn.h"
 
@@ -47,6 +48,9 @@ struct DeviceCaps {
   // Streaming multiprocessors / compute units, where the driver says
   // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties); 0: unknown.
   uint32_t compute_units = 0;
+  // VK_KHR_cooperative_matrix (core/coopmat.h): enabled on vkattn's own
+  // devices where usable; adopted devices: as the caller enabled it.
+  CoopmatSupport coopmat;
 };
 
 // Fills `out` from a physical device (used with and without a context).
@@ -151,6 +155,7 @@ class Device : public std::enable_shared_from_this<Device> {
   VkPhysicalDeviceFeatures2 features2_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features f11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features f12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  CoopmatFeatures coopmat_features_;
   const VkPhysicalDeviceFeatures2* enabled_features_ = nullptr;
   std::vector<const char*> enabled_extensions_;  // into extension_names_
   std::vector<std::string> extension_names_;

@@ -26,9 +26,10 @@ struct KernelOptions {
   uint32_t attn_static_chunks = kUnset;    // VKATTN_ATTN_STATIC_CHUNKS
   uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
   uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
-  uint32_t attn_kernel = kUnset;           // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled
+  uint32_t attn_kernel = kUnset;           // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled, 2 coopmat
+  uint32_t attn_subgroups = kUnset;        // VKATTN_ATTN_SUBGROUPS (coopmat)
   uint32_t attn_lanes_per_row = kUnset;    // VKATTN_ATTN_LANES_PER_ROW (tiled)
-  uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled)
+  uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled, coopmat)
   uint32_t attn_double_buffer = kUnset;    // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
   bool disable_subgroup_ops = false;       // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;           // VKATTN_DISABLE_F16_MATH=1
@@ -62,11 +63,14 @@ struct KernelOptions {
         o.attn_kernel = 0;
       else if (std::strcmp(k, "tiled") == 0)
         o.attn_kernel = 1;
+      else if (std::strcmp(k, "coopmat") == 0)
+        o.attn_kernel = 2;
       else
         o.bad_kernel_name = true;
     }
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
+    o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);
     o.attn_double_buffer = env_uint("VKATTN_ATTN_DOUBLE_BUFFER", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;

@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/host.h"
+#include "ops/attention_family.h"
 
 namespace vkattn {
 
@@ -42,6 +43,15 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.tiled_f16_math = false;
   // Double-buffered tiles: likewise unmeasured, off.
   d.tiled_double_buffer = false;
+  // coopmat: off unless the vendor row below knows the driver good; 4
+  // subgroups of 16 rows and 32 keys per tile (ggml-vulkan's coopmat flash
+  // attention: 16-row blocks, 32-64 keys), shrunk to fit shared memory.
+  d.coopmat_prefill = false;
+  d.coopmat_min_rows = 8;
+  d.coopmat_subgroups = 4;
+  d.coopmat_tile_keys = 32;
+  d.coopmat_why = "no known-good cooperative-matrix driver for this row: forced only";
+  const std::string driver = info.driver_name;
 
   if (info.device_type == VKATTN_DEVICE_CPU) {
     d.row = "CPU device (lavapipe / llvmpipe)";
@@ -54,6 +64,11 @@ AttentionDefaults attention_defaults(const Device& device) {
     d.tiled_lanes_per_row = 8;
     d.tiled_wg = 32;
     d.tiled_tile_keys = 16;
+    d.coopmat_subgroups = 1;
+    d.coopmat_tile_keys = 16;
+    d.coopmat_why =
+        "never by default on a CPU: lavapipe 26.1's 8x8x8 matrices are scalar code (README, "
+        "lavapipe 26.1); forced with VKATTN_ATTN_KERNEL=coopmat for tests";
     d.why =
         "lanes, one 8-lane subgroup per workgroup: lanes never talk, because on lavapipe a "
         "barrier or shared-memory staging costs more than it saves (LAVAPIPE.md; tiled measured "
@@ -68,12 +83,35 @@ AttentionDefaults attention_defaults(const Device& device) {
           "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as "
           "FlashAttention-2's forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared "
           "memory under Vulkan bounds the tile";
+      // Turing (TU10x/TU11x, device ids 0x1E00-0x21FF): ggml-vulkan found
+      // its coopmat flash attention miscompiled there and turned it off.
+      if (driver == "NVIDIA" && !(info.device_id >= 0x1E00 && info.device_id <= 0x21FF)) {
+        d.coopmat_prefill = true;
+        d.coopmat_why =
+            "NVIDIA's driver, Ampere and newer: tensor cores through VK_KHR_cooperative_matrix "
+            "for prefill (unmeasured here; ggml-vulkan's coopmat attention ran ~2.5x its scalar "
+            "path on RTX GPUs); Turing is excluded (miscompiled coopmat attention in ggml)";
+      } else {
+        d.coopmat_why =
+            "Turing, or not NVIDIA's own driver: coopmat attention miscompiled on Turing in "
+            "ggml-vulkan's experience; forced only";
+      }
       break;
     case kAmd:
       d.row = "AMD (0x1002), unmeasured";
       d.why =
           "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per "
           "row; 64 KiB of LDS per workgroup";
+      // RADV offers VK_KHR_cooperative_matrix on RDNA3 (GFX11) and newer
+      // only; other AMD drivers advertise it on older chips and emulate it.
+      if (driver == "radv") {
+        d.coopmat_prefill = true;
+        d.coopmat_why = "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here)";
+      } else {
+        d.coopmat_why =
+            "AMD drivers other than RADV advertise cooperative matrices on pre-RDNA3 chips and "
+            "emulate them: forced only";
+      }
       break;
     case kIntel:
       d.row = "Intel (0x8086), unmeasured";
@@ -81,6 +119,12 @@ AttentionDefaults attention_defaults(const Device& device) {
           "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 "
           "keys per tile (64 KiB SLM shared by more threads)";
       d.tiled_tile_keys = 16;
+      d.coopmat_subgroups = 2;
+      // ANV offers VK_KHR_cooperative_matrix on XMX hardware (Arc, Xe2).
+      if (driver == "Intel open-source Mesa driver") {
+        d.coopmat_prefill = true;
+        d.coopmat_why = "ANV: XMX matrix engines (Arc, Xe2) for prefill (unmeasured here)";
+      }
       break;
     case kArm:
     case kQualcomm:
@@ -91,6 +135,11 @@ AttentionDefaults attention_defaults(const Device& device) {
           "64 lanes, 4 per row, 16 keys per tile";
       d.tiled_wg = 64;
       d.tiled_tile_keys = 16;
+      d.coopmat_why =
+          info.vendor_id == kQualcomm
+              ? "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan "
+                "reports): forced only"
+              : "unmeasured mobile cooperative matrices: forced only";
       break;
     case kApple:
       d.row = "Apple via MoltenVK (0x106B), unmeasured";
@@ -126,6 +175,16 @@ std::string describe_attention_defaults(const Device& device) {
             ? "subgroup shuffles where whole subgroups fit, else shared memory"
             : "shared memory")
     << "\n"
+    << "  coopmat (VKATTN_ATTN_KERNEL=coopmat): "
+    << (!coopmat_built() ? std::string("not built (-DVKATTN_COOPMAT=ON)")
+        : !device.caps().coopmat.usable()
+            ? "unavailable: " + device.caps().coopmat.missing()
+            : "f16 shapes " + describe_shapes(device.caps().coopmat.f16_shapes) + ", " +
+                  (d.coopmat_prefill ? "the default for tiles of more than " +
+                                           std::to_string(d.coopmat_min_rows) + " rows"
+                                     : std::string("forced only")))
+    << "; " << d.coopmat_subgroups << " subgroups, " << d.coopmat_tile_keys << " keys per tile; "
+    << d.coopmat_why << "\n"
     << "  why: " << d.why << "\n";
   return o.str();
 }

@@ -30,6 +30,14 @@ struct AttentionDefaults {
   uint32_t tiled_tile_keys;  // halved until a tile fits shared memory
   bool tiled_f16_math;       // f16 arithmetic where the device has shaderFloat16
   bool tiled_double_buffer;  // next tile's loads in registers during this tile's math
+  // coopmat: the table picks it for calls with more than coopmat_min_rows
+  // rows per tile where the device offers usable shapes (DeviceCaps) and
+  // this row's driver is known good; forced with VKATTN_ATTN_KERNEL=coopmat.
+  bool coopmat_prefill;
+  uint32_t coopmat_min_rows;
+  uint32_t coopmat_subgroups;  // halved until the shared arrays fit
+  uint32_t coopmat_tile_keys;  // halved likewise
+  const char* coopmat_why;
   const char* why;
 };
 

@@ -6,7 +6,7 @@ namespace vkattn {
 
 namespace {
 // Every registered family.
-const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily, &kTiledFamily};
+const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily, &kTiledFamily, &kCoopmatFamily};
 }  // namespace
 
 const AttentionFamilyDesc& attention_family(AttentionFamily family) {

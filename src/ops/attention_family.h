@@ -8,11 +8,16 @@
 //          owns R rows in registers, no cross-lane traffic (lavapipe).
 //   tiled  ops/attention_tiled.cpp, shaders/attention_tiled{,_smem}.comp:
 //          L lanes share a row, K/V tiles staged in shared memory (GPUs;
-//          forced with VKATTN_ATTN_KERNEL=tiled until a GPU has measured it).
+//          the GPU default).
+//   coopmat ops/attention_coopmat.cpp, shaders/attention_coopmat.comp:
+//          Q K^T and P V on cooperative matrices (tensor cores), f16 K/V;
+//          built with -DVKATTN_COOPMAT=ON, forced with
+//          VKATTN_ATTN_KERNEL=coopmat, killed with VKATTN_DISABLE_COOPMAT=1.
 // choose_attention_variant() (ops/attention_variant.h) settles the family
 // with the rest of the variant, before the plan is built (the plan's tile
-// shape depends on it): a forced family that declines a call hands it to
-// lanes, with the reason in AttentionVariant::fallback. VKATTN_LOG=kernels
+// shape depends on it): a family that declines a call hands it on
+// (coopmat to tiled, tiled to lanes), with the reason in
+// AttentionVariant::fallback. VKATTN_LOG=kernels
 // prints the family of every recorded dispatch and every fallback.
 #pragma once
 
@@ -81,8 +86,12 @@ struct AttentionFamilyDesc {
 };
 
 // The families (each defined in its own file).
-extern const AttentionFamilyDesc kLanesFamily;  // ops/attention_lanes.cpp
-extern const AttentionFamilyDesc kTiledFamily;  // ops/attention_tiled.cpp
+extern const AttentionFamilyDesc kLanesFamily;    // ops/attention_lanes.cpp
+extern const AttentionFamilyDesc kTiledFamily;    // ops/attention_tiled.cpp
+extern const AttentionFamilyDesc kCoopmatFamily;  // ops/attention_coopmat.cpp
+
+// This build embeds the coopmat shader (-DVKATTN_COOPMAT=ON).
+bool coopmat_built();
 
 // Keys one work item of the tiled kernel may take within lavapipe's loop
 // cap (core/loop_budget.h).

@@ -111,10 +111,10 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
   for (uint32_t b = 0; b < c.batch; ++b)
     max_rows = static_cast<uint32_t>(std::min<uint64_t>(
         UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(c.cu_q[b + 1] - c.cu_q[b]) * group)));
-  pp->var =
-      choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v, max_rows);
-  const AttentionVariant& var = pp->var;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
+  pp->var = choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v,
+                                     max_rows, kv_dt);
+  const AttentionVariant& var = pp->var;
   // Row layouts (record_attention packed what they cannot address).
   bool ok = false;
   pp->q = row_layout(*c.q, &ok);

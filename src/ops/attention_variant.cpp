@@ -115,11 +115,62 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
 }
 
+// The coopmat family's shape (ops/attention_coopmat.cpp): the device's
+// largest f16 matrix shape with N and K multiples of 8 (16x16x16 where
+// offered), subgroups and keys per tile from the device table, halved
+// (subgroups first) until the shared arrays fit.
+void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
+                       const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
+                       vkattn_dtype kv_dtype, bool cpu) {
+  using K = KernelOptions;
+  v.family = AttentionFamily::kCoopmat;
+  CoopmatShape best{};
+  for (const CoopmatShape& s : caps.coopmat.f16_shapes) {
+    if (s.m == 0 || s.n % 8 != 0 || s.k % 8 != 0 || s.m > 64 || s.n > 64 || s.k > 64) continue;
+    const uint64_t size = uint64_t(s.m) * s.n * s.k, have = uint64_t(best.m) * best.n * best.k;
+    const bool square = s.m == 16 && s.n == 16 && s.k == 16;
+    if (square || (size > have && !(best.m == 16 && best.n == 16 && best.k == 16))) best = s;
+  }
+  v.coopmat_m = best.m, v.coopmat_n = best.n, v.coopmat_k = best.k;
+  const uint32_t sg = std::max<uint32_t>(caps.subgroup_size, 1);
+  const uint32_t step = std::max<uint32_t>({best.n, best.k, 1});
+  v.subgroups = K::pick(forced.attn_subgroups, dev.coopmat_subgroups);
+  v.tile_keys = K::pick(forced.attn_tile_keys, std::max(dev.coopmat_tile_keys, step));
+  if (v.subgroups < 1 || v.subgroups > 16 || v.tile_keys < 1 || v.tile_keys > 256)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for coopmat (",
+         v.subgroups, " subgroups, tile keys ", v.tile_keys, ")");
+  FwdConfig probe;
+  probe.head_dim = head_dim, probe.head_dim_v = head_dim_v, probe.kv_dtype = kv_dtype;
+  probe.var = v;
+  auto fits = [&] {
+    probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
+    return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
+  };
+  if (forced.attn_subgroups == K::kUnset)
+    while (v.subgroups > 1 && !fits()) v.subgroups /= 2;
+  if (forced.attn_tile_keys == K::kUnset)
+    while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits()) v.tile_keys /= 2;
+  v.lanes_per_row = sg;
+  v.wg = v.subgroups * sg;
+  v.rows = std::max<uint32_t>(best.m, 1);
+  v.block_keys = v.tile_keys;
+  v.decode_min_keys = 0;  // no decode mode: splits come from target_items
+  v.decode_merge = false;
+  v.unroll_d = false;
+  v.subgroup_ops = false;
+  v.f16_math = true;
+  v.double_buffer = false;
+  // No loop cap to respect: coopmat runs on Mesa 25+ (no 65535-iteration
+  // cap) and GPU drivers.
+  v.max_keys = 1u << 30;
+  if (!cpu) v.min_split_keys = std::min(v.min_split_keys, 4 * v.tile_keys);
+}
+
 }  // namespace
 
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
-                                          uint32_t head_dim, uint32_t head_dim_v,
-                                          uint32_t max_rows) {
+                                          uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
+                                          vkattn_dtype kv_dtype) {
   AttentionVariant v;
   const DeviceCaps& caps = device.caps();
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
@@ -184,20 +235,47 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
                    merge_bytes <= caps.max_shared_memory;
   if (forced.bad_kernel_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
-         "VKATTN_ATTN_KERNEL names no kernel family (lanes or tiled)");
-  const uint32_t default_family = dev.family == AttentionFamily::kTiled ? 1 : 0;
-  if (K::pick(forced.attn_kernel, default_family) == 1) {
+         "VKATTN_ATTN_KERNEL names no kernel family (lanes, tiled or coopmat)");
+  uint32_t family = K::pick(forced.attn_kernel, static_cast<uint32_t>(dev.family));
+  // The table's coopmat rows serve prefill; decode (tiles of a few rows)
+  // stays on the scalar family, as no GPU has measured coopmat faster there.
+  const bool table_coopmat = forced.attn_kernel == K::kUnset && dev.coopmat_prefill &&
+                             max_rows > dev.coopmat_min_rows && caps.coopmat.usable() &&
+                             coopmat_built();
+  if (table_coopmat) family = static_cast<uint32_t>(AttentionFamily::kCoopmat);
+  std::string fallback;
+  if (family == static_cast<uint32_t>(AttentionFamily::kCoopmat)) {
+    if (!coopmat_built())
+      fail(VKATTN_ERROR_UNSUPPORTED,
+           "VKATTN_ATTN_KERNEL=coopmat: this vkattn was built without -DVKATTN_COOPMAT=ON (the "
+           "coopmat shader is not embedded)");
+    AttentionVariant c = v;
+    configure_coopmat(c, caps, dev, forced, head_dim, head_dim_v, kv_dtype, cpu);
+    FwdConfig probe;
+    probe.var = c;
+    probe.head_dim = head_dim, probe.head_dim_v = head_dim_v, probe.kv_dtype = kv_dtype;
+    const std::string why = kCoopmatFamily.declines(caps, probe);
+    if (why.empty()) return c;
+    fallback = std::string(kCoopmatFamily.name) + " to " + kTiledFamily.name + ": " + why;
+    family = static_cast<uint32_t>(AttentionFamily::kTiled);
+  }
+  if (family == static_cast<uint32_t>(AttentionFamily::kTiled)) {
     // The tiled family serves the call unless it declines it (a shape the
     // device cannot run): then the lanes variant below, with the reason.
     AttentionVariant t = v;
     configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows, cpu);
     FwdConfig probe;
     probe.var = t;
-    probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;
+    probe.head_dim = head_dim, probe.head_dim_v = head_dim_v, probe.kv_dtype = kv_dtype;
     const std::string why = kTiledFamily.declines(caps, probe);
-    if (why.empty()) return t;
-    v.fallback = std::string(kTiledFamily.name) + " to lanes: " + why;
+    if (why.empty()) {
+      t.fallback = fallback;
+      return t;
+    }
+    fallback +=
+        (fallback.empty() ? "" : "; ") + std::string(kTiledFamily.name) + " to lanes: " + why;
   }
+  v.fallback = fallback;
   v.max_keys = std::min(v.max_keys, attention_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
   return v;

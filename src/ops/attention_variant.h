@@ -14,13 +14,17 @@
 //   VKATTN_ATTN_ALL_FEATURES=1 (one pipeline with every optional transform
 //   compiled in, switched by the call's flags, instead of one per set of
 //   transforms used),
-//   VKATTN_ATTN_KERNEL=lanes|tiled (the family), and for tiled
+//   VKATTN_ATTN_KERNEL=lanes|tiled|coopmat (the family), for tiled
 //   VKATTN_ATTN_LANES_PER_ROW, VKATTN_ATTN_TILE_KEYS and
-//   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles).
+//   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles),
+//   for coopmat VKATTN_ATTN_SUBGROUPS and VKATTN_ATTN_TILE_KEYS, and
+//   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device).
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "vkattn/vkattn.h"
 
 namespace vkattn {
 
@@ -28,7 +32,7 @@ class Device;
 struct KernelOptions;
 
 // Kernel families (ops/attention_family.h).
-enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1 };
+enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1, kCoopmat = 2 };
 
 struct AttentionVariant {
   AttentionFamily family = AttentionFamily::kLanes;
@@ -56,6 +60,10 @@ struct AttentionVariant {
   // tiled: the next tile's K/V loads issued into registers before this
   // tile's math (attention_tiled.glsl DBUF).
   bool double_buffer = false;
+  // coopmat: subgroups per workgroup (each owns coopmat_m rows) and the
+  // matrix shape (A m x k, B k x n); tile_keys is the key tile.
+  uint32_t subgroups = 0;
+  uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;
@@ -66,9 +74,10 @@ struct AttentionVariant {
 // lavapipe's loop cap (core/loop_budget.h).
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
-// max_rows: the largest t * (H / Hkv) of the batch (small for decode).
+// max_rows: the largest t * (H / Hkv) of the batch (small for decode);
+// kv_dtype: the dtype K and V are stored in.
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v,
-                                          uint32_t max_rows);
+                                          uint32_t max_rows, vkattn_dtype kv_dtype);
 
 }  // namespace vkattn

@@ -1,0 +1,228 @@
+#version 450
+// Flash attention forward, family `coopmat` (src/ops/attention_coopmat.cpp):
+// Q K^T and P V as cooperative-matrix products (VK_KHR_cooperative_matrix,
+// the tensor cores of NVIDIA, AMD RDNA3+ and Intel Xe2), softmax in f32.
+// Built only with -DVKATTN_COOPMAT=ON (Debian 12's glslang cannot compile
+// it: tools/with-mesa26.sh fetches Debian 13's).
+//
+// A workgroup of NSG subgroups serves one work item (sequence, kv head,
+// rows [row0, row_end), keys [k_begin, k_end), as every family); subgroup
+// sg owns rows row0 + sg * TM .. + TM, the M side of every product. Per
+// tile of BC keys:
+//   1. the workgroup stages the tile's K rows in shared memory as f16 (zero
+//      beyond the key range, padding keys and the head dim);
+//   2. S = Q K^T, TM x TN blocks over DP / TK products (q staged once, f16,
+//      scale folded in), stored to shared memory as f32;
+//   3. the subgroup's lanes take its rows one each: transforms and
+//      visibility exactly as attention_mask.glsl says (a hidden score is
+//      -inf), the online-softmax update, P as f16, the row's rescale alpha;
+//   4. the tile's V rows, f16, zero for keys no row of the item sees (so
+//      a 0 in P never meets a NaN in V); O rows (f32, shared memory: KHR
+//      fragments are opaque, so a per-row rescale goes through memory)
+//      times alpha, then O += P V. A NaN in V at a key that some row of
+//      the tile sees reaches the tile's other rows too (0 * NaN), as in
+//      every tensor-core attention.
+// Tile shape (TM, TN, TK) comes from the device's cooperative-matrix
+// properties (16x16x16 / 16x8x16 on NVIDIA, 8x8x8 on lavapipe); head dims
+// are padded to it with zeros in shared memory. K/V are f16: the host
+// declines other dtypes (they run on `tiled`, logged).
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "attention_common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 8;    // lanes per workgroup: NSG subgroups
+layout(constant_id = 1) const uint NSG = 1;   // subgroups per workgroup
+layout(constant_id = 2) const uint BC = 16;   // keys per tile (a multiple of TN and TK)
+layout(constant_id = 3) const uint D = 64;    // head dim of q/k
+layout(constant_id = 4) const uint DV = 64;   // head dim of v/out
+layout(constant_id = 5) const uint QDT = DT_F32;
+layout(constant_id = 6) const uint KDT = DT_F16;
+layout(constant_id = 7) const uint KVEC = 1;  // texel kinds (attention_fetch.glsl)
+layout(constant_id = 8) const uint VVEC = 1;
+layout(constant_id = 9) const uint QVEC = 1;
+layout(constant_id = 10) const uint PAGED = 0;  // K/V in the pages of a paged KV cache
+layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
+layout(constant_id = 12) const uint TM = 8;   // matrix shape: rows of A and C
+layout(constant_id = 13) const uint TN = 8;   // columns of B and C
+layout(constant_id = 14) const uint TK = 8;   // columns of A, rows of B
+
+const uint D4 = (D + 3u) / 4u;
+const uint DV4 = (DV + 3u) / 4u;
+const uint DP = (D + TK - 1u) / TK * TK;     // q/k head dim padded to TK
+const uint DVP = (DV + TN - 1u) / TN * TN;  // v head dim padded to TN
+const uint DP4 = DP / 4u;
+const uint DVP4 = DVP / 4u;
+const uint ROWS = NSG * TM;  // rows of a work item
+
+shared float16_t sh_q[ROWS * DP];
+shared float16_t sh_k[BC * DP];
+shared float16_t sh_v[BC * DVP];
+shared float sh_s[ROWS * BC];      // scores, then hidden ones as -inf
+shared float16_t sh_p[ROWS * BC];  // exp(s - m)
+shared float sh_o[ROWS * DVP];     // unnormalized output rows
+shared float sh_m[ROWS], sh_l[ROWS], sh_alpha[ROWS];
+shared uint sh_kseen[BC];  // some row of the work item sees key kt + j
+
+#include "attention_fetch.glsl"
+#include "attention_mask.glsl"
+#include "attention_store.glsl"
+
+#define MAT_A coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
+#define MAT_C coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
+
+void main() {
+  uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (id >= pc.n_items) return;  // uniform in the workgroup
+  Item it = items[pc.item_base + id];
+  Seq sq = seqs[it.seq - pc.seq_base];
+  const uint G = pc.num_heads / pc.num_kv_heads;
+  const uint lid = gl_LocalInvocationID.x;
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, nl = gl_SubgroupSize;
+  const uint row_lim = min(sq.t * G, it.row_end);
+  const uint r0 = sg * TM;  // this subgroup's first row in the item's tile
+  const bool causal = (pc.flags & F_CAUSAL) != 0u;
+  const bool windowed = (pc.flags & F_WINDOW) != 0u;
+
+  // q of every row (scaled, f16, zero beyond the rows and the head dim);
+  // O, m and l cleared.
+  for (uint x = lid; x < ROWS * DP4; x += WG) {
+    uint rr = x / DP4, c = x % DP4, r = it.row0 + rr;
+    vec4 q = vec4(0.0);
+    if (r < row_lim && c < D4)
+      q = fetch_row(QVEC, D, q_texel(sq.q_off + r / G, it.kv_head * G + r % G), c, 2u) * pc.scale;
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_q[rr * DP + 4u * c + e] = float16_t(q[e]);
+  }
+  for (uint x = lid; x < ROWS * DVP; x += WG) sh_o[x] = 0.0;
+  for (uint x = lid; x < ROWS; x += WG) {
+    sh_m[x] = NEG_INF;
+    sh_l[x] = 0.0;
+  }
+
+  for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+    // Every subgroup is done with the previous tile (and q is staged).
+    memoryBarrierShared();
+    barrier();
+    // 1. The tile's K rows, f16, zero where no key is.
+    for (uint x = lid; x < BC * DP4; x += WG) {
+      uint j = x / DP4, c = x % DP4, key = kt + j;
+      vec4 k = vec4(0.0);
+      if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
+        k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c, 0u);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_k[j * DP + 4u * c + e] = float16_t(k[e]);
+    }
+    for (uint x = lid; x < BC; x += WG) sh_kseen[x] = 0u;
+    memoryBarrierShared();
+    barrier();
+
+    // 2. S = Q K^T for this subgroup's rows.
+    for (uint nb = 0u; nb < BC / TN; ++nb) {
+      MAT_C s = MAT_C(0.0);
+      for (uint kk = 0u; kk < DP / TK; ++kk) {
+        MAT_A a;
+        MAT_B b;
+        coopMatLoad(a, sh_q, r0 * DP + kk * TK, DP, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(b, sh_k, nb * TN * DP + kk * TK, DP, gl_CooperativeMatrixLayoutColumnMajor);
+        s = coopMatMulAdd(a, b, s);
+      }
+      coopMatStore(s, sh_s, r0 * BC + nb * TN, BC, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    memoryBarrierShared();
+    barrier();
+
+    // 3. One lane per row: visibility, transforms, online softmax, P.
+    for (uint i = lane; i < TM; i += nl) {
+      uint rr = r0 + i, r = it.row0 + rr;
+      bool ok = r < row_lim;
+      uint rc = ok ? r : it.row0;
+      uint tok = rc / G, head = it.kv_head * G + rc % G;
+      int pos = int(sq.u) - int(sq.t) + int(tok);
+      float m_old = sh_m[rr], bm = m_old;
+      for (uint j = 0u; j < BC; ++j) {
+        uint key = kt + j, kc = min(key, it.k_end - 1u);
+        float s = sh_s[rr * BC + j];
+        if (uses(F_SOFTCAP)) s = soft_capped(s);
+        if (uses(F_ALIBI)) s += alibi_bias(head, pos, int(key));
+        bool v = ok && key < it.k_end && in_causal_window(pos, int(key), causal, windowed);
+        if (uses(F_KEY_VALID)) v = v && key_is_valid(sq, kc);
+        if (uses(F_MASK_BOOL)) v = v && mask_allows(mask_index(sq, tok, kc));
+        if (uses(F_MASK_ADD)) {
+          float a = mask_bias(mask_index(sq, tok, kc));
+          v = v && a != NEG_INF;
+          s += a;
+        }
+        s = v ? s : NEG_INF;
+        if (v) atomicOr(sh_kseen[j], 1u);
+        sh_s[rr * BC + j] = s;
+        bm = max(bm, s);
+      }
+      // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
+      float base = bm == NEG_INF ? 0.0 : bm;
+      float alpha = exp(m_old - base), sum = 0.0;
+      for (uint j = 0u; j < BC; ++j) {
+        float16_t p = float16_t(exp(sh_s[rr * BC + j] - base));
+        sh_p[rr * BC + j] = p;
+        sum += float(p);  // the sum of what P V multiplies
+      }
+      sh_l[rr] = sh_l[rr] * alpha + sum;
+      sh_m[rr] = bm;
+      sh_alpha[rr] = alpha;
+    }
+    memoryBarrierShared();
+    barrier();
+
+    // 4. The tile's V rows that some row sees (others are 0: memory a
+    // hidden key points at may hold anything, NaN included, and P V would
+    // multiply it by 0); O = O * alpha + P V.
+    for (uint x = lid; x < BC * DVP4; x += WG) {
+      uint j = x / DVP4, c = x % DVP4, key = kt + j;
+      vec4 v = vec4(0.0);
+      if (c < DV4 && sh_kseen[j] != 0u)
+        v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
+                      1u);
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_v[j * DVP + 4u * c + e] = float16_t(v[e]);
+    }
+    for (uint x = lane; x < TM * DVP; x += nl) sh_o[r0 * DVP + x] *= sh_alpha[r0 + x / DVP];
+    memoryBarrierShared();
+    barrier();
+    for (uint nb = 0u; nb < DVP / TN; ++nb) {
+      MAT_C o;
+      coopMatLoad(o, sh_o, r0 * DVP + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+      for (uint kb = 0u; kb < BC / TK; ++kb) {
+        MAT_A a;
+        MAT_B b;
+        coopMatLoad(a, sh_p, r0 * BC + kb * TK, BC, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(b, sh_v, kb * TK * DVP + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+        o = coopMatMulAdd(a, b, o);
+      }
+      coopMatStore(o, sh_o, r0 * DVP + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+    }
+  }
+  memoryBarrierShared();
+  barrier();
+
+  // Normalized rows, lse, spread over the subgroup's lanes.
+  for (uint x = lane; x < TM * DV4; x += nl) {
+    uint i = x / DV4, c = x % DV4, rr = r0 + i, r = it.row0 + rr;
+    if (r >= row_lim) continue;
+    uint tok = r / G, head = it.kv_head * G + r % G;
+    float l = sh_l[rr];
+    float inv = l > 0.0 ? 1.0 / l : 0.0;
+    float lse = l > 0.0 ? sh_m[rr] + log(l) : NEG_INF;
+    uint o0 = rr * DVP + 4u * c;
+    vec4 o = vec4(sh_o[o0], sh_o[o0 + 1u], sh_o[o0 + 2u], sh_o[o0 + 3u]) * inv;
+    if (it.slot != NO_SLOT) {
+      store_part4(it.slot + rr, c, o);
+      if (c == 0u) part_lse[it.slot + rr] = lse;
+    } else {
+      store_out4(out_elem(sq.q_off + tok, head), c, o);
+      if (c == 0u && (pc.flags & F_WRITE_LSE) != 0u)
+        lse_out[(sq.q_off + tok) * pc.num_heads + head - pc.lse_base] = lse;
+    }
+  }
+}

@@ -1,0 +1,109 @@
+// The `coopmat` attention family: shaders/attention_coopmat.comp. Q K^T and
+// P V as cooperative-matrix products (VK_KHR_cooperative_matrix: tensor
+// cores), NSG subgroups per workgroup each owning TM rows, K/V tiles of BC
+// keys staged in shared memory as f16, softmax and O in f32 through shared
+// memory. Built only with -DVKATTN_COOPMAT=ON; the matrix shape comes from
+// the device (core/coopmat.h); f16 K/V only (other dtypes decline, and the
+// variant chooser hands them to `tiled`, logged).
+#include <algorithm>
+
+#include "core/pipeline.h"
+#include "ops/attention_family.h"
+
+namespace vkattn {
+
+namespace {
+
+const KernelLayout kCoopmatLayout{"attention_coopmat", fwd_bindings(), sizeof(FwdPush)};
+
+// attention_coopmat.comp's specialization constants, in constant_id order.
+struct CoopmatSpec {
+  uint32_t wg;          // 0  WG
+  uint32_t subgroups;   // 1  NSG
+  uint32_t tile_keys;   // 2  BC
+  uint32_t head_dim;    // 3  D
+  uint32_t head_dim_v;  // 4  DV
+  uint32_t q_dtype;     // 5  QDT
+  uint32_t kv_dtype;    // 6  KDT
+  uint32_t kvec;        // 7  KVEC
+  uint32_t vvec;        // 8  VVEC
+  uint32_t qvec;        // 9  QVEC
+  uint32_t paged;       // 10 PAGED
+  uint32_t features;    // 11 FEATURES
+  uint32_t tm, tn, tk;  // 12-14 TM, TN, TK
+};
+static_assert(sizeof(CoopmatSpec) == 15 * 4, "attention_coopmat.comp has 15 constants");
+
+uint32_t round_up(uint32_t x, uint32_t m) {
+  return (x + m - 1) / m * m;
+}
+
+std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
+  if (!coopmat_built()) return "vkattn was built without -DVKATTN_COOPMAT=ON";
+  if (!caps.coopmat.usable()) return caps.coopmat.missing();
+  if (cfg.kv_dtype != VKATTN_F16)
+    return std::string("no ") + (cfg.kv_dtype == VKATTN_BF16 ? "bf16" : "f32") +
+           " matrix type for K/V (f16 only)";
+  const AttentionVariant& v = cfg.var;
+  const CoopmatShape s{v.coopmat_m, v.coopmat_n, v.coopmat_k};
+  bool offered = false;
+  for (const CoopmatShape& o : caps.coopmat.f16_shapes)
+    offered |= o.m == s.m && o.n == s.n && o.k == s.k;
+  if (!offered) return "the device offers no " + describe_shapes({s}) + " f16 shape";
+  if (s.m == 0 || s.k % 8 != 0 || s.n % 8 != 0)
+    return "matrix shape " + describe_shapes({s}) + " (N and K must be multiples of 8)";
+  if (v.tile_keys == 0 || v.tile_keys % s.n != 0 || v.tile_keys % s.k != 0)
+    return "tile of " + std::to_string(v.tile_keys) + " keys is not a multiple of N and K";
+  if (caps.subgroup_size == 0 || v.wg != v.subgroups * caps.subgroup_size)
+    return "the workgroup must be whole subgroups";
+  if (v.wg > caps.max_workgroup_invocations)
+    return "workgroup of " + std::to_string(v.wg) + " lanes exceeds the device's " +
+           std::to_string(caps.max_workgroup_invocations);
+  const uint64_t smem = kCoopmatFamily.shared_bytes(cfg);
+  if (smem > caps.max_shared_memory)
+    return "needs " + std::to_string(smem) + " bytes of shared memory, the device has " +
+           std::to_string(caps.max_shared_memory);
+  return {};
+}
+
+// attention_coopmat.comp's shared arrays: q, K and V tiles (f16), scores
+// (f32), P (f16), O (f32), m, l, alpha per row, and a seen flag per key.
+uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const uint64_t k = std::max<uint32_t>(v.coopmat_k, 1), n = std::max<uint32_t>(v.coopmat_n, 1);
+  const uint64_t dp = round_up(cfg.head_dim, k), dvp = round_up(cfg.head_dim_v, n);
+  const uint64_t rows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
+  return rows * dp * 2 + bc * dp * 2 + bc * dvp * 2 + rows * bc * (4 + 2) + rows * dvp * 4 +
+         rows * 12 + bc * 4;
+}
+
+const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const CoopmatSpec spec{v.wg,
+                         v.subgroups,
+                         v.tile_keys,
+                         cfg.head_dim,
+                         cfg.head_dim_v,
+                         static_cast<uint32_t>(cfg.q_dtype),
+                         static_cast<uint32_t>(cfg.kv_dtype),
+                         cfg.kvec,
+                         cfg.vvec,
+                         cfg.qvec,
+                         cfg.paged ? 1u : 0u,
+                         cfg.features,
+                         v.coopmat_m,
+                         v.coopmat_n,
+                         v.coopmat_k};
+  return pipes.get(kCoopmatLayout, spec_words(spec));
+}
+
+}  // namespace
+
+bool coopmat_built() {
+  return find_shader(kCoopmatLayout.shader) != nullptr;
+}
+
+const AttentionFamilyDesc kCoopmatFamily{AttentionFamily::kCoopmat, "coopmat", coopmat_declines,
+                                         coopmat_shared_bytes, coopmat_pipeline};
+
+}  // namespace vkattn

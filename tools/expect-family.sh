@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tools/expect-family.sh FAMILY CMD [ARGS...]: runs CMD (a test forced to
+# attention family FAMILY through VKATTN_ATTN_KERNEL) with VKATTN_LOG=kernels
+# and fails unless CMD passes and its kernel log shows that FAMILY ran:
+# at least one dispatch on FAMILY, and every dispatch on another family
+# announced by a fallback line saying why FAMILY declined that call.
+# Prints the counts and each distinct fallback reason; the rest of CMD's
+# stderr passes through.
+set -uo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: tools/expect-family.sh FAMILY CMD [ARGS...]" >&2
+  exit 2
+fi
+family=$1
+shift
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+VKATTN_LOG=kernels "$@" 2>"$log"
+rc=$?
+grep -v '^vkattn: attention ' "$log" >&2
+awk -v f="$family" '
+  $1 == "vkattn:" && $2 == "attention" && $3 == "fallback" {
+    # vkattn: attention fallback from <a> to <b>: <reason>
+    to = $7; sub(/:$/, "", to)
+    if ($5 == f) { instead = to; reason[$0]++ } else { instead = "" }
+    next
+  }
+  $1 == "vkattn:" && $2 == "attention" && $3 ~ /^family=/ {
+    fam = substr($3, 8)
+    if (fam == f) on++
+    else if (fam == instead) moved[fam]++
+    else { bad++; if (bad <= 5) print "expect-family: a dispatch on " fam " without a fallback from " f ": " $0 > "/dev/stderr" }
+  }
+  END {
+    printf "expect-family: %d dispatch(es) on %s", on, f
+    for (m in moved) printf ", %d on %s after %s declined", moved[m], m, f
+    printf "\n"
+    for (r in reason) printf "expect-family:   %dx %s\n", reason[r], r
+    if (on == 0) print "expect-family: nothing ran on " f > "/dev/stderr"
+    exit (on > 0 && bad == 0) ? 0 : 1
+  }' "$log"
+check=$?
+[ $rc -ne 0 ] && exit $rc
+exit $check
