@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVKATTN_COOPMAT=ON
 cmake --build build -j"$(nproc)" --target vkattn-info continuous_batching
 ./build/examples/vkattn-info
 ./build/examples/continuous_batching

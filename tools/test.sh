@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVKATTN_BINDINGS=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVKATTN_BINDINGS=ON -DVKATTN_COOPMAT=ON
 cmake --build build -j"$(nproc)"
 ctest --test-dir build -j"$(nproc)" -LE slow --output-on-failure --timeout 900
 if [ "${VKATTN_CHECKS:-}" != none ]; then bash tools/checks.sh; fi

@@ -422,6 +422,16 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
  * rounded to nearest even. lse is f32. Head dims 1..256 (d and dv may
  * differ). GQA/MQA: query head h reads kv head h / (num_heads/num_kv_heads).
  *
+ * Kernel families (README "Kernels") compute the same result. The coopmat
+ * family (cooperative matrices: tensor cores; chosen by the device table
+ * for prefill with f16 k/v where the driver is known good, never on CPU
+ * devices) rounds scale * q and the softmax weights to f16 before its
+ * matrix products (f32 accumulation), as tensor-core FlashAttention does:
+ * outputs are good to about 1e-3 of max |v|. On it a NaN/Inf in v at a key
+ * that some query of a 16-64-row tile sees can also reach the tile's rows
+ * that do not see it (0 * NaN inside the product); keys that no query of
+ * the sequence sees, and padding, stay selected out.
+ *
  * The tensors must belong to the context passed in; the call records work
  * (see the execution model at the top) and reads host arrays only during
  * the call. A call that fails records nothing and changes no tensor.

@@ -45,6 +45,20 @@ VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench $
 echo "== bench exit $? in $((SECONDS - t0)) s" >>"$out/bench.log"
 # The tiled options no GPU has measured yet, each against the run above
 # (tools/compare_bench.py A B prints the ratios).
+# coopmat (issue COOP): the table picks it for prefill on NVIDIA (Ampere+),
+# RADV and ANV; the bench again with it off (tiled) for the ratio, and
+# the attention and step suites with it forced on f16 K/V.
+VKATTN_DISABLE_COOPMAT=1 timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} \
+  --json "$out/bench_no_coopmat.json" >>"$out/bench.log" 2>&1
+echo "== bench VKATTN_DISABLE_COOPMAT=1 exit $?" >>"$out/bench.log"
+for t in test_attention test_step_attention; do
+  t0=$SECONDS
+  VKATTN_ATTN_KERNEL=coopmat VKATTN_TEST_KV_DTYPE=f16 timeout "${TEST_TIMEOUT:-240}" \
+    bash tools/expect-family.sh coopmat build/tests/$t \
+    --gtest_filter='-*Slow*:*ForcedVariants*:*DecodeMode*:*TiledFamily*' >"$logs/coopmat_$t.log" 2>&1
+  echo "== $t coopmat exit $? in $((SECONDS - t0)) s" >>"$out/tests.log"
+  grep -E "^\[  FAILED|^\[  PASSED|validation error|^expect-family" "$logs/coopmat_$t.log" | head -20 >>"$out/tests.log"
+done
 for opt in VKATTN_ATTN_DOUBLE_BUFFER VKATTN_FORCE_F16_MATH; do
   n=$(echo "$opt" | tr 'A-Z' 'a-z')
   env "$opt=1" timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} \
