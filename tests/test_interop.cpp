@@ -470,7 +470,20 @@ struct PoolCase {
   std::vector<int> t = {2, 1, 3, 4}, u = {5, 0, 11, 9};
   bool hnd = false;
   bool causal = true;
+  vkattn_dtype kv_dt = VKATTN_F32;  // pools and dense K/V (f16: the coopmat family's dtype)
 };
+
+// A tensor of dtype dt (f32 or f16) holding `data` (rounded to f16).
+vkattn_tensor* filled_as(Interop& self, vkattn_dtype dt, std::vector<int64_t> shape,
+                         const std::vector<float>& data) {
+  if (dt == VKATTN_F32) return self.filled(shape, data);
+  vkattn_tensor* t = self.tensor(VKATTN_F16, shape);
+  std::vector<uint16_t> bits(data.size());
+  for (size_t i = 0; i < data.size(); ++i) bits[i] = to_half(data[i]);
+  EXPECT_EQ(vkattn_tensor_write(t, bits.data(), bits.size() * 2), VKATTN_SUCCESS)
+      << vkattn_last_error();
+  return t;
+}
 
 void run_pool_case(Interop& self, vkattn_context* ctx, const PoolCase& pc) {
   const int np = pc.np, ps = pc.ps, H = pc.H, Hkv = pc.Hkv, d = pc.d;
@@ -515,17 +528,17 @@ void run_pool_case(Interop& self, vkattn_context* ctx, const PoolCase& pc) {
   std::vector<float> qh(size_t(TQ) * H * d);
   for (auto& x : qh) x = u01(rng);
   vkattn_tensor* q = self.filled({TQ, H, d}, qh);
-  vkattn_tensor *kpt = self.filled({int64_t(pool_n)}, kp),
-                *vpt = self.filled({int64_t(pool_n)}, vp);
+  vkattn_tensor *kpt = filled_as(self, pc.kv_dt, {int64_t(pool_n)}, kp),
+                *vpt = filled_as(self, pc.kv_dt, {int64_t(pool_n)}, vp);
   const std::vector<int64_t> shape = {np, ps, Hkv, d};
   const std::vector<int64_t> strides = pc.hnd ? std::vector<int64_t>{Hkv * ps * d, d, ps * d, 1}
                                               : std::vector<int64_t>{ps * Hkv * d, Hkv * d, d, 1};
   vkattn_tensor* kv = self.view(kpt, 0, shape, strides);
   vkattn_tensor* vv = self.view(vpt, 0, shape, strides);
-  vkattn_tensor* kdt =
-      self.filled({std::max(TK, 1), Hkv, d}, kd.empty() ? std::vector<float>(Hkv * d) : kd);
-  vkattn_tensor* vdt =
-      self.filled({std::max(TK, 1), Hkv, d}, vd.empty() ? std::vector<float>(Hkv * d) : vd);
+  vkattn_tensor* kdt = filled_as(self, pc.kv_dt, {std::max(TK, 1), Hkv, d},
+                                 kd.empty() ? std::vector<float>(Hkv * d) : kd);
+  vkattn_tensor* vdt = filled_as(self, pc.kv_dt, {std::max(TK, 1), Hkv, d},
+                                 vd.empty() ? std::vector<float>(Hkv * d) : vd);
   vkattn_tensor *o1 = self.tensor(VKATTN_F32, {TQ, H, d}),
                 *o2 = self.tensor(VKATTN_F32, {TQ, H, d});
   vkattn_tensor *l1 = self.tensor(VKATTN_F32, {TQ, H}), *l2 = self.tensor(VKATTN_F32, {TQ, H});
@@ -562,6 +575,12 @@ TEST_F(Interop, PagedOverCallerPoolsEqualsDenseKeys) {
   decode.u = {37, 1, 64};
   decode.causal = false;
   run_pool_case(*this, ctx, decode);
+  // f16 pools (the coopmat family's K/V dtype; label mesa26 runs this
+  // forced onto it), head-major.
+  PoolCase half;
+  half.kv_dt = VKATTN_F16;
+  half.hnd = true;
+  run_pool_case(*this, ctx, half);
 }
 
 TEST_F(Interop, HostilePageTablesAreRefused) {
