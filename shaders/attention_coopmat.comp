@@ -66,7 +66,8 @@ shared float sh_s[ROWS * BC];      // scores, then hidden ones as -inf
 shared float16_t sh_p[ROWS * BC];  // exp(s - m)
 shared float sh_o[ROWS * DVP];     // unnormalized output rows
 shared float sh_m[ROWS], sh_l[ROWS], sh_alpha[ROWS];
-shared uint sh_kseen[BC];  // some row of the work item sees key kt + j
+const uint KW = (BC + 31u) / 32u;  // words of a per-key bit mask
+shared uint sh_kseen[KW];  // bit j: some row of the work item sees key kt + j
 
 #include "attention_fetch.glsl"
 #include "attention_mask.glsl"
@@ -116,7 +117,7 @@ void main() {
         k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c, 0u);
       [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_k[j * DP + 4u * c + e] = float16_t(k[e]);
     }
-    for (uint x = lid; x < BC; x += WG) sh_kseen[x] = 0u;
+    for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
     memoryBarrierShared();
     barrier();
 
@@ -143,6 +144,8 @@ void main() {
       uint tok = rc / G, head = it.kv_head * G + rc % G;
       int pos = int(sq.u) - int(sq.t) + int(tok);
       float m_old = sh_m[rr], bm = m_old;
+      uint seen[KW];  // keys this row sees, one atomic per word below
+      [[unroll]] for (uint w = 0u; w < KW; ++w) seen[w] = 0u;
       for (uint j = 0u; j < BC; ++j) {
         uint key = kt + j, kc = min(key, it.k_end - 1u);
         float s = sh_s[rr * BC + j];
@@ -157,9 +160,12 @@ void main() {
           s += a;
         }
         s = v ? s : NEG_INF;
-        if (v) atomicOr(sh_kseen[j], 1u);
+        seen[j >> 5] |= v ? 1u << (j & 31u) : 0u;
         sh_s[rr * BC + j] = s;
         bm = max(bm, s);
+      }
+      [[unroll]] for (uint w = 0u; w < KW; ++w) {
+        if (seen[w] != 0u) atomicOr(sh_kseen[w], seen[w]);
       }
       // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
       float base = bm == NEG_INF ? 0.0 : bm;
@@ -182,7 +188,7 @@ void main() {
     for (uint x = lid; x < BC * DVP4; x += WG) {
       uint j = x / DVP4, c = x % DVP4, key = kt + j;
       vec4 v = vec4(0.0);
-      if (c < DV4 && sh_kseen[j] != 0u)
+      if (c < DV4 && ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u)
         v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
                       1u);
       [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_v[j * DVP + 4u * c + e] = float16_t(v[e]);

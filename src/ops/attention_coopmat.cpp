@@ -67,14 +67,14 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 }
 
 // attention_coopmat.comp's shared arrays: q, K and V tiles (f16), scores
-// (f32), P (f16), O (f32), m, l, alpha per row, and a seen flag per key.
+// (f32), P (f16), O (f32), m, l, alpha per row, and a seen bit per key.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const uint64_t k = std::max<uint32_t>(v.coopmat_k, 1), n = std::max<uint32_t>(v.coopmat_n, 1);
   const uint64_t dp = round_up(cfg.head_dim, k), dvp = round_up(cfg.head_dim_v, n);
   const uint64_t rows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
   return rows * dp * 2 + bc * dp * 2 + bc * dvp * 2 + rows * bc * (4 + 2) + rows * dvp * 4 +
-         rows * 12 + bc * 4;
+         rows * 12 + (bc + 31) / 32 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
