@@ -1,7 +1,5 @@
 #include "core/coopmat.h"
 
-#include <cstring>
-
 namespace vkattn {
 
 namespace {
@@ -32,14 +30,10 @@ std::string CoopmatSupport::missing() const {
   return {};
 }
 
-CoopmatSupport query_coopmat(const InstanceTable& vki, VkInstance instance, VkPhysicalDevice phys) {
+CoopmatSupport query_coopmat(const InstanceTable& vki, VkInstance instance, VkPhysicalDevice phys,
+                             bool offered) {
   CoopmatSupport s;
-  uint32_t n = 0;
-  vki.vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr);
-  std::vector<VkExtensionProperties> exts(n);
-  vki.vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, exts.data());
-  exts.resize(n);
-  for (const auto& e : exts) s.extension |= std::strcmp(e.extensionName, kCoopmatExtension) == 0;
+  s.extension = offered;
   if (!s.extension) return s;
   CoopmatFeatures cm;
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};

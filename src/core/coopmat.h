@@ -49,7 +49,9 @@ struct CoopmatSupport {
   std::string missing() const;
 };
 
-CoopmatSupport query_coopmat(const InstanceTable& vki, VkInstance instance, VkPhysicalDevice phys);
+// offered: the device lists kCoopmatExtension (the caller enumerated them).
+CoopmatSupport query_coopmat(const InstanceTable& vki, VkInstance instance, VkPhysicalDevice phys,
+                             bool offered);
 
 // The shapes as "16x16x16, 16x8x16".
 std::string describe_shapes(const std::vector<CoopmatShape>& shapes);

@@ -247,6 +247,7 @@ void Device::init_caps() {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd_core{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  bool coopmat_offered = false;
   {
     uint32_t n = 0;
     vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, nullptr);
@@ -260,6 +261,8 @@ void Device::init_caps() {
       } else if (std::strcmp(e.extensionName, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0) {
         amd_core.pNext = sg.pNext;
         sg.pNext = &amd_core;
+      } else if (std::strcmp(e.extensionName, kCoopmatExtension) == 0) {
+        coopmat_offered = true;
       }
     }
   }
@@ -306,7 +309,7 @@ void Device::init_caps() {
       c.timestamp_period_ns = lim.timestampPeriod;
   }
 
-  c.coopmat = query_coopmat(vki_, instance_, physical_);
+  c.coopmat = query_coopmat(vki_, instance_, physical_, coopmat_offered);
   c.coopmat.disabled = env_u64("VKATTN_DISABLE_COOPMAT", 0) != 0;
   memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
 }

@@ -18,18 +18,7 @@ const KernelLayout kCoopmatLayout{"attention_coopmat", fwd_bindings(), sizeof(Fw
 
 // attention_coopmat.comp's specialization constants, in constant_id order.
 struct CoopmatSpec {
-  uint32_t wg;          // 0  WG
-  uint32_t subgroups;   // 1  NSG
-  uint32_t tile_keys;   // 2  BC
-  uint32_t head_dim;    // 3  D
-  uint32_t head_dim_v;  // 4  DV
-  uint32_t q_dtype;     // 5  QDT
-  uint32_t kv_dtype;    // 6  KDT
-  uint32_t kvec;        // 7  KVEC
-  uint32_t vvec;        // 8  VVEC
-  uint32_t qvec;        // 9  QVEC
-  uint32_t paged;       // 10 PAGED
-  uint32_t features;    // 11 FEATURES
+  FwdSpecHead head;     // 0-11, shape = NSG: subgroups
   uint32_t tm, tn, tk;  // 12-14 TM, TN, TK
 };
 static_assert(sizeof(CoopmatSpec) == 15 * 4, "attention_coopmat.comp has 15 constants");
@@ -56,14 +45,8 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
     return "tile of " + std::to_string(v.tile_keys) + " keys is not a multiple of N and K";
   if (caps.subgroup_size == 0 || v.wg != v.subgroups * caps.subgroup_size)
     return "the workgroup must be whole subgroups";
-  if (v.wg > caps.max_workgroup_invocations)
-    return "workgroup of " + std::to_string(v.wg) + " lanes exceeds the device's " +
-           std::to_string(caps.max_workgroup_invocations);
-  const uint64_t smem = kCoopmatFamily.shared_bytes(cfg);
-  if (smem > caps.max_shared_memory)
-    return "needs " + std::to_string(smem) + " bytes of shared memory, the device has " +
-           std::to_string(caps.max_shared_memory);
-  return {};
+  if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
+  return exceeds_shared_memory(caps, kCoopmatFamily.shared_bytes(cfg));
 }
 
 // attention_coopmat.comp's shared arrays: q, K and V tiles (f16), scores
@@ -79,21 +62,7 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const CoopmatSpec spec{v.wg,
-                         v.subgroups,
-                         v.tile_keys,
-                         cfg.head_dim,
-                         cfg.head_dim_v,
-                         static_cast<uint32_t>(cfg.q_dtype),
-                         static_cast<uint32_t>(cfg.kv_dtype),
-                         cfg.kvec,
-                         cfg.vvec,
-                         cfg.qvec,
-                         cfg.paged ? 1u : 0u,
-                         cfg.features,
-                         v.coopmat_m,
-                         v.coopmat_n,
-                         v.coopmat_k};
+  const CoopmatSpec spec{fwd_spec_head(cfg, v.subgroups), v.coopmat_m, v.coopmat_n, v.coopmat_k};
   return pipes.get(kCoopmatLayout, spec_words(spec));
 }
 

@@ -156,6 +156,21 @@ AttentionDefaults attention_defaults(const Device& device) {
   return d;
 }
 
+namespace {
+
+// Whether this build and device can run coopmat, and when the table picks it.
+std::string coopmat_state(const Device& device, const AttentionDefaults& d) {
+  const CoopmatSupport& cm = device.caps().coopmat;
+  if (!coopmat_built()) return "not built (-DVKATTN_COOPMAT=ON)";
+  if (!cm.usable()) return "unavailable: " + cm.missing();
+  return "f16 shapes " + describe_shapes(cm.f16_shapes) + ", " +
+         (d.coopmat_prefill
+              ? "the default for tiles of more than " + std::to_string(d.coopmat_min_rows) + " rows"
+              : std::string("forced only"));
+}
+
+}  // namespace
+
 std::string describe_attention_defaults(const Device& device) {
   const AttentionDefaults d = attention_defaults(device);
   std::ostringstream o;
@@ -175,15 +190,8 @@ std::string describe_attention_defaults(const Device& device) {
             ? "subgroup shuffles where whole subgroups fit, else shared memory"
             : "shared memory")
     << "\n"
-    << "  coopmat (VKATTN_ATTN_KERNEL=coopmat): "
-    << (!coopmat_built() ? std::string("not built (-DVKATTN_COOPMAT=ON)")
-        : !device.caps().coopmat.usable()
-            ? "unavailable: " + device.caps().coopmat.missing()
-            : "f16 shapes " + describe_shapes(device.caps().coopmat.f16_shapes) + ", " +
-                  (d.coopmat_prefill ? "the default for tiles of more than " +
-                                           std::to_string(d.coopmat_min_rows) + " rows"
-                                     : std::string("forced only")))
-    << "; " << d.coopmat_subgroups << " subgroups, " << d.coopmat_tile_keys << " keys per tile; "
+    << "  coopmat (VKATTN_ATTN_KERNEL=coopmat): " << coopmat_state(device, d) << "; "
+    << d.coopmat_subgroups << " subgroups, " << d.coopmat_tile_keys << " keys per tile; "
     << d.coopmat_why << "\n"
     << "  why: " << d.why << "\n";
   return o.str();

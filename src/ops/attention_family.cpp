@@ -25,4 +25,39 @@ const std::vector<BindingKind>& fwd_bindings() {
   return bindings;
 }
 
+FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape) {
+  return {cfg.var.wg,
+          shape,
+          cfg.var.tile_keys,
+          cfg.head_dim,
+          cfg.head_dim_v,
+          static_cast<uint32_t>(cfg.q_dtype),
+          static_cast<uint32_t>(cfg.kv_dtype),
+          cfg.kvec,
+          cfg.vvec,
+          cfg.qvec,
+          cfg.paged ? 1u : 0u,
+          cfg.features};
+}
+
+FwdConfig probe_config(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
+                       vkattn_dtype kv_dtype) {
+  FwdConfig cfg;
+  cfg.var = v;
+  cfg.head_dim = head_dim, cfg.head_dim_v = head_dim_v, cfg.kv_dtype = kv_dtype;
+  return cfg;
+}
+
+std::string exceeds_workgroup(const DeviceCaps& caps, uint32_t wg) {
+  if (wg <= caps.max_workgroup_invocations) return {};
+  return "workgroup of " + std::to_string(wg) + " lanes exceeds the device's " +
+         std::to_string(caps.max_workgroup_invocations);
+}
+
+std::string exceeds_shared_memory(const DeviceCaps& caps, uint64_t bytes) {
+  if (bytes <= caps.max_shared_memory) return {};
+  return "needs " + std::to_string(bytes) + " bytes of shared memory, the device has " +
+         std::to_string(caps.max_shared_memory);
+}
+
 }  // namespace vkattn

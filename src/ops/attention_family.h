@@ -75,6 +75,35 @@ std::vector<uint32_t> spec_words(const Spec& spec) {
   return std::vector<uint32_t>(w, w + sizeof(Spec) / 4);
 }
 
+// The specialization constants attention_tiled.glsl and
+// attention_coopmat.comp share, constant_ids 0-11, in order (each family's
+// own follow from id 12).
+struct FwdSpecHead {
+  uint32_t wg;          // 0  WG
+  uint32_t shape;       // 1  tiled: R rows per row group; coopmat: NSG subgroups
+  uint32_t tile_keys;   // 2  BC
+  uint32_t head_dim;    // 3  D
+  uint32_t head_dim_v;  // 4  DV
+  uint32_t q_dtype;     // 5  QDT
+  uint32_t kv_dtype;    // 6  KDT
+  uint32_t kvec;        // 7  KVEC
+  uint32_t vvec;        // 8  VVEC
+  uint32_t qvec;        // 9  QVEC
+  uint32_t paged;       // 10 PAGED
+  uint32_t features;    // 11 FEATURES
+};
+FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape);
+
+// A config to ask a family about (declines, shared_bytes) before a call's
+// plan exists: the variant, head dims and K/V dtype.
+FwdConfig probe_config(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
+                       vkattn_dtype kv_dtype);
+
+// Device limits every family's declines() checks: why a workgroup of `wg`
+// lanes or `bytes` of shared memory does not fit; empty if it does.
+std::string exceeds_workgroup(const DeviceCaps& caps, uint32_t wg);
+std::string exceeds_shared_memory(const DeviceCaps& caps, uint64_t bytes);
+
 struct AttentionFamilyDesc {
   AttentionFamily id;
   const char* name;

@@ -22,18 +22,7 @@ const KernelLayout kTiledSmemF16Layout{"attention_tiled_smem_f16", fwd_bindings(
 
 // attention_tiled.glsl's specialization constants, in constant_id order.
 struct TiledSpec {
-  uint32_t wg;             // 0  WG
-  uint32_t rows;           // 1  R: rows per row group
-  uint32_t tile_keys;      // 2  BC
-  uint32_t head_dim;       // 3  D
-  uint32_t head_dim_v;     // 4  DV
-  uint32_t q_dtype;        // 5  QDT
-  uint32_t kv_dtype;       // 6  KDT
-  uint32_t kvec;           // 7  KVEC
-  uint32_t vvec;           // 8  VVEC
-  uint32_t qvec;           // 9  QVEC
-  uint32_t paged;          // 10 PAGED
-  uint32_t features;       // 11 FEATURES
+  FwdSpecHead head;        // 0-11, shape = R: rows per row group
   uint32_t lanes_per_row;  // 12 L
   uint32_t double_buffer;  // 13 DBUF
 };
@@ -44,19 +33,13 @@ std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   const uint32_t L = v.lanes_per_row;
   if (L == 0 || (L & (L - 1)) != 0 || v.wg % L != 0)
     return "lanes per row " + std::to_string(L) + " must be a power of two dividing the workgroup";
-  if (v.wg > caps.max_workgroup_invocations)
-    return "workgroup of " + std::to_string(v.wg) + " lanes exceeds the device's " +
-           std::to_string(caps.max_workgroup_invocations);
+  if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
   if (v.subgroup_ops && !caps.subgroup_shuffle) return "the device has no subgroup shuffles";
   if (v.f16_math && !caps.shader_float16) return "f16 arithmetic needs shaderFloat16";
   if (v.subgroup_ops &&
       (caps.subgroup_size == 0 || caps.subgroup_size % L != 0 || v.wg % caps.subgroup_size != 0))
     return "subgroup sums need L | subgroup size | workgroup";
-  const uint64_t smem = kTiledFamily.shared_bytes(cfg);
-  if (smem > caps.max_shared_memory)
-    return "needs " + std::to_string(smem) + " bytes of shared memory, the device has " +
-           std::to_string(caps.max_shared_memory);
-  return {};
+  return exceeds_shared_memory(caps, kTiledFamily.shared_bytes(cfg));
 }
 
 // sh_k + sh_v (a vec4 per 4 elements of each key of a tile: f32, or f16
@@ -71,20 +54,7 @@ uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
 
 const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const TiledSpec spec{v.wg,
-                       v.rows,
-                       v.tile_keys,
-                       cfg.head_dim,
-                       cfg.head_dim_v,
-                       static_cast<uint32_t>(cfg.q_dtype),
-                       static_cast<uint32_t>(cfg.kv_dtype),
-                       cfg.kvec,
-                       cfg.vvec,
-                       cfg.qvec,
-                       cfg.paged ? 1u : 0u,
-                       cfg.features,
-                       v.lanes_per_row,
-                       v.double_buffer ? 1u : 0u};
+  const TiledSpec spec{fwd_spec_head(cfg, v.rows), v.lanes_per_row, v.double_buffer ? 1u : 0u};
   const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
                                           : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
   return pipes.get(layout, spec_words(spec));

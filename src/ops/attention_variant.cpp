@@ -95,9 +95,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.decode_min_keys = 0;  // no decode mode: splits come from target_items
   v.decode_merge = false;
   v.unroll_d = true;
-  FwdConfig probe;
-  probe.var = v;
-  probe.head_dim = head_dim, probe.head_dim_v = head_dim_v;
+  FwdConfig probe = probe_config(v, head_dim, head_dim_v, VKATTN_F32);
   v.tile_keys = K::pick(forced.attn_tile_keys, dev.tiled_tile_keys);
   if (forced.attn_tile_keys == K::kUnset) {
     probe.var.tile_keys = v.tile_keys;
@@ -124,13 +122,15 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
                        vkattn_dtype kv_dtype, bool cpu) {
   using K = KernelOptions;
   v.family = AttentionFamily::kCoopmat;
+  // 16x16x16 first, then the largest; shapes the kernel cannot take last.
+  auto rank = [](const CoopmatShape& s) -> uint64_t {
+    if (s.m == 0 || s.n % 8 != 0 || s.k % 8 != 0 || s.m > 64 || s.n > 64 || s.k > 64) return 0;
+    if (s.m == 16 && s.n == 16 && s.k == 16) return UINT64_MAX;
+    return uint64_t(s.m) * s.n * s.k;
+  };
   CoopmatShape best{};
-  for (const CoopmatShape& s : caps.coopmat.f16_shapes) {
-    if (s.m == 0 || s.n % 8 != 0 || s.k % 8 != 0 || s.m > 64 || s.n > 64 || s.k > 64) continue;
-    const uint64_t size = uint64_t(s.m) * s.n * s.k, have = uint64_t(best.m) * best.n * best.k;
-    const bool square = s.m == 16 && s.n == 16 && s.k == 16;
-    if (square || (size > have && !(best.m == 16 && best.n == 16 && best.k == 16))) best = s;
-  }
+  for (const CoopmatShape& s : caps.coopmat.f16_shapes)
+    if (rank(s) > rank(best)) best = s;
   v.coopmat_m = best.m, v.coopmat_n = best.n, v.coopmat_k = best.k;
   const uint32_t sg = std::max<uint32_t>(caps.subgroup_size, 1);
   const uint32_t step = std::max<uint32_t>({best.n, best.k, 1});
@@ -139,9 +139,7 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   if (v.subgroups < 1 || v.subgroups > 16 || v.tile_keys < 1 || v.tile_keys > 256)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for coopmat (",
          v.subgroups, " subgroups, tile keys ", v.tile_keys, ")");
-  FwdConfig probe;
-  probe.head_dim = head_dim, probe.head_dim_v = head_dim_v, probe.kv_dtype = kv_dtype;
-  probe.var = v;
+  FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
   auto fits = [&] {
     probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
     return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
@@ -251,10 +249,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
            "coopmat shader is not embedded)");
     AttentionVariant c = v;
     configure_coopmat(c, caps, dev, forced, head_dim, head_dim_v, kv_dtype, cpu);
-    FwdConfig probe;
-    probe.var = c;
-    probe.head_dim = head_dim, probe.head_dim_v = head_dim_v, probe.kv_dtype = kv_dtype;
-    const std::string why = kCoopmatFamily.declines(caps, probe);
+    const std::string why =
+        kCoopmatFamily.declines(caps, probe_config(c, head_dim, head_dim_v, kv_dtype));
     if (why.empty()) return c;
     fallback = std::string(kCoopmatFamily.name) + " to " + kTiledFamily.name + ": " + why;
     family = static_cast<uint32_t>(AttentionFamily::kTiled);
@@ -264,10 +260,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     // device cannot run): then the lanes variant below, with the reason.
     AttentionVariant t = v;
     configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows, cpu);
-    FwdConfig probe;
-    probe.var = t;
-    probe.head_dim = head_dim, probe.head_dim_v = head_dim_v, probe.kv_dtype = kv_dtype;
-    const std::string why = kTiledFamily.declines(caps, probe);
+    const std::string why =
+        kTiledFamily.declines(caps, probe_config(t, head_dim, head_dim_v, kv_dtype));
     if (why.empty()) {
       t.fallback = fallback;
       return t;

@@ -77,7 +77,7 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
 // max_rows: the largest t * (H / Hkv) of the batch (small for decode);
 // kv_dtype: the dtype K and V are stored in.
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
-                                          uint32_t head_dim, uint32_t head_dim_v,
-                                          uint32_t max_rows, vkattn_dtype kv_dtype);
+                                          uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
+                                          vkattn_dtype kv_dtype);
 
 }  // namespace vkattn
