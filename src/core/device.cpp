@@ -309,8 +309,13 @@ void Device::init_caps() {
       c.timestamp_period_ns = lim.timestampPeriod;
   }
 
-  c.coopmat = query_coopmat(vki_, instance_, physical_, coopmat_offered);
-  c.coopmat.disabled = env_u64("VKATTN_DISABLE_COOPMAT", 0) != 0;
+  // The kill switch skips the query too: no call through the loader's
+  // trampoline for the extension's command (Debian 12's loader 1.3.239 jumped
+  // to address 0 there under test_faults' injected allocation failures on an
+  // H100, 2026-11-23).
+  const bool coopmat_off = env_u64("VKATTN_DISABLE_COOPMAT", 0) != 0;
+  if (!coopmat_off) c.coopmat = query_coopmat(vki_, instance_, physical_, coopmat_offered);
+  c.coopmat.disabled = coopmat_off;
   memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
 }
 

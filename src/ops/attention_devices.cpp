@@ -83,19 +83,16 @@ AttentionDefaults attention_defaults(const Device& device) {
           "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as "
           "FlashAttention-2's forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared "
           "memory under Vulkan bounds the tile";
-      // Turing (TU10x/TU11x, device ids 0x1E00-0x21FF): ggml-vulkan found
-      // its coopmat flash attention miscompiled there and turned it off.
-      if (driver == "NVIDIA" && !(info.device_id >= 0x1E00 && info.device_id <= 0x21FF)) {
-        d.coopmat_prefill = true;
-        d.coopmat_why =
-            "NVIDIA's driver, Ampere and newer: tensor cores through VK_KHR_cooperative_matrix "
-            "for prefill (unmeasured here; ggml-vulkan's coopmat attention ran ~2.5x its scalar "
-            "path on RTX GPUs); Turing is excluded (miscompiled coopmat attention in ggml)";
-      } else {
-        d.coopmat_why =
-            "Turing, or not NVIDIA's own driver: coopmat attention miscompiled on Turing in "
-            "ggml-vulkan's experience; forced only";
-      }
+      // Not the default: on an H100 (driver 580.159.04, 2026-11-23) the
+      // coopmat family's answers were wrong (README, "Devices tested"):
+      // Q K^T read from shared memory lost head-dim elements, and O loaded
+      // back as an accumulator came out 0. lavapipe 26.1 passes the same
+      // grids. Turing (0x1E00-0x21FF) also miscompiled ggml-vulkan's coopmat
+      // attention.
+      d.coopmat_why =
+          "NVIDIA: wrong answers measured on H100 (driver 580.159.04: Q K^T from shared memory "
+          "lost head-dim elements, O reloaded as an accumulator read 0); forced only, until a "
+          "kernel passes the tests there";
       break;
     case kAmd:
       d.row = "AMD (0x1002), unmeasured";

@@ -26,12 +26,17 @@ export LD_PRELOAD=$lib/libEGL.so.1:$lib/libGLdispatch.so.0
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   build/examples/vkattn-info; build/examples/vkattn-bench --variants; } >"$out/info.log" 2>&1
 logs=$(mktemp -d)
+# The carried validation layer (Debian 12's 1.3.239) predates
+# VK_KHR_cooperative_matrix and reports its feature struct in vkCreateDevice
+# as an error, failing every test; the suites run with the extension off
+# (the device table picks coopmat nowhere on NVIDIA since the H100 run of
+# 2026-11-23) and the forced coopmat runs below keep it on.
 for t in build/tests/test_*; do
   [ -x "$t" ] && [ -f "$t" ] || continue
   n=$(basename "$t")
   # Attention.ForcedVariants runs last, alone (below): its forced lanes grid
   # (4-8 rows per lane) takes NVIDIA's compiler minutes per pipeline.
-  ( t0=$SECONDS; timeout "${TEST_TIMEOUT:-240}" "$t" --gtest_filter="${TEST_FILTER:--*Slow*:*ForcedVariants*}" >"$logs/$n.log" 2>&1
+  ( t0=$SECONDS; VKATTN_DISABLE_COOPMAT=1 timeout "${TEST_TIMEOUT:-240}" "$t" --gtest_filter="${TEST_FILTER:--*Slow*:*ForcedVariants*}" >"$logs/$n.log" 2>&1
     echo "== $n exit $? in $((SECONDS - t0)) s" >>"$logs/$n.log" ) &
 done
 wait
