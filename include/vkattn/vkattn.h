@@ -1,5 +1,6 @@
-/*
- * vkattn — LLM attention as Vulkan compute shaders behind a C ABI.
+/**
+ * @file vkattn.h
+ * @brief vkattn — LLM attention as Vulkan compute shaders behind a C ABI.
  *
  * One C99 header. Every fallible call returns a vkattn_status; on failure the
  * thread-local vkattn_last_error() says why, and outputs are left untouched.
@@ -45,10 +46,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** Major version of this header; the SONAME carries it. @ingroup errors */
 #define VKATTN_VERSION_MAJOR 0
+/** Minor version of this header. @ingroup errors */
 #define VKATTN_VERSION_MINOR 1
+/** Patch version of this header. @ingroup errors */
 #define VKATTN_VERSION_PATCH 0
 
+/**
+ * @def VKATTN_API
+ * @brief Marks every function of this header as exported by the shared library:
+ * dllexport/dllimport on Windows, default visibility with GCC and Clang, empty
+ * elsewhere.
+ * @ingroup errors
+ */
 #if defined(_WIN32)
 #if defined(VKATTN_BUILDING)
 #define VKATTN_API __declspec(dllexport)
@@ -68,73 +79,96 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Errors and version                                                        */
 /* ------------------------------------------------------------------------ */
+/**
+ * @defgroup errors Errors and version
+ * @brief Status codes, the thread's last error message, the library version
+ * and the export macro.
+ *
+ * Every fallible call returns a vkattn_status; on failure
+ * vkattn_last_error() says why (see the file description for what a failed
+ * call leaves unchanged).
+ * @{
+ */
 
-/* Status codes. Values are explicit and never reused. */
+/** Status codes. Values are explicit and never reused. */
 typedef enum vkattn_status {
-  VKATTN_SUCCESS = 0,
-  VKATTN_ERROR_INVALID_ARGUMENT = 1,
-  VKATTN_ERROR_UNSUPPORTED = 2,
-  VKATTN_ERROR_OUT_OF_HOST_MEMORY = 3,
-  VKATTN_ERROR_OUT_OF_DEVICE_MEMORY = 4,
-  VKATTN_ERROR_CACHE_FULL = 5,
-  VKATTN_ERROR_NO_DEVICE = 6,
-  VKATTN_ERROR_DEVICE_LOST = 7,
-  VKATTN_ERROR_INTERNAL = 8
+  VKATTN_SUCCESS = 0,                    /**< The call succeeded. */
+  VKATTN_ERROR_INVALID_ARGUMENT = 1,     /**< An argument, descriptor or shape is not valid. */
+  VKATTN_ERROR_UNSUPPORTED = 2,          /**< The device, driver or build lacks what it needs. */
+  VKATTN_ERROR_OUT_OF_HOST_MEMORY = 3,   /**< Host memory ran out; may be retried. */
+  VKATTN_ERROR_OUT_OF_DEVICE_MEMORY = 4, /**< Device memory ran out; may be retried. */
+  VKATTN_ERROR_CACHE_FULL = 5,           /**< The KV cache lacks the free pages of a step. */
+  VKATTN_ERROR_NO_DEVICE = 6,            /**< No loader or device, or VKATTN_DEVICE names none. */
+  VKATTN_ERROR_DEVICE_LOST = 7,          /**< Device lost; later calls on its context fail. */
+  VKATTN_ERROR_INTERNAL = 8              /**< An unexpected failure inside vkattn. */
 } vkattn_status;
 
-/* Static text for a status code ("unknown status" for unknown values). */
+/** Static text for a status code ("unknown status" for unknown values). */
 VKATTN_API const char* vkattn_status_string(vkattn_status status);
 
-/* Message of this thread's last failed call ("" if none). The pointer stays
+/** Message of this thread's last failed call ("" if none). The pointer stays
  * valid until the next vkattn call on this thread. */
 VKATTN_API const char* vkattn_last_error(void);
 
-/* major*10000 + minor*100 + patch of the library actually loaded. */
+/** major*10000 + minor*100 + patch of the library actually loaded. */
 VKATTN_API uint32_t vkattn_version(void);
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
 /* ------------------------------------------------------------------------ */
+/**
+ * @defgroup devices Devices and contexts
+ * @brief Enumerate Vulkan devices, create a context on one, flush and
+ * synchronize its recorded work.
+ *
+ * A context is externally synchronized (one thread at a time); objects made
+ * from it keep it alive. See the file description for the threading,
+ * ownership and execution rules.
+ * @{
+ */
 
+/** Kind of a device, as Vulkan reports it (VkPhysicalDeviceType). */
 typedef enum vkattn_device_type {
-  VKATTN_DEVICE_OTHER = 0,
-  VKATTN_DEVICE_INTEGRATED_GPU = 1,
-  VKATTN_DEVICE_DISCRETE_GPU = 2,
-  VKATTN_DEVICE_VIRTUAL_GPU = 3,
-  VKATTN_DEVICE_CPU = 4
+  VKATTN_DEVICE_OTHER = 0,          /**< Anything else. */
+  VKATTN_DEVICE_INTEGRATED_GPU = 1, /**< A GPU that shares memory with the host. */
+  VKATTN_DEVICE_DISCRETE_GPU = 2,   /**< A separate GPU. */
+  VKATTN_DEVICE_VIRTUAL_GPU = 3,    /**< A virtualized GPU. */
+  VKATTN_DEVICE_CPU = 4             /**< A CPU implementation, such as lavapipe. */
 } vkattn_device_type;
 
-/* Output struct: set struct_size first (vkattn_device_info_init); the
+/** Output struct: set struct_size first (vkattn_device_info_init); the
  * library writes up to it (see "ABI stability" at the top). */
 typedef struct vkattn_device_info {
-  uint32_t struct_size; /* in: the caller's sizeof; out: bytes written */
-  char name[256];
-  char driver_name[256];
-  char driver_info[256];
-  uint32_t vendor_id;
-  uint32_t device_id;
-  uint32_t device_type;       /* vkattn_device_type */
-  uint32_t api_version;       /* VK_MAKE_API_VERSION encoding */
-  uint32_t driver_version;    /* vendor encoding */
-  uint32_t subgroup_size;     /* 0 if unknown */
-  uint32_t max_shared_memory; /* bytes per workgroup */
-  uint64_t max_buffer_range;  /* maxStorageBufferRange, bytes */
-  uint32_t supports_f16;      /* shaderFloat16 arithmetic */
-  uint32_t supports_16bit_storage;
-  uint32_t supports_bf16; /* always 0 today: bf16 tensors are stored as
-                             uint16 bits and every kernel computes in f32;
-                             reserved for native bf16 arithmetic
-                             (VK_KHR_shader_bfloat16), which no kernel uses */
+  uint32_t struct_size;            /**< in: the caller's sizeof; out: bytes written */
+  char name[256];                  /**< Device name (deviceName), NUL-terminated. */
+  char driver_name[256];           /**< Driver name (driverName; "" before Vulkan 1.2). */
+  char driver_info[256];           /**< Driver version text (driverInfo; "" before Vulkan 1.2). */
+  uint32_t vendor_id;              /**< PCI vendor id (vendorID). */
+  uint32_t device_id;              /**< Vendor's device id (deviceID). */
+  uint32_t device_type;            /**< vkattn_device_type */
+  uint32_t api_version;            /**< VK_MAKE_API_VERSION encoding */
+  uint32_t driver_version;         /**< vendor encoding */
+  uint32_t subgroup_size;          /**< 0 if unknown */
+  uint32_t max_shared_memory;      /**< bytes per workgroup */
+  uint64_t max_buffer_range;       /**< maxStorageBufferRange, bytes */
+  uint32_t supports_f16;           /**< shaderFloat16 arithmetic */
+  uint32_t supports_16bit_storage; /**< storageBuffer16BitAccess (1 or 0). */
+  uint32_t supports_bf16;          /**< always 0 today: bf16 tensors are stored as
+                                        uint16 bits and every kernel computes in f32;
+                                        reserved for native bf16 arithmetic
+                                        (VK_KHR_shader_bfloat16), which no kernel uses */
 } vkattn_device_info;
 
-/* Zeroes *info and sets struct_size = sizeof(vkattn_device_info). */
+/** Zeroes *info and sets struct_size = sizeof(vkattn_device_info). */
 VKATTN_API void vkattn_device_info_init(vkattn_device_info* info);
 
-/* Number of Vulkan devices visible to the loader. Creates no context; 0
+/** Number of Vulkan devices visible to the loader. Creates no context; 0
  * devices (or no Vulkan loader) is a success with *out = 0. */
 VKATTN_API vkattn_status vkattn_device_count(uint32_t* out);
 
-/* Info of device `index` (0 .. count-1) without creating a context. Set
+/** Info of device `index` (0 .. count-1) without creating a context. Set
  * out->struct_size first (vkattn_device_info_init). */
 VKATTN_API vkattn_status vkattn_device_get_info(uint32_t index, vkattn_device_info* out);
 
@@ -142,65 +176,79 @@ VKATTN_API vkattn_status vkattn_device_get_info(uint32_t index, vkattn_device_in
 /* Context                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/** A context: one device and its queue, and the work recorded on it
+ * (opaque; created by vkattn_context_create or
+ * vkattn_context_create_from_vulkan). */
 typedef struct vkattn_context vkattn_context;
 
-/* Enable the Khronos validation layer with a debug messenger that counts
+/** Enable the Khronos validation layer with a debug messenger that counts
  * warnings and errors (see vkattn_context_validation_messages). Fails with
  * VKATTN_ERROR_UNSUPPORTED if the layer is not installed. */
 #define VKATTN_CONTEXT_VALIDATION 0x1u
-/* Write GPU timestamps around every submission (see
+/** Write GPU timestamps around every submission (see
  * vkattn_context_last_gpu_time); ignored where the queue has none. */
 #define VKATTN_CONTEXT_PROFILING 0x2u
 
+/** Descriptor of vkattn_context_create (vkattn_context_desc_init sets its
+ * defaults). */
 typedef struct vkattn_context_desc {
-  uint32_t struct_size; /* sizeof(vkattn_context_desc); 0 is rejected */
-  /* -1: the env var VKATTN_DEVICE (an index or a case-insensitive substring
+  uint32_t struct_size; /**< sizeof(vkattn_context_desc); 0 is rejected */
+  /** -1: the env var VKATTN_DEVICE (an index or a case-insensitive substring
    * of the device name), else the best device: discrete > integrated >
    * virtual > CPU. >= 0: that device index. */
   int32_t device_index;
-  uint32_t flags;    /* VKATTN_CONTEXT_* bits; unknown bits are rejected */
-  uint32_t reserved; /* must be 0 */
+  uint32_t flags;    /**< VKATTN_CONTEXT_* bits; unknown bits are rejected */
+  uint32_t reserved; /**< must be 0 */
 } vkattn_context_desc;
 
-/* Fill defaults: device_index = -1, flags = 0. */
+/** Fill defaults: device_index = -1, flags = 0. */
 VKATTN_API void vkattn_context_desc_init(vkattn_context_desc* desc);
 
-/* Create a context on one device. desc NULL means defaults. The caller owns
+/** Create a context on one device. desc NULL means defaults. The caller owns
  * *out and releases it with vkattn_context_destroy. */
 VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
                                                vkattn_context** out);
 
-/* Submit pending work, wait for it, release the caller's reference. Device
+/** Submit pending work, wait for it, release the caller's reference. Device
  * memory lives on while tensors or other objects of this context exist.
  * NULL does nothing. */
 VKATTN_API void vkattn_context_destroy(vkattn_context* ctx);
 
-/* Submit what was recorded; do not wait. */
+/** Submit what was recorded; do not wait. */
 VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx);
 
-/* Submit what was recorded and wait until the device has finished it. */
+/** Submit what was recorded and wait until the device has finished it. */
 VKATTN_API vkattn_status vkattn_context_synchronize(vkattn_context* ctx);
 
+/** Info of the context's device; set out->struct_size first
+ * (vkattn_device_info_init). */
 VKATTN_API vkattn_status vkattn_context_get_device_info(vkattn_context* ctx,
                                                         vkattn_device_info* out);
 
-/* Validation-layer warnings and errors seen so far (0 when validation is
+/** Validation-layer warnings and errors seen so far (0 when validation is
  * off). Tests assert 0. */
 VKATTN_API vkattn_status vkattn_context_validation_messages(vkattn_context* ctx, uint32_t* out);
 
-/* GPU time in nanoseconds between the first and the last command of the
+/** GPU time in nanoseconds between the first and the last command of the
  * last submission that has completed (0 without VKATTN_CONTEXT_PROFILING).
  * To time work: record it, synchronize, then read this. */
 VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint64_t* out_ns);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Interop: the caller's Vulkan device, command buffers and semaphores       */
 /* ------------------------------------------------------------------------ */
-/* Vulkan handles cross the ABI as void* (dispatchable: instance, physical
+/**
+ * @defgroup interop Interop
+ * @brief The caller's Vulkan device, command buffers and semaphores.
+ *
+ * Vulkan handles cross the ABI as void* (dispatchable: instance, physical
  * device, device, queue, command buffer) or uint64_t (non-dispatchable:
  * buffer, semaphore), so this header needs no vulkan.h.
  *
  * What vkattn needs of a caller's device:
+ * @code{.unparsed}
  *   required  instance apiVersion and device >= Vulkan 1.2; a queue family
  *             with compute; timelineSemaphore enabled (VkPhysicalDevice
  *             Vulkan12Features or VkPhysicalDeviceTimelineSemaphoreFeatures
@@ -211,29 +259,39 @@ VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint6
  *             storageBuffer16BitAccess (unused today). No device extension
  *             is needed; VK_NV_shader_sm_builtins / VK_AMD_shader_core_
  *             properties, where the driver has them, are only queried.
+ * @endcode
  * Buffers the caller wraps must be on that device; command buffers passed
  * to vkattn_context_begin_external must come from a pool of the context's
- * queue family. */
+ * queue family.
+ *
+ * Tensors over the caller's buffers and views: see @ref views.
+ * @{
+ */
+
+/** The caller's Vulkan objects: the input of vkattn_context_create_from_vulkan
+ * and the output of vkattn_context_get_vulkan. */
 typedef struct vkattn_vulkan_desc {
-  uint32_t struct_size;            /* sizeof(vkattn_vulkan_desc); 0 is rejected */
-  uint32_t queue_family_index;     /* of `queue` */
-  void* instance;                  /* VkInstance */
-  void* physical_device;           /* VkPhysicalDevice */
-  void* device;                    /* VkDevice */
-  void* queue;                     /* VkQueue vkattn submits its own work to */
-  uint32_t api_version;            /* the instance's apiVersion, >= 1.2 */
-  uint32_t enabled_extension_count;
-  void* get_instance_proc_addr;    /* PFN_vkGetInstanceProcAddr; NULL = the loader's */
-  const void* enabled_features;    /* the VkPhysicalDeviceFeatures2 chain the device was created with */
-  const char* const* enabled_extensions; /* the device extensions it was created with */
-  uint32_t flags;                  /* VKATTN_CONTEXT_PROFILING; VALIDATION is rejected (the caller's business) */
-  uint32_t reserved;               /* must be 0 */
+  uint32_t struct_size;             /**< sizeof(vkattn_vulkan_desc); 0 is rejected */
+  uint32_t queue_family_index;      /**< of `queue` */
+  void* instance;                   /**< VkInstance */
+  void* physical_device;            /**< VkPhysicalDevice */
+  void* device;                     /**< VkDevice */
+  void* queue;                      /**< VkQueue vkattn submits its own work to */
+  uint32_t api_version;             /**< the instance's apiVersion, >= 1.2 */
+  uint32_t enabled_extension_count; /**< Entries of enabled_extensions. */
+  void* get_instance_proc_addr;     /**< PFN_vkGetInstanceProcAddr; NULL = the loader's */
+  /** the VkPhysicalDeviceFeatures2 chain the device was created with */
+  const void* enabled_features;
+  const char* const* enabled_extensions; /**< the device extensions it was created with */
+  /** VKATTN_CONTEXT_PROFILING; VALIDATION is rejected (the caller's business) */
+  uint32_t flags;
+  uint32_t reserved; /**< must be 0 */
 } vkattn_vulkan_desc;
 
-/* Zeroes the struct and sets struct_size. */
+/** Zeroes the struct and sets struct_size. */
 VKATTN_API void vkattn_vulkan_desc_init(vkattn_vulkan_desc* desc);
 
-/* A context on the caller's device and queue. vkattn never destroys the
+/** A context on the caller's device and queue. vkattn never destroys the
  * caller's objects: they must outlive the context and everything made from
  * it. vkattn submits to `queue` from the thread that calls it (flush,
  * synchronize, reads): the caller must not use the queue concurrently
@@ -241,13 +299,13 @@ VKATTN_API void vkattn_vulkan_desc_init(vkattn_vulkan_desc* desc);
 VKATTN_API vkattn_status vkattn_context_create_from_vulkan(const vkattn_vulkan_desc* desc,
                                                            vkattn_context** out);
 
-/* The instance, physical device, device, queue, family, API version,
+/** The instance, physical device, device, queue, family, API version,
  * vkGetInstanceProcAddr, feature chain and extension list of any context
  * (valid while it lives), filled up to out->struct_size. For a context
  * vkattn created, an engine may record its own work on that device. */
 VKATTN_API vkattn_status vkattn_context_get_vulkan(vkattn_context* ctx, vkattn_vulkan_desc* out);
 
-/* Submits what was recorded (an empty submission if nothing was), waiting
+/** Submits what was recorded (an empty submission if nothing was), waiting
  * on wait_semaphore >= wait_value and signalling signal_semaphore =
  * signal_value when it completes (timeline VkSemaphores as uint64_t; 0 =
  * none): an engine on another queue orders its work against vkattn's
@@ -256,7 +314,7 @@ VKATTN_API vkattn_status vkattn_context_flush_with(vkattn_context* ctx, uint64_t
                                                    uint64_t wait_value, uint64_t signal_semaphore,
                                                    uint64_t signal_value);
 
-/* External mode. begin_external submits vkattn's pending work, then every
+/** External mode. begin_external submits vkattn's pending work, then every
  * op records into the caller's `command_buffer` (VkCommandBuffer in the
  * recording state, from a pool of the context's queue family) and vkattn
  * submits nothing. Barrier contract: before and after every command vkattn
@@ -270,7 +328,7 @@ VKATTN_API vkattn_status vkattn_context_flush_with(vkattn_context* ctx, uint64_t
  * timestamps are written. */
 VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void* command_buffer);
 
-/* Ends external mode. The caller signals `timeline_semaphore` = value when
+/** Ends external mode. The caller signals `timeline_semaphore` = value when
  * its submission of the command buffer completes: memory the recorded
  * work uses is kept until then, vkattn's next own submission waits for it
  * on the GPU, and a read of a tensor that work wrote waits for it on the
@@ -281,53 +339,80 @@ VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void
 VKATTN_API vkattn_status vkattn_context_end_external(vkattn_context* ctx,
                                                      uint64_t timeline_semaphore, uint64_t value);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */
+/**
+ * @defgroup tensors Tensors
+ * @brief Device tensors: create, write, read, query.
+ *
+ * Writes and reads follow the execution model of the file description
+ * (stream order; a read waits for the work it depends on).
+ * @{
+ */
 
+/** A device tensor (opaque): a buffer range plus a dtype, a shape and
+ * strides; see vkattn_tensor_create and @ref views. */
 typedef struct vkattn_tensor vkattn_tensor;
 
-/* Element types. 0 is not a type, so a zeroed field is rejected. bf16 and
+/** Element types. 0 is not a type, so a zeroed field is rejected. bf16 and
  * f16 are passed as their uint16 bit patterns. */
 typedef enum vkattn_dtype {
-  VKATTN_F32 = 1,
-  VKATTN_F16 = 2,
-  VKATTN_BF16 = 3,
-  VKATTN_U8 = 4,
-  VKATTN_I32 = 5
+  VKATTN_F32 = 1,  /**< 32-bit float. */
+  VKATTN_F16 = 2,  /**< 16-bit IEEE half, as its uint16 bits. */
+  VKATTN_BF16 = 3, /**< bfloat16, as its uint16 bits. */
+  VKATTN_U8 = 4,   /**< Unsigned byte (boolean masks). */
+  VKATTN_I32 = 5   /**< 32-bit signed integer. */
 } vkattn_dtype;
 
-/* Bytes per element (0 for an unknown dtype). */
+/** Bytes per element (0 for an unknown dtype). */
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype);
 
-/* A device tensor, row-major (innermost dim last), 1 <= ndim <= 4, every
+/** A device tensor, row-major (innermost dim last), 1 <= ndim <= 4, every
  * dim >= 0 (zero-sized tensors are legal and own no device memory). The
  * contents start undefined. Caller owns *out. */
 VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype dtype,
                                               uint32_t ndim, const int64_t* shape,
                                               vkattn_tensor** out);
 
-/* Safe while recorded work still uses the tensor: its memory is released
+/** Safe while recorded work still uses the tensor: its memory is released
  * when that work has finished. NULL does nothing. */
 VKATTN_API void vkattn_tensor_destroy(vkattn_tensor* tensor);
 
-/* Host -> device, the whole tensor; nbytes must equal vkattn_tensor_nbytes.
+/** Host -> device, the whole tensor; nbytes must equal vkattn_tensor_nbytes.
  * Ordered after work already recorded on the context (stream semantics);
  * src is read during the call only. */
 VKATTN_API vkattn_status vkattn_tensor_write(vkattn_tensor* tensor, const void* src, size_t nbytes);
 
-/* Device -> host, the whole tensor; nbytes must equal vkattn_tensor_nbytes.
+/** Device -> host, the whole tensor; nbytes must equal vkattn_tensor_nbytes.
  * Submits and waits for recorded work that the read depends on. */
 VKATTN_API vkattn_status vkattn_tensor_read(vkattn_tensor* tensor, void* dst, size_t nbytes);
 
-/* Getters. A NULL tensor gives 0 (dtype 0, ndim 0, nbytes 0); shape gives
- * dims [0, ndim) and -1 outside that range or for NULL. */
+/** @name Getters
+ * A NULL tensor gives 0 (dtype 0, ndim 0, nbytes 0); shape gives
+ * dims [0, ndim) and -1 outside that range or for NULL.
+ * @{ */
+/** The tensor's dtype (0 for NULL). */
 VKATTN_API vkattn_dtype vkattn_tensor_dtype(const vkattn_tensor* tensor);
+/** Number of dims (0 for NULL). */
 VKATTN_API uint32_t vkattn_tensor_ndim(const vkattn_tensor* tensor);
+/** Size of dim `dim`; -1 outside [0, ndim) or for NULL. */
 VKATTN_API int64_t vkattn_tensor_shape(const vkattn_tensor* tensor, uint32_t dim);
+/** Bytes of the elements, as vkattn_tensor_write and vkattn_tensor_read take
+ * them (0 for NULL). */
 VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
+/** @} */
 
-/* Views and caller buffers (issue F, "Interop").
+/** @} */
+
+/**
+ * @defgroup views Views and caller buffers
+ * @ingroup tensors
+ * @brief Strided views of tensors and tensors over the caller's VkBuffers.
+ *
+ * Views and caller buffers (issue F, "Interop").
  *
  * A tensor is a buffer range plus a shape and strides (in elements): every
  * tensor vkattn_tensor_create makes is dense and row-major; views and
@@ -345,9 +430,11 @@ VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
  * tensor (out, lse) must not have overlapping elements (a zero or
  * interleaved stride): INVALID_ARGUMENT. lse, mask, alibi_slopes and every vkattn_attention_merge
  * argument must be contiguous (VKATTN_ERROR_INVALID_ARGUMENT otherwise);
- * out and lse must not overlap q, k, v, the mask or each other. */
+ * out and lse must not overlap q, k, v, the mask or each other.
+ * @{
+ */
 
-/* A strided view of `base`: element (i0, .., i{n-1}) is element
+/** A strided view of `base`: element (i0, .., i{n-1}) is element
  * offset + sum_k i_k * strides[k] of base's storage, counted in elements
  * from base's first element (a view of a view composes offsets; strides
  * are in the storage's elements, as PyTorch's as_strided). strides NULL =
@@ -360,7 +447,7 @@ VKATTN_API vkattn_status vkattn_tensor_view(vkattn_tensor* base, int64_t offset,
                                             const int64_t* shape, const int64_t* strides,
                                             vkattn_tensor** out);
 
-/* A dense row-major tensor over bytes [offset, offset + size) of the
+/** A dense row-major tensor over bytes [offset, offset + size) of the
  * caller's VkBuffer `buffer` (a VkBuffer handle as uint64_t), no copy. The
  * buffer must be on the context's device and outlive the tensor and every
  * op recorded with it; vkattn never frees it. usage_flags = the
@@ -376,7 +463,7 @@ VKATTN_API vkattn_status vkattn_tensor_wrap_vk_buffer(vkattn_context* ctx, uint6
                                                       uint32_t ndim, const int64_t* shape,
                                                       vkattn_tensor** out);
 
-/* The buffer range behind a tensor: its VkBuffer (as uint64_t), the byte
+/** The buffer range behind a tensor: its VkBuffer (as uint64_t), the byte
  * of its first element and the bytes up to the end of its last element. A
  * tensor without elements gives buffer 0, offset 0, size 0. For a tensor
  * vkattn made, the buffer stays vkattn's: use it in the caller's commands
@@ -384,20 +471,27 @@ VKATTN_API vkattn_status vkattn_tensor_wrap_vk_buffer(vkattn_context* ctx, uint6
 VKATTN_API vkattn_status vkattn_tensor_get_vk_buffer(vkattn_tensor* tensor, uint64_t* buffer,
                                                      uint64_t* offset, uint64_t* size);
 
-/* 1 for a row-major dense tensor (views that are dense included, at any
+/** 1 for a row-major dense tensor (views that are dense included, at any
  * offset), 0 otherwise and for NULL. */
 VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------ */
-/*
+/**
+ * @defgroup attention Attention
+ * @brief Masked attention over packed (varlen), padded and paged batches,
+ * paged appends and the merge of partial attentions.
+ *
  * Per sequence: t query tokens, u key/value tokens, query i sits at absolute
  * position pos(i) = u - t + i ("bottom-right" alignment, as FlashAttention
  * >= 2.1, FlashInfer and vLLM; one-shot prefill, chunked prefill and decode
  * are the same formula). NOTE: PyTorch's is_causal is top-left aligned
  * (pos(i) = i) and differs from this whenever t != u.
  *
+ * @code{.unparsed}
  *   S[i,j] = scale * dot(q_i, k_j)              scale 0 means 1/sqrt(head_dim)
  *   S[i,j] = softcap * tanh(S[i,j] / softcap)   if softcap > 0
  *   S[i,j] -= alibi_slopes[h] * |pos(i) - j|    if alibi_slopes is given
@@ -407,6 +501,7 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
  *     0; or an ADDITIVE mask value is -inf; or key j is padding.
  *   out[i] = softmax over the visible j of S[i,:] times v (f32 accumulation)
  *   lse[i] = log(sum over visible j of exp(S[i,j]))  (natural log)
+ * @endcode
  *
  * window_left = W keeps the W keys before the query plus the query itself
  * (FlashAttention's convention); an HF/Mistral `sliding_window = W` is
@@ -435,37 +530,41 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
  * The tensors must belong to the context passed in; the call records work
  * (see the execution model at the top) and reads host arrays only during
  * the call. A call that fails records nothing and changes no tensor.
+ * @{
  */
 
+/** Kind of vkattn_attention_desc::mask. */
 typedef enum vkattn_mask_type {
-  VKATTN_MASK_NONE = 0,
-  VKATTN_MASK_BOOL = 1,    /* u8, nonzero = attend */
-  VKATTN_MASK_ADDITIVE = 2 /* f32/f16/bf16 added to S; -inf hides */
+  VKATTN_MASK_NONE = 0,    /**< No mask. */
+  VKATTN_MASK_BOOL = 1,    /**< u8, nonzero = attend */
+  VKATTN_MASK_ADDITIVE = 2 /**< f32/f16/bf16 added to S; -inf hides */
 } vkattn_mask_type;
 
+/** What to compute: heads, dims, scale, causal flag, window, softcap, mask,
+ * ALiBi and lse (vkattn_attention_desc_init sets the defaults). */
 typedef struct vkattn_attention_desc {
-  uint32_t struct_size;  /* sizeof(vkattn_attention_desc); 0 is rejected */
-  uint32_t num_heads;    /* H */
-  uint32_t num_kv_heads; /* Hkv, divides H */
-  uint32_t head_dim;     /* d, 1..256 */
-  uint32_t head_dim_v;   /* dv, 1..256; 0 = head_dim */
-  float scale;           /* 0 = 1/sqrt(head_dim) */
-  uint32_t causal;       /* 0 or 1, bottom-right aligned */
-  int32_t window_left;   /* -1 = none, else >= 0 */
-  float softcap;         /* 0 = off, else > 0 */
-  uint32_t mask_type;    /* vkattn_mask_type */
+  uint32_t struct_size;  /**< sizeof(vkattn_attention_desc); 0 is rejected */
+  uint32_t num_heads;    /**< H */
+  uint32_t num_kv_heads; /**< Hkv, divides H */
+  uint32_t head_dim;     /**< d, 1..256 */
+  uint32_t head_dim_v;   /**< dv, 1..256; 0 = head_dim */
+  float scale;           /**< 0 = 1/sqrt(head_dim) */
+  uint32_t causal;       /**< 0 or 1, bottom-right aligned */
+  int32_t window_left;   /**< -1 = none, else >= 0 */
+  float softcap;         /**< 0 = off, else > 0 */
+  uint32_t mask_type;    /**< vkattn_mask_type */
   /* Optional tensors (NULL = absent); borrowed for the call only. */
-  vkattn_tensor* alibi_slopes; /* [H] f32 */
-  vkattn_tensor* mask;         /* see each entry point for its shape */
-  vkattn_tensor* lse;          /* output, f32, see each entry point */
-  uint32_t reserved[4];        /* must be 0 */
+  vkattn_tensor* alibi_slopes; /**< [H] f32; optional (NULL = absent), borrowed for the call */
+  vkattn_tensor* mask;         /**< see each entry point for its shape; optional, borrowed */
+  vkattn_tensor* lse;          /**< output, f32, see each entry point; optional, borrowed */
+  uint32_t reserved[4];        /**< must be 0 */
 } vkattn_attention_desc;
 
-/* Defaults: causal 0, window_left -1, scale 0, softcap 0, no mask/ALiBi/lse;
+/** Defaults: causal 0, window_left -1, scale 0, softcap 0, no mask/ALiBi/lse;
  * head counts and dims 0 (must be set). */
 VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
 
-/* Packed ("varlen") batch without padding: the tokens of all sequences are
+/** Packed ("varlen") batch without padding: the tokens of all sequences are
  * concatenated. cu_seqlens_q/k are host prefix sums of batch + 1 entries,
  * [0] = 0, non-decreasing, [batch] = the tensor's first dim.
  * q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv],
@@ -478,7 +577,7 @@ VKATTN_API vkattn_status vkattn_attention_varlen(vkattn_context* ctx,
                                                  vkattn_tensor* k, vkattn_tensor* v,
                                                  vkattn_tensor* out);
 
-/* Padded batch (what HF users hold): q [B, Sq, H, d], k [B, Sk, Hkv, d],
+/** Padded batch (what HF users hold): q [B, Sq, H, d], k [B, Sk, Hkv, d],
  * v [B, Sk, Hkv, dv], out [B, Sq, H, dv], lse [B, Sq, H], mask [B, Sq, Sk].
  * Alignment is by index (t = Sq, u = Sk for every b). key_mask is a host
  * array [B * Sk] of 0/1 (HF attention_mask; 0 = padding key) or NULL; since
@@ -490,7 +589,7 @@ VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
                                                  vkattn_tensor* v, const int32_t* key_mask,
                                                  vkattn_tensor* out);
 
-/* Attention over caller-owned page pools (engines that manage their own
+/** Attention over caller-owned page pools (engines that manage their own
  * pages, vLLM / FlashInfer style): q [total_q, H, d] as in
  * vkattn_attention_varlen; k_pages [num_pages, page_size, Hkv, d] and
  * v_pages [num_pages, page_size, Hkv, dv] (views welcome: FlashInfer's
@@ -510,7 +609,7 @@ VKATTN_API vkattn_status vkattn_attention_paged(
     const int32_t* page_indices, uint32_t page_size, vkattn_tensor* q, vkattn_tensor* k_pages,
     vkattn_tensor* v_pages, vkattn_tensor* out);
 
-/* Writes new K/V rows into caller pools (the pools of vkattn_attention_
+/** Writes new K/V rows into caller pools (the pools of vkattn_attention_
  * paged): k_new [total_new, Hkv, d], v_new [total_new, Hkv, dv] (f32, f16
  * or bf16, converted to the pools' dtype, round to nearest even); the
  * cu_seqlens_new[b + 1] - cu_seqlens_new[b] new tokens of sequence b go to
@@ -527,7 +626,7 @@ VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch
                                              vkattn_tensor* k_new, vkattn_tensor* v_new,
                                              vkattn_tensor* k_pages, vkattn_tensor* v_pages);
 
-/* Combines two partial attentions of the same queries over disjoint key
+/** Combines two partial attentions of the same queries over disjoint key
  * sets (shared prefix + suffix, split-KV): outs [n, H, dv] of one dtype,
  * lses [n, H] f32. out may alias out_a or out_b and lse may alias lse_a or
  * lse_b; lse may be NULL. A side whose lse is -inf is returned unchanged
@@ -537,11 +636,19 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
                                                 vkattn_tensor* lse_b, vkattn_tensor* out,
                                                 vkattn_tensor* lse);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Paged KV cache and steps (continuous batching)                            */
 /* ------------------------------------------------------------------------ */
+/**
+ * @defgroup kvcache Paged KV cache
+ * @brief A pool of pages holding K and V of every layer for sequences named
+ * by caller-chosen ids: create, fork, truncate, remove, read back.
+ * @{
+ */
 
-/* A pool of pages; one page holds page_size tokens of K and V for every kv
+/** A pool of pages; one page holds page_size tokens of K and V for every kv
  * head of every layer: bytes per page = num_layers x page_size x
  * num_kv_heads x (head_dim + head_dim_v) x dtype size (each layer's K and V
  * block rounded up to 16 bytes). Sequences are named by caller-chosen
@@ -553,48 +660,50 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * buffer, each buffer holds whole layers, so a layer's attention reads one
  * buffer; beyond that, a layer's pages are split into groups too. */
 typedef struct vkattn_kv_cache vkattn_kv_cache;
-/* One open step of a cache: the sequences that take part and their new
- * token counts, with room reserved for those tokens. */
+/** One open step of a cache: the sequences that take part and their new
+ * token counts, with room reserved for those tokens. @ingroup steps */
 typedef struct vkattn_step vkattn_step;
 
+/** Shape of a cache: layers, kv heads, head dims, pages and dtype
+ * (vkattn_kv_cache_desc_init sets the defaults). */
 typedef struct vkattn_kv_cache_desc {
-  uint32_t struct_size;  /* sizeof(vkattn_kv_cache_desc); 0 is rejected */
-  uint32_t num_layers;   /* >= 1 */
-  uint32_t num_kv_heads; /* Hkv >= 1 */
-  uint32_t head_dim;     /* d, 1..256 */
-  uint32_t head_dim_v;   /* dv, 1..256; 0 = head_dim */
-  uint32_t page_size;    /* tokens per page, >= 1 (default 16) */
-  uint32_t num_pages;    /* pages in the pool, >= 1 */
-  vkattn_dtype dtype;    /* f32, f16 or bf16 (default f16) */
-  uint32_t reserved[4];  /* must be 0 */
+  uint32_t struct_size;  /**< sizeof(vkattn_kv_cache_desc); 0 is rejected */
+  uint32_t num_layers;   /**< >= 1 */
+  uint32_t num_kv_heads; /**< Hkv >= 1 */
+  uint32_t head_dim;     /**< d, 1..256 */
+  uint32_t head_dim_v;   /**< dv, 1..256; 0 = head_dim */
+  uint32_t page_size;    /**< tokens per page, >= 1 (default 16) */
+  uint32_t num_pages;    /**< pages in the pool, >= 1 */
+  vkattn_dtype dtype;    /**< f32, f16 or bf16 (default f16) */
+  uint32_t reserved[4];  /**< must be 0 */
 } vkattn_kv_cache_desc;
 
-/* Defaults: page_size 16, dtype f16, head_dim_v 0; the rest 0 (must be set). */
+/** Defaults: page_size 16, dtype f16, head_dim_v 0; the rest 0 (must be set). */
 VKATTN_API void vkattn_kv_cache_desc_init(vkattn_kv_cache_desc* desc);
-/* Allocates the page pool (device memory, not initialized). */
+/** Allocates the page pool (device memory, not initialized). */
 VKATTN_API vkattn_status vkattn_kv_cache_create(vkattn_context* ctx,
                                                 const vkattn_kv_cache_desc* desc,
                                                 vkattn_kv_cache** out);
-/* NULL is accepted. An open step keeps its cache alive until it is
+/** NULL is accepted. An open step keeps its cache alive until it is
  * committed or aborted. */
 VKATTN_API void vkattn_kv_cache_destroy(vkattn_kv_cache* cache);
-/* Committed tokens of a sequence; 0 if it does not exist. */
+/** Committed tokens of a sequence; 0 if it does not exist. */
 VKATTN_API vkattn_status vkattn_kv_cache_length(vkattn_kv_cache* cache, int64_t seq_id,
                                                 int32_t* out);
-/* Frees the sequence's pages (shared pages stay while referenced). Unknown
+/** Frees the sequence's pages (shared pages stay while referenced). Unknown
  * ids are INVALID_ARGUMENT. Rejected while a step is open. */
 VKATTN_API vkattn_status vkattn_kv_cache_remove(vkattn_kv_cache* cache, int64_t seq_id);
-/* dst (a new id) shares every page of src; nothing is copied. Rejected
+/** dst (a new id) shares every page of src; nothing is copied. Rejected
  * while a step is open. */
 VKATTN_API vkattn_status vkattn_kv_cache_fork(vkattn_kv_cache* cache, int64_t src, int64_t dst);
-/* Drops the tail: 0 <= new_length <= length (rejected speculative tokens).
+/** Drops the tail: 0 <= new_length <= length (rejected speculative tokens).
  * Pages past the new length are released; a kept shared partial page stays
  * shared and is copied at the next append. Rejected while a step is open. */
 VKATTN_API vkattn_status vkattn_kv_cache_truncate(vkattn_kv_cache* cache, int64_t seq_id,
                                                   int32_t new_length);
-/* Pages referenced by no sequence and not reserved by an open step. */
+/** Pages referenced by no sequence and not reserved by an open step. */
 VKATTN_API vkattn_status vkattn_kv_cache_num_free_pages(vkattn_kv_cache* cache, uint32_t* out);
-/* Host copy of committed tokens [start, start + count) of one layer, in the
+/** Host copy of committed tokens [start, start + count) of one layer, in the
  * cache dtype: k_dst [count, Hkv, d] (k_bytes exactly that), v_dst
  * [count, Hkv, dv]. Waits for recorded work that writes the cache. */
 VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t layer,
@@ -602,7 +711,16 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
                                               void* k_dst, size_t k_bytes, void* v_dst,
                                               size_t v_bytes);
 
-/* Opens a step over a packed batch: num_seqs distinct ids, each bringing
+/** @} */
+
+/**
+ * @defgroup steps Steps (continuous batching)
+ * @brief One step of a packed batch over a cache: begin (reserve pages),
+ * append and attend per layer, then commit or abort.
+ * @{
+ */
+
+/** Opens a step over a packed batch: num_seqs distinct ids, each bringing
  * num_new_tokens[i] >= 0 tokens (unknown ids start new sequences at length
  * 0). Reserves every page the new tokens need, including copies of shared
  * partial last pages (the copies are recorded here, on the device).
@@ -614,7 +732,7 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
 VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_seqs,
                                            const int64_t* seq_ids, const int32_t* num_new_tokens,
                                            vkattn_step** out);
-/* Writes the step's new tokens of one layer at positions [len, len + t) of
+/** Writes the step's new tokens of one layer at positions [len, len + t) of
  * each sequence, converted to the cache dtype (round to nearest even):
  * k_new [total_new, Hkv, d], v_new [total_new, Hkv, dv], f32/f16/bf16.
  * One dispatch per pool buffer that receives tokens (one when the pool fits
@@ -622,7 +740,7 @@ VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_
  * Appending a layer twice overwrites it. */
 VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
                                             vkattn_tensor* v_new);
-/* Attention of the step's queries q [total_new, H, d] over the len + t
+/** Attention of the step's queries q [total_new, H, d] over the len + t
  * tokens of their sequence in this layer (append the layer first): out
  * [total_new, H, dv] in q's dtype, desc->lse [total_new, H] f32. Causal is
  * bottom-right (u = len + t); window, softcap, ALiBi and masks as in
@@ -632,11 +750,13 @@ VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, v
 VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
                                                const vkattn_attention_desc* desc, vkattn_tensor* q,
                                                vkattn_tensor* out);
-/* Lengths advance by the step's token counts; frees the step. */
+/** Lengths advance by the step's token counts; frees the step. */
 VKATTN_API vkattn_status vkattn_step_commit(vkattn_step* step);
-/* Frees the step; lengths and pages are as before vkattn_step_begin (tokens
+/** Frees the step; lengths and pages are as before vkattn_step_begin (tokens
  * appended by the step are dropped). NULL is accepted. */
 VKATTN_API void vkattn_step_abort(vkattn_step* step);
+
+/** @} */
 
 #ifdef __cplusplus
 } /* extern "C" */
