@@ -1,29 +1,48 @@
-# The three binding examples (examples/java, examples/csharp, examples/go):
+# The binding examples (examples/java, examples/csharp, examples/go,
+# examples/python), each built where its language's option is on:
 # build targets, `run_example_<lang>` targets, and ctest tests (label
 # `bindings`). Included by CMakeLists.txt.
 set(EX ${PROJECT_SOURCE_DIR}/examples)
 
-# Java: launched from source (java 11+), only the jar on the class path.
-add_custom_target(run_example_java
-  COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV}
-    ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar ${EX}/java/PagedDecode.java
-  DEPENDS vkattn_jar USES_TERMINAL VERBATIM)
+if(VKATTN_BINDING_JAVA)
+  # Java: launched from source (java 11+), only the jar on the class path.
+  add_custom_target(run_example_java
+    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV}
+      ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar ${EX}/java/PagedDecode.java
+    DEPENDS vkattn_jar USES_TERMINAL VERBATIM)
+  if(VKATTN_BUILD_TESTS)
+    add_test(NAME example.java COMMAND ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar
+      ${EX}/java/PagedDecode.java)
+    set_tests_properties(example.java PROPERTIES
+      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
+  endif()
+endif()
 
-# C#: PagedDecode.exe beside Vkattn.dll and libvkattn_csharp.so.
-add_custom_command(OUTPUT ${B}/csharp/PagedDecode.exe
-  COMMAND ${CMAKE_COMMAND} -DMCS=${MCS} -DFILES=${EX}/csharp/PagedDecode.cs
-    -DREFS=${B}/csharp/Vkattn.dll -DTARGET=exe -DOUT=${B}/csharp/PagedDecode.exe
-    -P ${CMAKE_CURRENT_SOURCE_DIR}/csharp/mcs.cmake
-  DEPENDS ${B}/csharp/Vkattn.dll ${EX}/csharp/PagedDecode.cs
-  COMMENT "mcs: PagedDecode.exe" VERBATIM)
-add_custom_target(vkattn_csharp_example ALL DEPENDS ${B}/csharp/PagedDecode.exe)
-add_custom_target(run_example_csharp
-  COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${MONO} ${B}/csharp/PagedDecode.exe
-  DEPENDS vkattn_csharp_example USES_TERMINAL VERBATIM)
+if(VKATTN_BINDING_CSHARP)
+  # C#: PagedDecode.exe beside Vkattn.dll and libvkattn_csharp.so.
+  add_custom_command(OUTPUT ${B}/csharp/PagedDecode.exe
+    COMMAND ${CMAKE_COMMAND} -DMCS=${MCS} -DFILES=${EX}/csharp/PagedDecode.cs
+      -DREFS=${B}/csharp/Vkattn.dll -DTARGET=exe -DOUT=${B}/csharp/PagedDecode.exe
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/csharp/mcs.cmake
+    DEPENDS ${B}/csharp/Vkattn.dll ${EX}/csharp/PagedDecode.cs
+    COMMENT "mcs: PagedDecode.exe" VERBATIM)
+  add_custom_target(vkattn_csharp_example ALL DEPENDS ${B}/csharp/PagedDecode.exe)
+  add_custom_target(run_example_csharp
+    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${MONO} ${B}/csharp/PagedDecode.exe
+    DEPENDS vkattn_csharp_example USES_TERMINAL VERBATIM)
+  if(VKATTN_BUILD_TESTS)
+    add_test(NAME example.csharp COMMAND ${MONO} ${B}/csharp/PagedDecode.exe)
+    set_tests_properties(example.csharp PROPERTIES
+      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
+  endif()
+endif()
 
-# Go: a module of its own that requires vkattn through a replace directive.
-set(GO_MOD_DIR ${GO_MOD})
-string(CONFIGURE [[module vkattn-example
+if(VKATTN_BINDING_GO)
+  # Go: a module of its own that requires vkattn through a replace directive.
+  set(GO_MOD_DIR ${GO_MOD})
+  string(CONFIGURE [[module vkattn-example
 
 go 1.19
 
@@ -31,24 +50,35 @@ require vkattn v0.0.0
 
 replace vkattn => @GO_MOD_DIR@
 ]] go_example_mod @ONLY)
-file(GENERATE OUTPUT ${B}/go/example/go.mod CONTENT "${go_example_mod}")
-configure_file(${EX}/go/main.go ${B}/go/example/main.go COPYONLY)
-add_custom_command(OUTPUT ${B}/go/example/paged-decode
-  COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_GO_ENV} ${GO} build -o paged-decode .
-  WORKING_DIRECTORY ${B}/go/example
-  DEPENDS vkattn_go ${GO_FILES} ${B}/go/example/main.go
-  COMMENT "go build: paged-decode" VERBATIM)
-add_custom_target(vkattn_go_example ALL DEPENDS ${B}/go/example/paged-decode)
-add_custom_target(run_example_go
-  COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${B}/go/example/paged-decode
-  DEPENDS vkattn_go_example USES_TERMINAL VERBATIM)
+  file(GENERATE OUTPUT ${B}/go/example/go.mod CONTENT "${go_example_mod}")
+  configure_file(${EX}/go/main.go ${B}/go/example/main.go COPYONLY)
+  add_custom_command(OUTPUT ${B}/go/example/paged-decode
+    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_GO_ENV} ${GO} build -o paged-decode .
+    WORKING_DIRECTORY ${B}/go/example
+    DEPENDS vkattn_go ${GO_FILES} ${B}/go/example/main.go
+    COMMENT "go build: paged-decode" VERBATIM)
+  add_custom_target(vkattn_go_example ALL DEPENDS ${B}/go/example/paged-decode)
+  add_custom_target(run_example_go
+    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${B}/go/example/paged-decode
+    DEPENDS vkattn_go_example USES_TERMINAL VERBATIM)
+  if(VKATTN_BUILD_TESTS)
+    add_test(NAME example.go COMMAND ${B}/go/example/paged-decode)
+    set_tests_properties(example.go PROPERTIES
+      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
+  endif()
+endif()
 
-if(VKATTN_BUILD_TESTS)
-  add_test(NAME example.java COMMAND ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar
-    ${EX}/java/PagedDecode.java)
-  add_test(NAME example.csharp COMMAND ${MONO} ${B}/csharp/PagedDecode.exe)
-  add_test(NAME example.go COMMAND ${B}/go/example/paged-decode)
-  set_tests_properties(example.java example.csharp example.go PROPERTIES
-    LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
-    PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
+if(VKATTN_BINDING_PYTHON)
+  # Python: the package from the build tree (PYTHONPATH), run as a script.
+  add_custom_target(run_example_python
+    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${VKATTN_PYTHON_ENV}
+      ${Python3_EXECUTABLE} ${EX}/python/paged_decode.py
+    DEPENDS vkattn_python USES_TERMINAL VERBATIM)
+  if(VKATTN_BUILD_TESTS)
+    add_test(NAME example.python COMMAND ${Python3_EXECUTABLE} ${EX}/python/paged_decode.py)
+    set_tests_properties(example.python PROPERTIES
+      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV};${VKATTN_PYTHON_ENV}" TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
+  endif()
 endif()

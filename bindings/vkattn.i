@@ -1,22 +1,32 @@
-/* vkattn.i: the SWIG interface shared by the Java, C# and Go bindings.
+/* vkattn.i: the SWIG interface shared by the Java, C#, Go and Python
+ * bindings.
  *
  * SWIG reads include/vkattn/vkattn.h itself (enums, constants, the plain
  * structs); this file only says how handles become classes (%extend), how
  * a failing status becomes the language's error (%exception) and which
  * array parameters the languages fill. The per-language files
- * (java/vkattn_java.i, csharp/vkattn_csharp.i, go/vkattn_go.i) supply
- * VKATTNX_RAISE and the array typemaps named IN_F32, OUT_F32, ... below.
+ * (java/vkattn_java.i, csharp/vkattn_csharp.i, go/vkattn_go.i,
+ * python/vkattn_python.i) supply VKATTNX_RAISE, VKATTNX_CALL (how a native
+ * call runs: Python releases the GIL around it) and the array typemaps
+ * named IN_F32, OUT_F32, ... below. Nothing here falls back to one
+ * language: each choice names its languages, and another language is an
+ * error.
  *
  * Naming in this file: methods are written m_lowerCamel and renamed per
- * language (Java lowerCamel, C# and Go UpperCamel); helpers that are not
- * part of the C API start with vkattnx_.
+ * language (Java and Python's low-level module lowerCamel, C# and Go
+ * UpperCamel); helpers that are not part of the C API start with vkattnx_.
  */
 #if defined(SWIGGO)
 %module vkattnraw
 #elif defined(SWIGCSHARP)
 %module Library
-#else
+#elif defined(SWIGJAVA)
 %module Vkattn
+#elif defined(SWIGPYTHON)
+/* The low-level module vkattn.vkattnraw (its extension: _vkattnraw). */
+%module(package="vkattn") vkattnraw
+#else
+#error "vkattn.i: no binding for this SWIG language (Java, C#, Go, Python)"
 #endif
 
 %{
@@ -120,11 +130,11 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 #endif
 
 /* Every wrapped call: clear, call, and raise in the same native call.
- * VKATTNX_RAISE comes from the language's file. */
+ * VKATTNX_RAISE and VKATTNX_CALL come from the language's file. */
 %exception {
   vkattnx_status = 0;
   vkattnx_message = NULL;
-  $action
+  VKATTNX_CALL($action)
   if (vkattnx_status != 0) {
     VKATTNX_RAISE(vkattnx_status, vkattnx_message ? vkattnx_message : vkattn_last_error());
   }
@@ -137,6 +147,8 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %include "csharp/vkattn_csharp.i"
 #elif defined(SWIGGO)
 %include "go/vkattn_go.i"
+#elif defined(SWIGPYTHON)
+%include "python/vkattn_python.i"
 #endif
 
 
@@ -208,7 +220,9 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
  * object: raise instead. */
 #if defined(SWIGGO)
 #define VKATTNX_RETURN_NULL /* the raise panics */
-#else
+#elif defined(SWIGPYTHON)
+#define VKATTNX_RETURN_NULL /* the raise jumps to the wrapper's fail label */
+#else /* Java, C# */
 #define VKATTNX_RETURN_NULL return $null;
 #endif
 %define VKATTNX_PLAIN_STRUCT(STRUCT, NAME)
@@ -239,13 +253,13 @@ struct vkattn_tensor {};
 %include "vkattn/vkattn.h"
 
 /* ---- module-level functions ------------------------------------------ */
-#if defined(SWIGJAVA)
+#if defined(SWIGJAVA) || defined(SWIGPYTHON)
 %rename(version) vkattnx_version;
 %rename(statusString) vkattnx_status_string;
 %rename(dtypeSize) vkattnx_dtype_size;
 %rename(deviceCount) vkattnx_device_count;
 %rename(deviceInfo) vkattnx_device_info;
-#else
+#else /* C#, Go */
 %rename(Version) vkattnx_version;
 %rename(StatusString) vkattnx_status_string;
 %rename(DtypeSize) vkattnx_dtype_size;

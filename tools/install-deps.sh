@@ -4,7 +4,8 @@
 # the Khronos validation layer and lavapipe (a CPU Vulkan device); for the
 # Java/C#/Go bindings SWIG, a JDK with JUnit 4, Mono with NUnit 2.6, and Go;
 # for the checkers (tools/checks.sh) clang 14 with its sanitizer and
-# libFuzzer runtimes, libabigail and valgrind; python3 for tools/compare_bench.py.
+# libFuzzer runtimes, libabigail and valgrind; python3 for tools/compare_bench.py;
+# for the Python binding its headers, NumPy, pytest, venv and pip.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -14,7 +15,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ gcc make pkg-config \
   libvulkan-dev libvulkan-volk-dev glslang-tools spirv-tools \
   vulkan-validationlayers mesa-vulkan-drivers \
-  libgtest-dev python3 \
+  libgtest-dev python3 doxygen \
+  python3-dev python3-numpy python3-pytest python3-venv python3-pip \
   swig default-jdk junit4 mono-mcs mono-runtime nunit-console libnunit-cil-dev golang-go \
   clang-14 libclang-rt-14-dev abigail-tools valgrind \
   ${VKATTN_EXTRA_PACKAGES:-} >/dev/null

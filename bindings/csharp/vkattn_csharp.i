@@ -19,6 +19,7 @@ SWIGEXPORT void SWIGSTDCALL VkattnxRegisterRaise(vkattnx_cs_raise_fn fn) {
   do {                                 \
     if (vkattnx_cs_raise) vkattnx_cs_raise((status), (message)); \
   } while (0)
+#define VKATTNX_CALL(...) __VA_ARGS__ /* the native call, as it is */
 
 /* A pinned managed array: what the C# side passes by ref. */
 typedef struct vkattnx_span {

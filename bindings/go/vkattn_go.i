@@ -17,6 +17,7 @@ static void vkattnx_go_raise(int status, const char* message) {
   _swig_gopanic(buf);
 }
 #define VKATTNX_RAISE(status, message) vkattnx_go_raise((status), (message))
+#define VKATTNX_CALL(...) __VA_ARGS__ /* the native call, as it is */
 %}
 
 /* ---- names: methods UpperCamel (Go exports them) ---------------------- */

@@ -24,6 +24,7 @@ static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
 /* No `return` after the throw: the wrapper falls through so that freearg
  * releases the Java arrays; the proxy sees the pending exception. */
 #define VKATTNX_RAISE(status, message) vkattnx_java_throw(jenv, (status), (message))
+#define VKATTNX_CALL(...) __VA_ARGS__ /* the native call, as it is */
 %}
 
 /* The JNI class loads the native library (from java.library.path, else

@@ -1,0 +1,53 @@
+# Python: the package vkattn assembled in build/bindings/python/vkattn
+# (hand-written __init__.py + SWIG's vkattnraw.py and its extension _vkattnraw),
+# importable with PYTHONPATH=build/bindings/python. Included by
+# ../CMakeLists.txt when VKATTN_BINDING_PYTHON is on.
+#
+# Debian's interpreter first: it is the one with python3-numpy and
+# python3-pytest (another python3 on PATH, e.g. pyenv's, may have neither).
+if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+  set(Python3_EXECUTABLE /usr/bin/python3)
+endif()
+find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module NumPy)
+
+set(PY_PKG ${B}/python/vkattn)
+swig_add_library(vkattn_python TYPE MODULE LANGUAGE python SOURCES ${VKATTN_I}
+  OUTPUT_DIR ${PY_PKG} OUTFILE_DIR ${B}/python/wrap)
+set_property(TARGET vkattn_python PROPERTY SWIG_COMPILE_OPTIONS ${VKATTN_SWIG_COMMON})
+# The extension is _vkattnraw.<abi>.so beside the generated vkattnraw.py.
+set_target_properties(vkattn_python PROPERTIES
+  OUTPUT_NAME _vkattnraw PREFIX "" SUFFIX ".${Python3_SOABI}.so"
+  LIBRARY_OUTPUT_DIRECTORY ${PY_PKG})
+target_link_libraries(vkattn_python PRIVATE Python3::Module)
+vkattn_binding_target_setup(vkattn_python)
+
+file(GLOB VKATTN_PY_HAND CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/python/vkattn/*.py)
+set(VKATTN_PY_COPIES)
+foreach(f ${VKATTN_PY_HAND})
+  get_filename_component(n ${f} NAME)
+  add_custom_command(OUTPUT ${PY_PKG}/${n}
+    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${f} ${PY_PKG}/${n}
+    DEPENDS ${f} VERBATIM)
+  list(APPEND VKATTN_PY_COPIES ${PY_PKG}/${n})
+endforeach()
+add_custom_target(vkattn_python_package ALL DEPENDS ${VKATTN_PY_COPIES})
+add_dependencies(vkattn_python vkattn_python_package)
+
+# What a script needs to import the package from the build tree.
+set(VKATTN_PYTHON_ENV "PYTHONPATH=${B}/python" "PYTHONDONTWRITEBYTECODE=1")
+
+if(VKATTN_BUILD_TESTS)
+  add_test(NAME bindings.python
+    COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+      ${CMAKE_CURRENT_SOURCE_DIR}/python/test)
+  set_tests_properties(bindings.python PROPERTIES
+    LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV};${VKATTN_PYTHON_ENV}" TIMEOUT 900)
+  # Against Debian's PyTorch (python3-torch, 1.13): not in CI (it pulls in
+  # hundreds of packages), so labelled slow too; ctest -L torch after
+  # apt-get install python3-torch.
+  add_test(NAME bindings.python_torch
+    COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+      ${CMAKE_CURRENT_SOURCE_DIR}/python/test_torch)
+  set_tests_properties(bindings.python_torch PROPERTIES
+    LABELS "torch;slow" ENVIRONMENT "${VKATTN_BINDINGS_ENV};${VKATTN_PYTHON_ENV}" TIMEOUT 900)
+endif()

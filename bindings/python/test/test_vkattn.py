@@ -1,0 +1,319 @@
+"""pytest suite of the Python binding (ctest bindings.python): every result
+is checked against an explicit NumPy softmax(Q K^T) V in float64; the
+validation layer is on in every context and must stay silent."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vkattn
+
+
+@pytest.fixture
+def ctx():
+    c = vkattn.Context(validation=True)
+    yield c
+    assert c.validation_messages == 0
+    c.close()
+
+
+def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
+                  alibi=None, key_valid=None):
+    """One sequence: q [t, H, d], k [u, Hkv, d], v [u, Hkv, dv] -> out [t, H,
+    dv], lse [t, H], as the C header defines them (bottom-right alignment)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    t, h, d = q.shape
+    u, hkv, dv = v.shape
+    g = h // hkv
+    scale = scale or 1.0 / np.sqrt(d)
+    kk, vv = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    s = np.einsum("thd,uhd->htu", q, kk) * scale
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    pos = u - t + np.arange(t)
+    j = np.arange(u)
+    if alibi is not None:
+        s -= np.asarray(alibi, np.float64)[:, None, None] * np.abs(pos[:, None] - j[None, :])
+    vis = np.ones((t, u), bool)
+    if causal:
+        vis &= j[None, :] <= pos[:, None]
+    if window_left >= 0:
+        vis &= pos[:, None] - j[None, :] <= window_left
+    if key_valid is not None:
+        vis &= np.asarray(key_valid, bool)[None, :]
+    s = np.where(vis[None], s, -np.inf)
+    m = s.max(axis=-1, keepdims=True) if u else np.full((h, t, 1), -np.inf)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - safe)
+    l = p.sum(axis=-1, keepdims=True)
+    out = np.einsum("htu,uhd->thd", np.where(l > 0, p / np.where(l > 0, l, 1), 0), vv)
+    lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1)) + safe[..., 0],
+                   -np.inf).T
+    return out, lse
+
+
+def rand(rng, shape, dtype=np.float32):
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+def nan_beyond(a, n):
+    """A copy of ``a`` whose rows from n on are NaN (memory past the valid
+    lengths must never reach an output)."""
+    a = a.copy()
+    a[n:] = np.nan
+    return a
+
+
+def test_version_and_devices():
+    assert vkattn.version() >= 100
+    n = vkattn.device_count()
+    assert n >= 1
+    info = vkattn.device_info(0)
+    assert info["name"] and info["subgroup_size"] >= 1
+    with pytest.raises(vkattn.Error) as e:
+        vkattn.device_info(n)
+    assert e.value.status == vkattn.ERROR_INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("causal,window", [(False, -1), (True, -1), (True, 5), (False, 3)])
+def test_varlen_matches_numpy(ctx, dtype, causal, window):
+    rng = np.random.default_rng(1)
+    h, hkv, d, dv = 8, 2, 40, 24  # GQA, odd-sized dims, dv != d
+    lens = [(7, 9), (0, 5), (12, 4), (3, 0), (1, 30)]  # t > u, empty sides
+    tq, tk = sum(t for t, _ in lens), sum(u for _, u in lens)
+    q, k, v = rand(rng, (tq, h, d), dtype), rand(rng, (tk, hkv, d), dtype), rand(rng, (tk, hkv, dv), dtype)
+    cu_q = np.cumsum([0] + [t for t, _ in lens])
+    cu_k = np.cumsum([0] + [u for _, u in lens])
+    lse_t = ctx.empty((tq, h), vkattn.F32)
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V:
+        out = vkattn.attention_varlen(Q, K, V, cu_q, cu_k, causal=causal, window_left=window,
+                                      lse=lse_t)
+        got, lse = out.numpy().astype(np.float64), lse_t.numpy()
+        out.close()
+    lse_t.close()
+    tol = 2e-3 if dtype == np.float16 else 2e-5
+    for b, (t, u) in enumerate(lens):
+        ro, rl = ref_attention(q[cu_q[b]:cu_q[b + 1]], k[cu_k[b]:cu_k[b + 1]],
+                               v[cu_k[b]:cu_k[b + 1]], causal, window)
+        np.testing.assert_allclose(got[cu_q[b]:cu_q[b + 1]], ro, atol=tol, rtol=0)
+        want_lse = rl
+        have = lse[cu_q[b]:cu_q[b + 1]]
+        assert np.array_equal(np.isneginf(have), np.isneginf(want_lse))
+        fin = np.isfinite(want_lse)
+        np.testing.assert_allclose(have[fin], want_lse[fin], atol=tol * 10, rtol=0)
+
+
+def test_softcap_alibi_and_scale(ctx):
+    rng = np.random.default_rng(2)
+    t, u, h, d = 6, 11, 4, 16
+    q, k, v = rand(rng, (t, h, d)), rand(rng, (u, h, d)), rand(rng, (u, h, d))
+    slopes = np.array([0.5, 0.25, 0.125, 0.0625], np.float32)
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V, ctx.tensor(slopes) as A:
+        got = vkattn.attention_varlen(Q, K, V, [0, t], [0, u], causal=True, softcap=2.0,
+                                      scale=0.3, alibi_slopes=A).numpy()
+    ro, _ = ref_attention(q, k, v, causal=True, scale=0.3, softcap=2.0, alibi=slopes)
+    np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+
+
+def test_nan_beyond_valid_keys_stays_out(ctx):
+    rng = np.random.default_rng(3)
+    t, u, h, d = 4, 10, 2, 8
+    q = rand(rng, (t, h, d))
+    k, v = rand(rng, (u, h, d)), rand(rng, (u, h, d))
+    # Window 2 hides keys 0..4 of every row: NaN there must not matter.
+    k_bad, v_bad = k.copy(), v.copy()
+    k_bad[:4], v_bad[:4] = np.nan, np.nan
+    with ctx.tensor(q) as Q, ctx.tensor(k_bad) as K, ctx.tensor(v_bad) as V:
+        got = vkattn.attention_varlen(Q, K, V, [0, t], [0, u], causal=True, window_left=2).numpy()
+    ro, _ = ref_attention(q, k, v, causal=True, window_left=2)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+
+
+def test_bool_mask_with_hidden_rows(ctx):
+    rng = np.random.default_rng(4)
+    t, u, h, d = 5, 7, 2, 8
+    q, k, v = rand(rng, (t, h, d)), rand(rng, (u, h, d)), rand(rng, (u, h, d))
+    mask = rng.integers(0, 2, (t, u)).astype(np.uint8)
+    mask[2] = 0  # a fully hidden row: out 0, lse -inf
+    lse_t = ctx.empty((t, h), vkattn.F32)
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V, ctx.tensor(mask.reshape(-1)) as M:
+        got = vkattn.attention_varlen(Q, K, V, [0, t], [0, u], mask=M, lse=lse_t).numpy()
+    lse = lse_t.numpy()
+    lse_t.close()
+    for i in range(t):
+        ro, rl = ref_attention(q[i:i + 1], k, v, key_valid=mask[i])
+        # One query row alone: its position is u - 1, no causal, so the same.
+        np.testing.assert_allclose(got[i:i + 1], ro, atol=2e-5, rtol=0)
+    assert (got[2] == 0).all() and np.isneginf(lse[2]).all()
+
+
+def test_padded_with_left_padding(ctx):
+    rng = np.random.default_rng(5)
+    b, sq, sk, h, hkv, d = 2, 4, 6, 4, 1, 16  # MQA
+    q, k, v = rand(rng, (b, sq, h, d)), rand(rng, (b, sk, hkv, d)), rand(rng, (b, sk, hkv, d))
+    key_mask = np.ones((b, sk), np.int32)
+    key_mask[1, :2] = 0  # left padding of the second sequence
+    k[1, :2], v[1, :2] = np.nan, np.nan
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V:
+        got = vkattn.attention_padded(Q, K, V, key_mask=key_mask, causal=True).numpy()
+        nomask = vkattn.attention_padded(Q, K, V, causal=True)
+        assert not np.isfinite(nomask.numpy()[1]).all()  # NaN keys visible: the mask mattered
+        nomask.close()
+    for i in range(b):
+        ro, _ = ref_attention(q[i], np.nan_to_num(k[i]), np.nan_to_num(v[i]), causal=True,
+                              key_valid=key_mask[i])
+        np.testing.assert_allclose(got[i], ro, atol=2e-5, rtol=0)
+
+
+def test_merge_of_two_key_halves_is_the_whole(ctx):
+    rng = np.random.default_rng(6)
+    t, u, h, d = 3, 20, 2, 8
+    q, k, v = rand(rng, (t, h, d)), rand(rng, (u, h, d)), rand(rng, (u, h, d))
+    parts = []
+    for lo, hi in ((0, 12), (12, 20)):
+        lse = ctx.empty((t, h), vkattn.F32)
+        with ctx.tensor(q) as Q, ctx.tensor(k[lo:hi]) as K, ctx.tensor(v[lo:hi]) as V:
+            parts.append((vkattn.attention_varlen(Q, K, V, [0, t], [0, hi - lo], lse=lse), lse))
+    lse_out = ctx.empty((t, h), vkattn.F32)
+    out, _ = vkattn.attention_merge(parts[0][0], parts[0][1], parts[1][0], parts[1][1],
+                                    lse=lse_out)
+    ro, rl = ref_attention(q, k, v)
+    np.testing.assert_allclose(out.numpy(), ro, atol=2e-5, rtol=0)
+    np.testing.assert_allclose(lse_out.numpy(), rl, atol=2e-5, rtol=0)
+    for o, l in parts:
+        o.close()
+        l.close()
+    out.close()
+    lse_out.close()
+
+
+@pytest.mark.parametrize("cache_dtype", [vkattn.F32, vkattn.F16])
+def test_cache_steps_equal_one_varlen_call(ctx, cache_dtype):
+    rng = np.random.default_rng(7)
+    layers, h, hkv, d = 2, 4, 2, 16
+    total = 0
+    ks = {L: [] for L in range(layers)}
+    vs = {L: [] for L in range(layers)}
+    last = {}
+    with ctx.kv_cache(layers, hkv, d, num_pages=8, page_size=4, dtype=cache_dtype) as cache:
+        for tokens in (9, 5, 1, 1):  # a prompt in two chunks, then two decodes
+            with cache.begin([42], [tokens]) as step:
+                for L in range(layers):
+                    kn, vn, q = rand(rng, (tokens, hkv, d)), rand(rng, (tokens, hkv, d)), rand(rng, (tokens, h, d))
+                    step.append(L, kn, vn)
+                    with step.attention(L, q, causal=True) as out:
+                        last[L] = (q, out.numpy())
+                    ks[L].append(kn)
+                    vs[L].append(vn)
+                step.commit()
+                assert not step.active
+            total += tokens
+            assert cache.length(42) == total
+        kr, vr = cache.read(0, 42)
+        kall = np.concatenate(ks[0])
+        if cache_dtype == vkattn.F32:
+            assert np.array_equal(kr, kall)
+        else:
+            assert np.array_equal(kr, kall.astype(np.float16))
+        for L in range(layers):
+            kall = np.concatenate(ks[L]).astype(np.float16 if cache_dtype == vkattn.F16 else np.float32)
+            vall = np.concatenate(vs[L]).astype(np.float16 if cache_dtype == vkattn.F16 else np.float32)
+            q, got = last[L]
+            ro, _ = ref_attention(q, kall, vall, causal=True)
+            np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+        cache.fork(42, 43)
+        cache.truncate(43, 3)
+        assert cache.length(43) == 3 and cache.length(42) == total
+        cache.remove(43)
+        assert cache.length(43) == 0
+
+
+def test_cache_full_leaves_the_cache_as_it_was(ctx):
+    with ctx.kv_cache(1, 1, 8, num_pages=2, page_size=4, dtype=vkattn.F32) as cache:
+        free = cache.num_free_pages
+        with pytest.raises(vkattn.Error) as e:
+            cache.begin([1], [9])  # 3 pages wanted, 2 in the pool
+        assert e.value.status == vkattn.ERROR_CACHE_FULL
+        assert cache.num_free_pages == free and cache.length(1) == 0
+        with cache.begin([1], [8]) as step:  # an open step leaving the block aborts
+            step.append(0, np.zeros((8, 1, 8), np.float32), np.zeros((8, 1, 8), np.float32))
+        assert cache.length(1) == 0 and cache.num_free_pages == free
+
+
+def test_errors_carry_status_and_message(ctx):
+    q = ctx.empty((4, 2, 8))
+    k = ctx.empty((5, 2, 8))
+    with pytest.raises(vkattn.Error) as e:
+        vkattn.attention_varlen(q, k, k, [0, 4], [0, 6])
+    assert e.value.status == vkattn.ERROR_INVALID_ARGUMENT
+    assert "cu_seqlens_k" in e.value.message and e.value.status_name == "invalid argument"
+    with pytest.raises(vkattn.Error) as e:
+        q.write(np.zeros(8, np.float32))  # wrong element count
+    assert "elements" in e.value.message
+    with pytest.raises(vkattn.Error):
+        q.write(np.zeros((4, 2, 8), np.int32))  # wrong element type
+    with pytest.raises(TypeError):
+        vkattn.attention_varlen(q, k, k, [0, 4], [0, 5], no_such_field=1)
+    with pytest.raises(vkattn.Error) as e:
+        ctx.empty((2, 3, 4, 5, 6))  # 5 dims
+    assert e.value.status == vkattn.ERROR_INVALID_ARGUMENT
+    q.close()
+    with pytest.raises(vkattn.Error) as e:
+        q.numpy()
+    assert "closed" in e.value.message
+    k.close()
+
+
+def test_dtypes_round_trip(ctx):
+    rng = np.random.default_rng(8)
+    for arr, dt in ((rand(rng, (3, 5)), None), (rand(rng, (3, 5), np.float16), None),
+                    (rng.integers(-9, 9, (7,)).astype(np.int32), None),
+                    (rng.integers(0, 255, (2, 2)).astype(np.uint8), None),
+                    (rng.integers(0, 65535, (4,)).astype(np.uint16), vkattn.BF16)):
+        with ctx.tensor(arr, dtype=dt) as t:
+            back = t.numpy()
+            assert back.dtype == arr.dtype and np.array_equal(back, arr)
+            into = np.empty_like(arr)
+            assert t.numpy(out=into) is into and np.array_equal(into, arr)
+
+
+def test_gil_is_released_while_a_call_waits(ctx):
+    """A thread blocked in a long native read leaves the interpreter to the
+    others: the main thread never stalls for as long as the call waits (with
+    the GIL held it would stall for the whole call)."""
+    rng = np.random.default_rng(9)
+    t = u = 2048
+    q, k = rand(rng, (t, 8, 64)), rand(rng, (u, 8, 64))
+    Q, K = ctx.tensor(q), ctx.tensor(k)
+    ctx.synchronize()
+    spinning = threading.Event()
+    done = threading.Event()
+    elapsed = []
+
+    def worker():
+        out = vkattn.attention_varlen(Q, K, K, [0, t], [0, u], causal=True)
+        spinning.wait()  # the main thread is in its loop below
+        t0 = time.perf_counter()
+        ctx.synchronize()  # one native call: submit and wait
+        elapsed.append(time.perf_counter() - t0)
+        done.set()
+        out.close()
+
+    th = threading.Thread(target=worker)
+    th.start()
+    prev = time.perf_counter()
+    stall = 0.0
+    while not done.is_set():
+        spinning.set()
+        now = time.perf_counter()
+        stall = max(stall, now - prev)
+        prev = now
+    th.join()
+    Q.close()
+    K.close()
+    assert elapsed[0] > 0.05, "the call was too short to tell (%.3f s)" % elapsed[0]
+    assert stall < elapsed[0] / 2, "main thread stalled %.3f s of a %.3f s call" % (stall, elapsed[0])

@@ -1,0 +1,534 @@
+"""vkattn: LLM attention as Vulkan compute shaders (the Python binding).
+
+A thin layer over the C library (libvkattn) through the SWIG-generated
+module ``vkattn.vkattnraw``:
+
+    import numpy as np, vkattn
+    with vkattn.Context() as ctx:
+        q = ctx.tensor(np.random.rand(7, 8, 64).astype(np.float32))  # [T, H, d]
+        k = ctx.tensor(np.random.rand(9, 2, 64).astype(np.float32))  # [U, Hkv, d]
+        v = ctx.tensor(np.random.rand(9, 2, 64).astype(np.float32))
+        out = vkattn.attention_varlen(q, k, v, [0, 7], [0, 9], causal=True)
+        print(out.numpy().shape)  # (7, 8, 64)
+
+Semantics are the C header's (include/vkattn/vkattn.h): bottom-right causal
+alignment, windows, bool/additive masks, ALiBi, softcap, GQA/MQA, lse. Every
+failing call raises ``vkattn.Error`` with the library's status and message.
+Objects own device memory: close them (``with`` blocks or ``close()``);
+they may be closed in any order. A Context and the objects made from it are
+used by one thread at a time; the GIL is released inside every native call.
+
+Host arrays: NumPy float32 <-> f32, float16 <-> f16, uint16 <-> bf16 (bit
+patterns, as in the C API), int32 <-> i32, uint8 <-> u8. Transfers read and
+write C-contiguous arrays in place (no copy beyond the device transfer);
+other arrays are made contiguous first.
+"""
+
+import numpy as _np
+
+from . import vkattnraw as _raw
+
+__all__ = [
+    "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
+    "F32", "F16", "BF16", "U8", "I32", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
+    "version", "device_count", "device_info", "attention_varlen", "attention_padded",
+    "attention_merge",
+]
+
+F32, F16, BF16, U8, I32 = _raw.F32, _raw.F16, _raw.BF16, _raw.U8, _raw.I32
+MASK_NONE, MASK_BOOL, MASK_ADDITIVE = _raw.MASK_NONE, _raw.MASK_BOOL, _raw.MASK_ADDITIVE
+CONTEXT_VALIDATION, CONTEXT_PROFILING = _raw.CONTEXT_VALIDATION, _raw.CONTEXT_PROFILING
+
+# Status codes (vkattn_status).
+SUCCESS = _raw.SUCCESS
+ERROR_INVALID_ARGUMENT = _raw.ERROR_INVALID_ARGUMENT
+ERROR_UNSUPPORTED = _raw.ERROR_UNSUPPORTED
+ERROR_OUT_OF_HOST_MEMORY = _raw.ERROR_OUT_OF_HOST_MEMORY
+ERROR_OUT_OF_DEVICE_MEMORY = _raw.ERROR_OUT_OF_DEVICE_MEMORY
+ERROR_CACHE_FULL = _raw.ERROR_CACHE_FULL
+ERROR_NO_DEVICE = _raw.ERROR_NO_DEVICE
+ERROR_DEVICE_LOST = _raw.ERROR_DEVICE_LOST
+ERROR_INTERNAL = _raw.ERROR_INTERNAL
+
+
+class Error(Exception):
+    """A failed vkattn call: ``status`` (a vkattn_status code), its name
+    ``status_name`` and the library's ``message`` for that call (read in the
+    same native call), or the binding's own message when it rejected the
+    call first (a closed object, a wrong array)."""
+
+    def __init__(self, status, message=""):
+        super().__init__(status, message)
+        self.status = int(status)
+        self.message = message
+
+    @property
+    def status_name(self):
+        return _raw.statusString(self.status)
+
+    def __str__(self):
+        return "%s: %s" % (self.status_name, self.message)
+
+
+_raw.setErrorClass(Error)
+
+_NP_OF = {F32: _np.float32, F16: _np.float16, BF16: _np.uint16, I32: _np.int32, U8: _np.uint8}
+_VK_OF = {_np.dtype(_np.float32): F32, _np.dtype(_np.float16): F16, _np.dtype(_np.int32): I32,
+          _np.dtype(_np.uint8): U8, _np.dtype(_np.bool_): U8}
+_NAMES = {F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U8: "u8"}
+
+
+def _fail(message):
+    return Error(ERROR_INVALID_ARGUMENT, "vkattn: " + message)
+
+
+def version():
+    """major*10000 + minor*100 + patch of the loaded library."""
+    return _raw.version()
+
+
+def device_count():
+    """Vulkan devices visible (0 without a loader); creates no context."""
+    return _raw.deviceCount()
+
+
+def _info_dict(info):
+    return {
+        "name": info.name, "driver_name": info.driver_name, "driver_info": info.driver_info,
+        "vendor_id": info.vendor_id, "device_id": info.device_id,
+        "device_type": info.device_type, "api_version": info.api_version,
+        "driver_version": info.driver_version, "subgroup_size": info.subgroup_size,
+        "max_shared_memory": info.max_shared_memory, "max_buffer_range": info.max_buffer_range,
+        "supports_f16": bool(info.supports_f16),
+        "supports_16bit_storage": bool(info.supports_16bit_storage),
+    }
+
+
+def device_info(index):
+    """The device at ``index`` (0 <= index < device_count()) as a dict of
+    vkattn_device_info's fields."""
+    return _info_dict(_raw.deviceInfo(index))
+
+
+class _Owned:
+    """Something that owns a C handle: close() once, then every use raises."""
+
+    _h = None
+    _kind = "object"
+
+    def _handle(self):
+        if self._h is None:
+            raise _fail("this %s is closed" % self._kind)
+        return self._h
+
+    def close(self):
+        """Releases the handle (device memory is freed once no recorded work
+        uses it). Closing twice does nothing."""
+        h, self._h = self._h, None
+        if h is not None:
+            type(h).__swig_destroy__(h)  # the C destroy, now (not at GC time)
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the module may be gone
+            pass
+
+
+class Context(_Owned):
+    """One Vulkan device and its queue. ``device_index`` -1 is the default
+    (VKATTN_DEVICE, else the best device); ``validation`` turns on the Khronos
+    validation layer (``validation_messages`` counts what it reported);
+    ``profiling`` records GPU time (``last_gpu_time_ns``)."""
+
+    _kind = "Context"
+
+    def __init__(self, device_index=-1, validation=False, profiling=False):
+        flags = (CONTEXT_VALIDATION if validation else 0) | (CONTEXT_PROFILING if profiling else 0)
+        self._h = _raw.Context(int(device_index), int(flags))
+
+    @property
+    def device_info(self):
+        """The context's device as a dict (see vkattn.device_info)."""
+        return _info_dict(self._handle().deviceInfo())
+
+    @property
+    def validation_messages(self):
+        return self._handle().validationMessages()
+
+    @property
+    def last_gpu_time_ns(self):
+        return self._handle().lastGpuTimeNs()
+
+    def flush(self):
+        """Submits recorded work without waiting."""
+        self._handle().flush()
+
+    def synchronize(self):
+        """Submits recorded work and waits for it (the GIL is released)."""
+        self._handle().synchronize()
+
+    def empty(self, shape, dtype=F32):
+        """A new device tensor of ``shape`` (1 to 4 dims); contents undefined.
+        ``dtype`` is F32, F16, BF16, I32, U8 or a NumPy dtype."""
+        return Tensor(self, shape, dtype)
+
+    def tensor(self, array, dtype=None):
+        """A new device tensor holding ``array`` (a NumPy array or anything
+        np.asarray takes). uint16 arrays need ``dtype`` (F16 or BF16 bits)."""
+        a = _np.asarray(array)
+        if dtype is None:
+            if a.dtype not in _VK_OF:
+                raise _fail("no tensor dtype for a %s array (give dtype=)" % a.dtype)
+            dtype = _VK_OF[a.dtype]
+        t = Tensor(self, a.shape, dtype)
+        try:
+            t.write(a)
+        except BaseException:
+            t.close()
+            raise
+        return t
+
+    def kv_cache(self, num_layers, num_kv_heads, head_dim, num_pages, head_dim_v=0,
+                 page_size=16, dtype=F16):
+        """A paged KV cache (vkattn_kv_cache_desc's fields as keywords)."""
+        return KvCache(self, num_layers=num_layers, num_kv_heads=num_kv_heads,
+                       head_dim=head_dim, head_dim_v=head_dim_v, page_size=page_size,
+                       num_pages=num_pages, dtype=dtype)
+
+
+def _vk_dtype(dtype):
+    if dtype in _NAMES:
+        return dtype
+    d = _np.dtype(dtype)
+    if d not in _VK_OF:
+        raise _fail("no tensor dtype for %s (uint16: give F16 or BF16)" % d)
+    return _VK_OF[d]
+
+
+class Tensor(_Owned):
+    """A device tensor, row-major, 1 to 4 dims. ``numpy()`` reads it back,
+    ``write(array)`` fills it; both check the element type and count."""
+
+    _kind = "Tensor"
+
+    def __init__(self, ctx, shape, dtype=F32):
+        shape = (int(shape),) if _np.isscalar(shape) else tuple(int(s) for s in shape)
+        self.context = ctx
+        self._h = _raw.Tensor(ctx._handle(), _vk_dtype(dtype), _np.asarray(shape, _np.int64))
+
+    @property
+    def dtype(self):
+        return self._handle().dtype()
+
+    @property
+    def shape(self):
+        h = self._handle()
+        return tuple(h.dim(i) for i in range(h.ndim()))
+
+    @property
+    def nbytes(self):
+        return self._handle().nbytes()
+
+    def _array_for(self, array):
+        dt = self.dtype
+        a = _np.ascontiguousarray(array)
+        want = _np.dtype(_NP_OF[dt])
+        if a.dtype == _np.bool_ and dt == U8:
+            a = a.view(_np.uint8)
+        if a.dtype != want:
+            raise _fail("a %s array does not fit a %s tensor (want %s)"
+                        % (a.dtype, _NAMES[dt], want))
+        return a
+
+    def write(self, array):
+        """Copies ``array`` (element count = the tensor's, any shape) to the
+        device; waits for nothing else."""
+        a = self._array_for(array)
+        if a.size != int(_np.prod(self.shape, dtype=_np.int64)):
+            raise _fail("the array has %d elements, the tensor %s"
+                        % (a.size, "x".join(map(str, self.shape)) or "1"))
+        self._handle().writeBytes(a.reshape(-1).view(_np.uint8))
+
+    def numpy(self, out=None):
+        """The tensor's contents as a new array of its shape (f32 float32,
+        f16 float16, bf16 uint16 bits, i32 int32, u8 uint8), or into ``out``
+        (C-contiguous, same element count and dtype). Waits for the work that
+        writes the tensor (the GIL is released)."""
+        dt = self.dtype
+        if out is None:
+            out = _np.empty(self.shape, _NP_OF[dt])
+        elif not (isinstance(out, _np.ndarray) and out.flags.c_contiguous):
+            raise _fail("out must be a C-contiguous NumPy array")
+        self._array_for(out)
+        if out.size != int(_np.prod(self.shape, dtype=_np.int64)):
+            raise _fail("out has %d elements, the tensor %s" % (out.size, self.shape))
+        self._handle().readBytes(out.reshape(-1).view(_np.uint8))
+        return out
+
+    def __array__(self, dtype=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        if self._h is None:
+            return "vkattn.Tensor(closed)"
+        return "vkattn.Tensor(shape=%s, dtype=%s)" % (self.shape, _NAMES[self.dtype])
+
+
+class AttentionDesc:
+    """vkattn_attention_desc as keywords: num_heads, num_kv_heads, head_dim,
+    head_dim_v (0 = head_dim), scale (0 = 1/sqrt(head_dim)), causal,
+    window_left (-1 = none), softcap (0 = off), mask_type, alibi_slopes,
+    mask, lse (Tensors or None)."""
+
+    FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
+              "window_left", "softcap", "mask_type", "alibi_slopes", "mask", "lse")
+
+    def __init__(self, **fields):
+        self._d = _raw.AttentionDesc()
+        self._keep = {}
+        for name, value in fields.items():
+            self[name] = value
+
+    def __setitem__(self, name, value):
+        if name not in self.FIELDS:
+            raise TypeError("vkattn: AttentionDesc has no field %r" % name)
+        if name in ("alibi_slopes", "mask", "lse"):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError("vkattn: %s must be a vkattn.Tensor or None" % name)
+            self._keep[name] = value  # the Tensor stays open while the desc is used
+            value = None if value is None else value._handle()
+        elif name == "causal":
+            value = 1 if value else 0
+        elif name == "mask_type" and value is None:
+            value = MASK_NONE
+        setattr(self._d, name, value)
+
+    def __getitem__(self, name):
+        if name in ("alibi_slopes", "mask", "lse"):
+            return self._keep.get(name)
+        return getattr(self._d, name)
+
+
+_DESC_KEYS = ("scale", "causal", "window_left", "softcap", "mask_type", "alibi_slopes", "mask",
+              "lse")
+
+
+def _desc(q, k, v, heads_dim, kw):
+    unknown = set(kw) - set(_DESC_KEYS) - {"num_heads", "num_kv_heads", "head_dim", "head_dim_v"}
+    if unknown:
+        raise TypeError("vkattn: unknown keyword(s): %s" % ", ".join(sorted(unknown)))
+    qs, ks, vs = q.shape, k.shape, v.shape
+    fields = {
+        "num_heads": qs[heads_dim] if len(qs) > heads_dim else 0,
+        "num_kv_heads": ks[heads_dim] if len(ks) > heads_dim else 0,
+        "head_dim": qs[-1], "head_dim_v": vs[-1],
+    }
+    if kw.get("mask") is not None and "mask_type" not in kw:
+        kw = dict(kw, mask_type=MASK_BOOL if kw["mask"].dtype == U8 else MASK_ADDITIVE)
+    fields.update(kw)
+    return AttentionDesc(**fields)
+
+
+def _i32(values, what):
+    a = _np.ascontiguousarray(values, dtype=_np.int32).reshape(-1)
+    return a
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
+    """Packed ("varlen") attention: q [total_q, H, d], k [total_k, Hkv, d],
+    v [total_k, Hkv, dv]; cu_seqlens_q/k are prefix sums (batch + 1 ints).
+    Keywords are vkattn_attention_desc's fields (causal, window_left,
+    softcap, scale, mask_type, mask, alibi_slopes, lse, ...). Returns ``out``
+    [total_q, H, dv] (a new tensor of q's dtype unless given). Records the
+    work; read the result with out.numpy()."""
+    ctx = q.context
+    d = _desc(q, k, v, 1, desc)
+    if out is None:
+        qs = q.shape
+        out = Tensor(ctx, (qs[0], qs[1] if len(qs) > 1 else 0, v.shape[-1]), q.dtype)
+    ctx._handle().attentionVarlen(d._d, _i32(cu_seqlens_q, "cu_seqlens_q"),
+                                  _i32(cu_seqlens_k, "cu_seqlens_k"), q._handle(),
+                                  k._handle(), v._handle(), out._handle())
+    return out
+
+
+def attention_padded(q, k, v, key_mask=None, out=None, **desc):
+    """Padded attention: q [B, Sq, H, d], k [B, Sk, Hkv, d], v [B, Sk, Hkv,
+    dv]; ``key_mask`` [B, Sk] of 0/1 (HF's attention_mask) or None. Returns
+    ``out`` [B, Sq, H, dv]."""
+    ctx = q.context
+    d = _desc(q, k, v, 2, desc)
+    if out is None:
+        qs = q.shape
+        out = Tensor(ctx, tuple(qs[:3]) + (v.shape[-1],), q.dtype)
+    mask = _np.empty(0, _np.int32) if key_mask is None else _i32(key_mask, "key_mask")
+    h = ctx._handle()
+    if key_mask is None:
+        h.attentionPadded(d._d, q._handle(), k._handle(), v._handle(), None, out._handle())
+    else:
+        h.attentionPadded(d._d, q._handle(), k._handle(), v._handle(), mask, out._handle())
+    return out
+
+
+def attention_merge(out_a, lse_a, out_b, lse_b, out=None, lse=None):
+    """Combines two partial attentions of the same queries over disjoint key
+    sets (outs [n, H, dv], lses [n, H] f32). ``out``/``lse`` may be one of
+    the inputs (in place); a new ``out`` is made when None. Returns (out,
+    lse)."""
+    ctx = out_a.context
+    if out is None:
+        out = Tensor(ctx, out_a.shape, out_a.dtype)
+    ctx._handle().attentionMerge(out_a._handle(), lse_a._handle(), out_b._handle(),
+                                 lse_b._handle(), out._handle(),
+                                 None if lse is None else lse._handle())
+    return out, lse
+
+
+class KvCache(_Owned):
+    """A paged KV cache on a context's device (vkattn_kv_cache_desc's fields
+    as keywords; ``Context.kv_cache`` makes one). Sequences are int64 ids."""
+
+    _kind = "KvCache"
+
+    def __init__(self, ctx, num_layers, num_kv_heads, head_dim, num_pages, head_dim_v=0,
+                 page_size=16, dtype=F16):
+        d = _raw.KvCacheDesc()
+        d.num_layers, d.num_kv_heads, d.head_dim = num_layers, num_kv_heads, head_dim
+        d.head_dim_v, d.page_size, d.num_pages = head_dim_v, page_size, num_pages
+        d.dtype = _vk_dtype(dtype)
+        self.context = ctx
+        self.head_dim = head_dim
+        self.head_dim_v = head_dim_v or head_dim
+        self.num_kv_heads = num_kv_heads
+        self._h = _raw.KvCache(ctx._handle(), d)
+
+    @property
+    def dtype(self):
+        return self._handle().dtype()
+
+    def length(self, seq_id):
+        """Committed tokens of a sequence (0 if it does not exist)."""
+        return self._handle().length(int(seq_id))
+
+    def remove(self, seq_id):
+        self._handle().remove(int(seq_id))
+
+    def fork(self, src, dst):
+        """``dst`` (a new id) shares every page of ``src`` (copy on write)."""
+        self._handle().fork(int(src), int(dst))
+
+    def truncate(self, seq_id, new_length):
+        self._handle().truncate(int(seq_id), int(new_length))
+
+    @property
+    def num_free_pages(self):
+        return self._handle().numFreePages()
+
+    def read(self, layer, seq_id, start=0, count=None):
+        """Committed tokens [start, start + count) of one layer as NumPy
+        arrays (k [count, Hkv, d], v [count, Hkv, dv]; f32 cache float32,
+        f16 float16, bf16 uint16 bits). Waits for the cache's work."""
+        if count is None:
+            count = self.length(seq_id) - start
+        dt = self.dtype
+        k = _np.empty((count, self.num_kv_heads, self.head_dim), _NP_OF[dt])
+        v = _np.empty((count, self.num_kv_heads, self.head_dim_v), _NP_OF[dt])
+        h = self._handle()
+        if dt == F32:
+            h.readF32(int(layer), int(seq_id), int(start), int(count), k.reshape(-1), v.reshape(-1))
+        else:
+            h.readU16(int(layer), int(seq_id), int(start), int(count),
+                      k.reshape(-1).view(_np.uint16), v.reshape(-1).view(_np.uint16))
+        return k, v
+
+    def begin(self, seq_ids, num_new_tokens):
+        """Opens a step: ``seq_ids[i]`` brings ``num_new_tokens[i]`` new tokens
+        (unknown ids start new sequences). Raises Error(ERROR_CACHE_FULL) with
+        the cache unchanged when pages run out. Use it as a context manager:
+        leaving the block without commit() aborts the step."""
+        ids = _np.ascontiguousarray(seq_ids, dtype=_np.int64).reshape(-1)
+        counts = _np.ascontiguousarray(num_new_tokens, dtype=_np.int32).reshape(-1)
+        return Step(self, self._handle().begin(ids, counts), int(counts.sum()))
+
+
+class Step(_Owned):
+    """One continuous-batching step over a KvCache (KvCache.begin): per
+    layer append() the new K/V, then attention(); finally commit() (lengths
+    advance) or abort(). Closing an open step aborts it."""
+
+    _kind = "Step"
+
+    def __init__(self, cache, handle, total_new):
+        self.cache = cache
+        self.total_new = total_new
+        self._h = handle
+
+    @property
+    def active(self):
+        """True until committed, aborted or closed."""
+        return self._h is not None and self._h.isActive()
+
+    def append(self, layer, k_new, v_new):
+        """Writes this step's new K/V of one layer: [total_new, Hkv, d] and
+        [total_new, Hkv, dv] Tensors (NumPy arrays are uploaded first)."""
+        ctx = self.cache.context
+        k_t = k_new if isinstance(k_new, Tensor) else ctx.tensor(k_new)
+        v_t = v_new if isinstance(v_new, Tensor) else ctx.tensor(v_new)
+        try:
+            self._handle().append(int(layer), k_t._handle(), v_t._handle())
+        finally:
+            if k_t is not k_new:
+                k_t.close()
+            if v_t is not v_new:
+                v_t.close()
+
+    def attention(self, layer, q, out=None, **desc):
+        """Attention of q [total_new, H, d] over each sequence's cached plus
+        new tokens of this layer (append it first). Keywords as in
+        attention_varlen (num_heads etc. come from q and the cache). Returns
+        ``out`` [total_new, H, dv]."""
+        ctx = self.cache.context
+        q_t = q if isinstance(q, Tensor) else ctx.tensor(q)
+        qs = q_t.shape
+        fields = {"num_heads": qs[1], "num_kv_heads": self.cache.num_kv_heads,
+                  "head_dim": self.cache.head_dim, "head_dim_v": self.cache.head_dim_v}
+        fields.update(desc)
+        if fields.get("mask") is not None and "mask_type" not in fields:
+            fields["mask_type"] = MASK_BOOL if fields["mask"].dtype == U8 else MASK_ADDITIVE
+        d = AttentionDesc(**fields)
+        if out is None:
+            out = Tensor(ctx, (qs[0], qs[1], self.cache.head_dim_v), q_t.dtype)
+        try:
+            self._handle().attention(int(layer), d._d, q_t._handle(), out._handle())
+        finally:
+            if q_t is not q:
+                q_t.close()
+        return out
+
+    def commit(self):
+        """Lengths advance by the step's token counts; the step is finished
+        (submits and waits on the GIL-free side where the library does)."""
+        self._handle().commit()
+
+    def abort(self):
+        """Drops the step's tokens; a finished step is left as it is."""
+        self._handle().abort()
+
+    def __exit__(self, *exc):
+        if self._h is not None and self._h.isActive():
+            self._h.abort()
+        self.close()
+        return False
