@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# CI's last step (.ci/run), after tools/test.sh built build/: packs it into
+# the Debian packages (libvkattn0, libvkattn-dev, vkattn-tools; CPack,
+# cmake/VkattnPackaging.cmake), installs them with apt-get, then builds and
+# runs a C consumer (tests/consumer/consumer.c) against the installed files
+# only, with pkg-config and with CMake's find_package, and runs the
+# installed tools. The packages are purged again on exit, so a developer
+# machine is left as it was. Run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+pkgs="libvkattn0 libvkattn-dev vkattn-tools"
+for p in $pkgs; do
+  if dpkg -s "$p" >/dev/null 2>&1; then
+    echo "deb-check: $p is already installed; remove it first" >&2
+    exit 1
+  fi
+done
+work=$(mktemp -d)
+cleanup() {
+  $SUDO apt-get purge -y -qq $pkgs >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+(cd build && cpack -G DEB -B "$work/debs" >/dev/null)
+echo "deb-check: $(cd "$work/debs" && ls ./*.deb | tr '\n' ' ')"
+$SUDO apt-get install -y -qq --no-install-recommends "$work"/debs/*.deb >/dev/null
+dpkg -L libvkattn0 | grep 'libvkattn.so.0$' >/dev/null
+
+# pkg-config, no hints: the installed vkattn.pc.
+cc -std=c99 -Wall -Werror tests/consumer/consumer.c $(pkg-config --cflags --libs vkattn) \
+  -o "$work/pc-consumer"
+ldd "$work/pc-consumer" | grep -E '=> /(usr/)?lib/libvkattn[.]so[.]0 ' >/dev/null  # the installed one
+"$work/pc-consumer"
+# CMake, no hints: find_package(vkattn) finds /usr/lib/cmake/vkattn.
+cmake -S tests/consumer -B "$work/cmake-consumer" >/dev/null
+cmake --build "$work/cmake-consumer" >/dev/null
+"$work/cmake-consumer/consumer"
+# The tools.
+vkattn-info --json | python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["round_trip"] == "ok", d; print("vkattn-info --json:", d["default_device"])'
+vkattn-bench --variants | head -n 2
+command -v vkattn-plot-bench vkattn-compare-bench >/dev/null
+echo "deb-check: packages installed, C consumer built with pkg-config and CMake and run, tools run"
