@@ -7,7 +7,7 @@
  * allocates. */
 
 %insert(cgo_comment_typedefs) %{
-#cgo LDFLAGS: -lvkattn
+#cgo pkg-config: vkattn
 %}
 
 %{

@@ -15,9 +15,14 @@ swig_add_library(vkattn_python TYPE MODULE LANGUAGE python SOURCES ${VKATTN_I}
   OUTPUT_DIR ${PY_PKG} OUTFILE_DIR ${B}/python/wrap)
 set_property(TARGET vkattn_python PROPERTY SWIG_COMPILE_OPTIONS ${VKATTN_SWIG_COMMON})
 # The extension is _vkattnraw.<abi>.so beside the generated vkattnraw.py.
+# Run paths: $ORIGIN first (the copy of libvkattn a pip-installed package
+# carries), then the build tree (added by CMake); installed, the library of
+# the prefix (<prefix>/lib/python3/dist-packages/vkattn -> <prefix>/lib).
 set_target_properties(vkattn_python PROPERTIES
   OUTPUT_NAME _vkattnraw PREFIX "" SUFFIX ".${Python3_SOABI}.so"
-  LIBRARY_OUTPUT_DIRECTORY ${PY_PKG})
+  LIBRARY_OUTPUT_DIRECTORY ${PY_PKG}
+  BUILD_RPATH "\$ORIGIN"
+  INSTALL_RPATH "\$ORIGIN/../../..")
 target_link_libraries(vkattn_python PRIVATE Python3::Module)
 vkattn_binding_target_setup(vkattn_python)
 
@@ -30,13 +35,35 @@ foreach(f ${VKATTN_PY_HAND})
     DEPENDS ${f} VERBATIM)
   list(APPEND VKATTN_PY_COPIES ${PY_PKG}/${n})
 endforeach()
+# pip: pyproject.toml beside the package, and the library inside it.
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/python/pyproject.toml.in ${B}/python/pyproject.toml @ONLY)
+add_custom_command(OUTPUT ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR}
+  COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:vkattn> ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR}
+  DEPENDS vkattn VERBATIM)
+list(APPEND VKATTN_PY_COPIES ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR})
 add_custom_target(vkattn_python_package ALL DEPENDS ${VKATTN_PY_COPIES})
+
+# cmake --install: <prefix>/lib/python3/dist-packages/vkattn (Debian's
+# layout; PYTHONPATH=<prefix>/lib/python3/dist-packages elsewhere).
+set(VKATTN_PY_DEST ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages/vkattn)
+install(TARGETS vkattn_python LIBRARY DESTINATION ${VKATTN_PY_DEST} COMPONENT python)
+install(FILES ${VKATTN_PY_HAND} ${PY_PKG}/vkattnraw.py DESTINATION ${VKATTN_PY_DEST}
+  COMPONENT python)
 add_dependencies(vkattn_python vkattn_python_package)
 
 # What a script needs to import the package from the build tree.
 set(VKATTN_PYTHON_ENV "PYTHONPATH=${B}/python" "PYTHONDONTWRITEBYTECODE=1")
 
 if(VKATTN_BUILD_TESTS)
+  # pip install of the build tree into a fresh venv, offline; then the
+  # example runs from the venv alone (no PYTHONPATH, cwd outside the tree).
+  add_test(NAME bindings.python_pip
+    COMMAND ${CMAKE_COMMAND} -DPYTHON=${Python3_EXECUTABLE} -DPKG=${B}/python
+      -DWORK=${B}/python/pip-test -DEXAMPLE=${PROJECT_SOURCE_DIR}/examples/python/paged_decode.py
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/python/pip_test.cmake)
+  set_tests_properties(bindings.python_pip PROPERTIES
+    LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 900
+    PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
   add_test(NAME bindings.python
     COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
       ${CMAKE_CURRENT_SOURCE_DIR}/python/test)
