@@ -46,8 +46,10 @@ set(CPACK_DEBIAN_DEV_DESCRIPTION
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME vkattn-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
+# Both tools carry vkattn statically (they report the device table's
+# internal choices), so they need the loader, not libvkattn0.
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS
-  "libvkattn${PROJECT_VERSION_MAJOR} (= ${vkattn_deb_version}), libvulkan1 (>= 1.3.239), libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1")
+  "libvulkan1 (>= 1.3.239), libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "python3, python3-matplotlib")
 set(CPACK_DEBIAN_TOOLS_DESCRIPTION
   "vkattn: LLM attention as Vulkan compute shaders (tools)

@@ -11,6 +11,7 @@
 
 #include "api/handles.h"
 #include "bench.h"
+#include "common/kernel_choice.h"
 #include "core/device.h"
 #include "ops/attention_variant.h"
 #include "reference/attention_ref.h"
@@ -463,42 +464,6 @@ bool layers_32(vkattn_context* ctx, Result* r) {
   return r->ok;
 }
 
-// The kernel a shape gets on this context.
-std::string kernel_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
-  // Every bench case stores K/V as f16.
-  vkattn::AttentionVariant v = vkattn::choose_attention_variant(
-      ctx->impl->device(), ctx->impl->options(), d, d, max_rows, VKATTN_F16);
-  const std::string order =
-      v.static_chunks > 1
-          ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
-          : std::string("items heaviest first");
-  char s[240];
-  if (v.family == vkattn::AttentionFamily::kCoopmat) {
-    std::snprintf(s, sizeof(s),
-                  "coopmat: %ux%ux%u f16 matrices, %u subgroups of %u lanes (%u rows), keys/tile "
-                  "%u, %s",
-                  v.coopmat_m, v.coopmat_n, v.coopmat_k, v.subgroups, v.lanes_per_row,
-                  v.tile_rows(), v.tile_keys, order.c_str());
-    return s;
-  }
-  if (v.family == vkattn::AttentionFamily::kTiled) {
-    std::snprintf(s, sizeof(s),
-                  "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, "
-                  "%s math%s, %s%s%s",
-                  v.wg, v.lanes_per_row, v.rows, v.tile_keys,
-                  v.subgroup_ops ? "subgroup shuffles" : "shared memory",
-                  v.f16_math ? "f16" : "f32", v.double_buffer ? ", double-buffered" : "",
-                  order.c_str(), v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
-    return s;
-  }
-  std::snprintf(
-      s, sizeof(s),
-      "lanes: wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s%s%s", v.wg,
-      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str(),
-      v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
-  return s;
-}
-
 // How the last attention call was cut: key splits per query-row tile and
 // the combine pass that merges them.
 std::string splits_of_last_call(vkattn_context* ctx) {
@@ -520,7 +485,7 @@ std::string splits_of_last_call(vkattn_context* ctx) {
 // The kernel a shape gets on this context, and how its last call was cut
 // (bench.h).
 std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
-  return kernel_name(ctx, d, max_rows) + splits_of_last_call(ctx);
+  return vkattn_tools::kernel_choice(ctx, d, max_rows) + splits_of_last_call(ctx);
 }
 
 const std::vector<Case>& all_cases() {

@@ -20,9 +20,7 @@
 #include <vector>
 
 #include "bench.h"
-#include "core/device.h"
-#include "api/handles.h"
-#include "ops/attention_devices.h"
+#include "common/kernel_choice.h"
 
 namespace bench {
 
@@ -147,15 +145,8 @@ int print_variants() {
   check(vkattn_context_get_device_info(ctx, &info), "get_device_info");
   std::printf("device: %s (%s), vendor 0x%04x, subgroup %u, shared memory %u bytes\n", info.name,
               info.driver_info, info.vendor_id, info.subgroup_size, info.max_shared_memory);
-  std::printf("%s", vkattn::describe_attention_defaults(ctx->impl->device()).c_str());
-  struct Shape {
-    const char* what;
-    uint32_t d, rows;
-  } shapes[] = {{"prefill, d 128 (1024 tokens x 4 GQA heads)", 128, 4096},
-                {"prefill, d 64", 64, 4096},
-                {"prefill, d 256", 256, 4096},
-                {"decode, d 128, 4 GQA heads", 128, 4}};
-  for (const Shape& s : shapes)
+  std::printf("%s", vkattn_tools::device_table_row(ctx).c_str());
+  for (const vkattn_tools::ReportShape& s : vkattn_tools::kReportShapes)
     std::printf("  %-44s %s\n", s.what, variant_name(ctx, s.d, s.rows).c_str());
   vkattn_context_destroy(ctx);
   return 0;

@@ -1,14 +1,18 @@
-/* vkattn-info: lists the Vulkan devices vkattn sees, opens the default one
+/* vkattn-info: lists the Vulkan devices vkattn sees, opens the default one,
+ * prints the kernels the device table picks there (the table's row and the
+ * kernel of a few prefill and decode shapes; VKATTN_ATTN_* forcing applies)
  * and does a tensor round trip. Run it first to check a machine.
  * `vkattn-info --json` prints the same as one JSON object for scripts:
  * {"version", "devices": [{"index", "name", "type", "driver_name",
  * "driver_info", "vendor_id", "device_id", "api_version", "subgroup_size",
  * "max_shared_memory", "max_buffer_range", "f16", "storage_16bit"}],
- * "default_device", "round_trip": "ok" | "mismatch"}; on an error it prints
+ * "default_device", "kernels": {"row", "shapes": [{"shape", "kernel"}]},
+ * "round_trip": "ok" | "mismatch"}; on an error it prints
  * {"error": status, "message"} and exits 1. */
 #include <stdio.h>
 #include <string.h>
 
+#include "common/info_kernels.h"
 #include "vkattn/vkattn.h"
 
 static const char* type_name(uint32_t t) {
@@ -130,9 +134,12 @@ int main(int argc, char** argv) {
   if (json) {
     printf("\"default_device\": ");
     json_string(info.name);
+    printf(", \"kernels\": ");
+    vkattn_info_print_kernels(ctx, 1);
     json_state = 2;
   } else {
     printf("default device: %s\n", info.name);
+    vkattn_info_print_kernels(ctx, 0);
   }
   for (i = 0; i < 15; ++i) x[i] = (float)i * 0.5f;
   if (check(vkattn_tensor_create(ctx, VKATTN_F32, 2, shape, &t), "vkattn_tensor_create") ||

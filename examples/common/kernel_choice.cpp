@@ -1,0 +1,58 @@
+// vkattn-bench's and vkattn-info's view of the device table
+// (kernel_choice.h).
+#include "common/kernel_choice.h"
+
+#include <cstdio>
+
+#include "api/handles.h"
+#include "core/device.h"
+#include "ops/attention_devices.h"
+#include "ops/attention_variant.h"
+
+namespace vkattn_tools {
+
+const ReportShape kReportShapes[4] = {{"prefill, d 128 (1024 tokens x 4 GQA heads)", 128, 4096},
+                                      {"prefill, d 64", 64, 4096},
+                                      {"prefill, d 256", 256, 4096},
+                                      {"decode, d 128, 4 GQA heads", 128, 4}};
+
+std::string device_table_row(vkattn_context* ctx) {
+  return vkattn::describe_attention_defaults(ctx->impl->device());
+}
+
+std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
+  // Every bench case stores K/V as f16.
+  vkattn::AttentionVariant v = vkattn::choose_attention_variant(
+      ctx->impl->device(), ctx->impl->options(), d, d, max_rows, VKATTN_F16);
+  const std::string order =
+      v.static_chunks > 1
+          ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
+          : std::string("items heaviest first");
+  char s[240];
+  if (v.family == vkattn::AttentionFamily::kCoopmat) {
+    std::snprintf(s, sizeof(s),
+                  "coopmat: %ux%ux%u f16 matrices, %u subgroups of %u lanes (%u rows), keys/tile "
+                  "%u, %s",
+                  v.coopmat_m, v.coopmat_n, v.coopmat_k, v.subgroups, v.lanes_per_row,
+                  v.tile_rows(), v.tile_keys, order.c_str());
+    return s;
+  }
+  if (v.family == vkattn::AttentionFamily::kTiled) {
+    std::snprintf(s, sizeof(s),
+                  "tiled: wg %u, %u lanes per row, rows/group %u, keys/tile %u, row sums by %s, "
+                  "%s math%s, %s%s%s",
+                  v.wg, v.lanes_per_row, v.rows, v.tile_keys,
+                  v.subgroup_ops ? "subgroup shuffles" : "shared memory",
+                  v.f16_math ? "f16" : "f32", v.double_buffer ? ", double-buffered" : "",
+                  order.c_str(), v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
+    return s;
+  }
+  std::snprintf(
+      s, sizeof(s),
+      "lanes: wg %u, rows/lane %u, keys/block %u, d loops %s, decode from %u keys, %s%s%s", v.wg,
+      v.rows, v.block_keys, v.unroll_d ? "unrolled" : "iterated", v.decode_min_keys, order.c_str(),
+      v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
+  return s;
+}
+
+}  // namespace vkattn_tools
