@@ -3,8 +3,8 @@
 # language's example from that prefix only: Java (javac/java with the
 # installed jar), C# (mcs/mono with the installed assembly), Go (a module
 # that requires vkattn from <prefix>/share/go, GOPROXY=off, cgo through the
-# prefix's pkg-config file), Python (PYTHONPATH=<prefix>/lib/python3/
-# dist-packages). Each must print the example's "last output norm".
+# prefix's pkg-config file), Python (PYTHONPATH=<prefix>/lib/python3.
+# X/dist-packages). Each must print the example's "last output norm".
 # Arguments: BUILD, WORK, EX (examples/), LANGS ("java|csharp|go|python"),
 # JAVAC, JAVA, MCS, MONO, GO, PYTHON.
 cmake_policy(VERSION 3.25)
@@ -82,7 +82,8 @@ endif()
 
 if("python" IN_LIST LANGS)
   message("== python")
-  set(ENV{PYTHONPATH} ${LIBDIR}/python3/dist-packages)
+  file(GLOB pydirs ${LIBDIR}/python3.*/dist-packages)
+  set(ENV{PYTHONPATH} ${pydirs})
   run(${PYTHON} -c "import vkattn; assert vkattn.__file__.startswith('${P}'), vkattn.__file__; print(vkattn.__file__)")
   run_example(${PYTHON} ${EX}/python/paged_decode.py)
   unset(ENV{PYTHONPATH})

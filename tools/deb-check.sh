@@ -4,8 +4,11 @@
 # cmake/VkattnPackaging.cmake), installs them with apt-get, then builds and
 # runs a C consumer (tests/consumer/consumer.c) against the installed files
 # only, with pkg-config and with CMake's find_package, and runs the
-# installed tools. The packages are purged again on exit, so a developer
-# machine is left as it was. Run as root (or with sudo available).
+# installed tools. Then the README's Python install step: `cmake --install
+# build --component python` into /usr/local and `python3 -c "import vkattn"`
+# with Debian's interpreter from outside the tree (when build/ has the Python
+# binding). The packages and those files are removed again on exit, so a
+# developer machine is left as it was. Run as root (or with sudo available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
@@ -21,6 +24,10 @@ done
 work=$(mktemp -d)
 cleanup() {
   $SUDO apt-get purge -y -qq $pkgs >/dev/null 2>&1 || true
+  if [ -f "$work/py-manifest.txt" ]; then
+    xargs -d '\n' $SUDO rm -f <"$work/py-manifest.txt"
+    $SUDO rmdir /usr/local/lib/python3.*/dist-packages/vkattn 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,3 +51,13 @@ vkattn-info --json | python3 -c 'import json, sys; d = json.load(sys.stdin); ass
 vkattn-bench --variants | head -n 2
 command -v vkattn-plot-bench vkattn-compare-bench >/dev/null
 echo "deb-check: packages installed, C consumer built with pkg-config and CMake and run, tools run"
+
+if grep -q '^VKATTN_BINDING_PYTHON:BOOL=ON' build/CMakeCache.txt; then
+  $SUDO apt-get purge -y -qq libvkattn0 >/dev/null  # the prefix's own library below
+  $SUDO cmake --install build --component python --prefix /usr/local >"$work/py-install.log"
+  $SUDO cmake --install build --component runtime --prefix /usr/local >>"$work/py-install.log"
+  sed -n 's/^-- Installing: //p' "$work/py-install.log" >"$work/py-manifest.txt"
+  $SUDO ldconfig
+  (cd "$work" && env -u PYTHONPATH /usr/bin/python3 -c \
+    'import vkattn; assert vkattn.__file__.startswith("/usr/local/"), vkattn.__file__; print("python3 -c \"import vkattn\":", vkattn.__file__, vkattn.device_count(), "device(s)")')
+fi

@@ -17,7 +17,7 @@ set_property(TARGET vkattn_python PROPERTY SWIG_COMPILE_OPTIONS ${VKATTN_SWIG_CO
 # The extension is _vkattnraw.<abi>.so beside the generated vkattnraw.py.
 # Run paths: $ORIGIN first (the copy of libvkattn a pip-installed package
 # carries), then the build tree (added by CMake); installed, the library of
-# the prefix (<prefix>/lib/python3/dist-packages/vkattn -> <prefix>/lib).
+# the prefix (<prefix>/lib/python3.X/dist-packages/vkattn -> <prefix>/lib).
 set_target_properties(vkattn_python PROPERTIES
   OUTPUT_NAME _vkattnraw PREFIX "" SUFFIX ".${Python3_SOABI}.so"
   LIBRARY_OUTPUT_DIRECTORY ${PY_PKG}
@@ -43,9 +43,11 @@ add_custom_command(OUTPUT ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR}
 list(APPEND VKATTN_PY_COPIES ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR})
 add_custom_target(vkattn_python_package ALL DEPENDS ${VKATTN_PY_COPIES})
 
-# cmake --install: <prefix>/lib/python3/dist-packages/vkattn (Debian's
-# layout; PYTHONPATH=<prefix>/lib/python3/dist-packages elsewhere).
-set(VKATTN_PY_DEST ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages/vkattn)
+# cmake --install: <prefix>/lib/python3.X/dist-packages/vkattn, where
+# Debian's python3 looks for /usr/local (so after `cmake --install build`,
+# `python3 -c "import vkattn"` works); PYTHONPATH for other prefixes.
+set(VKATTN_PY_DEST
+  ${CMAKE_INSTALL_LIBDIR}/python3.${Python3_VERSION_MINOR}/dist-packages/vkattn)
 install(TARGETS vkattn_python LIBRARY DESTINATION ${VKATTN_PY_DEST} COMPONENT python)
 install(FILES ${VKATTN_PY_HAND} ${PY_PKG}/vkattnraw.py DESTINATION ${VKATTN_PY_DEST}
   COMPONENT python)
