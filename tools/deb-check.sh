@@ -22,8 +22,15 @@ for p in $pkgs; do
   fi
 done
 work=$(mktemp -d)
+# dpkg, not apt-get: once one of them is gone apt no longer knows the
+# local packages' names and refuses the whole purge.
+purge() {
+  for p in "$@"; do
+    if dpkg -s "$p" >/dev/null 2>&1; then $SUDO dpkg --purge "$p" >/dev/null; fi
+  done
+}
 cleanup() {
-  $SUDO apt-get purge -y -qq $pkgs >/dev/null 2>&1 || true
+  purge vkattn-tools libvkattn-dev libvkattn0
   if [ -f "$work/py-manifest.txt" ]; then
     xargs -d '\n' $SUDO rm -f <"$work/py-manifest.txt"
     $SUDO rmdir /usr/local/lib/python3.*/dist-packages/vkattn 2>/dev/null || true
@@ -53,7 +60,7 @@ command -v vkattn-plot-bench vkattn-compare-bench >/dev/null
 echo "deb-check: packages installed, C consumer built with pkg-config and CMake and run, tools run"
 
 if grep -q '^VKATTN_BINDING_PYTHON:BOOL=ON' build/CMakeCache.txt; then
-  $SUDO apt-get purge -y -qq libvkattn0 >/dev/null  # the prefix's own library below
+  purge libvkattn-dev libvkattn0  # the prefix's own library below
   $SUDO cmake --install build --component python --prefix /usr/local >"$work/py-install.log"
   $SUDO cmake --install build --component runtime --prefix /usr/local >>"$work/py-install.log"
   sed -n 's/^-- Installing: //p' "$work/py-install.log" >"$work/py-manifest.txt"
