@@ -4,19 +4,26 @@
 # `bindings`). Included by CMakeLists.txt.
 set(EX ${PROJECT_SOURCE_DIR}/examples)
 
-if(VKATTN_BINDING_JAVA)
-  # Java: launched from source (java 11+), only the jar on the class path.
-  add_custom_target(run_example_java
-    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV}
-      ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar ${EX}/java/PagedDecode.java
-    DEPENDS vkattn_jar USES_TERMINAL VERBATIM)
+# run_example_<lang> (a target, after DEPENDS) and ctest example.<lang> run
+# the same command with the environment ENV; the test wants the example's
+# last line.
+function(vkattn_binding_example lang)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "DEPENDS;ENV;COMMAND")
+  add_custom_target(run_example_${lang}
+    COMMAND ${CMAKE_COMMAND} -E env ${arg_ENV} ${arg_COMMAND}
+    DEPENDS ${arg_DEPENDS} USES_TERMINAL VERBATIM)
   if(VKATTN_BUILD_TESTS)
-    add_test(NAME example.java COMMAND ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar
-      ${EX}/java/PagedDecode.java)
-    set_tests_properties(example.java PROPERTIES
-      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
+    add_test(NAME example.${lang} COMMAND ${arg_COMMAND})
+    set_tests_properties(example.${lang} PROPERTIES
+      LABELS bindings ENVIRONMENT "${arg_ENV}" TIMEOUT 600
       PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
   endif()
+endfunction()
+
+if(VKATTN_BINDING_JAVA)
+  # Java: launched from source (java 11+), only the jar on the class path.
+  vkattn_binding_example(java DEPENDS vkattn_jar ENV ${VKATTN_BINDINGS_ENV}
+    COMMAND ${Java_JAVA_EXECUTABLE} -cp ${B}/java/vkattn.jar ${EX}/java/PagedDecode.java)
 endif()
 
 if(VKATTN_BINDING_CSHARP)
@@ -28,15 +35,8 @@ if(VKATTN_BINDING_CSHARP)
     DEPENDS ${B}/csharp/Vkattn.dll ${EX}/csharp/PagedDecode.cs
     COMMENT "mcs: PagedDecode.exe" VERBATIM)
   add_custom_target(vkattn_csharp_example ALL DEPENDS ${B}/csharp/PagedDecode.exe)
-  add_custom_target(run_example_csharp
-    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${MONO} ${B}/csharp/PagedDecode.exe
-    DEPENDS vkattn_csharp_example USES_TERMINAL VERBATIM)
-  if(VKATTN_BUILD_TESTS)
-    add_test(NAME example.csharp COMMAND ${MONO} ${B}/csharp/PagedDecode.exe)
-    set_tests_properties(example.csharp PROPERTIES
-      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
-      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
-  endif()
+  vkattn_binding_example(csharp DEPENDS vkattn_csharp_example ENV ${VKATTN_BINDINGS_ENV}
+    COMMAND ${MONO} ${B}/csharp/PagedDecode.exe)
 endif()
 
 if(VKATTN_BINDING_GO)
@@ -58,27 +58,12 @@ replace vkattn => @GO_MOD_DIR@
     DEPENDS vkattn_go ${GO_FILES} ${B}/go/example/main.go
     COMMENT "go build: paged-decode" VERBATIM)
   add_custom_target(vkattn_go_example ALL DEPENDS ${B}/go/example/paged-decode)
-  add_custom_target(run_example_go
-    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${B}/go/example/paged-decode
-    DEPENDS vkattn_go_example USES_TERMINAL VERBATIM)
-  if(VKATTN_BUILD_TESTS)
-    add_test(NAME example.go COMMAND ${B}/go/example/paged-decode)
-    set_tests_properties(example.go PROPERTIES
-      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV}" TIMEOUT 600
-      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
-  endif()
+  vkattn_binding_example(go DEPENDS vkattn_go_example ENV ${VKATTN_BINDINGS_ENV}
+    COMMAND ${B}/go/example/paged-decode)
 endif()
 
 if(VKATTN_BINDING_PYTHON)
   # Python: the package from the build tree (PYTHONPATH), run as a script.
-  add_custom_target(run_example_python
-    COMMAND ${CMAKE_COMMAND} -E env ${VKATTN_BINDINGS_ENV} ${VKATTN_PYTHON_ENV}
-      ${Python3_EXECUTABLE} ${EX}/python/paged_decode.py
-    DEPENDS vkattn_python USES_TERMINAL VERBATIM)
-  if(VKATTN_BUILD_TESTS)
-    add_test(NAME example.python COMMAND ${Python3_EXECUTABLE} ${EX}/python/paged_decode.py)
-    set_tests_properties(example.python PROPERTIES
-      LABELS bindings ENVIRONMENT "${VKATTN_BINDINGS_ENV};${VKATTN_PYTHON_ENV}" TIMEOUT 600
-      PASS_REGULAR_EXPRESSION "last output norm: [0-9]")
-  endif()
+  vkattn_binding_example(python DEPENDS vkattn_python ENV ${VKATTN_BINDINGS_ENV} ${VKATTN_PYTHON_ENV}
+    COMMAND ${Python3_EXECUTABLE} ${EX}/python/paged_decode.py)
 endif()

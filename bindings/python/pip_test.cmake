@@ -2,14 +2,7 @@
 # install of the build tree's package offline, then the example with the
 # venv's interpreter from outside the tree, without PYTHONPATH.
 file(REMOVE_RECURSE ${WORK})
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY ${WORK})
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  message("${out}")
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../run_step.cmake)
 file(MAKE_DIRECTORY ${WORK})
 unset(ENV{PYTHONPATH})
 set(ENV{PIP_NO_INDEX} 1)
