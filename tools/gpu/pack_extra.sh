@@ -7,3 +7,9 @@ set -euo pipefail
 (cd .gpu/debs && apt-get download libglvnd0 libglx0 libegl1 libgl1 libopengl0 libgles2 2>/dev/null >/dev/null)
 cp "$(dirname "$0")/run_checks.sh" .gpu/run_checks.sh
 echo "packed: $(ls .gpu/debs | tr '\n' ' ')"
+# The carry limit is 64 MiB: build/mesa26 (Debian 13's Mesa, glslang and
+# validation layer for -DVKATTN_COOPMAT=ON, ~630 MB) must not travel.
+if [ -d build/mesa26 ]; then
+  echo "pack_extra: move build/mesa26 out of build/ before carrying it (du: $(du -sh build/mesa26 | cut -f1));" \
+       "e.g. mv build/mesa26 /tmp/mesa26 and back afterwards" >&2
+fi
