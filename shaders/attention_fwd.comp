@@ -23,6 +23,8 @@
 #include "attention_common.glsl"
 
 layout(local_size_x_id = 0) in;
+// constant_ids 0-11 are the ones every attention family shares
+// (FwdSpecHead, src/ops/attention_family.h); this family's own are 12-13.
 layout(constant_id = 1) const uint R = 4;    // rows per lane
 layout(constant_id = 2) const uint BK = 8;   // keys per block
 layout(constant_id = 3) const uint D = 64;   // head dim of q/k
@@ -34,25 +36,25 @@ layout(constant_id = 8) const uint VVEC = 1;  // 1: 4 elements per V texel
 layout(constant_id = 0) const uint WG = 8;
 // 1: unroll the head-dim loops too (fastest code, but lavapipe's compile
 // time grows steeply with R * D); 0: iterate them.
-layout(constant_id = 9) const uint UNROLL_D = 0;
-layout(constant_id = 10) const uint QVEC = 1;  // 1: 4 elements per q texel
+layout(constant_id = 12) const uint UNROLL_D = 0;
+layout(constant_id = 9) const uint QVEC = 1;  // 1: 4 elements per q texel
 // 1: K/V live in the pages of a paged KV cache (src/ops/kv_cache.h): key j
 // of a sequence is slot j % page_size of page block_table[k_off + j /
 // page_size], inside this dispatch's pool buffer (bound to k_tex/v_tex).
-layout(constant_id = 11) const uint PAGED = 0;
+layout(constant_id = 10) const uint PAGED = 0;
 // 1: a decode-mode item merges its lanes' partial results in shared memory
 // (their m, l and accumulators, by lse) and writes one result for the
 // tile's rows: out directly when the item covers the tile's keys, else one
 // partial of R rows at slot. 0: every lane writes its own partial for
 // attention_combine.comp. The host enables it where WG x R rows fit.
-layout(constant_id = 12) const uint SMEM_MERGE = 0;
+layout(constant_id = 13) const uint SMEM_MERGE = 0;
 // Optional transforms compiled in (F_SOFTCAP | F_ALIBI | F_MASK_BOOL |
 // F_MASK_ADD | F_KEY_VALID bits; the push constant flags then switch them
 // per call). lavapipe runs both sides of every branch under an execution
 // mask, so a transform that is compiled in costs its work on every key
 // block even when the call does not use it (masked loads are per-lane
 // scalar loops): the host builds the variant a call needs.
-layout(constant_id = 13) const uint FEATURES = 0xffffffffu;
+layout(constant_id = 11) const uint FEATURES = 0xffffffffu;
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;

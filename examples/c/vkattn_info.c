@@ -87,6 +87,29 @@ static void print_device_json(uint32_t i, const vkattn_device_info* info) {
       info->supports_f16 ? "true" : "false", info->supports_16bit_storage ? "true" : "false");
 }
 
+/* The device table's row and the kernel each report shape gets on ctx's
+ * device: text, or the "kernels" object of --json. */
+static void print_kernels(vkattn_context* ctx) {
+  uint32_t i, n = vkattn_info_shape_count();
+  if (!json) {
+    printf("%s", vkattn_info_table_row(ctx));
+    for (i = 0; i < n; ++i)
+      printf("  %-44s %s\n", vkattn_info_shape_name(i), vkattn_info_shape_kernel(ctx, i));
+    return;
+  }
+  printf("{\"row\": ");
+  json_string(vkattn_info_table_row(ctx));
+  printf(", \"shapes\": [");
+  for (i = 0; i < n; ++i) {
+    printf("%s{\"shape\": ", i ? ", " : "");
+    json_string(vkattn_info_shape_name(i));
+    printf(", \"kernel\": ");
+    json_string(vkattn_info_shape_kernel(ctx, i));
+    printf("}");
+  }
+  printf("]}");
+}
+
 int main(int argc, char** argv) {
   uint32_t n = 0, i;
   int same;
@@ -135,11 +158,11 @@ int main(int argc, char** argv) {
     printf("\"default_device\": ");
     json_string(info.name);
     printf(", \"kernels\": ");
-    vkattn_info_print_kernels(ctx, 1);
+    print_kernels(ctx);
     json_state = 2;
   } else {
     printf("default device: %s\n", info.name);
-    vkattn_info_print_kernels(ctx, 0);
+    print_kernels(ctx);
   }
   for (i = 0; i < 15; ++i) x[i] = (float)i * 0.5f;
   if (check(vkattn_tensor_create(ctx, VKATTN_F32, 2, shape, &t), "vkattn_tensor_create") ||

@@ -62,7 +62,8 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const CoopmatSpec spec{fwd_spec_head(cfg, v.subgroups), v.coopmat_m, v.coopmat_n, v.coopmat_k};
+  const CoopmatSpec spec{fwd_spec_head(cfg, v.subgroups, v.tile_keys), v.coopmat_m, v.coopmat_n,
+                         v.coopmat_k};
   return pipes.get(kCoopmatLayout, spec_words(spec));
 }
 

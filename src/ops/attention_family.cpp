@@ -25,10 +25,10 @@ const std::vector<BindingKind>& fwd_bindings() {
   return bindings;
 }
 
-FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape) {
+FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape, uint32_t keys) {
   return {cfg.var.wg,
           shape,
-          cfg.var.tile_keys,
+          keys,
           cfg.head_dim,
           cfg.head_dim_v,
           static_cast<uint32_t>(cfg.q_dtype),

@@ -75,13 +75,14 @@ std::vector<uint32_t> spec_words(const Spec& spec) {
   return std::vector<uint32_t>(w, w + sizeof(Spec) / 4);
 }
 
-// The specialization constants attention_tiled.glsl and
-// attention_coopmat.comp share, constant_ids 0-11, in order (each family's
-// own follow from id 12).
+// The specialization constants every attention family's shader shares
+// (attention_fwd.comp, attention_tiled.glsl, attention_coopmat.comp),
+// constant_ids 0-11, in order (each family's own follow from id 12).
 struct FwdSpecHead {
   uint32_t wg;          // 0  WG
-  uint32_t shape;       // 1  tiled: R rows per row group; coopmat: NSG subgroups
-  uint32_t tile_keys;   // 2  BC
+  uint32_t shape;       // 1  lanes: R rows per lane; tiled: R rows per row group;
+                        //    coopmat: NSG subgroups
+  uint32_t keys;        // 2  lanes: BK keys per block; tiled, coopmat: BC keys per tile
   uint32_t head_dim;    // 3  D
   uint32_t head_dim_v;  // 4  DV
   uint32_t q_dtype;     // 5  QDT
@@ -92,7 +93,7 @@ struct FwdSpecHead {
   uint32_t paged;       // 10 PAGED
   uint32_t features;    // 11 FEATURES
 };
-FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape);
+FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape, uint32_t keys);
 
 // A config to ask a family about (declines, shared_bytes) before a call's
 // plan exists: the variant, head dims and K/V dtype.

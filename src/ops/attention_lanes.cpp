@@ -14,20 +14,9 @@ const KernelLayout kLanesLayout{"attention_fwd", fwd_bindings(), sizeof(FwdPush)
 
 // attention_fwd.comp's specialization constants, in constant_id order.
 struct LanesSpec {
-  uint32_t wg;            // 0  WG: lanes per workgroup
-  uint32_t rows;          // 1  R: rows per lane
-  uint32_t block_keys;    // 2  BK: keys per online-softmax block
-  uint32_t head_dim;      // 3  D
-  uint32_t head_dim_v;    // 4  DV
-  uint32_t q_dtype;       // 5  QDT
-  uint32_t kv_dtype;      // 6  KDT
-  uint32_t kvec;          // 7  KVEC
-  uint32_t vvec;          // 8  VVEC
-  uint32_t unroll_d;      // 9  UNROLL_D
-  uint32_t qvec;          // 10 QVEC
-  uint32_t paged;         // 11 PAGED
-  uint32_t decode_merge;  // 12 SMEM_MERGE
-  uint32_t features;      // 13 FEATURES
+  FwdSpecHead head;       // 0-11, shape = R: rows per lane, keys = BK: keys per block
+  uint32_t unroll_d;      // 12 UNROLL_D
+  uint32_t decode_merge;  // 13 SMEM_MERGE
 };
 static_assert(sizeof(LanesSpec) == 14 * 4, "attention_fwd.comp has 14 constants");
 
@@ -46,20 +35,8 @@ uint64_t lanes_shared_bytes(const FwdConfig& cfg) {
 
 const Pipeline& lanes_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const LanesSpec spec{v.wg,
-                       v.rows,
-                       v.block_keys,
-                       cfg.head_dim,
-                       cfg.head_dim_v,
-                       static_cast<uint32_t>(cfg.q_dtype),
-                       static_cast<uint32_t>(cfg.kv_dtype),
-                       cfg.kvec,
-                       cfg.vvec,
-                       v.unroll_d ? 1u : 0u,
-                       cfg.qvec,
-                       cfg.paged ? 1u : 0u,
-                       v.decode_merge ? 1u : 0u,
-                       cfg.features};
+  const LanesSpec spec{fwd_spec_head(cfg, v.rows, v.block_keys), v.unroll_d ? 1u : 0u,
+                       v.decode_merge ? 1u : 0u};
   return pipes.get(kLanesLayout, spec_words(spec));
 }
 

@@ -54,7 +54,8 @@ uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
 
 const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const TiledSpec spec{fwd_spec_head(cfg, v.rows), v.lanes_per_row, v.double_buffer ? 1u : 0u};
+  const TiledSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
+                       v.double_buffer ? 1u : 0u};
   const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
                                           : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
   return pipes.get(layout, spec_words(spec));

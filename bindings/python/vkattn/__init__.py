@@ -226,16 +226,19 @@ class Tensor(_Owned):
     def __init__(self, ctx, shape, dtype=F32):
         shape = (int(shape),) if _np.isscalar(shape) else tuple(int(s) for s in shape)
         self.context = ctx
-        self._h = _raw.Tensor(ctx._handle(), _vk_dtype(dtype), _np.asarray(shape, _np.int64))
+        # Fixed for the tensor's life: kept here, not asked of the library.
+        self._shape, self._dtype = shape, _vk_dtype(dtype)
+        self._h = _raw.Tensor(ctx._handle(), self._dtype, _np.asarray(shape, _np.int64))
 
     @property
     def dtype(self):
-        return self._handle().dtype()
+        self._handle()  # a closed tensor raises
+        return self._dtype
 
     @property
     def shape(self):
-        h = self._handle()
-        return tuple(h.dim(i) for i in range(h.ndim()))
+        self._handle()
+        return self._shape
 
     @property
     def nbytes(self):
@@ -301,6 +304,9 @@ class AttentionDesc:
         self._keep = {}
         for name, value in fields.items():
             self[name] = value
+        # A mask without mask_type: bool for a u8 tensor, else additive.
+        if fields.get("mask") is not None and "mask_type" not in fields:
+            self["mask_type"] = MASK_BOOL if fields["mask"].dtype == U8 else MASK_ADDITIVE
 
     def __setitem__(self, name, value):
         if name not in self.FIELDS:
@@ -322,29 +328,21 @@ class AttentionDesc:
         return getattr(self._d, name)
 
 
-_DESC_KEYS = ("scale", "causal", "window_left", "softcap", "mask_type", "alibi_slopes", "mask",
-              "lse")
-
-
 def _desc(q, k, v, heads_dim, kw):
-    unknown = set(kw) - set(_DESC_KEYS) - {"num_heads", "num_kv_heads", "head_dim", "head_dim_v"}
-    if unknown:
-        raise TypeError("vkattn: unknown keyword(s): %s" % ", ".join(sorted(unknown)))
+    """The descriptor of a call: head counts and dims from the tensors
+    (dimension ``heads_dim`` holds the heads), then the caller's keywords."""
     qs, ks, vs = q.shape, k.shape, v.shape
     fields = {
         "num_heads": qs[heads_dim] if len(qs) > heads_dim else 0,
         "num_kv_heads": ks[heads_dim] if len(ks) > heads_dim else 0,
         "head_dim": qs[-1], "head_dim_v": vs[-1],
     }
-    if kw.get("mask") is not None and "mask_type" not in kw:
-        kw = dict(kw, mask_type=MASK_BOOL if kw["mask"].dtype == U8 else MASK_ADDITIVE)
     fields.update(kw)
     return AttentionDesc(**fields)
 
 
-def _i32(values, what):
-    a = _np.ascontiguousarray(values, dtype=_np.int32).reshape(-1)
-    return a
+def _i32(values):
+    return _np.ascontiguousarray(values, dtype=_np.int32).reshape(-1)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
@@ -359,8 +357,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
     if out is None:
         qs = q.shape
         out = Tensor(ctx, (qs[0], qs[1] if len(qs) > 1 else 0, v.shape[-1]), q.dtype)
-    ctx._handle().attentionVarlen(d._d, _i32(cu_seqlens_q, "cu_seqlens_q"),
-                                  _i32(cu_seqlens_k, "cu_seqlens_k"), q._handle(),
+    ctx._handle().attentionVarlen(d._d, _i32(cu_seqlens_q), _i32(cu_seqlens_k), q._handle(),
                                   k._handle(), v._handle(), out._handle())
     return out
 
@@ -374,12 +371,9 @@ def attention_padded(q, k, v, key_mask=None, out=None, **desc):
     if out is None:
         qs = q.shape
         out = Tensor(ctx, tuple(qs[:3]) + (v.shape[-1],), q.dtype)
-    mask = _np.empty(0, _np.int32) if key_mask is None else _i32(key_mask, "key_mask")
-    h = ctx._handle()
-    if key_mask is None:
-        h.attentionPadded(d._d, q._handle(), k._handle(), v._handle(), None, out._handle())
-    else:
-        h.attentionPadded(d._d, q._handle(), k._handle(), v._handle(), mask, out._handle())
+    mask = None if key_mask is None else _i32(key_mask)
+    ctx._handle().attentionPadded(d._d, q._handle(), k._handle(), v._handle(), mask,
+                                  out._handle())
     return out
 
 
@@ -506,8 +500,6 @@ class Step(_Owned):
         fields = {"num_heads": qs[1], "num_kv_heads": self.cache.num_kv_heads,
                   "head_dim": self.cache.head_dim, "head_dim_v": self.cache.head_dim_v}
         fields.update(desc)
-        if fields.get("mask") is not None and "mask_type" not in fields:
-            fields["mask_type"] = MASK_BOOL if fields["mask"].dtype == U8 else MASK_ADDITIVE
         d = AttentionDesc(**fields)
         if out is None:
             out = Tensor(ctx, (qs[0], qs[1], self.cache.head_dim_v), q_t.dtype)
