@@ -413,3 +413,22 @@ TEST(AttentionVariantChoice, CoopmatKillSwitch) {
   }
   vkattn_context_destroy(ctx);
 }
+
+// Regression (H100, 2026-11-23): under injected allocation failures the
+// 1.3.239 loader's trampoline for vkGetPhysicalDeviceCooperativeMatrix-
+// PropertiesKHR jumped to address 0. The kill switch must keep vkattn from
+// calling it at all: no shapes, no feature read, even where the device
+// offers the extension (lavapipe 26.1: ctest test_attention_plan.mesa26).
+TEST(AttentionVariantChoice, CoopmatKillSwitchSkipsThePropertyQuery) {
+  vkattn_context* ctx = nullptr;
+  setenv("VKATTN_DISABLE_COOPMAT", "1", 1);
+  const vkattn_status s = vkattn_context_create(nullptr, &ctx);
+  unsetenv("VKATTN_DISABLE_COOPMAT");
+  ASSERT_EQ(s, VKATTN_SUCCESS);
+  const vkattn::CoopmatSupport& cm = ctx->impl->device().caps().coopmat;
+  EXPECT_TRUE(cm.disabled);
+  EXPECT_TRUE(cm.f16_shapes.empty());
+  EXPECT_FALSE(cm.feature);
+  EXPECT_FALSE(cm.extension);
+  vkattn_context_destroy(ctx);
+}
