@@ -22,6 +22,7 @@ layout(std430, binding = 2) readonly buffer Items { CombineItem items[]; };
 layout(std430, binding = 3) readonly buffer Seqs { Seq seqs[]; };
 layout(std430, binding = 4) buffer PartO { float part_o[]; };
 layout(std430, binding = 5) buffer PartL { float part_lse[]; };
+layout(std430, binding = 6) readonly buffer Sinks { float sinks[]; };  // [H], F_SINKS
 
 layout(push_constant) uniform Push {
   uint n_items;
@@ -54,6 +55,10 @@ void main() {
     if (mx != NEG_INF)
       for (uint s = 0u; s < it.n_slots; ++s) total += exp(part_lse[it.src + s * it.stride + lr] - mx);
     float lse = mx == NEG_INF ? NEG_INF : mx + log(total);
+    // The last level joins the head's sink (once per row, API.md "Models").
+    float f = 1.0;
+    if (it.dst == NO_SLOT && (pc.flags & F_SINKS) != 0u)
+      f = join_sink(lse, sinks[it.kv_head * G + r % G]);
     uint orow = (sq.q_off + r / G) * pc.num_heads + it.kv_head * G + r % G;
     uint base = (sq.q_off + r / G) * pc.out_tok + (it.kv_head * G + r % G) * pc.out_head - pc.out_base;
     for (uint e = 0u; e < DV; ++e) {
@@ -65,6 +70,7 @@ void main() {
           if (w > 0.0) o += w * part_o[prow * DV + e];
         }
       }
+      o *= f;
       if (it.dst != NO_SLOT) {
         part_o[(it.dst + lr) * DV + e] = o;
       } else if (QDT == DT_F32) {

@@ -226,6 +226,7 @@ void main() {
       store_part4(it.slot + rr, c, o);
       if (c == 0u) part_lse[it.slot + rr] = lse;
     } else {
+      o *= final_row_factor(head, lse);
       store_out4(out_elem(sq.q_off + tok, head), c, o);
       if (c == 0u && (pc.flags & F_WRITE_LSE) != 0u)
         lse_out[(sq.q_off + tok) * pc.num_heads + head - pc.lse_base] = lse;

@@ -296,6 +296,7 @@ void main() {
       } else {
         uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
         uint base = out_elem(sq.q_off + tok[i], head[i]);
+        inv *= final_row_factor(head[i], lse);
         if (UNROLL_D != 0u) {
           [[unroll]] for (uint c = 0u; c < DV4; ++c) OUT_STORE(i, c)
         } else {

@@ -61,8 +61,9 @@ std::string AttnCase::name() const {
   std::ostringstream os;
   os << "H" << H << "/" << Hkv << " d" << d << " dv" << (dv ? dv : d) << " q" << dt_name(qdt)
      << " kv" << dt_name(kdt) << (causal ? " causal" : "") << " win" << window
-     << (softcap > 0 ? " softcap" : "") << (alibi ? " alibi" : "") << " mask" << mask_type
-     << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
+     << (softcap > 0 ? " softcap" : "") << (alibi ? " alibi" : "") << (sinks ? " sinks" : "")
+     << " mask" << mask_type << (padded ? (left_pad ? " padded-left" : " padded-right") : "")
+     << " seqs";
   for (auto [t, u] : seqs) os << " " << t << "x" << u;
   return os.str();
 }
@@ -122,6 +123,10 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
       for (int j = 0; j < pad; ++j) key_valid[cu_k[b] + (c.left_pad ? j : u - 1 - j)] = 0;
     }
   }
+  std::vector<float> sinks;
+  if (c.sinks)
+    for (int h = 0; h < c.H; ++h)
+      sinks.push_back(h == 0 ? -INFINITY : h == 1 ? 6.0f : 0.7f * float((h * 5) % 7) - 2.0f);
   std::vector<float> slopes;
   if (c.alibi)
     for (int h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0f * (h + 1) / c.H));
@@ -185,7 +190,8 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   desc.softcap = c.softcap;
   desc.mask_type = c.mask_type;
   if (c.with_lse) desc.lse = tl_t.get();
-  TensorPtr mask_t(nullptr, &vkattn_tensor_destroy), alibi_t(nullptr, &vkattn_tensor_destroy);
+  TensorPtr mask_t(nullptr, &vkattn_tensor_destroy), alibi_t(nullptr, &vkattn_tensor_destroy),
+      sinks_t(nullptr, &vkattn_tensor_destroy);
   if (!bmask.empty() || (c.mask_type == VKATTN_MASK_BOOL)) {
     mask_t = make_tensor(ctx, VKATTN_U8, ms);
     if (!bmask.empty())
@@ -200,6 +206,11 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
     alibi_t = make_tensor(ctx, VKATTN_F32, {c.H});
     upload(alibi_t.get(), VKATTN_F32, slopes);
     desc.alibi_slopes = alibi_t.get();
+  }
+  if (c.sinks) {
+    sinks_t = make_tensor(ctx, VKATTN_F32, {c.H});
+    upload(sinks_t.get(), VKATTN_F32, sinks);
+    desc.sinks = sinks_t.get();
   }
   vkattn_status s;
   if (c.padded)
@@ -217,6 +228,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   p.num_heads = c.H, p.num_kv_heads = c.Hkv, p.head_dim = c.d, p.head_dim_v = dv;
   p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
   p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
+  p.sinks = c.sinks ? sinks.data() : nullptr;
   p.mask_type = c.mask_type;
   p.bool_mask = bmask.empty() ? nullptr : bmask.data();
   p.add_mask = amask.empty() ? nullptr : amask.data();
@@ -252,6 +264,8 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
           ADD_FAILURE() << "lse[" << i << "] = " << g << ", expected -inf";
         continue;
       }
+      const int h = static_cast<int>(i % c.H);
+      if (c.sinks && std::isfinite(sinks[h]) && r == sinks[h]) ++st.sink_only_rows;
       double err = std::fabs(r - g);
       if (!(err <= (5e-5 + slack) * (1.0 + std::fabs(r)))) {
         if (reported++ < 10) ADD_FAILURE() << "lse[" << i << "] = " << g << ", reference " << r;

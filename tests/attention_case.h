@@ -25,6 +25,7 @@ struct AttnCase {
   int window = -1;
   float softcap = 0.0f, scale = 0.0f;
   bool alibi = false;
+  bool sinks = false;  // desc->sinks: head 0 -inf (no sink), head 1 +6 (dominant), others mixed
   int mask_type = VKATTN_MASK_NONE;
   vkattn_dtype mask_dt = VKATTN_F32;  // of an additive mask
   vkattn_dtype qdt = VKATTN_F32, kdt = VKATTN_F32;
@@ -39,6 +40,7 @@ struct AttnCase {
 struct CaseStats {
   double max_err = 0, max_lse_err = 0;
   int64_t checked = 0, hidden_rows = 0, nan_keys = 0;
+  int64_t sink_only_rows = 0;  // rows with no visible key whose lse is their finite sink
 };
 
 // Runs the case on ctx and checks it with gtest assertions.

@@ -111,6 +111,31 @@ TEST_F(Attention, SoftcapAndAlibi) {
   run_attention_case(ctx, c);
 }
 
+// Attention sinks (desc->sinks, API.md "Models"): per head -inf (none), a
+// dominant +6 and mixed values; rows with no visible key give out 0 and
+// lse = sink; long keys split inside vkattn join the sink once (combine).
+TEST_F(Attention, Sinks) {
+  AttnCase c;
+  c.H = 8, c.Hkv = 2, c.d = 40;
+  c.seqs = kMixedSeqs;
+  c.sinks = true;
+  c.mask_type = VKATTN_MASK_BOOL;
+  auto st = run_attention_case(ctx, c);
+  EXPECT_GT(st.sink_only_rows, 0) << "the case must include hidden rows with a finite sink";
+  EXPECT_GT(st.hidden_rows, 0) << "and hidden rows of the head without a sink";
+  c.mask_type = VKATTN_MASK_NONE, c.causal = true, c.softcap = 4.0f, c.alibi = true;
+  c.qdt = VKATTN_F16, c.kdt = VKATTN_F16, c.seed = 2;
+  run_attention_case(ctx, c);
+  // Decode rows over many keys: split-KV with a combine pass.
+  c = AttnCase{};
+  c.H = 8, c.Hkv = 1, c.d = 64, c.sinks = true;
+  c.seqs = {{1, 5000}, {1, 3}, {2, 2100}};
+  c.seed = 3;
+  run_attention_case(ctx, c);
+  c.padded = true, c.pad_keys = 5, c.seqs = {{4, 40}, {4, 40}}, c.seed = 4;
+  run_attention_case(ctx, c);
+}
+
 TEST_F(Attention, BoolMaskWithHiddenRows) {
   AttnCase c;
   c.seqs = kMixedSeqs;

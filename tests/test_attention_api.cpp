@@ -4,8 +4,8 @@
 #include <random>
 #include <vector>
 
-#include "reference/dtype_util.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 #include "test_util.h"
 
 using namespace vkattn_test;
@@ -205,7 +205,30 @@ TEST_F(AttentionBadInput, Descriptor) {
   EXPECT_INVALID(call(bad), "lse must be f32");
   bad = d, bad.alibi_slopes = tensor(VKATTN_F32, {3});
   EXPECT_INVALID(call(bad), "alibi_slopes has shape");
+  bad = d, bad.sinks = tensor(VKATTN_F32, {5});
+  EXPECT_INVALID(call(bad), "desc->sinks has shape");
+  bad = d, bad.sinks = tensor(VKATTN_F32, {1, 4});
+  EXPECT_INVALID(call(bad), "desc->sinks has shape");
+  bad = d, bad.sinks = tensor(VKATTN_F16, {4});
+  EXPECT_INVALID(call(bad), "desc->sinks must be f32");
+  bad = d, bad.sinks = out;
+  EXPECT_INVALID(call(bad), "alibi_slopes or sinks");
   expect_untouched();
+}
+
+// A 0.1 descriptor (struct_size 80, before `sinks` was appended) is read
+// without the field: whatever follows it in the caller's memory is ignored.
+TEST_F(AttentionBadInput, OldDescriptorSizeHasNoSinks) {
+  struct {
+    vkattn_attention_desc desc;
+    char after[16];
+  } old;
+  old.desc = d;
+  old.desc.struct_size = 80;
+  old.desc.sinks = tensor(VKATTN_F16, {99});  // would be refused if read
+  EXPECT_EQ(call(old.desc), VKATTN_SUCCESS) << vkattn_last_error();
+  old.desc.struct_size = 84;
+  EXPECT_INVALID(call(old.desc), "struct_size");
 }
 
 TEST_F(AttentionBadInput, PrefixSumsAndTensors) {

@@ -470,6 +470,7 @@ struct PoolCase {
   std::vector<int> t = {2, 1, 3, 4}, u = {5, 0, 11, 9};
   bool hnd = false;
   bool causal = true;
+  bool sinks = false;  // desc->sinks (varlen's sinks are checked against the reference)
   vkattn_dtype kv_dt = VKATTN_F32;  // pools and dense K/V (f16: the coopmat family's dtype)
 };
 
@@ -546,6 +547,11 @@ void run_pool_case(Interop& self, vkattn_context* ctx, const PoolCase& pc) {
   vkattn_attention_desc_init(&desc);
   desc.num_heads = H, desc.num_kv_heads = Hkv, desc.head_dim = d, desc.causal = pc.causal;
   desc.lse = l1;
+  if (pc.sinks) {
+    std::vector<float> sk(H);
+    for (int h = 0; h < H; ++h) sk[h] = 0.5f * h - 0.75f;
+    desc.sinks = self.filled({H}, sk);
+  }
   ASSERT_EQ(vkattn_attention_paged(ctx, &desc, B, cu_q.data(), pc.u.data(), indptr.data(),
                                    indices.data(), ps, q, kv, vv, o1),
             VKATTN_SUCCESS)
@@ -570,6 +576,9 @@ TEST_F(Interop, PagedOverCallerPoolsEqualsDenseKeys) {
   PoolCase hnd;
   hnd.hnd = true;
   run_pool_case(*this, ctx, hnd);
+  PoolCase sinks;  // sequence 1 has no keys: its rows are out 0, lse = sink
+  sinks.sinks = true;
+  run_pool_case(*this, ctx, sinks);
   PoolCase decode;
   decode.t = {1, 1, 1};
   decode.u = {37, 1, 64};

@@ -27,6 +27,7 @@ struct LayerCfg {
   int window = -1;
   float softcap = 0.0f;
   bool alibi = false;
+  bool sinks = false;  // desc->sinks: head h's sink -1.5 + h (head 0's -inf: none)
   int mask_type = VKATTN_MASK_NONE;
 };
 
@@ -174,6 +175,14 @@ class StepAttentionTest : public ContextTest {
         upload(at, VKATTN_F32, slopes);
         desc.alibi_slopes = at;
         p.alibi_slopes = slopes.data();
+      }
+      std::vector<float> sinks;
+      if (c.sinks) {
+        for (uint32_t h = 0; h < c.H; ++h) sinks.push_back(h == 0 ? -kInf : -1.5f + h);
+        vkattn_tensor* sk = tensor(VKATTN_F32, {c.H});
+        upload(sk, VKATTN_F32, sinks);
+        desc.sinks = sk;
+        p.sinks = sinks.data();
       }
       std::vector<float> amask;
       if (c.mask_type == VKATTN_MASK_ADDITIVE) {
@@ -436,6 +445,7 @@ TEST_F(StepAttentionTest, PerLayerOptionsAndTruncate) {
   cfg[2].window = 20;
   cfg[3].mask_type = VKATTN_MASK_ADDITIVE;
   cfg[3].causal = false;
+  cfg[1].sinks = cfg[3].sinks = true;  // hidden rows (additive -inf) give lse = sink
   run_step({1, 2}, {30, 11}, cfg, VKATTN_F32);
   // Tokens appended then truncated away hold NaN: nothing may read them.
   append_nan(1, 6);
@@ -459,7 +469,8 @@ TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
   create(s);
   unsetenv("VKATTN_KV_BUFFER_BYTES");
   poison_pool();
-  std::vector<LayerCfg> cfg(1);
+  std::vector<LayerCfg> cfg(2);
+  cfg[1].sinks = true;  // joined once over the pieces of several buffers
   run_step({1, 2}, {50, 70}, cfg, VKATTN_F32);
   fork(1, 3);
   run_step({1, 2, 3}, {1, 33, 2}, cfg, VKATTN_F32);

@@ -382,6 +382,7 @@ type AttentionDesc struct {
 	AlibiSlopes          *Tensor // [H] f32 or nil
 	Mask                 *Tensor // nil = none
 	Lse                  *Tensor // optional f32 output
+	Sinks                *Tensor // [H] f32 attention-sink logits (gpt-oss) or nil
 }
 
 // NewAttentionDesc is the library's defaults with the head counts and dim set.
@@ -412,6 +413,7 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 	r.SetAlibiSlopes(d.AlibiSlopes.optional())
 	r.SetMask(d.Mask.optional())
 	r.SetLse(d.Lse.optional())
+	r.SetSinks(d.Sinks.optional())
 	f(r)
 }
 

@@ -144,6 +144,54 @@ func TestVarlenCausalWindowMatchesReference(t *testing.T) {
 }
 
 // bf16 bits of values that bf16 holds exactly are the top half of the f32 bits.
+// withSinks is a reference row set joined with per-head sinks: lse' =
+// logaddexp(lse, sink), out' = out * exp(lse - lse').
+func withSinks(out, lse, sinks []float32, h, dv int) ([]float32, []float32) {
+	o2, l2 := make([]float32, len(out)), make([]float32, len(lse))
+	for row := range lse {
+		l, s := float64(lse[row]), float64(sinks[row%h])
+		m := math.Max(l, s)
+		j := m + math.Log(math.Exp(l-m)+math.Exp(s-m))
+		l2[row] = float32(j)
+		for e := 0; e < dv; e++ {
+			o2[row*dv+e] = float32(float64(out[row*dv+e]) * math.Exp(l-j))
+		}
+	}
+	return o2, l2
+}
+
+func TestSinksJoinTheDenominator(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(5))
+	cuQ, cuK := []int32{0, 3, 5, 6}, []int32{0, 7, 9, 13}
+	const tq, tk = 6, 13
+	q, k, v := randoms(r, tq*tH*tD), randoms(r, tk*tHkv*tD), randoms(r, tk*tHkv*tD)
+	sinks := make([]float32, tH)
+	for h := range sinks {
+		sinks[h] = 0.5*float32(h) - 1
+	}
+	refOut, refLse := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, -1)
+	refOut, refLse = withSinks(refOut, refLse, sinks, tH, tD)
+	out, lse := tensor(t, c, F32, tq, tH, tD), tensor(t, c, F32, tq, tH)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.Causal, d.Lse, d.Sinks = true, lse, tensorF32(t, c, sinks, tH)
+	err := c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
+		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := maxDiff(t, refOut, must(out.ReadF32())); m > 1e-5 {
+		t.Errorf("out: max diff %g", m)
+	}
+	if m := maxDiff(t, refLse, must(lse.ReadF32())); m > 1e-5 {
+		t.Errorf("lse: max diff %g", m)
+	}
+	d.Sinks = tensorF32(t, c, sinks[:tH-1], tH-1)
+	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
+		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out),
+		"vkattn_attention_varlen: desc->sinks has shape")
+}
+
 func TestBF16ThroughUint16Slices(t *testing.T) {
 	c := newContext(t)
 	r := rand.New(rand.NewSource(2))

@@ -501,7 +501,19 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
  *     0; or an ADDITIVE mask value is -inf; or key j is padding.
  *   out[i] = softmax over the visible j of S[i,:] times v (f32 accumulation)
  *   lse[i] = log(sum over visible j of exp(S[i,j]))  (natural log)
+ *   with sinks (per head h, a raw logit sink = sinks[h]):
+ *   out[i] = sum_j exp(S[i,j]) v_j / (exp(sink) + sum_j exp(S[i,j]))
+ *   lse[i] = log(exp(sink) + sum over visible j of exp(S[i,j]))
  * @endcode
+ *
+ * Attention sinks (gpt-oss; vkattn_attention_desc::sinks, f32 [H]): the
+ * sink is a logit no scale, softcap, ALiBi or mask touches; it joins every
+ * row's softmax denominator and adds no value, so rows sum to less than
+ * one. A row with no visible key gives out = 0 and lse = sinks[h]. A sink
+ * of -inf is no sink; +inf and NaN give undefined rows. Every attention
+ * and step entry point honours it; a split over keys made inside vkattn
+ * applies it once. A caller that splits the keys itself and joins the parts
+ * with vkattn_attention_merge passes sinks to exactly one of the parts.
  *
  * window_left = W keeps the W keys before the query plus the query itself
  * (FlashAttention's convention); an HF/Mistral `sliding_window = W` is
@@ -558,6 +570,8 @@ typedef struct vkattn_attention_desc {
   vkattn_tensor* mask;         /**< see each entry point for its shape; optional, borrowed */
   vkattn_tensor* lse;          /**< output, f32, see each entry point; optional, borrowed */
   uint32_t reserved[4];        /**< must be 0 */
+  /* Appended in 0.3 (issue M); a struct_size of 80 (0.1) reads as NULL. */
+  vkattn_tensor* sinks; /**< [H] f32 attention-sink logits (gpt-oss); optional, borrowed */
 } vkattn_attention_desc;
 
 /** Defaults: causal 0, window_left -1, scale 0, softcap 0, no mask/ALiBi/lse;

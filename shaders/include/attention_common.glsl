@@ -25,6 +25,22 @@
 #define F_KEY_VALID 64u
 #define F_WRITE_LSE 128u
 #define F_OUT_ODD 256u
+#define F_SINKS 512u
+
+// A normalized row's final lse joined with its head's sink (API.md
+// "Models"): returns the factor the row is multiplied by and updates lse.
+// An empty row (lse -inf) becomes out 0, lse = sink.
+float join_sink(inout float lse, float sink) {
+  if (lse == NEG_INF) {
+    lse = sink;
+    return 0.0;
+  }
+  float mx = max(lse, sink);
+  float joined = mx + log(exp(lse - mx) + exp(sink - mx));
+  float f = exp(lse - joined);
+  lse = joined;
+  return f;
+}
 
 // Work item: rows [row0, row_end) (token, head-in-group) of one (sequence,
 // kv head) against keys [k_begin, k_end). slot != NO_SLOT: write a partial.

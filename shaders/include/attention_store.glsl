@@ -17,6 +17,15 @@ layout(std430, binding = 10) writeonly buffer PartO {
 layout(std430, binding = 11) writeonly buffer PartL {
   float part_lse[];
 };
+layout(std430, binding = 13) readonly buffer Sinks {
+  float sinks[];  // [H], read when F_SINKS is set
+};
+
+// The factor a final (not partial) row of head `head` is multiplied by,
+// with its lse updated: 1 without sinks.
+float final_row_factor(uint head, inout float lse) {
+  return (pc.flags & F_SINKS) != 0u ? join_sink(lse, sinks[head]) : 1.0;
+}
 
 // Elements [4c, 4c + 4) of a normalized partial row (arena row prow).
 void store_part4(uint prow, uint c, vec4 o) {

@@ -285,6 +285,7 @@ void main() {
       } else {
         uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
         uint base = out_elem(sq.q_off + tok[i], head[i]);
+        inv *= final_row_factor(head[i], lse);
         [[unroll]] for (uint t = 0u; t < DVS; ++t) {
           uint c = sl + t * L;
           if (c < DV4) store_out4(base, c, acc[i * DVS + t] * inv);

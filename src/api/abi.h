@@ -25,11 +25,11 @@
 namespace vkattn {
 
 // struct_size values of every release, oldest first (x86_64 / aarch64).
-constexpr uint32_t kContextDescSizes[] = {16};    // 0.1
-constexpr uint32_t kAttentionDescSizes[] = {80};  // 0.1
-constexpr uint32_t kKvCacheDescSizes[] = {48};    // 0.1
-constexpr uint32_t kDeviceInfoSizes[] = {824};    // 0.1
-constexpr uint32_t kVulkanDescSizes[] = {80};     // 0.2 (issue F)
+constexpr uint32_t kContextDescSizes[] = {16};        // 0.1
+constexpr uint32_t kAttentionDescSizes[] = {80, 88};  // 0.1, 0.3 (sinks)
+constexpr uint32_t kKvCacheDescSizes[] = {48};        // 0.1
+constexpr uint32_t kDeviceInfoSizes[] = {824};        // 0.1
+constexpr uint32_t kVulkanDescSizes[] = {80};         // 0.2 (issue F)
 
 template <size_t N>
 bool shipped_size(const uint32_t (&sizes)[N], uint32_t size) {

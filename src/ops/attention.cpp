@@ -83,7 +83,8 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
                       {c.out, "out"},
                       {c.lse, "desc->lse"},
                       {c.mask, "desc->mask"},
-                      {c.alibi, "desc->alibi_slopes"}})
+                      {c.alibi, "desc->alibi_slopes"},
+                      {c.sinks, "desc->sinks"}})
     require_same_context(ctx, t, n);
   require(is_float(c.q->dtype()), "q must be f32, f16 or bf16, got ", dtype_name(c.q->dtype()));
   require(c.out->dtype() == c.q->dtype(), "out must have q's dtype ", dtype_name(c.q->dtype()),
@@ -94,19 +95,25 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
           paged ? "the cache dtype must be q's dtype or f16/bf16, got "
                 : "k/v must have q's dtype or f16/bf16, got ",
           dtype_name(kv));
-  for (const Tensor* in : {c.q, c.k, c.v, c.mask})
+  for (const Tensor* in : {c.q, c.k, c.v, c.mask, c.alibi, c.sinks})
     require(!same_memory(c.out, in) && !same_memory(c.lse, in),
-            "out and lse must not alias (overlap) q, k, v or the mask");
+            "out and lse must not alias (overlap) q, k, v, the mask, alibi_slopes or sinks");
   require(!same_memory(c.out, c.lse), "out and lse must not alias (overlap) each other");
   require(!self_overlapping(*c.out),
           "out is a view whose elements overlap (a zero or interleaved stride)");
   for (auto [t, n] : {std::pair<Tensor*, const char*>{c.lse, "desc->lse"},
                       {c.mask, "desc->mask"},
-                      {c.alibi, "desc->alibi_slopes"}})
+                      {c.alibi, "desc->alibi_slopes"},
+                      {c.sinks, "desc->sinks"}})
     require(!t || t->contiguous(), n, " must be contiguous (a dense tensor or view)");
   if (d.alibi_slopes) {
     require(c.alibi->dtype() == VKATTN_F32, "alibi_slopes must be f32");
     require_shape(*c.alibi, "alibi_slopes", {d.num_heads});
+  }
+  if (c.sinks) {
+    require(c.sinks->dtype() == VKATTN_F32, "desc->sinks must be f32, got ",
+            dtype_name(c.sinks->dtype()));
+    require_shape(*c.sinks, "desc->sinks", {d.num_heads});
   }
   if (c.lse) require(c.lse->dtype() == VKATTN_F32, "lse must be f32");
   if (d.mask_type == VKATTN_MASK_NONE) {
@@ -140,6 +147,7 @@ AttentionCall start_call(Context& ctx, const vkattn_attention_desc* desc, Tensor
   c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
   c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
   c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
+  c.sinks = c.desc.sinks ? c.desc.sinks->impl.get() : nullptr;
   check_tensors(ctx, c);
   return c;
 }
@@ -303,6 +311,7 @@ AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, S
   c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
   c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
   c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
+  c.sinks = c.desc.sinks ? c.desc.sinks->impl.get() : nullptr;
   const auto& d = c.desc;
   const vkattn_kv_cache_desc& cd = step.cache().desc();
   require(step.is_open(), "the step is no longer open");

@@ -25,7 +25,7 @@ struct AttentionCall {
   uint32_t batch = 0;
   std::vector<int64_t> cu_q, cu_k;  // batch + 1 entries each
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
-  Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr;
+  Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr, *sinks = nullptr;
   std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none
   // Paged: K/V come from layer `layer` of the step's cache (k, v null).
   Step* step = nullptr;

@@ -21,7 +21,7 @@ const std::vector<BindingKind>& fwd_bindings() {
   static const std::vector<BindingKind> bindings = {
       B::kUniformTexel,  B::kUniformTexel,  B::kUniformTexel,  B::kStorageBuffer, B::kStorageBuffer,
       B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
-      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer};
+      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer};
   return bindings;
 }
 

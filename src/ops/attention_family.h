@@ -1,5 +1,5 @@
 // Attention kernel families and how a call picks one. Every family reads
-// the same plan (ops/attention_plan.h) through the same 13 bindings and the
+// the same plan (ops/attention_plan.h) through the same 14 bindings and the
 // same push constants (FwdPush), so one host routine binds a pass
 // (ops/attention_record.cpp); a family owns its shader, binding layout,
 // named specialization constants, shared-memory need and the list of what
@@ -62,7 +62,7 @@ static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
 
 // The bindings of every family's forward shader, in this order: q, k, v
 // (texel views), out, lse, items, seqs, mask, alibi, key_valid, partial
-// rows, partial lse, block table.
+// rows, partial lse, block table, sinks.
 const std::vector<BindingKind>& fwd_bindings();
 
 // A named specialization struct (one 32-bit field per constant_id, in

@@ -32,6 +32,9 @@ enum AttentionFlags : uint32_t {
   // 16-bit out rows may start on an odd element (a strided view): stores
   // take the atomic path even when dv is even.
   kFlagOutOdd = 256,
+  // desc->sinks: the final writes (forward pass or combine) join the
+  // head's sink to the row (never compiled out: it costs only the epilogue).
+  kFlagSinks = 512,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;

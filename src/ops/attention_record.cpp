@@ -24,7 +24,8 @@ namespace {
 const KernelLayout kCombineLayout{
     "attention_combine",
     {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+     BindingKind::kStorageBuffer},
     44};
 
 struct CombinePush {
@@ -69,6 +70,7 @@ uint32_t call_flags(const AttentionCall& c, const PreparedPlan& pp) {
   if (d.mask_type == VKATTN_MASK_ADDITIVE) flags |= kFlagMaskAdd;
   if (!c.key_valid.empty()) flags |= kFlagKeyValid;
   if (c.lse) flags |= kFlagWriteLse;
+  if (c.sinks) flags |= kFlagSinks;
   const RowLayout& o = pp.out;
   if (c.out->dtype() != VKATTN_F32 && ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2))
     flags |= kFlagOutOdd;
@@ -123,6 +125,7 @@ class PassBinder {
     q_r_ = region(c.q), out_r_ = region(c.out), lse_r_ = region(c.lse), mask_r_ = region(c.mask);
     k_r_ = c.step ? dummy_ : region(c.k), v_r_ = c.step ? dummy_ : region(c.v);
     alibi_b_.buffer = c.alibi && c.alibi->buffer() ? c.alibi->buffer() : ctx.dummy();
+    sinks_b_.buffer = c.sinks && c.sinks->buffer() ? c.sinks->buffer() : ctx.dummy();
     key_valid_r_ = dummy_;
     if (!c.key_valid.empty()) {
       HostSlice s = rec_.alloc_host(round_up(c.key_valid.size(), 16));
@@ -242,9 +245,10 @@ class PassBinder {
     BoundBuffer tb = storage_window(caps_, pp_.table, sp.table.lo * 4, sp.table.hi * 4, &start);
     push_.table_base = static_cast<uint32_t>(start / 4);
     push_.n_items = pass.count;
-    return pipes_.prepare(rec_, p,
-                          {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb},
-                          &push_, sizeof(push_), pass.count);
+    return pipes_.prepare(
+        rec_, p,
+        {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb, sinks_b_}, &push_,
+        sizeof(push_), pass.count);
   }
 
   PreparedDispatch combine(const Pipeline& p, const CombinePass& pass) {
@@ -259,8 +263,8 @@ class PassBinder {
                                     pass.spans.seqs.hi * sizeof(PlanSeq), &start);
     cpush_.seq_base = static_cast<uint32_t>(start / sizeof(PlanSeq));
     cpush_.n_items = pass.count;
-    return pipes_.prepare(rec_, p, {ob, lb, ib, sb, part_o_b_, part_l_b_}, &cpush_, sizeof(cpush_),
-                          pass.count);
+    return pipes_.prepare(rec_, p, {ob, lb, ib, sb, part_o_b_, part_l_b_, sinks_b_}, &cpush_,
+                          sizeof(cpush_), pass.count);
   }
 
  private:
@@ -289,7 +293,7 @@ class PassBinder {
   Pipelines& pipes_;
   const Region dummy_;
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
-  BoundBuffer part_o_b_, part_l_b_, alibi_b_;
+  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_;
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};
@@ -311,7 +315,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     return t && !rows_bindable(caps, *t, true, pool) ? packed.input(t) : t;
   };
   c.q = in(c.q, false), c.k = in(c.k, c.pools != nullptr), c.v = in(c.v, c.pools != nullptr);
-  c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi);
+  c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi), c.sinks = packed.input(c.sinks);
   if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
   c.lse = packed.output(c.lse);
   const std::shared_ptr<PreparedPlan> pp = plan_of(ctx, c);  // plan

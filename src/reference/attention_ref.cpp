@@ -19,6 +19,7 @@ struct Row {
   const int32_t* key_valid;  // [u] or null
   long pos;                  // pos(i) = u - t + i
   double slope;              // ALiBi slope, 0 = none
+  const float* sink;         // the head's sink logit, or null
 };
 
 void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, long k_stride,
@@ -41,14 +42,15 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
     keys.push_back(j);
     s.push_back(x);
   }
+  const double sink = r.sink ? static_cast<double>(*r.sink) : kNegInf;
   if (keys.empty()) {
     for (int c = 0; c < dv; ++c) out[c] = 0.0f;
-    if (lse) *lse = -std::numeric_limits<float>::infinity();
+    if (lse) *lse = static_cast<float>(sink);
     return;
   }
-  double m = kNegInf;
+  double m = sink;  // the sink joins the max and the denominator, not the values
   for (double x : s) m = std::fmax(m, x);
-  double sum = 0;
+  double sum = std::exp(sink - m);
   std::vector<double> acc(dv, 0.0);
   for (size_t n = 0; n < keys.size(); ++n) {
     double w = std::exp(s[n] - m);
@@ -86,6 +88,7 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
         r.key_valid = p.key_valid ? p.key_valid + cu_k[b] : nullptr;
         r.pos = static_cast<long>(u) - t + i;
         r.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.0;
+        r.sink = p.sinks ? p.sinks + h : nullptr;
         attend_row(p, d, dv, scale, u, k_stride, v_stride, r, out + (row * H + h) * dv,
                    lse ? lse + row * H + h : nullptr);
       }

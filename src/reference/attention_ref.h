@@ -18,12 +18,14 @@ struct AttentionParams {
   const uint8_t* bool_mask = nullptr;   // per sequence t_b x u_b row-major, in batch order
   const float* add_mask = nullptr;      // same layout, additive; -inf hides the key
   const int32_t* key_valid = nullptr;   // [total_k] 0 = padding key (hidden); or null
+  const float* sinks = nullptr;         // [H] raw logits joining each row's denominator, or null
 };
 
 // Packed batch. q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv] as float (already
 // rounded to the device dtype by the caller). out [total_q, H, dv], lse [total_q, H] (may be
-// null). A row with no visible key gives out = 0 and lse = -inf. Hidden keys are skipped, never
-// multiplied by zero, so NaN/Inf in hidden K/V never reaches out. t = 0 and u = 0 are legal.
+// null). A row with no visible key gives out = 0 and lse = -inf (lse = sinks[h] with sinks). Hidden
+// keys are skipped, never multiplied by zero, so NaN/Inf in hidden K/V never reaches out. t = 0 and
+// u = 0 are legal.
 void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, const int32_t* cu_k,
                       const float* q, const float* k, const float* v, float* out, float* lse);
 

@@ -342,6 +342,27 @@ class Fuzz {
           break;
       }
     }
+    // Sinks: none, [H] f32 of arbitrary values (any finite or not: rows
+    // may be undefined, nothing may crash), or a wrong dtype or shape.
+    const int64_t H = int64_t(hkv_) * group;
+    switch (in_.ConsumeIntegralInRange<int>(0, 5)) {
+      case 0: {
+        d.sinks = tensor(VKATTN_F32, {H});
+        std::vector<float> x = values(size_t(H));
+        expect_ok(vkattn_tensor_write(d.sinks, x.data(), x.size() * 4), "tensor_write");
+        break;
+      }
+      case 1:
+        d.sinks = tensor(VKATTN_F16, {H});
+        *valid = false;
+        break;
+      case 2:
+        d.sinks = tensor(VKATTN_F32, {H + 1});
+        *valid = false;
+        break;
+      default:
+        break;
+    }
     return d;
   }
 

@@ -105,6 +105,43 @@ public class VkattnTests {
     }
   }
 
+  // A reference result joined with per-head sinks: lse' = logaddexp(lse,
+  // sink), out' = out * exp(lse - lse').
+  static float[][] WithSinks(float[][] reference, float[] sinks, int h, int dv) {
+    float[] out_ = (float[])reference[0].Clone(), lse = (float[])reference[1].Clone();
+    for (int row = 0; row < lse.Length; ++row) {
+      double l = reference[1][row], s = sinks[row % h], m = Math.Max(l, s);
+      double j = m + Math.Log(Math.Exp(l - m) + Math.Exp(s - m));
+      lse[row] = (float)j;
+      for (int e = 0; e < dv; ++e) out_[row * dv + e] = (float)(reference[0][row * dv + e] * Math.Exp(l - j));
+    }
+    return new[] { out_, lse };
+  }
+
+  [Test]
+  public void SinksJoinTheDenominator() {
+    var r = new Random(5);
+    int[] cuQ = { 0, 3, 5, 6 }, cuK = { 0, 7, 9, 13 };
+    const int tq = 6, tk = 13;
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    var sinks = new float[H];
+    for (int h = 0; h < H; ++h) sinks[h] = 0.5f * h - 1f;
+    var reference = WithSinks(Reference(q, k, v, cuQ, cuK, H, Hkv, D, true, -1), sinks, H, D);
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tS = Tensor.Of(ctx, sinks, H))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D))
+    using (var tL = new Tensor(ctx, Dtype.F32, tq, H)) {
+      var d = Desc(true, -1);
+      d.Lse = tL;
+      d.Sinks = tS;
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(reference[0], tO.ToFloatArray()), 1e-5);
+      Assert.Less(MaxDiff(reference[1], tL.ToFloatArray()), 1e-5);
+    }
+  }
+
   // bf16 bits of values that bf16 holds exactly are the top half of the f32 bits.
   static ushort ToBf16(float f) { return (ushort)(BitConverter.ToUInt32(BitConverter.GetBytes(f), 0) >> 16); }
   static float FromBf16(ushort b) { return BitConverter.ToSingle(BitConverter.GetBytes((uint)b << 16), 0); }

@@ -146,6 +146,43 @@ public class VkattnTest {
     }
   }
 
+  // A reference result joined with per-head sinks: lse' = logaddexp(lse,
+  // sink), out' = out * exp(lse - lse').
+  static float[][] withSinks(float[][] ref, float[] sinks, int h, int dv) {
+    float[] out = ref[0].clone(), lse = ref[1].clone();
+    for (int row = 0; row < lse.length; ++row) {
+      double l = ref[1][row], s = sinks[row % h], m = Math.max(l, s);
+      double j = m + Math.log(Math.exp(l - m) + Math.exp(s - m));
+      lse[row] = (float) j;
+      for (int e = 0; e < dv; ++e) out[row * dv + e] = (float) (ref[0][row * dv + e] * Math.exp(l - j));
+    }
+    return new float[][] {out, lse};
+  }
+
+  @Test
+  public void sinksJoinTheDenominator() {
+    Random r = new Random(5);
+    int[] cuQ = {0, 3, 5, 6}, cuK = {0, 7, 9, 13};
+    int tq = 6, tk = 13;
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    float[] sinks = new float[H];
+    for (int h = 0; h < H; ++h) sinks[h] = 0.5f * h - 1f;
+    float[][] ref = withSinks(reference(q, k, v, cuQ, cuK, H, HKV, D, D, true, -1), sinks, H, D);
+    try (Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tS = Tensor.of(ctx, sinks, H);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tL = new Tensor(ctx, Dtype.F32, tq, H)) {
+      AttentionDesc d = desc(true, -1);
+      d.setLse(tL);
+      d.setSinks(tS);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      assertTrue("out", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
+      assertTrue("lse", maxDiff(ref[1], tL.toFloatArray()) < 1e-5f);
+    }
+  }
+
   @Test
   public void f16ThroughShortArrays() {
     Random r = new Random(2);

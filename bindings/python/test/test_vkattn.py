@@ -20,7 +20,7 @@ def ctx():
 
 
 def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
-                  alibi=None, key_valid=None):
+                  alibi=None, key_valid=None, sinks=None):
     """One sequence: q [t, H, d], k [u, Hkv, d], v [u, Hkv, dv] -> out [t, H,
     dv], lse [t, H], as the C header defines them (bottom-right alignment)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
@@ -51,6 +51,11 @@ def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
     out = np.einsum("htu,uhd->thd", np.where(l > 0, p / np.where(l > 0, l, 1), 0), vv)
     lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1)) + safe[..., 0],
                    -np.inf).T
+    if sinks is not None:  # joins the denominator: lse' = logaddexp(lse, sink)
+        joined = np.logaddexp(lse, np.asarray(sinks, np.float64)[None, :])
+        with np.errstate(invalid="ignore"):  # -inf - -inf: a row with neither
+            out = out * np.where(np.isneginf(lse), 0.0, np.exp(lse - joined))[..., None]
+        lse = joined
     return out, lse
 
 
@@ -116,6 +121,27 @@ def test_softcap_alibi_and_scale(ctx):
                                       scale=0.3, alibi_slopes=A).numpy()
     ro, _ = ref_attention(q, k, v, causal=True, scale=0.3, softcap=2.0, alibi=slopes)
     np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+
+
+def test_sinks(ctx):
+    # t > u with causal: rows 0 and 1 see no key (out 0, lse = sink).
+    rng = np.random.default_rng(7)
+    t, u, h, hkv, d = 6, 4, 4, 2, 16
+    q, k, v = rand(rng, (t, h, d)), rand(rng, (u, hkv, d)), rand(rng, (u, hkv, d))
+    sinks = np.array([-np.inf, 2.5, -1.0, 0.25], np.float32)
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V, \
+            ctx.tensor(sinks) as S, ctx.tensor(np.zeros((t, h), np.float32)) as L:
+        got = vkattn.attention_varlen(Q, K, V, [0, t], [0, u], causal=True, sinks=S,
+                                      lse=L).numpy()
+        lse = L.numpy()
+        with ctx.tensor(sinks[:3]) as S3, pytest.raises(vkattn.Error, match="sinks has shape"):
+            vkattn.attention_varlen(Q, K, V, [0, t], [0, u], sinks=S3)
+    ro, rl = ref_attention(q, k, v, causal=True, sinks=sinks)
+    np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(rl))
+    fin = np.isfinite(rl)
+    np.testing.assert_allclose(lse[fin], rl[fin], atol=1e-5, rtol=0)
+    assert lse[0, 1] == np.float32(2.5) and np.all(got[0] == 0)
 
 
 def test_nan_beyond_valid_keys_stays_out(ctx):

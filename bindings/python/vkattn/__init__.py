@@ -294,10 +294,11 @@ class AttentionDesc:
     """vkattn_attention_desc as keywords: num_heads, num_kv_heads, head_dim,
     head_dim_v (0 = head_dim), scale (0 = 1/sqrt(head_dim)), causal,
     window_left (-1 = none), softcap (0 = off), mask_type, alibi_slopes,
-    mask, lse (Tensors or None)."""
+    mask, lse, sinks (Tensors or None; sinks: [H] f32 attention-sink logits)."""
 
     FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
-              "window_left", "softcap", "mask_type", "alibi_slopes", "mask", "lse")
+              "window_left", "softcap", "mask_type", "alibi_slopes", "mask", "lse", "sinks")
+    TENSORS = ("alibi_slopes", "mask", "lse", "sinks")
 
     def __init__(self, **fields):
         self._d = _raw.AttentionDesc()
@@ -311,7 +312,7 @@ class AttentionDesc:
     def __setitem__(self, name, value):
         if name not in self.FIELDS:
             raise TypeError("vkattn: AttentionDesc has no field %r" % name)
-        if name in ("alibi_slopes", "mask", "lse"):
+        if name in self.TENSORS:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError("vkattn: %s must be a vkattn.Tensor or None" % name)
             self._keep[name] = value  # the Tensor stays open while the desc is used
@@ -323,7 +324,7 @@ class AttentionDesc:
         setattr(self._d, name, value)
 
     def __getitem__(self, name):
-        if name in ("alibi_slopes", "mask", "lse"):
+        if name in self.TENSORS:
             return self._keep.get(name)
         return getattr(self._d, name)
 
@@ -349,7 +350,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
     """Packed ("varlen") attention: q [total_q, H, d], k [total_k, Hkv, d],
     v [total_k, Hkv, dv]; cu_seqlens_q/k are prefix sums (batch + 1 ints).
     Keywords are vkattn_attention_desc's fields (causal, window_left,
-    softcap, scale, mask_type, mask, alibi_slopes, lse, ...). Returns ``out``
+    softcap, scale, mask_type, mask, alibi_slopes, lse, sinks, ...). Returns ``out``
     [total_q, H, dv] (a new tensor of q's dtype unless given). Records the
     work; read the result with out.numpy()."""
     ctx = q.context
