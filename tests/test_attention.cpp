@@ -40,6 +40,23 @@ TEST_F(Attention, HeadDims) {
   }
 }
 
+// Head dims past 256: DeepSeek MLA (d 576, dv 512, one kv head shared by
+// every query head) and d 320 / dv 256; odd ones, t > u and hidden rows.
+TEST_F(Attention, LargeHeadDims) {
+  AttnCase c;
+  c.H = 4, c.Hkv = 1, c.d = 576, c.dv = 512;
+  c.seqs = {{1, 300}, {6, 40}, {0, 3}, {3, 0}, {7, 2}};
+  c.causal = true;
+  c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+  run_attention_case(ctx, c);
+  c.d = 320, c.dv = 256, c.Hkv = 2, c.qdt = VKATTN_F32, c.kdt = VKATTN_BF16, c.seed = 2;
+  c.mask_type = VKATTN_MASK_BOOL;
+  run_attention_case(ctx, c);
+  c.d = 573, c.dv = 571, c.Hkv = 4, c.kdt = VKATTN_F32, c.seed = 3;
+  c.mask_type = VKATTN_MASK_NONE, c.causal = false, c.window = 5;
+  run_attention_case(ctx, c);
+}
+
 TEST_F(Attention, ValueDimDiffers) {
   for (auto [d, dv] : std::vector<std::pair<int, int>>{{64, 40}, {59, 111}, {1, 256}, {256, 1}}) {
     AttnCase c;

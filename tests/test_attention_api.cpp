@@ -171,10 +171,10 @@ TEST_F(AttentionBadInput, Descriptor) {
   EXPECT_INVALID(call(bad), "not a multiple");
   bad = d, bad.head_dim = 0;
   EXPECT_INVALID(call(bad), "head_dim");
-  bad = d, bad.head_dim = 257;
-  EXPECT_INVALID(call(bad), "head_dim");
-  bad = d, bad.head_dim_v = 300;
-  EXPECT_INVALID(call(bad), "head_dim_v");
+  bad = d, bad.head_dim = VKATTN_MAX_HEAD_DIM + 1;
+  EXPECT_INVALID(call(bad), "desc->head_dim 577 is not in 1..576");
+  bad = d, bad.head_dim_v = 1000;
+  EXPECT_INVALID(call(bad), "desc->head_dim_v 1000 is not in 0..576");
   bad = d, bad.mask_type = 7;
   EXPECT_INVALID(call(bad), "mask_type");
   bad = d, bad.window_left = -2;

@@ -308,6 +308,30 @@ TEST_F(StepAttentionTest, MixedBatchesOverPageSizes) {
   }
 }
 
+// MLA-sized heads (DeepSeek: d 576, dv 512, one kv head for all query
+// heads) and d 320 / dv 256 in the cache: prefill chunks and decodes.
+TEST_F(StepAttentionTest, LargeHeadDims) {
+  for (auto [d, dv] : {std::pair<uint32_t, uint32_t>{576, 512}, {320, 256}}) {
+    SCOPED_TRACE(testing::Message() << "d " << d << " dv " << dv);
+    if (cache) vkattn_kv_cache_destroy(cache);
+    KvShape s;
+    s.layers = 1;
+    s.hkv = 1;
+    s.d = d;
+    s.dv = dv;
+    s.page_size = 16;
+    s.pages = 24;
+    s.dtype = d == 576 ? VKATTN_F16 : VKATTN_BF16;
+    create(s);
+    poison_pool();
+    std::vector<LayerCfg> cfg(1);
+    cfg[0].H = 8;
+    cfg[0].sinks = d == 576;
+    run_step({1, 2}, {37, 5}, cfg, VKATTN_F16);
+    if (d == 576) run_step({2, 1, 3}, {1, 1, 19}, cfg, VKATTN_F16);
+  }
+}
+
 // A mixed batch gives each sequence what it gets when run alone (device
 // against device, same tokens: values depend only on sequence and position).
 TEST_F(StepAttentionTest, MixedBatchEqualsEachAlone) {

@@ -526,7 +526,8 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
  *
  * Dtypes: q and out share one of f32/f16/bf16; k and v share q's dtype or
  * f16/bf16 (f32 q over f16 k/v is fine); accumulation is f32; results are
- * rounded to nearest even. lse is f32. Head dims 1..256 (d and dv may
+ * rounded to nearest even. lse is f32. Head dims 1..VKATTN_MAX_HEAD_DIM
+ * (576: DeepSeek MLA's d 576 / dv 512 with one kv head; d and dv may
  * differ). GQA/MQA: query head h reads kv head h / (num_heads/num_kv_heads).
  *
  * Kernel families (README "Kernels") compute the same result. The coopmat
@@ -545,6 +546,10 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
  * @{
  */
 
+/** Largest head_dim and head_dim_v of attention, caches and pools
+ * (0.1 to H: 256). */
+#define VKATTN_MAX_HEAD_DIM 576
+
 /** Kind of vkattn_attention_desc::mask. */
 typedef enum vkattn_mask_type {
   VKATTN_MASK_NONE = 0,    /**< No mask. */
@@ -558,8 +563,8 @@ typedef struct vkattn_attention_desc {
   uint32_t struct_size;  /**< sizeof(vkattn_attention_desc); 0 is rejected */
   uint32_t num_heads;    /**< H */
   uint32_t num_kv_heads; /**< Hkv, divides H */
-  uint32_t head_dim;     /**< d, 1..256 */
-  uint32_t head_dim_v;   /**< dv, 1..256; 0 = head_dim */
+  uint32_t head_dim;     /**< d, 1..VKATTN_MAX_HEAD_DIM */
+  uint32_t head_dim_v;   /**< dv, 1..VKATTN_MAX_HEAD_DIM; 0 = head_dim */
   float scale;           /**< 0 = 1/sqrt(head_dim) */
   uint32_t causal;       /**< 0 or 1, bottom-right aligned */
   int32_t window_left;   /**< -1 = none, else >= 0 */
@@ -684,8 +689,8 @@ typedef struct vkattn_kv_cache_desc {
   uint32_t struct_size;  /**< sizeof(vkattn_kv_cache_desc); 0 is rejected */
   uint32_t num_layers;   /**< >= 1 */
   uint32_t num_kv_heads; /**< Hkv >= 1 */
-  uint32_t head_dim;     /**< d, 1..256 */
-  uint32_t head_dim_v;   /**< dv, 1..256; 0 = head_dim */
+  uint32_t head_dim;     /**< d, 1..VKATTN_MAX_HEAD_DIM */
+  uint32_t head_dim_v;   /**< dv, 1..VKATTN_MAX_HEAD_DIM; 0 = head_dim */
   uint32_t page_size;    /**< tokens per page, >= 1 (default 16) */
   uint32_t num_pages;    /**< pages in the pool, >= 1 */
   vkattn_dtype dtype;    /**< f32, f16 or bf16 (default f16) */

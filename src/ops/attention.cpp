@@ -161,8 +161,10 @@ vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
   require(d.num_kv_heads >= 1, "desc->num_kv_heads must be >= 1");
   require(d.num_heads % d.num_kv_heads == 0, "num_heads ", d.num_heads,
           " is not a multiple of num_kv_heads ", d.num_kv_heads);
-  require(d.head_dim >= 1 && d.head_dim <= 256, "desc->head_dim ", d.head_dim, " is not in 1..256");
-  require(d.head_dim_v <= 256, "desc->head_dim_v ", d.head_dim_v, " is not in 0..256");
+  require(d.head_dim >= 1 && d.head_dim <= VKATTN_MAX_HEAD_DIM, "desc->head_dim ", d.head_dim,
+          " is not in 1..", VKATTN_MAX_HEAD_DIM);
+  require(d.head_dim_v <= VKATTN_MAX_HEAD_DIM, "desc->head_dim_v ", d.head_dim_v, " is not in 0..",
+          VKATTN_MAX_HEAD_DIM);
   if (d.head_dim_v == 0) d.head_dim_v = d.head_dim;
   require(std::isfinite(d.scale), "desc->scale must be finite");
   if (d.scale == 0.0f) d.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));

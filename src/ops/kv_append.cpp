@@ -249,8 +249,9 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
               v_pages->dim(2) == hkv,
           "k_pages and v_pages must be [num_pages, page_size, Hkv, d|dv] with page_size ",
           page_size);
-  require(hkv >= 1 && d >= 1 && dv >= 1 && hkv <= 65536 && d <= 256 && dv <= 256, "pool dims Hkv ",
-          hkv, ", d ", d, ", dv ", dv, " out of range");
+  require(hkv >= 1 && d >= 1 && dv >= 1 && hkv <= 65536 && d <= VKATTN_MAX_HEAD_DIM &&
+              dv <= VKATTN_MAX_HEAD_DIM,
+          "pool dims Hkv ", hkv, ", d ", d, ", dv ", dv, " out of range");
   require(k_pages->dtype() == v_pages->dtype(), "k_pages and v_pages must share a dtype");
   for (const Tensor* t : {k_pages, v_pages})
     require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,

@@ -21,8 +21,10 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   for (uint32_t r : d.reserved) require(r == 0, "desc->reserved must be 0");
   require(d.num_layers >= 1, "desc->num_layers must be >= 1");
   require(d.num_kv_heads >= 1, "desc->num_kv_heads must be >= 1");
-  require(d.head_dim >= 1 && d.head_dim <= 256, "desc->head_dim ", d.head_dim, " is not in 1..256");
-  require(d.head_dim_v <= 256, "desc->head_dim_v ", d.head_dim_v, " is not in 0..256");
+  require(d.head_dim >= 1 && d.head_dim <= VKATTN_MAX_HEAD_DIM, "desc->head_dim ", d.head_dim,
+          " is not in 1..", VKATTN_MAX_HEAD_DIM);
+  require(d.head_dim_v <= VKATTN_MAX_HEAD_DIM, "desc->head_dim_v ", d.head_dim_v, " is not in 0..",
+          VKATTN_MAX_HEAD_DIM);
   require(d.page_size >= 1, "desc->page_size must be >= 1");
   require(d.num_pages >= 1, "desc->num_pages must be >= 1");
   const int64_t dt = raw_enum(d.dtype);

@@ -183,7 +183,7 @@ class Fuzz {
           bad.num_layers = 0;
           break;
         case 2:
-          bad.head_dim = 257 + in_.ConsumeIntegral<uint16_t>();
+          bad.head_dim = VKATTN_MAX_HEAD_DIM + 1 + in_.ConsumeIntegral<uint16_t>();
           break;
         case 3:
           bad.dtype = vkattn_dtype(in_.ConsumeIntegralInRange<int>(4, 99));
