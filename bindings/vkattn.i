@@ -168,6 +168,9 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %rename(DeviceInfo) vkattn_device_info;
 %rename(AttentionDesc) vkattn_attention_desc;
 %rename(KvCacheDesc) vkattn_kv_cache_desc;
+%rename(RopeDesc) vkattn_rope_desc;
+%rename(RopeLayout) vkattn_rope_layout;
+%rename(RopeScaling) vkattn_rope_scaling;
 %rename(Context) vkattn_context;
 %rename(Tensor) vkattn_tensor;
 
@@ -177,6 +180,8 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %ignore vkattn_attention_desc::reserved;
 %ignore vkattn_kv_cache_desc::struct_size;
 %ignore vkattn_kv_cache_desc::reserved;
+%ignore vkattn_rope_desc::struct_size;
+%ignore vkattn_rope_desc::reserved;
 %immutable vkattn_device_info::name;
 %immutable vkattn_device_info::driver_name;
 %immutable vkattn_device_info::driver_info;
@@ -198,7 +203,9 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %apply (const int32_t* IN_I32, int64_t IN_LEN) {
   (const int32_t* cuQ, int64_t cuQLen),
   (const int32_t* cuK, int64_t cuKLen),
-  (const int32_t* keyMask, int64_t keyMaskLen)
+  (const int32_t* keyMask, int64_t keyMaskLen),
+  (const int32_t* cuSeqlens, int64_t cuSeqlensLen),
+  (const int32_t* startPositions, int64_t startPositionsLen)
 };
 %apply (const int64_t* IN_I64, int64_t IN_LEN) { (const int64_t* shape, int64_t ndim) };
 %apply (const float* IN_F32, int64_t IN_LEN) { (const float* data, int64_t count) };
@@ -235,6 +242,7 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %enddef
 VKATTNX_PLAIN_STRUCT(vkattn_attention_desc, "AttentionDesc")
 VKATTNX_PLAIN_STRUCT(vkattn_kv_cache_desc, "KvCacheDesc")
+VKATTNX_PLAIN_STRUCT(vkattn_rope_desc, "RopeDesc")
 VKATTNX_PLAIN_STRUCT(vkattn_device_info, "DeviceInfo")
 
 /* ---- handles -------------------------------------------------------- */
@@ -314,6 +322,21 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     return d;
   }
   ~vkattn_attention_desc() { free(self); }
+}
+
+%extend vkattn_rope_desc {
+  /* Defaults of vkattn_rope_desc_init: NeoX halves, full rotary dim,
+   * theta 10000, no scaling. */
+  vkattn_rope_desc() {
+    vkattn_rope_desc* d = (vkattn_rope_desc*)calloc(1, sizeof *d);
+    if (!d) {
+      vkattnx_fail("vkattn: out of host memory");
+      return NULL;
+    }
+    vkattn_rope_desc_init(d);
+    return d;
+  }
+  ~vkattn_rope_desc() { free(self); }
 }
 
 /* ---- Context ---------------------------------------------------------- */
@@ -417,6 +440,25 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
       }
     }
     vkattnx_ok(vkattn_attention_padded(self, desc, q, k, v, keyMask, out));
+  }
+
+  /* RoPE of x [total, heads, head_dim] into out (may be x): cuSeqlens has
+   * batch + 1 prefix sums, startPositions batch entries. */
+  void m_rope(const vkattn_rope_desc* desc, const int32_t* cuSeqlens, int64_t cuSeqlensLen,
+              const int32_t* startPositions, int64_t startPositionsLen, vkattn_tensor* x,
+              vkattn_tensor* out) {
+    VKATTNX_OPEN(self, "Context", );
+    if (!cuSeqlens || cuSeqlensLen < 1 || cuSeqlensLen - 1 > UINT32_MAX) {
+      vkattnx_fail("vkattn: cu_seqlens needs batch + 1 >= 1 entries");
+      return;
+    }
+    if (startPositionsLen != cuSeqlensLen - 1) {
+      vkattnx_fail("vkattn: start_positions has %lld entries, expected batch = %lld",
+                   (long long)startPositionsLen, (long long)(cuSeqlensLen - 1));
+      return;
+    }
+    vkattnx_ok(vkattn_rope(self, desc, (uint32_t)(cuSeqlensLen - 1), cuSeqlens, startPositions,
+                           x, out));
   }
 
   /* Combines two partial attentions over disjoint key sets; lse may be null. */

@@ -193,6 +193,12 @@ struct vkattnx_step {};
     VKATTNX_STEP(self, );
     vkattnx_ok(vkattn_step_append(self->step, (uint32_t)layer, k, v));
   }
+  /* append() with the keys rotated by `rope` (positions len + i). */
+  void m_appendRope(int32_t layer, const vkattn_rope_desc* rope, vkattn_tensor* k,
+                    vkattn_tensor* v) {
+    VKATTNX_STEP(self, );
+    vkattnx_ok(vkattn_step_append_rope(self->step, (uint32_t)layer, rope, k, v));
+  }
   /* Attention of q [total_new, H, d] over each sequence's len + t tokens of
    * this layer (append it first): out [total_new, H, dv]. */
   void m_attention(int32_t layer, const vkattn_attention_desc* desc, vkattn_tensor* q,

@@ -29,6 +29,10 @@ layout(std430, binding = 2) readonly buffer VNew {
 layout(std430, binding = 3) readonly buffer Jobs {
   uvec2 jobs[];
 };
+// The *_rope appends: per job, rope_rd / 2 (cos, sin) of its position.
+layout(std430, binding = 5) readonly buffer RopeTable {
+  vec2 rope_cs[];
+};
 
 layout(push_constant) uniform Push {
   uint n_units;  // rows: tokens x kv heads x 2 (K, V)
@@ -55,6 +59,11 @@ layout(push_constant) uniform Push {
   uint v_tok;
   uint v_head;
   uint pairs;  // 16-bit rows start on even elements: write 32-bit words
+  // RoPE of the keys (0 = none): elements [rope_off, rope_off + rope_rd)
+  // of each K row, pairs interleaved (rope_gptj) or halves.
+  uint rope_rd;
+  uint rope_off;
+  uint rope_gptj;
 }
 pc;
 
@@ -72,6 +81,13 @@ void write_half(bool is_v, uint i, uint bits) {
     STORE16_ATOMIC(pool_k, i, bits)
 }
 
+// Element i of k_new / v_new (i counted from the chunk's first row).
+float input_value(bool is_v, uint i) {
+  i += is_v ? pc.v_skip : pc.k_skip;
+  uint w = is_v ? v_new[pc.in_dt == DT_F32 ? i : i >> 1] : k_new[pc.in_dt == DT_F32 ? i : i >> 1];
+  return pc.in_dt == DT_F32 ? uintBitsToFloat(w) : decode16(pc.in_dt, (w >> ((i & 1u) * 16u)) & 0xffffu);
+}
+
 // Element i of the input, as cache-dtype bits.
 uint convert(bool is_v, uint i) {
   i += is_v ? pc.v_skip : pc.k_skip;
@@ -79,6 +95,21 @@ uint convert(bool is_v, uint i) {
   if (pc.in_dt == pc.cache_dt) return pc.in_dt == DT_F32 ? w : (w >> ((i & 1u) * 16u)) & 0xffffu;
   float x = pc.in_dt == DT_F32 ? uintBitsToFloat(w) : decode16(pc.in_dt, (w >> ((i & 1u) * 16u)) & 0xffffu);
   return pc.cache_dt == DT_F32 ? floatBitsToUint(x) : encode16(pc.cache_dt, x);
+}
+
+// Element e of the row starting at `src` (of chunk job `job`) as cache-dtype
+// bits: keys rotated first when RoPE is on (before any rounding).
+uint convert_rope(bool is_v, uint job, uint src, uint e) {
+  if (is_v || pc.rope_rd == 0u || e < pc.rope_off || e >= pc.rope_off + pc.rope_rd)
+    return convert(is_v, src + e);
+  uint half_rd = pc.rope_rd / 2u, j = e - pc.rope_off;
+  uint pair = pc.rope_gptj != 0u ? j / 2u : j % half_rd;
+  bool first = pc.rope_gptj != 0u ? (j & 1u) == 0u : j < half_rd;
+  uint partner = pc.rope_gptj != 0u ? (first ? e + 1u : e - 1u) : (first ? e + half_rd : e - half_rd);
+  vec2 c = rope_cs[job * half_rd + pair];
+  float x = input_value(false, src + e), y = input_value(false, src + partner);
+  float r = first ? x * c.x - y * c.y : x * c.x + y * c.y;
+  return pc.cache_dt == DT_F32 ? floatBitsToUint(r) : encode16(pc.cache_dt, r);
 }
 
 void main() {
@@ -101,12 +132,12 @@ void main() {
                     : page * pc.page_elems + pc.k_off + slot * pc.k_tok + h * pc.k_head;
     for (uint u = gl_LocalInvocationID.x; u < units; u += 8u) {
       if (pc.cache_dt == DT_F32) {
-        write_word(is_v, dst + u, convert(is_v, src + u));
+        write_word(is_v, dst + u, convert_rope(is_v, job, src, u));
       } else if (dim % 2u == 0u && pc.pairs != 0u) {
         uint e = 2u * u;
-        write_word(is_v, (dst + e) >> 1, convert(is_v, src + e) | (convert(is_v, src + e + 1u) << 16));
+        write_word(is_v, (dst + e) >> 1, convert_rope(is_v, job, src, e) | (convert_rope(is_v, job, src, e + 1u) << 16));
       } else {
-        write_half(is_v, dst + u, convert(is_v, src + u));
+        write_half(is_v, dst + u, convert_rope(is_v, job, src, u));
       }
     }
   }

@@ -478,6 +478,85 @@ VKATTN_API int vkattn_tensor_is_contiguous(const vkattn_tensor* tensor);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/* RoPE                                                                      */
+/* ------------------------------------------------------------------------ */
+/**
+ * @defgroup rope Rotary position embedding
+ * @brief RoPE of queries (vkattn_rope) and of keys as they are appended
+ * (vkattn_step_append_rope, vkattn_paged_append_rope).
+ *
+ * Elements [rotary_offset, rotary_offset + rotary_dim) of every head row
+ * are rotated by angle pos * inv_freq[i] per pair i < rotary_dim / 2; the
+ * rest of the row is left as it is (DeepSeek MLA rotates only dims
+ * 512..575 of its 576-wide keys: rotary_offset 512, rotary_dim 64). Pairs
+ * are (i, i + rotary_dim / 2) for VKATTN_ROPE_NEOX (Hugging Face's
+ * rotate_half, Llama) and (2i, 2i + 1) for VKATTN_ROPE_GPTJ (interleaved).
+ *
+ * @code{.unparsed}
+ *   inv_freq[i] = theta^(-2i / rotary_dim), then the scaling's rule
+ *   (x1, x2) -> (x1 cos a - x2 sin a, x2 cos a + x1 sin a) * attention_factor
+ * @endcode
+ *
+ * Scalings follow Hugging Face transformers' rope types exactly: LINEAR
+ * (inv_freq / factor), LLAMA3 (factor, low_freq_factor, high_freq_factor,
+ * original_max_position) and YARN (factor, beta_fast, beta_slow,
+ * original_max_position, truncate; attention_factor 0 = HF's default 0.1
+ * ln(factor) + 1, or the caller's value, e.g. DeepSeek's mscale ratio).
+ * cos and sin are computed on the host in double for each call's
+ * positions and uploaded with the call; the device rotates in f32 and
+ * rounds to the tensor's dtype (nearest even).
+ * @{
+ */
+
+/** Pair layout of vkattn_rope_desc::layout. */
+typedef enum vkattn_rope_layout {
+  VKATTN_ROPE_NEOX = 0, /**< halves: pairs (i, i + rotary_dim / 2) */
+  VKATTN_ROPE_GPTJ = 1  /**< interleaved: pairs (2i, 2i + 1) */
+} vkattn_rope_layout;
+
+/** Frequency scaling of vkattn_rope_desc::scaling (HF rope_type). */
+typedef enum vkattn_rope_scaling {
+  VKATTN_ROPE_SCALING_NONE = 0,   /**< "default" */
+  VKATTN_ROPE_SCALING_LINEAR = 1, /**< "linear" */
+  VKATTN_ROPE_SCALING_LLAMA3 = 2, /**< "llama3" */
+  VKATTN_ROPE_SCALING_YARN = 3    /**< "yarn" */
+} vkattn_rope_scaling;
+
+/** What a rotation does (vkattn_rope_desc_init sets the defaults). */
+typedef struct vkattn_rope_desc {
+  uint32_t struct_size;           /**< sizeof(vkattn_rope_desc); 0 is rejected */
+  uint32_t layout;                /**< vkattn_rope_layout */
+  uint32_t rotary_dim;            /**< even; 0 = head_dim - rotary_offset (rounded down to even) */
+  uint32_t rotary_offset;         /**< first rotated element of a head row */
+  float theta;                    /**< base, > 1 (default 10000) */
+  uint32_t scaling;               /**< vkattn_rope_scaling */
+  float factor;                   /**< LINEAR, LLAMA3, YARN: > 0 (default 1) */
+  float low_freq_factor;          /**< LLAMA3 (default 1) */
+  float high_freq_factor;         /**< LLAMA3, > low_freq_factor (default 4) */
+  uint32_t original_max_position; /**< LLAMA3, YARN: >= 1 (no default) */
+  float beta_fast;                /**< YARN (default 32) */
+  float beta_slow;                /**< YARN (default 1) */
+  float attention_factor;         /**< multiplies cos and sin; 0 = the type's default */
+  uint32_t yarn_truncate;         /**< YARN: floor/ceil the correction range (default 1) */
+  uint32_t reserved[4];           /**< must be 0 */
+} vkattn_rope_desc;
+
+/** Defaults: NEOX, full rotary dim, theta 10000, no scaling, factor 1,
+ * low/high freq factors 1/4, betas 32/1, attention_factor 0, truncate 1. */
+VKATTN_API void vkattn_rope_desc_init(vkattn_rope_desc* desc);
+
+/** Rotates x [total, heads, head_dim] (f32/f16/bf16; queries, or keys the
+ * caller keeps) into out, same shape and dtype; out may be x (in place).
+ * cu_seqlens (batch + 1 host ints, prefix sums, [batch] = total) packs the
+ * sequences; token i of sequence b sits at position start_positions[b] +
+ * i (host array, >= 0). */
+VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc* desc,
+                                     uint32_t batch, const int32_t* cu_seqlens,
+                                     const int32_t* start_positions, vkattn_tensor* x,
+                                     vkattn_tensor* out);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------ */
 /**
@@ -644,6 +723,15 @@ VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch
                                              const int32_t* page_indices, uint32_t page_size,
                                              vkattn_tensor* k_new, vkattn_tensor* v_new,
                                              vkattn_tensor* k_pages, vkattn_tensor* v_pages);
+/** vkattn_paged_append with k_new rotated by `rope` before it is stored:
+ * new token i of sequence b sits at position seq_lens_before[b] + i. */
+VKATTN_API vkattn_status vkattn_paged_append_rope(vkattn_context* ctx, const vkattn_rope_desc* rope,
+                                                  uint32_t batch, const int32_t* cu_seqlens_new,
+                                                  const int32_t* seq_lens_before,
+                                                  const int32_t* page_indptr,
+                                                  const int32_t* page_indices, uint32_t page_size,
+                                                  vkattn_tensor* k_new, vkattn_tensor* v_new,
+                                                  vkattn_tensor* k_pages, vkattn_tensor* v_pages);
 
 /** Combines two partial attentions of the same queries over disjoint key
  * sets (shared prefix + suffix, split-KV): outs [n, H, dv] of one dtype,
@@ -759,6 +847,13 @@ VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_
  * Appending a layer twice overwrites it. */
 VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
                                             vkattn_tensor* v_new);
+/** vkattn_step_append with the keys rotated by `rope` before they are
+ * stored (and before any quantization): new token i of a sequence sits at
+ * position len + i. vkattn_kv_cache_read returns the rotated keys; values
+ * are stored as given. */
+VKATTN_API vkattn_status vkattn_step_append_rope(vkattn_step* step, uint32_t layer,
+                                                 const vkattn_rope_desc* rope, vkattn_tensor* k_new,
+                                                 vkattn_tensor* v_new);
 /** Attention of the step's queries q [total_new, H, d] over the len + t
  * tokens of their sequence in this layer (append the layer first): out
  * [total_new, H, dv] in q's dtype, desc->lse [total_new, H] f32. Causal is

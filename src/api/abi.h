@@ -29,6 +29,7 @@ constexpr uint32_t kContextDescSizes[] = {16};        // 0.1
 constexpr uint32_t kAttentionDescSizes[] = {80, 88};  // 0.1, 0.3 (sinks)
 constexpr uint32_t kKvCacheDescSizes[] = {48};        // 0.1
 constexpr uint32_t kDeviceInfoSizes[] = {824};        // 0.1
+constexpr uint32_t kRopeDescSizes[] = {72};           // 0.3 (issue M)
 constexpr uint32_t kVulkanDescSizes[] = {80};         // 0.2 (issue F)
 
 template <size_t N>

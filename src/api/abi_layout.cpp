@@ -70,6 +70,24 @@ static_assert(vkattn::kAttentionDescSizes[1] == sizeof(vkattn_attention_desc), "
 static_assert(vkattn::kKvCacheDescSizes[0] == sizeof(vkattn_kv_cache_desc), "sizes list");
 static_assert(vkattn::kDeviceInfoSizes[0] == sizeof(vkattn_device_info), "sizes list");
 
+static_assert(sizeof(vkattn_rope_desc) == 72, "vkattn_rope_desc size");
+VKATTN_PIN(vkattn_rope_desc, struct_size, 0);
+VKATTN_PIN(vkattn_rope_desc, layout, 4);
+VKATTN_PIN(vkattn_rope_desc, rotary_dim, 8);
+VKATTN_PIN(vkattn_rope_desc, rotary_offset, 12);
+VKATTN_PIN(vkattn_rope_desc, theta, 16);
+VKATTN_PIN(vkattn_rope_desc, scaling, 20);
+VKATTN_PIN(vkattn_rope_desc, factor, 24);
+VKATTN_PIN(vkattn_rope_desc, low_freq_factor, 28);
+VKATTN_PIN(vkattn_rope_desc, high_freq_factor, 32);
+VKATTN_PIN(vkattn_rope_desc, original_max_position, 36);
+VKATTN_PIN(vkattn_rope_desc, beta_fast, 40);
+VKATTN_PIN(vkattn_rope_desc, beta_slow, 44);
+VKATTN_PIN(vkattn_rope_desc, attention_factor, 48);
+VKATTN_PIN(vkattn_rope_desc, yarn_truncate, 52);
+VKATTN_PIN(vkattn_rope_desc, reserved, 56);
+static_assert(vkattn::kRopeDescSizes[0] == sizeof(vkattn_rope_desc), "sizes list");
+
 static_assert(sizeof(vkattn_vulkan_desc) == 80, "vkattn_vulkan_desc size");
 VKATTN_PIN(vkattn_vulkan_desc, struct_size, 0);
 VKATTN_PIN(vkattn_vulkan_desc, queue_family_index, 4);

@@ -4,6 +4,7 @@
 #include "api/firewall.h"
 #include "api/handles.h"
 #include "ops/attention.h"
+#include "ops/rope.h"
 
 using namespace vkattn;
 
@@ -80,6 +81,49 @@ VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch
     record_paged_append(*ctx->impl, batch, cu_seqlens_new, seq_lens_before, page_indptr,
                         page_indices, page_size, impl(k_new), impl(v_new), impl(k_pages),
                         impl(v_pages));
+  });
+}
+
+VKATTN_API vkattn_status vkattn_paged_append_rope(vkattn_context* ctx, const vkattn_rope_desc* rope,
+                                                  uint32_t batch, const int32_t* cu_seqlens_new,
+                                                  const int32_t* seq_lens_before,
+                                                  const int32_t* page_indptr,
+                                                  const int32_t* page_indices, uint32_t page_size,
+                                                  vkattn_tensor* k_new, vkattn_tensor* v_new,
+                                                  vkattn_tensor* k_pages, vkattn_tensor* v_pages) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(rope);
+    ctx->impl->recorder().check_alive();
+    record_paged_append(*ctx->impl, batch, cu_seqlens_new, seq_lens_before, page_indptr,
+                        page_indices, page_size, impl(k_new), impl(v_new), impl(k_pages),
+                        impl(v_pages), rope);
+  });
+}
+
+VKATTN_API void vkattn_rope_desc_init(vkattn_rope_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+  desc->layout = VKATTN_ROPE_NEOX;
+  desc->theta = 10000.0f;
+  desc->scaling = VKATTN_ROPE_SCALING_NONE;
+  desc->factor = 1.0f;
+  desc->low_freq_factor = 1.0f;
+  desc->high_freq_factor = 4.0f;
+  desc->beta_fast = 32.0f;
+  desc->beta_slow = 1.0f;
+  desc->yarn_truncate = 1;
+}
+
+VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc* desc,
+                                     uint32_t batch, const int32_t* cu_seqlens,
+                                     const int32_t* start_positions, vkattn_tensor* x,
+                                     vkattn_tensor* out) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    ctx->impl->recorder().check_alive();
+    record_rope(*ctx->impl, desc, batch, cu_seqlens, start_positions, impl(x), impl(out));
   });
 }
 

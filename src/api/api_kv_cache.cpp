@@ -125,6 +125,18 @@ VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, v
   });
 }
 
+VKATTN_API vkattn_status vkattn_step_append_rope(vkattn_step* step, uint32_t layer,
+                                                 const vkattn_rope_desc* rope, vkattn_tensor* k_new,
+                                                 vkattn_tensor* v_new) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(step);
+    VKATTN_REQUIRE_ARG(rope);
+    alive(step->impl->cache());
+    step->impl->append(layer, k_new ? k_new->impl.get() : nullptr,
+                       v_new ? v_new->impl.get() : nullptr, rope);
+  });
+}
+
 VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
                                                const vkattn_attention_desc* desc, vkattn_tensor* q,
                                                vkattn_tensor* out) {

@@ -72,11 +72,13 @@ std::shared_ptr<AttentionCall::Pools> check_page_table(uint32_t batch, const int
                                                        const int32_t* page_indices,
                                                        uint32_t page_size, int64_t num_pages);
 
-// vkattn_paged_append: validation and recording (ops/kv_append.cpp).
+// vkattn_paged_append(_rope): validation and recording (ops/kv_append.cpp);
+// `rope` NULL = no rotation.
 void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
                          const int32_t* seq_lens_before, const int32_t* page_indptr,
                          const int32_t* page_indices, uint32_t page_size, Tensor* k_new,
-                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages);
+                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages,
+                         const vkattn_rope_desc* rope = nullptr);
 
 // Records the forward pass. Nothing is recorded for empty work.
 void record_attention(Context& ctx, const AttentionCall& call);

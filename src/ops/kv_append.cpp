@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <unordered_set>
 
 #include "core/binding_window.h"
@@ -15,6 +16,7 @@
 #include "ops/attention_prepare.h"
 #include "ops/kv_cache.h"
 #include "ops/packed_views.h"
+#include "ops/rope.h"
 
 namespace vkattn {
 
@@ -23,15 +25,16 @@ namespace {
 const KernelLayout kAppendLayout{
     "kv_append",
     {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-    80};
+     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
+    92};
 
 struct AppendPush {
   uint32_t n_units, hkv, d, dv, uk, uv, page_size, page_elems, k_off, v_off, in_dt, cache_dt;
   uint32_t k_skip, v_skip;  // elements of the k_new / v_new windows before the first row
   uint32_t v_page_elems, k_tok, k_head, v_tok, v_head, pairs;
+  uint32_t rope_rd, rope_off, rope_gptj;  // RoPE of the keys (rd 0 = none)
 };
-static_assert(sizeof(AppendPush) == 80, "push constants mirror kv_append.comp");
+static_assert(sizeof(AppendPush) == 92, "push constants mirror kv_append.comp");
 
 // Where one append writes: the pools' dtype and geometry, and per page
 // group (a pool buffer of the cache, a window of caller pools) the K and V
@@ -47,11 +50,13 @@ struct AppendTarget {
 };
 
 // Records kv_append.comp over jobs[group] = (row of k_new/v_new, local
-// page * page_size + slot) pairs, rows increasing. Everything that can
-// fail happens before the first command.
+// page * page_size + slot) pairs, rows increasing. With `rope`, keys are
+// rotated first, the job of row r sitting at position pos[r]. Everything
+// that can fail happens before the first command.
 void record_append(Context& ctx, const AppendTarget& tg,
                    const std::vector<std::vector<uint32_t>>& jobs, Tensor* k, Tensor* v,
-                   PackedViews& packed) {
+                   PackedViews& packed, const Rope* rope = nullptr,
+                   const std::vector<int64_t>* pos = nullptr) {
   const bool wide = tg.dtype != VKATTN_F32;
   const uint32_t uk = wide && tg.d % 2 == 0 && tg.pairs ? tg.d / 2 : tg.d;
   const uint32_t uv = wide && tg.dv % 2 == 0 && tg.pairs ? tg.dv / 2 : tg.dv;
@@ -106,6 +111,18 @@ void record_append(Context& ctx, const AppendTarget& tg,
       jobs_bound.raw = s.buffer;
       jobs_bound.offset = s.offset;
       jobs_bound.range = s.size;
+      BoundBuffer rope_bound;
+      rope_bound.buffer = ctx.dummy();
+      if (rope) {
+        const uint64_t half = rope->rotary_dim() / 2;
+        HostSlice t = rec.alloc_host((j1 - j0) * half * 8);
+        auto* tab = reinterpret_cast<float*>(t.host);
+        for (uint64_t j = j0; j < j1; ++j) rope->fill(tab + (j - j0) * half * 2, (*pos)[jb[2 * j]]);
+        rope_bound.buffer = nullptr;
+        rope_bound.raw = t.buffer;
+        rope_bound.offset = t.offset;
+        rope_bound.range = t.size;
+      }
       uint64_t k_start = 0, v_start = 0;
       BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
                                       (last_row + 1) * k_row, &k_start);
@@ -130,15 +147,18 @@ void record_append(Context& ctx, const AppendTarget& tg,
                       static_cast<uint32_t>(tg.k_head),
                       static_cast<uint32_t>(tg.v_tok),
                       static_cast<uint32_t>(tg.v_head),
-                      tg.pairs ? 1u : 0u};
+                      tg.pairs ? 1u : 0u,
+                      rope ? rope->rotary_dim() : 0u,
+                      rope ? rope->offset() : 0u,
+                      rope && rope->interleaved() ? 1u : 0u};
       // Rows are strided over the workgroups; each takes at most
       // rows_per_group of them (the loop cap), over at least
       // busy_workgroups() (a 16-token decode append took 1.5 ms on
       // lavapipe with 256).
       const uint64_t groups = std::min<uint64_t>(
           rows, std::max<uint64_t>(min_groups, (rows + rows_per_group - 1) / rows_per_group));
-      dispatches.push_back(
-          pipes.prepare(rec, p, {pool_k, kb, vb, jobs_bound, pool_v}, &push, sizeof(push), groups));
+      dispatches.push_back(pipes.prepare(rec, p, {pool_k, kb, vb, jobs_bound, pool_v, rope_bound},
+                                         &push, sizeof(push), groups));
       j0 = j1;
     }
   }
@@ -178,7 +198,7 @@ uint64_t append_rows_per_group(uint32_t max_units) {
   return (kLoopUsable - loop_cost(0)) / per_row;
 }
 
-void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
+void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* rope_desc) {
   require(open_, "the step is no longer open");
   KvCache& c = *cache_;
   const auto& d = c.desc();
@@ -188,6 +208,8 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   require(&k->context() == &ctx && &v->context() == &ctx,
           "k_new and v_new must belong to the cache's context");
   check_new_rows(k, v, total_new_, d.num_kv_heads, d.head_dim, d.head_dim_v);
+  std::optional<Rope> rope;
+  if (rope_desc) rope.emplace(rope_desc, d.head_dim);
   ctx.recorder().check_alive();
   if (total_new_ == 0) {
     appended_[layer] = true;
@@ -202,9 +224,11 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
   // token, local page * ps + slot), rows increasing.
   const uint32_t ps = d.page_size;
   std::vector<std::vector<uint32_t>> jobs(c.num_groups());
+  std::vector<int64_t> positions(rope ? total_new_ : 0);  // of each new row (RoPE)
   for (const StepSeq& s : seqs_)
     for (int32_t i = 0; i < s.t; ++i) {
       int32_t pos = s.len + i;
+      if (rope) positions[s.new_off + i] = pos;
       uint32_t page = s.pages[pos / ps];
       auto& j = jobs[c.group_of(page)];
       j.push_back(static_cast<uint32_t>(s.new_off + i));
@@ -228,14 +252,15 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v) {
     *k_off = at.offset / es;
     *v_off = (at.offset + c.k_block_bytes()) / es;
   };
-  record_append(ctx, tg, jobs, k, v, packed);
+  record_append(ctx, tg, jobs, k, v, packed, rope ? &*rope : nullptr, &positions);
   appended_[layer] = true;
 }
 
 void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
                          const int32_t* seq_lens_before, const int32_t* page_indptr,
                          const int32_t* page_indices, uint32_t page_size, Tensor* k_new,
-                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages) {
+                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages,
+                         const vkattn_rope_desc* rope_desc) {
   require(k_new && v_new && k_pages && v_pages,
           "k_new, v_new, k_pages and v_pages must not be NULL");
   for (const Tensor* t : {k_new, v_new, k_pages, v_pages})
@@ -252,6 +277,8 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   require(hkv >= 1 && d >= 1 && dv >= 1 && hkv <= 65536 && d <= VKATTN_MAX_HEAD_DIM &&
               dv <= VKATTN_MAX_HEAD_DIM,
           "pool dims Hkv ", hkv, ", d ", d, ", dv ", dv, " out of range");
+  std::optional<Rope> rope;
+  if (rope_desc) rope.emplace(rope_desc, uint32_t(d));
   require(k_pages->dtype() == v_pages->dtype(), "k_pages and v_pages must share a dtype");
   for (const Tensor* t : {k_pages, v_pages})
     require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,
@@ -314,9 +341,11 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   const uint64_t wp =
       std::max<uint64_t>(1, std::min<uint64_t>(limit / std::max<uint64_t>(span, 1), 1u << 30));
   std::vector<std::vector<uint32_t>> jobs((np + wp - 1) / wp);
+  std::vector<int64_t> positions(rope ? cu_new[batch] : 0);  // of each new row (RoPE)
   for (uint32_t b = 0; b < batch; ++b)
     for (int32_t i = cu_new[b]; i < cu_new[b + 1]; ++i) {
       const int64_t pos = seq_lens_before[b] + (i - cu_new[b]);
+      if (rope) positions[i] = pos;
       const uint32_t page = table->pages[table->first[b] + pos / page_size];
       auto& j = jobs[page / wp];
       j.push_back(static_cast<uint32_t>(i));
@@ -344,7 +373,7 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
     one(kp, kl, kb, k_off);
     one(vp, vl, vb, v_off);
   };
-  record_append(ctx, tg, jobs, k_new, v_new, packed);
+  record_append(ctx, tg, jobs, k_new, v_new, packed, rope ? &*rope : nullptr, &positions);
 }
 
 }  // namespace vkattn

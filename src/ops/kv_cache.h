@@ -140,7 +140,8 @@ class Step {
   bool appended(uint32_t layer) const { return appended_[layer]; }
   bool is_open() const { return open_; }
 
-  void append(uint32_t layer, Tensor* k_new, Tensor* v_new);
+  // `rope` (NULL = none) rotates the keys first (vkattn_step_append_rope).
+  void append(uint32_t layer, Tensor* k_new, Tensor* v_new, const vkattn_rope_desc* rope = nullptr);
   void commit();
   void abort();
 

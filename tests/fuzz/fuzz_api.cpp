@@ -81,7 +81,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 12)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 13)) {
         case 0:
         case 1:
           begin();
@@ -113,6 +113,9 @@ class Fuzz {
           break;
         case 11:
           caller_pools();
+          break;
+        case 12:
+          rope();
           break;
         default:
           bad_calls();
@@ -462,6 +465,35 @@ class Fuzz {
     if (step_ || !seqs_.count(id)) return expect_rejected(s, "remove(bad)");
     expect_ok(s, "remove");
     seqs_.erase(id);
+  }
+
+  // vkattn_rope with arbitrary descriptors, positions, shapes and dtypes,
+  // in place or not: a status and a message, never a crash.
+  void rope() {
+    vkattn_rope_desc d;
+    vkattn_rope_desc_init(&d);
+    d.layout = in_.ConsumeIntegralInRange<uint32_t>(0, 2);
+    d.rotary_dim = in_.ConsumeIntegralInRange<uint32_t>(0, 13);
+    d.rotary_offset = in_.ConsumeIntegralInRange<uint32_t>(0, 9);
+    d.scaling = in_.ConsumeIntegralInRange<uint32_t>(0, 4);
+    d.factor = in_.ConsumeFloatingPoint<float>();
+    d.original_max_position = in_.ConsumeIntegralInRange<uint32_t>(0, 9000);
+    d.attention_factor = in_.ConsumeBool() ? 0.0f : in_.ConsumeFloatingPoint<float>();
+    if (in_.ConsumeIntegralInRange<int>(0, 7) == 0) d.struct_size = in_.ConsumeIntegral<uint32_t>();
+    const uint32_t batch = in_.ConsumeIntegralInRange<uint32_t>(0, 3);
+    std::vector<int32_t> cu(batch + 1, 0), start(batch);
+    for (uint32_t b = 0; b < batch; ++b) {
+      cu[b + 1] = cu[b] + in_.ConsumeIntegralInRange<int32_t>(0, 5);
+      start[b] = in_.ConsumeIntegralInRange<int32_t>(-2, INT32_MAX);
+    }
+    const int64_t dim = in_.ConsumeIntegralInRange<int64_t>(1, 12);
+    const int64_t heads = in_.ConsumeIntegralInRange<int64_t>(1, 3);
+    const vkattn_dtype dt = in_.PickValueInArray({VKATTN_F32, VKATTN_F16, VKATTN_BF16});
+    vkattn_tensor* x = tensor(dt, {cu[batch], heads, dim});
+    auto bytes = encode_bytes(dt, values(size_t(cu[batch] * heads * dim)));
+    expect_ok(vkattn_tensor_write(x, bytes.data(), bytes.size()), "tensor_write");
+    vkattn_tensor* out = in_.ConsumeBool() ? x : tensor(dt, {cu[batch], heads, dim});
+    expect_sane(vkattn_rope(g_ctx, &d, batch, cu.data(), start.data(), x, out), "rope");
   }
 
   // Packed attention with arbitrary prefix sums (valid ones must succeed).

@@ -144,6 +144,91 @@ def test_sinks(ctx):
     assert lse[0, 1] == np.float32(2.5) and np.all(got[0] == 0)
 
 
+def hf_inv_freq(dim, base, rope_type="default", factor=1.0, low_freq_factor=1.0,
+                high_freq_factor=4.0, original_max_position=8192, beta_fast=32.0,
+                beta_slow=1.0):
+    """Hugging Face transformers' _compute_*_parameters (modeling_rope_utils),
+    rewritten in numpy: (inv_freq, attention_factor)."""
+    inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    if rope_type == "linear":
+        return inv / factor, 1.0
+    if rope_type == "llama3":
+        low_wl = original_max_position / low_freq_factor
+        high_wl = original_max_position / high_freq_factor
+        wl = 2 * np.pi / inv
+        out = np.where(wl > low_wl, inv / factor, inv)
+        smooth = (original_max_position / wl - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = ~(wl < high_wl) & ~(wl > low_wl)
+        return np.where(medium, smoothed, out), 1.0
+    if rope_type == "yarn":
+        def corr(rot):
+            return dim * np.log(original_max_position / (rot * 2 * np.pi)) / (2 * np.log(base))
+        low, high = max(np.floor(corr(beta_fast)), 0), min(np.ceil(corr(beta_slow)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        extra = 1 - ramp
+        return inv / factor * (1 - extra) + inv * extra, 0.1 * np.log(factor) + 1.0
+    return inv, 1.0
+
+
+def hf_rope(x, pos, inv, att, offset=0, interleaved=False):
+    """x [n, h, d] rotated at positions pos [n] (rotate_half, or GPT-J pairs)."""
+    x = np.array(x, np.float64)
+    half = len(inv)
+    ang = np.asarray(pos, np.float64)[:, None] * inv[None, :]
+    c, s = (np.cos(ang) * att)[:, None, :], (np.sin(ang) * att)[:, None, :]
+    r = x[..., offset:offset + 2 * half]
+    if interleaved:
+        a, b = r[..., 0::2].copy(), r[..., 1::2].copy()
+        r[..., 0::2], r[..., 1::2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = r[..., :half].copy(), r[..., half:].copy()
+        r[..., :half], r[..., half:] = a * c - b * s, b * c + a * s
+    return x
+
+
+@pytest.mark.parametrize("kind", ["default", "linear", "llama3", "yarn"])
+def test_rope_matches_hf_formulas(ctx, kind):
+    rng = np.random.default_rng(9)
+    n, h, d = 7, 3, 128
+    x = rand(rng, (n, h, d))
+    cu, starts = [0, 4, 7], [0, 9000]  # the second sequence is past Llama 3's 8192
+    pos = [0, 1, 2, 3, 9000, 9001, 9002]
+    kw = {"default": {}, "linear": dict(factor=4.0),
+          "llama3": dict(factor=8.0, original_max_position=8192),
+          "yarn": dict(factor=40.0, original_max_position=4096)}[kind]
+    scaling = {"default": vkattn.ROPE_SCALING_NONE, "linear": vkattn.ROPE_SCALING_LINEAR,
+               "llama3": vkattn.ROPE_SCALING_LLAMA3, "yarn": vkattn.ROPE_SCALING_YARN}[kind]
+    base = 500000.0 if kind == "llama3" else 10000.0
+    inv, att = hf_inv_freq(d, base, kind, **kw)
+    want = hf_rope(x, pos, inv, att)
+    with ctx.tensor(x) as X:
+        got = vkattn.rope(X, cu, starts, out=X, theta=base, scaling=scaling, **kw).numpy()
+    np.testing.assert_allclose(got, want, atol=3e-5, rtol=0)
+
+
+def test_rope_partial_interleaved_and_cached_keys(ctx):
+    # DeepSeek-style: GPT-J pairs over dims 512..575 of 576-wide rows.
+    rng = np.random.default_rng(10)
+    n, h, d = 3, 1, 576
+    k, v = rand(rng, (n, h, d)), rand(rng, (n, h, 16))
+    inv, att = hf_inv_freq(64, 10000.0)
+    want = hf_rope(k, [0, 1, 2], inv, att, offset=512, interleaved=True)
+    rope = vkattn.RopeDesc(layout=vkattn.ROPE_GPTJ, rotary_offset=512, rotary_dim=64)
+    with ctx.kv_cache(num_layers=1, num_kv_heads=1, head_dim=d, head_dim_v=16, num_pages=4,
+                      dtype=vkattn.F32) as cache:
+        st = cache.begin([5], [n])
+        st.append(0, k, v, rope=rope)
+        st.commit()
+        kr, vr = cache.read(0, 5, 0, n)
+    np.testing.assert_allclose(kr.reshape(n, h, d), want, atol=3e-5, rtol=0)
+    np.testing.assert_array_equal(vr.reshape(n, h, 16), v)
+    with ctx.tensor(k) as K, pytest.raises(vkattn.Error, match="exceeds the head dim"):
+        vkattn.rope(K, [0, n], [0], rotary_offset=520, rotary_dim=64)
+
+
 def test_nan_beyond_valid_keys_stays_out(ctx):
     rng = np.random.default_rng(3)
     t, u, h, d = 4, 10, 2, 8

@@ -32,12 +32,16 @@ __all__ = [
     "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
     "F32", "F16", "BF16", "U8", "I32", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
-    "attention_merge",
+    "attention_merge", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
+    "ROPE_SCALING_LINEAR", "ROPE_SCALING_LLAMA3", "ROPE_SCALING_YARN",
 ]
 
 F32, F16, BF16, U8, I32 = _raw.F32, _raw.F16, _raw.BF16, _raw.U8, _raw.I32
 MASK_NONE, MASK_BOOL, MASK_ADDITIVE = _raw.MASK_NONE, _raw.MASK_BOOL, _raw.MASK_ADDITIVE
 CONTEXT_VALIDATION, CONTEXT_PROFILING = _raw.CONTEXT_VALIDATION, _raw.CONTEXT_PROFILING
+ROPE_NEOX, ROPE_GPTJ = _raw.ROPE_NEOX, _raw.ROPE_GPTJ
+ROPE_SCALING_NONE, ROPE_SCALING_LINEAR = _raw.ROPE_SCALING_NONE, _raw.ROPE_SCALING_LINEAR
+ROPE_SCALING_LLAMA3, ROPE_SCALING_YARN = _raw.ROPE_SCALING_LLAMA3, _raw.ROPE_SCALING_YARN
 
 # Status codes (vkattn_status).
 SUCCESS = _raw.SUCCESS
@@ -392,6 +396,38 @@ def attention_merge(out_a, lse_a, out_b, lse_b, out=None, lse=None):
     return out, lse
 
 
+class RopeDesc:
+    """vkattn_rope_desc as keywords: layout (ROPE_NEOX / ROPE_GPTJ),
+    rotary_dim (0 = the rest of the row), rotary_offset, theta, scaling
+    (ROPE_SCALING_*), factor, low_freq_factor, high_freq_factor,
+    original_max_position, beta_fast, beta_slow, attention_factor (0 = the
+    scaling's default), yarn_truncate. Defaults as vkattn_rope_desc_init."""
+
+    FIELDS = ("layout", "rotary_dim", "rotary_offset", "theta", "scaling", "factor",
+              "low_freq_factor", "high_freq_factor", "original_max_position", "beta_fast",
+              "beta_slow", "attention_factor", "yarn_truncate")
+
+    def __init__(self, **fields):
+        self._d = _raw.RopeDesc()
+        for name, value in fields.items():
+            if name not in self.FIELDS:
+                raise TypeError("vkattn: RopeDesc has no field %r" % name)
+            setattr(self._d, name, int(value) if name == "yarn_truncate" else value)
+
+
+def rope(x, cu_seqlens, start_positions, out=None, **desc):
+    """Rotary position embedding of x [total, heads, head_dim] (a Tensor):
+    token i of sequence b sits at start_positions[b] + i; cu_seqlens are the
+    batch + 1 prefix sums. Keywords are RopeDesc's fields. ``out`` may be
+    ``x`` (in place); a new tensor when None. Returns ``out``."""
+    d = desc.pop("desc", None) or RopeDesc(**desc)
+    if out is None:
+        out = Tensor(x.context, x.shape, x.dtype)
+    x.context._handle().rope(d._d, _i32(cu_seqlens), _i32(start_positions), x._handle(),
+                             out._handle())
+    return out
+
+
 class KvCache(_Owned):
     """A paged KV cache on a context's device (vkattn_kv_cache_desc's fields
     as keywords; ``Context.kv_cache`` makes one). Sequences are int64 ids."""
@@ -476,14 +512,21 @@ class Step(_Owned):
         """True until committed, aborted or closed."""
         return self._h is not None and self._h.isActive()
 
-    def append(self, layer, k_new, v_new):
+    def append(self, layer, k_new, v_new, rope=None):
         """Writes this step's new K/V of one layer: [total_new, Hkv, d] and
-        [total_new, Hkv, dv] Tensors (NumPy arrays are uploaded first)."""
+        [total_new, Hkv, dv] Tensors (NumPy arrays are uploaded first). With
+        ``rope`` (a RopeDesc or a dict of its fields) the keys are rotated
+        first, token i of a sequence at position len + i."""
         ctx = self.cache.context
+        if isinstance(rope, dict):
+            rope = RopeDesc(**rope)
         k_t = k_new if isinstance(k_new, Tensor) else ctx.tensor(k_new)
         v_t = v_new if isinstance(v_new, Tensor) else ctx.tensor(v_new)
         try:
-            self._handle().append(int(layer), k_t._handle(), v_t._handle())
+            if rope is None:
+                self._handle().append(int(layer), k_t._handle(), v_t._handle())
+            else:
+                self._handle().appendRope(int(layer), rope._d, k_t._handle(), v_t._handle())
         finally:
             if k_t is not k_new:
                 k_t.close()
