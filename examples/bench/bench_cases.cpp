@@ -55,7 +55,27 @@ struct Seq {
 struct Shape {
   int H, Hkv, d;
   bool causal;
+  int dv = 0;          // 0 = d (MLA: 512 under d 576)
+  bool sinks = false;  // per-head sink logits (gpt-oss)
+  int v_dim() const { return dv ? dv : d; }
 };
+
+// The sink logit of head h (stream 3), when the shape has sinks.
+float sink_of(int h) {
+  return 2.0f * value(3, uint64_t(h));
+}
+
+// desc->sinks for a shape with sinks (f32 [H]), else NULL; owned by the caller.
+vkattn_tensor* make_sinks(vkattn_context* ctx, const Shape& s) {
+  if (!s.sinks) return nullptr;
+  std::vector<float> x(s.H);
+  for (int h = 0; h < s.H; ++h) x[h] = sink_of(h);
+  vkattn_tensor* t = nullptr;
+  const int64_t shape[1] = {s.H};
+  check(vkattn_tensor_create(ctx, VKATTN_F32, 1, shape, &t), "tensor_create");
+  check(vkattn_tensor_write(t, x.data(), x.size() * 4), "tensor_write");
+  return t;
+}
 
 // Checks sampled (sequence, query) rows of `out` (f16 [total_q, H, d])
 // against the reference; returns the largest error and the reference's
@@ -77,7 +97,7 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
     some.push_back(rows.back());
     rows = some;
   }
-  const int H = s.H, Hkv = s.Hkv, d = s.d;
+  const int H = s.H, Hkv = s.Hkv, d = s.d, dv = s.v_dim();
   std::vector<int32_t> cu_q = {0}, cu_k = {0};
   std::vector<float> q, k, v;
   double flops = 0;
@@ -89,16 +109,18 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
     cu_k.push_back(cu_k.back() + u);
     const uint64_t qr = sq.q_row0 + i;
     for (int e = 0; e < H * d; ++e) q.push_back(value(0, qr * H * d + e));
-    for (int j = 0; j < u; ++j)
-      for (int e = 0; e < Hkv * d; ++e) {
-        k.push_back(value(1, (sq.k_row0 + j) * Hkv * d + e));
-        v.push_back(value(2, (sq.k_row0 + j) * Hkv * d + e));
-      }
-    flops += 4.0 * u * H * d;
+    for (int j = 0; j < u; ++j) {
+      for (int e = 0; e < Hkv * d; ++e) k.push_back(value(1, (sq.k_row0 + j) * Hkv * d + e));
+      for (int e = 0; e < Hkv * dv; ++e) v.push_back(value(2, (sq.k_row0 + j) * Hkv * dv + e));
+    }
+    flops += 2.0 * u * H * (d + dv);
   }
+  std::vector<float> sinks;
+  for (int h = 0; s.sinks && h < H; ++h) sinks.push_back(sink_of(h));
   vkattn::ref::AttentionParams p;
-  p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.causal = false;
-  std::vector<float> ref(rows.size() * H * d);
+  p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = false;
+  p.sinks = s.sinks ? sinks.data() : nullptr;
+  std::vector<float> ref(rows.size() * H * dv);
   auto t0 = std::chrono::steady_clock::now();
   vkattn::ref::attention_varlen(p, int(rows.size()), cu_q.data(), cu_k.data(), q.data(), k.data(),
                                 v.data(), ref.data(), nullptr);
@@ -109,9 +131,9 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
   for (size_t r = 0; r < rows.size(); ++r) {
     auto [b, i] = rows[r];
     const uint64_t row = seqs[b].q_row0 + i - seqs[0].q_row0;
-    for (int e = 0; e < H * d; ++e)
-      err = std::max(err, double(std::fabs(vkattn_ref::f16_to_f32(out[row * H * d + e]) -
-                                           ref[r * H * d + e])));
+    for (int e = 0; e < H * dv; ++e)
+      err = std::max(err, double(std::fabs(vkattn_ref::f16_to_f32(out[row * H * dv + e]) -
+                                           ref[r * H * dv + e])));
   }
   return err;
 }
@@ -123,8 +145,8 @@ void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* k
     for (int i = 0; i < q.t; ++i) pairs += s.causal ? std::max(0, q.u - q.t + i + 1) : q.u;
     keys += q.u;
   }
-  *flops = pairs * s.H * 4.0 * s.d;
-  *kv_bytes = keys * s.Hkv * s.d * 2.0 * 2.0;
+  *flops = pairs * s.H * 2.0 * (s.d + s.v_dim());
+  *kv_bytes = keys * s.Hkv * (s.d + s.v_dim()) * 2.0;
 }
 
 constexpr double kTolF16 = 2e-3;
@@ -135,21 +157,23 @@ bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
   const std::vector<Seq> seqs = {{t, t, 0, 0}};
   vkattn_tensor* q = make(ctx, {t, s.H, s.d});
   vkattn_tensor* k = make(ctx, {t, s.Hkv, s.d});
-  vkattn_tensor* v = make(ctx, {t, s.Hkv, s.d});
-  vkattn_tensor* o = make(ctx, {t, s.H, s.d});
+  vkattn_tensor* v = make(ctx, {t, s.Hkv, s.v_dim()});
+  vkattn_tensor* o = make(ctx, {t, s.H, s.v_dim()});
   fill(q, 0, 0, uint64_t(t) * s.H * s.d);
   fill(k, 1, 0, uint64_t(t) * s.Hkv * s.d);
-  fill(v, 2, 0, uint64_t(t) * s.Hkv * s.d);
+  fill(v, 2, 0, uint64_t(t) * s.Hkv * s.v_dim());
+  vkattn_tensor* sinks = make_sinks(ctx, s);
   vkattn_attention_desc desc;
   vkattn_attention_desc_init(&desc);
   desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
+  desc.head_dim_v = s.v_dim(), desc.sinks = sinks;
   int32_t cu[2] = {0, t};
   auto record = [&] {
     check(vkattn_attention_varlen(ctx, &desc, 1, cu, cu, q, k, v, o), "attention_varlen");
   };
   progress("%s: verifying", r->name.c_str());
   record();
-  std::vector<uint16_t> out(uint64_t(t) * s.H * s.d);
+  std::vector<uint16_t> out(uint64_t(t) * s.H * s.v_dim());
   check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
   double ref_ms_per_gflop = 0;
   r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
@@ -161,7 +185,7 @@ bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
   r->bytes = bytes;
   r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
   r->variant = variant_name(ctx, s.d, t * (s.H / s.Hkv));
-  for (vkattn_tensor* x : {q, k, v, o}) vkattn_tensor_destroy(x);
+  for (vkattn_tensor* x : {q, k, v, o, sinks}) vkattn_tensor_destroy(x);
   return r->ok = r->max_err <= kTolF16;
 }
 
@@ -181,7 +205,7 @@ struct PagedRun {
   std::vector<Seq> seqs;  // per sequence: t = fresh, u = cached + fresh
   int64_t total_new = 0;
   std::vector<vkattn_tensor*> k_new, v_new;  // per layer
-  vkattn_tensor *q = nullptr, *o = nullptr;
+  vkattn_tensor *q = nullptr, *o = nullptr, *sinks = nullptr;
   vkattn_attention_desc desc;
 
   // Rows of layer l live in the streams at l * kLayerRows + row.
@@ -200,7 +224,7 @@ struct PagedRun {
     }
     vkattn_kv_cache_desc kd;
     vkattn_kv_cache_desc_init(&kd);
-    kd.num_layers = layers, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d;
+    kd.num_layers = layers, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.v_dim();
     kd.num_pages = uint32_t(pages + 1);
     check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
     // Fill: one step appending every cached token of every layer.
@@ -208,15 +232,17 @@ struct PagedRun {
     // The timed step's inputs.
     for (int l = 0; l < layers; ++l) {
       k_new.push_back(make(ctx, {total_new, s.Hkv, s.d}));
-      v_new.push_back(make(ctx, {total_new, s.Hkv, s.d}));
+      v_new.push_back(make(ctx, {total_new, s.Hkv, s.v_dim()}));
       fill_rows(k_new.back(), 1, l, /*fresh=*/true);
       fill_rows(v_new.back(), 2, l, true);
     }
     q = make(ctx, {total_new, s.H, s.d});
-    o = make(ctx, {total_new, s.H, s.d});
+    o = make(ctx, {total_new, s.H, s.v_dim()});
     fill(q, 0, 0, uint64_t(total_new) * s.H * s.d);
+    sinks = make_sinks(ctx, s);
     vkattn_attention_desc_init(&desc);
     desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = 1;
+    desc.head_dim_v = s.v_dim(), desc.sinks = sinks;
   }
   ~PagedRun() {
     if (step) vkattn_step_abort(step);
@@ -224,13 +250,14 @@ struct PagedRun {
     for (auto* x : v_new) vkattn_tensor_destroy(x);
     vkattn_tensor_destroy(q);
     vkattn_tensor_destroy(o);
+    vkattn_tensor_destroy(sinks);
     vkattn_kv_cache_destroy(cache);
   }
 
   // Rows of the cached (or fresh) tokens of every sequence, layer l.
   void fill_rows(vkattn_tensor* t, uint64_t kind, int l, bool fresh_rows) {
     std::vector<uint16_t> h;
-    const uint64_t w = uint64_t(s.Hkv) * s.d;
+    const uint64_t w = uint64_t(s.Hkv) * (kind == 2 ? s.v_dim() : s.d);
     for (size_t i = 0; i < seqs.size(); ++i) {
       const uint64_t first = seqs[i].k_row0 + (fresh_rows ? cached[i] : 0);
       const uint64_t n = fresh_rows ? fresh[i] : cached[i];
@@ -247,7 +274,7 @@ struct PagedRun {
     check(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), t.data(), &st), "step_begin");
     if (n) {
       vkattn_tensor* k = make(ctx, {n, s.Hkv, s.d});
-      vkattn_tensor* v = make(ctx, {n, s.Hkv, s.d});
+      vkattn_tensor* v = make(ctx, {n, s.Hkv, s.v_dim()});
       for (int l = 0; l < layers; ++l) {
         fill_rows(k, 1, l, !fill_cached);
         fill_rows(v, 2, l, !fill_cached);
@@ -269,7 +296,7 @@ struct PagedRun {
   }
   // The reference sees layer 0's streams (verify() reads kind/row ids).
   bool check_layer0(Result* r, double* ref_ms_per_gflop) {
-    std::vector<uint16_t> out(uint64_t(total_new) * s.H * s.d);
+    std::vector<uint16_t> out(uint64_t(total_new) * s.H * s.v_dim());
     check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
     r->max_err = verify(s, seqs, out, ref_ms_per_gflop);
     return r->max_err <= kTolF16;
@@ -337,6 +364,22 @@ bool prefill_1k_d64(vkattn_context* c, Result* r) {
 bool prefill_1k_d256(vkattn_context* c, Result* r) {
   return prefill(c, r, 1024, {8, 8, 256, true});
 }
+// gpt-oss-120b: 64 query / 8 kv heads of d 64 with attention sinks.
+const Shape kGptOss{64, 8, 64, true, 0, true};
+// DeepSeek-V3 MLA (absorbed): 16 query heads over one latent kv head, d 576
+// (512 latent + 64 rotary), dv 512.
+const Shape kMla{16, 1, 576, true, 512};
+
+bool gptoss_decode(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kGptOss, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
+}
+bool mla_prefill(vkattn_context* c, Result* r) {
+  return prefill(c, r, 512, kMla);
+}
+bool mla_decode(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kMla, std::vector<int32_t>(16, 1024), std::vector<int32_t>(16, 1));
+}
+
 bool chunk_512_over_1536(vkattn_context* c, Result* r) {
   return paged_layer(c, r, kGqa, {1536}, {512});
 }
@@ -504,6 +547,12 @@ const std::vector<Case>& all_cases() {
        mixed_step},
       {"layers-32", "paged: a 32-layer decode step of 16 x 512, append + attention, one submit",
        layers_32},
+      {"gptoss-decode", "paged: 16 decodes over 2048, 64/8 heads, d 64, attention sinks (gpt-oss)",
+       gptoss_decode},
+      {"mla-prefill", "causal 512, 16 heads over 1 kv head, d 576 / dv 512 (DeepSeek MLA)",
+       mla_prefill},
+      {"mla-decode", "paged: 16 decodes over 1024, 16 heads / 1 kv head, d 576 / dv 512 (MLA)",
+       mla_decode},
   };
   return cases;
 }
