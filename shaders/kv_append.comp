@@ -84,17 +84,21 @@ void write_half(bool is_v, uint i, uint bits) {
 // Element i of k_new / v_new (i counted from the chunk's first row).
 float input_value(bool is_v, uint i) {
   i += is_v ? pc.v_skip : pc.k_skip;
-  uint w = is_v ? v_new[pc.in_dt == DT_F32 ? i : i >> 1] : k_new[pc.in_dt == DT_F32 ? i : i >> 1];
-  return pc.in_dt == DT_F32 ? uintBitsToFloat(w) : decode16(pc.in_dt, (w >> ((i & 1u) * 16u)) & 0xffffu);
+  return is_v ? LOAD_ELEM(v_new, pc.in_dt, i) : LOAD_ELEM(k_new, pc.in_dt, i);
 }
 
-// Element i of the input, as cache-dtype bits.
+// x rounded to the cache dtype (nearest even), as its bits.
+uint cache_bits(float x) {
+  return pc.cache_dt == DT_F32 ? floatBitsToUint(x) : encode16(pc.cache_dt, x);
+}
+
+// Element i of the input, as cache-dtype bits (the same dtype: the same
+// bits, NaN payloads included).
 uint convert(bool is_v, uint i) {
+  if (pc.in_dt != pc.cache_dt) return cache_bits(input_value(is_v, i));
   i += is_v ? pc.v_skip : pc.k_skip;
   uint w = is_v ? v_new[pc.in_dt == DT_F32 ? i : i >> 1] : k_new[pc.in_dt == DT_F32 ? i : i >> 1];
-  if (pc.in_dt == pc.cache_dt) return pc.in_dt == DT_F32 ? w : (w >> ((i & 1u) * 16u)) & 0xffffu;
-  float x = pc.in_dt == DT_F32 ? uintBitsToFloat(w) : decode16(pc.in_dt, (w >> ((i & 1u) * 16u)) & 0xffffu);
-  return pc.cache_dt == DT_F32 ? floatBitsToUint(x) : encode16(pc.cache_dt, x);
+  return pc.in_dt == DT_F32 ? w : (w >> ((i & 1u) * 16u)) & 0xffffu;
 }
 
 // Element e of the row starting at `src` (of chunk job `job`) as cache-dtype
@@ -108,8 +112,7 @@ uint convert_rope(bool is_v, uint job, uint src, uint e) {
   uint partner = pc.rope_gptj != 0u ? (first ? e + 1u : e - 1u) : (first ? e + half_rd : e - half_rd);
   vec2 c = rope_cs[job * half_rd + pair];
   float x = input_value(false, src + e), y = input_value(false, src + partner);
-  float r = first ? x * c.x - y * c.y : x * c.x + y * c.y;
-  return pc.cache_dt == DT_F32 ? floatBitsToUint(r) : encode16(pc.cache_dt, r);
+  return cache_bits(first ? x * c.x - y * c.y : x * c.x + y * c.y);
 }
 
 void main() {

@@ -35,8 +35,7 @@ layout(push_constant) uniform Push {
 pc;
 
 float load(uint i) {
-  i += pc.x_skip;
-  return pc.dt == DT_F32 ? uintBitsToFloat(x_w[i]) : decode16(pc.dt, (x_w[i >> 1] >> ((i & 1u) * 16u)) & 0xffffu);
+  return LOAD_ELEM(x_w, pc.dt, i + pc.x_skip);
 }
 
 void store(uint i, float v) {

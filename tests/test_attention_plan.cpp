@@ -391,13 +391,19 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
   vkattn_context_destroy(ctx);
 }
 
+// A default context made under VKATTN_DISABLE_COOPMAT=1 (read at creation).
+vkattn_status create_with_kill_switch(vkattn_context** ctx) {
+  setenv("VKATTN_DISABLE_COOPMAT", "1", 1);
+  const vkattn_status s = vkattn_context_create(nullptr, ctx);
+  unsetenv("VKATTN_DISABLE_COOPMAT");
+  return s;
+}
+
 // VKATTN_DISABLE_COOPMAT=1 keeps cooperative matrices off the device (not
 // enabled, never chosen), whatever the device offers.
 TEST(AttentionVariantChoice, CoopmatKillSwitch) {
   vkattn_context* ctx = nullptr;
-  setenv("VKATTN_DISABLE_COOPMAT", "1", 1);
-  const vkattn_status s = vkattn_context_create(nullptr, &ctx);
-  unsetenv("VKATTN_DISABLE_COOPMAT");
+  const vkattn_status s = create_with_kill_switch(&ctx);
   ASSERT_EQ(s, VKATTN_SUCCESS);
   vkattn::Device& dev = ctx->impl->device();
   EXPECT_FALSE(dev.caps().coopmat.usable());
@@ -421,9 +427,7 @@ TEST(AttentionVariantChoice, CoopmatKillSwitch) {
 // offers the extension (lavapipe 26.1: ctest test_attention_plan.mesa26).
 TEST(AttentionVariantChoice, CoopmatKillSwitchSkipsThePropertyQuery) {
   vkattn_context* ctx = nullptr;
-  setenv("VKATTN_DISABLE_COOPMAT", "1", 1);
-  const vkattn_status s = vkattn_context_create(nullptr, &ctx);
-  unsetenv("VKATTN_DISABLE_COOPMAT");
+  const vkattn_status s = create_with_kill_switch(&ctx);
   ASSERT_EQ(s, VKATTN_SUCCESS);
   const vkattn::CoopmatSupport& cm = ctx->impl->device().caps().coopmat;
   EXPECT_TRUE(cm.disabled);

@@ -127,10 +127,20 @@ func TestVarlenCausalWindowMatchesReference(t *testing.T) {
 	const tq, tk, window = 6, 13, 2
 	q, k, v := randoms(r, tq*tH*tD), randoms(r, tk*tHkv*tD), randoms(r, tk*tHkv*tD)
 	refOut, refLse := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, window)
-	out, lse := tensor(t, c, F32, tq, tH, tD), tensor(t, c, F32, tq, tH)
 	d := NewAttentionDesc(tH, tHkv, tD)
-	d.Causal, d.WindowLeft, d.Lse = true, window, lse
-	err := c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
+	d.Causal, d.WindowLeft = true, window
+	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
+}
+
+// checkVarlen runs packed attention of f32 q, k, v (tH / tHkv heads of tD)
+// with d (its Lse set here) and compares out and lse with the reference.
+func checkVarlen(t *testing.T, c *Context, d *AttentionDesc, cuQ, cuK []int32, q, k, v,
+	refOut, refLse []float32) {
+	t.Helper()
+	tq, tk := int64(cuQ[len(cuQ)-1]), int64(cuK[len(cuK)-1])
+	out, lse := tensor(t, c, F32, tq, tH, tD), tensor(t, c, F32, tq, tH)
+	d.Lse = lse
+	err := c.AttentionVarlen(d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
 		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out)
 	if err != nil {
 		t.Fatal(err)
@@ -172,20 +182,10 @@ func TestSinksJoinTheDenominator(t *testing.T) {
 	}
 	refOut, refLse := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, -1)
 	refOut, refLse = withSinks(refOut, refLse, sinks, tH, tD)
-	out, lse := tensor(t, c, F32, tq, tH, tD), tensor(t, c, F32, tq, tH)
 	d := NewAttentionDesc(tH, tHkv, tD)
-	d.Causal, d.Lse, d.Sinks = true, lse, tensorF32(t, c, sinks, tH)
-	err := c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
-		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := maxDiff(t, refOut, must(out.ReadF32())); m > 1e-5 {
-		t.Errorf("out: max diff %g", m)
-	}
-	if m := maxDiff(t, refLse, must(lse.ReadF32())); m > 1e-5 {
-		t.Errorf("lse: max diff %g", m)
-	}
+	d.Causal, d.Sinks = true, tensorF32(t, c, sinks, tH)
+	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
+	out := tensor(t, c, F32, tq, tH, tD)
 	d.Sinks = tensorF32(t, c, sinks[:tH-1], tH-1)
 	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
 		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out),

@@ -68,6 +68,25 @@ VKATTN_API vkattn_status vkattn_attention_paged(
   });
 }
 
+namespace {
+// vkattn_paged_append and _rope (with_rope: `rope` is required).
+vkattn_status paged_append(const char* fn, vkattn_context* ctx, bool with_rope,
+                           const vkattn_rope_desc* rope, uint32_t batch,
+                           const int32_t* cu_seqlens_new, const int32_t* seq_lens_before,
+                           const int32_t* page_indptr, const int32_t* page_indices,
+                           uint32_t page_size, vkattn_tensor* k_new, vkattn_tensor* v_new,
+                           vkattn_tensor* k_pages, vkattn_tensor* v_pages) {
+  return guard(fn, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    if (with_rope) VKATTN_REQUIRE_ARG(rope);
+    ctx->impl->recorder().check_alive();
+    record_paged_append(*ctx->impl, batch, cu_seqlens_new, seq_lens_before, page_indptr,
+                        page_indices, page_size, impl(k_new), impl(v_new), impl(k_pages),
+                        impl(v_pages), rope);
+  });
+}
+}  // namespace
+
 VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch,
                                              const int32_t* cu_seqlens_new,
                                              const int32_t* seq_lens_before,
@@ -75,13 +94,8 @@ VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch
                                              const int32_t* page_indices, uint32_t page_size,
                                              vkattn_tensor* k_new, vkattn_tensor* v_new,
                                              vkattn_tensor* k_pages, vkattn_tensor* v_pages) {
-  return guard(__func__, [&] {
-    VKATTN_REQUIRE_ARG(ctx);
-    ctx->impl->recorder().check_alive();
-    record_paged_append(*ctx->impl, batch, cu_seqlens_new, seq_lens_before, page_indptr,
-                        page_indices, page_size, impl(k_new), impl(v_new), impl(k_pages),
-                        impl(v_pages));
-  });
+  return paged_append(__func__, ctx, false, nullptr, batch, cu_seqlens_new, seq_lens_before,
+                      page_indptr, page_indices, page_size, k_new, v_new, k_pages, v_pages);
 }
 
 VKATTN_API vkattn_status vkattn_paged_append_rope(vkattn_context* ctx, const vkattn_rope_desc* rope,
@@ -91,14 +105,8 @@ VKATTN_API vkattn_status vkattn_paged_append_rope(vkattn_context* ctx, const vka
                                                   const int32_t* page_indices, uint32_t page_size,
                                                   vkattn_tensor* k_new, vkattn_tensor* v_new,
                                                   vkattn_tensor* k_pages, vkattn_tensor* v_pages) {
-  return guard(__func__, [&] {
-    VKATTN_REQUIRE_ARG(ctx);
-    VKATTN_REQUIRE_ARG(rope);
-    ctx->impl->recorder().check_alive();
-    record_paged_append(*ctx->impl, batch, cu_seqlens_new, seq_lens_before, page_indptr,
-                        page_indices, page_size, impl(k_new), impl(v_new), impl(k_pages),
-                        impl(v_pages), rope);
-  });
+  return paged_append(__func__, ctx, true, rope, batch, cu_seqlens_new, seq_lens_before,
+                      page_indptr, page_indices, page_size, k_new, v_new, k_pages, v_pages);
 }
 
 VKATTN_API void vkattn_rope_desc_init(vkattn_rope_desc* desc) {

@@ -115,26 +115,30 @@ VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_
   });
 }
 
-VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
-                                            vkattn_tensor* v_new) {
-  return guard(__func__, [&] {
+namespace {
+// vkattn_step_append and _rope (with_rope: `rope` is required).
+vkattn_status step_append(const char* fn, vkattn_step* step, uint32_t layer, bool with_rope,
+                          const vkattn_rope_desc* rope, vkattn_tensor* k_new,
+                          vkattn_tensor* v_new) {
+  return guard(fn, [&] {
     VKATTN_REQUIRE_ARG(step);
+    if (with_rope) VKATTN_REQUIRE_ARG(rope);
     alive(step->impl->cache());
     step->impl->append(layer, k_new ? k_new->impl.get() : nullptr,
-                       v_new ? v_new->impl.get() : nullptr);
+                       v_new ? v_new->impl.get() : nullptr, rope);
   });
+}
+}  // namespace
+
+VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
+                                            vkattn_tensor* v_new) {
+  return step_append(__func__, step, layer, false, nullptr, k_new, v_new);
 }
 
 VKATTN_API vkattn_status vkattn_step_append_rope(vkattn_step* step, uint32_t layer,
                                                  const vkattn_rope_desc* rope, vkattn_tensor* k_new,
                                                  vkattn_tensor* v_new) {
-  return guard(__func__, [&] {
-    VKATTN_REQUIRE_ARG(step);
-    VKATTN_REQUIRE_ARG(rope);
-    alive(step->impl->cache());
-    step->impl->append(layer, k_new ? k_new->impl.get() : nullptr,
-                       v_new ? v_new->impl.get() : nullptr, rope);
-  });
+  return step_append(__func__, step, layer, true, rope, k_new, v_new);
 }
 
 VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,

@@ -129,13 +129,12 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
   }
 }
 
-void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int64_t total) {
-  require(cu != nullptr, name, " is NULL");
-  require(cu[0] == 0, name, "[0] is ", cu[0], ", must be 0");
-  for (uint32_t b = 0; b < batch; ++b)
-    require(cu[b + 1] >= cu[b], name, " decreases at ", b + 1, " (", cu[b], " -> ", cu[b + 1], ")");
-  require(cu[batch] == total, name, "[", batch, "] is ", cu[batch],
-          ", must equal the tensor's first dim ", total);
+// The descriptor's optional tensors (from the checked copy: a 0.1 struct
+// has no sinks).
+void take_optional_tensors(AttentionCall& c) {
+  auto impl = [](vkattn_tensor* t) { return t ? t->impl.get() : nullptr; };
+  c.lse = impl(c.desc.lse), c.mask = impl(c.desc.mask);
+  c.alibi = impl(c.desc.alibi_slopes), c.sinks = impl(c.desc.sinks);
 }
 
 // The descriptor and layout-independent checks both entry points share.
@@ -144,14 +143,21 @@ AttentionCall start_call(Context& ctx, const vkattn_attention_desc* desc, Tensor
   AttentionCall c;
   c.desc = check_attention_desc(desc);
   c.q = q, c.k = k, c.v = v, c.out = out;
-  c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
-  c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
-  c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
-  c.sinks = c.desc.sinks ? c.desc.sinks->impl.get() : nullptr;
+  take_optional_tensors(c);
   check_tensors(ctx, c);
   return c;
 }
 }  // namespace
+
+void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int64_t total,
+                       const char* tensor) {
+  require(cu != nullptr, name, " is NULL");
+  require(cu[0] == 0, name, "[0] is ", cu[0], ", must be 0");
+  for (uint32_t b = 0; b < batch; ++b)
+    require(cu[b + 1] >= cu[b], name, " decreases at ", b + 1, " (", cu[b], " -> ", cu[b + 1], ")");
+  require(cu[batch] == total, name, "[", batch, "] is ", cu[batch], ", must equal ", tensor,
+          "'s first dim ", total);
+}
 
 vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
   vkattn_attention_desc d = read_desc(desc, kAttentionDescSizes, &vkattn_attention_desc_init,
@@ -310,10 +316,7 @@ AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, S
   c.layer = layer;
   c.desc = check_attention_desc(desc);
   c.q = q, c.out = out;
-  c.lse = desc->lse ? desc->lse->impl.get() : nullptr;
-  c.mask = desc->mask ? desc->mask->impl.get() : nullptr;
-  c.alibi = desc->alibi_slopes ? desc->alibi_slopes->impl.get() : nullptr;
-  c.sinks = c.desc.sinks ? c.desc.sinks->impl.get() : nullptr;
+  take_optional_tensors(c);
   const auto& d = c.desc;
   const vkattn_kv_cache_desc& cd = step.cache().desc();
   require(step.is_open(), "the step is no longer open");

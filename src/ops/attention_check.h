@@ -14,6 +14,10 @@ std::string shape_str(const Tensor& t);
 // Requires `t` to have exactly `want` as its shape.
 void require_shape(const Tensor& t, const char* name, std::initializer_list<int64_t> want);
 void require_same_context(Context& ctx, const Tensor* t, const char* name);
+// `cu` (batch + 1 host ints) is a prefix sum from 0 to `total`, the first
+// dim of `tensor`.
+void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int64_t total,
+                       const char* tensor = "the tensor");
 // The two tensors' byte ranges overlap in one VkBuffer.
 bool same_memory(const Tensor* a, const Tensor* b);
 // Some element of `t` shares memory with another (written tensors must not).

@@ -80,8 +80,8 @@ void record_rope(Context& ctx, const vkattn_rope_desc* desc, uint32_t batch,
                  const int32_t* cu_seqlens, const int32_t* start_positions, Tensor* x,
                  Tensor* out) {
   require(x && out, "x and out must not be NULL");
-  for (const Tensor* t : {x, out})
-    require(&t->context() == &ctx, "x and out must belong to the context");
+  require_same_context(ctx, x, "x");
+  require_same_context(ctx, out, "out");
   require(is_float(x->dtype()), "x must be f32, f16 or bf16, got ", dtype_name(x->dtype()));
   require(x->ndim() == 3, "x must be [total, heads, head_dim], got ", shape_str(*x));
   const int64_t total = x->dim(0), heads = x->dim(1), dim = x->dim(2);
@@ -96,15 +96,10 @@ void record_rope(Context& ctx, const vkattn_rope_desc* desc, uint32_t batch,
   require(in_place || !same_memory(out, x), "out must be x itself or not overlap it");
   require(!self_overlapping(*out), "out is a view whose elements overlap");
   const Rope rope(desc, uint32_t(dim));
-  require(cu_seqlens != nullptr, "cu_seqlens is NULL");
+  check_prefix_sums("cu_seqlens", batch, cu_seqlens, total, "x");
   require(start_positions != nullptr || batch == 0, "start_positions is NULL");
-  require(cu_seqlens[0] == 0, "cu_seqlens[0] is ", cu_seqlens[0], ", must be 0");
-  for (uint32_t b = 0; b < batch; ++b) {
-    require(cu_seqlens[b + 1] >= cu_seqlens[b], "cu_seqlens decreases at ", b + 1);
+  for (uint32_t b = 0; b < batch; ++b)
     require(start_positions[b] >= 0, "start_positions[", b, "] is negative");
-  }
-  require(cu_seqlens[batch] == total, "cu_seqlens[", batch, "] is ", cu_seqlens[batch],
-          ", must equal x's first dim ", total);
   Recorder& rec = ctx.recorder();
   rec.check_alive();
   if (total == 0) return;

@@ -420,7 +420,7 @@ def rope(x, cu_seqlens, start_positions, out=None, **desc):
     token i of sequence b sits at start_positions[b] + i; cu_seqlens are the
     batch + 1 prefix sums. Keywords are RopeDesc's fields. ``out`` may be
     ``x`` (in place); a new tensor when None. Returns ``out``."""
-    d = desc.pop("desc", None) or RopeDesc(**desc)
+    d = RopeDesc(**desc)
     if out is None:
         out = Tensor(x.context, x.shape, x.dtype)
     x.context._handle().rope(d._d, _i32(cu_seqlens), _i32(start_positions), x._handle(),
