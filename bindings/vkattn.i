@@ -87,6 +87,8 @@ static const char* vkattnx_dtype_name(vkattn_dtype d) {
     case VKATTN_BF16: return "bf16";
     case VKATTN_U8: return "u8";
     case VKATTN_I32: return "i32";
+    case VKATTN_I8: return "i8";
+    case VKATTN_FP8_E4M3: return "fp8_e4m3";
   }
   return "unknown";
 }

@@ -11,6 +11,7 @@
 typedef struct vkattnx_kv_cache {
   vkattn_kv_cache* cache;
   vkattn_dtype dtype;
+  uint32_t num_kv_heads; /* readScales checks its arrays against it */
 } vkattnx_kv_cache;
 
 typedef struct vkattnx_step {
@@ -70,6 +71,12 @@ static void vkattnx_cache_read(vkattnx_kv_cache* self, int32_t layer, int64_t se
 %apply (uint16_t* OUT_U16, int64_t OUT_LEN) {
   (uint16_t* kDst, int64_t kCount), (uint16_t* vDst, int64_t vCount)
 };
+%apply (uint8_t* OUT_U8, int64_t OUT_LEN) {
+  (uint8_t* kDst, int64_t kCount), (uint8_t* vDst, int64_t vCount)
+};
+%apply (const float* IN_F32, int64_t IN_LEN) {
+  (const float* kScales, int64_t kCount), (const float* vScales, int64_t vCount)
+};
 
 struct vkattnx_kv_cache {};
 struct vkattnx_step {};
@@ -102,6 +109,7 @@ struct vkattnx_step {};
       return NULL;
     }
     box->dtype = desc->dtype; /* desc is not NULL: create succeeded */
+    box->num_kv_heads = desc->num_kv_heads;
     return box;
   }
   ~vkattnx_kv_cache() {
@@ -151,6 +159,42 @@ struct vkattnx_step {};
     vkattnx_cache_read(self, layer, seqId, start, count, kDst, kCount, vDst, vCount, 2,
                        self && (self->dtype == VKATTN_F16 || self->dtype == VKATTN_BF16),
                        "16-bit");
+  }
+  /* 8-bit caches (i8, fp8_e4m3): the stored codes as bytes, and the f32
+   * scales that dequantize them, k [count, Hkv], v [count, Hkv]. */
+  void m_readBytes(int32_t layer, int64_t seqId, int32_t start, int32_t count, uint8_t* kDst,
+                   int64_t kCount, uint8_t* vDst, int64_t vCount) {
+    vkattnx_cache_read(self, layer, seqId, start, count, kDst, kCount, vDst, vCount, 1,
+                       self && (self->dtype == VKATTN_I8 || self->dtype == VKATTN_FP8_E4M3),
+                       "byte");
+  }
+  void m_readScales(int32_t layer, int64_t seqId, int32_t start, int32_t count, float* kDst,
+                    int64_t kCount, float* vDst, int64_t vCount) {
+    VKATTNX_CACHE(self, );
+    if (!kDst || !vDst) {
+      vkattnx_fail("vkattn: the scale array for %s is null", kDst ? "v" : "k");
+      return;
+    }
+    if (count < 0 || kCount != (int64_t)count * self->num_kv_heads || vCount != kCount) {
+      vkattnx_fail("vkattn: the scale arrays hold %lld and %lld floats, want count x Hkv = %lld",
+                   (long long)kCount, (long long)vCount,
+                   (long long)count * self->num_kv_heads);
+      return;
+    }
+    vkattnx_ok(vkattn_kv_cache_read_scales(self->cache, (uint32_t)layer, seqId, start, count,
+                                           kDst, vDst));
+  }
+  /* fp8 caches: K and V scales of one layer (1 or Hkv each), before its
+   * first append. */
+  void m_setScales(int32_t layer, const float* kScales, int64_t kCount, const float* vScales,
+                   int64_t vCount) {
+    VKATTNX_CACHE(self, );
+    if (!kScales || !vScales || kCount != vCount || kCount > UINT32_MAX) {
+      vkattnx_fail("vkattn: setScales wants two arrays of one length (1 or Hkv)");
+      return;
+    }
+    vkattnx_ok(vkattn_kv_cache_set_scales(self->cache, (uint32_t)layer, (uint32_t)kCount,
+                                          kScales, vScales));
   }
 
   /* Opens a step: seqIds[i] brings numNewTokens[i] new tokens (unknown ids

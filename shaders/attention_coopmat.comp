@@ -24,8 +24,9 @@
 //      every tensor-core attention.
 // Tile shape (TM, TN, TK) comes from the device's cooperative-matrix
 // properties (16x16x16 / 16x8x16 on NVIDIA, 8x8x8 on lavapipe); head dims
-// are padded to it with zeros in shared memory. K/V are f16: the host
-// declines other dtypes (they run on `tiled`, logged).
+// are padded to it with zeros in shared memory. K/V are f16 (or 8-bit
+// caches, dequantized into the f16 tiles): the host declines bf16 and f32
+// (they run on `tiled`, logged).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -114,7 +115,8 @@ void main() {
       uint j = x / DP4, c = x % DP4, key = kt + j;
       vec4 k = vec4(0.0);
       if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
-        k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c, 0u);
+        k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c, 0u) *
+            kv_scale(false, sq, it.kv_head, key);  // 8-bit caches: dequantized into the f16 tile
       [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_k[j * DP + 4u * c + e] = float16_t(k[e]);
     }
     for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
@@ -190,7 +192,8 @@ void main() {
       vec4 v = vec4(0.0);
       if (c < DV4 && ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u)
         v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
-                      1u);
+                      1u) *
+            kv_scale(true, sq, it.kv_head, key);
       [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_v[j * DVP + 4u * c + e] = float16_t(v[e]);
     }
     for (uint x = lane; x < TM * DVP; x += nl) sh_o[r0 * DVP + x] *= sh_alpha[r0 + x / DVP];

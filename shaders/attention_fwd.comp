@@ -172,6 +172,13 @@ void main() {
         [[unroll]] for (uint cc = 0u; cc < CK; ++cc) QK_STEP(c0 + cc)
       }
     }
+    // 8-bit caches: a score is q . codes times the key's K scale.
+    if (KDT >= DT_I8) {
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        float ks = kv_scale(false, sq, it.kv_head, min(kb + j, k_last - 1u));
+        [[unroll]] for (uint i = 0u; i < R; ++i) s[i * BK + j] *= ks;
+      }
+    }
     // Transforms, each compiled in only when FEATURES has it (uses()).
     if (uses(F_SOFTCAP)) {
       [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = soft_capped(s[x]);
@@ -236,6 +243,14 @@ void main() {
       l[i] = l[i] * alpha + sum;
       m[i] = bm;
       alphas[i] = alpha;
+    }
+    // 8-bit caches: p times the key's V scale multiplies the V codes (l
+    // already holds the unscaled p).
+    if (KDT >= DT_I8) {
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        float vs = kv_scale(true, sq, it.kv_head, min(kb + j, k_last - 1u));
+        [[unroll]] for (uint i = 0u; i < R; ++i) s[i * BK + j] *= vs;
+      }
     }
     if (UNROLL_D != 0u) {
       [[unroll]] for (uint c = 0u; c < DV4; ++c) PV_STEP(c)

@@ -32,7 +32,28 @@ inline vkattn_kv_cache_desc kv_cache_desc(const KvShape& s) {
 }
 
 inline size_t dtype_bytes(vkattn_dtype dt) {
-  return dt == VKATTN_F32 ? 4 : 2;
+  return dt == VKATTN_F32 ? 4 : dt == VKATTN_I8 || dt == VKATTN_FP8_E4M3 ? 1 : 2;
+}
+
+// An 8-bit cache's code `c` with its scale, as a float.
+inline float dequantize(vkattn_dtype dt, uint8_t c, float scale) {
+  return (dt == VKATTN_I8 ? float(int8_t(c)) : e4m3_to_f32(c)) * scale;
+}
+
+// How far the dequantized value of appended x may be from x: int8, half a
+// code of its row's scale (row_amax / 127); fp8 with scale s, half an e4m3
+// step of x / s (x / s past 448 saturates: `want` becomes +-448 s).
+inline double quantized_tolerance(vkattn_dtype dt, double x, double row_amax, double scale,
+                                  double* want) {
+  *want = x;
+  if (dt == VKATTN_I8) return 0.5 * row_amax / 127.0 * (1 + 1e-5) + 1e-7 * std::fabs(x);
+  const double y = std::fabs(x) / scale;
+  if (y >= 448) {
+    *want = std::copysign(448.0 * scale, x);
+    return 1e-6 * std::fabs(*want);
+  }
+  const double step = y < 0.015625 ? std::ldexp(1.0, -9) : ulp_of(1, y) * std::ldexp(1.0, 20);
+  return 0.5 * step * (1 + 1e-5) * scale + 1e-7 * std::fabs(x);
 }
 
 class KvModel {

@@ -619,6 +619,40 @@ TEST_F(Interop, HostilePageTablesAreRefused) {
       << vkattn_last_error();
 }
 
+// 8-bit dtypes are a vkattn_kv_cache's alone in this release: caller pools
+// and the dense ops' k / v of them are refused as unsupported, with the
+// pools untouched.
+TEST_F(Interop, EightBitCallerPoolsAreUnsupported) {
+  const int np = 2, ps = 4, H = 2, d = 8;
+  vkattn_tensor* q = tensor(VKATTN_F32, {1, H, d});
+  vkattn_tensor* o = tensor(VKATTN_F32, {1, H, d});
+  vkattn_tensor* kn = tensor(VKATTN_F32, {1, H, d});
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = H, desc.num_kv_heads = H, desc.head_dim = d;
+  const int32_t cu[2] = {0, 1}, len[1] = {1}, before[1] = {0}, indptr[2] = {0, 1}, idx[1] = {1};
+  for (vkattn_dtype dt : {VKATTN_I8, VKATTN_FP8_E4M3}) {
+    vkattn_tensor* kp = tensor(dt, {np, ps, H, d});
+    vkattn_tensor* vp = tensor(dt, {np, ps, H, d});
+    const std::vector<uint8_t> fill(vkattn_tensor_nbytes(kp), 0x5a);
+    ASSERT_EQ(vkattn_tensor_write(kp, fill.data(), fill.size()), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_paged_append(ctx, 1, cu, before, indptr, idx, ps, kn, kn, kp, vp),
+              VKATTN_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(vkattn_last_error()).find("8-bit caller pools"), std::string::npos)
+        << vkattn_last_error();
+    EXPECT_EQ(vkattn_attention_paged(ctx, &desc, 1, cu, len, indptr, idx, ps, q, kp, vp, o),
+              VKATTN_ERROR_UNSUPPORTED);
+    vkattn_tensor* k8 = tensor(dt, {1, H, d});
+    EXPECT_EQ(vkattn_attention_varlen(ctx, &desc, 1, cu, cu, q, k8, k8, o),
+              VKATTN_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(vkattn_last_error()).find("8-bit k/v"), std::string::npos)
+        << vkattn_last_error();
+    std::vector<uint8_t> got(fill.size());
+    ASSERT_EQ(vkattn_tensor_read(kp, got.data(), got.size()), VKATTN_SUCCESS);
+    EXPECT_EQ(got, fill);
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -2,8 +2,10 @@
 // remove share and free pages correctly, a failed step changes nothing,
 // bad input is rejected with the cache unchanged, pools beyond one buffer.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "kv_model.h"
 
@@ -26,6 +28,12 @@ class KvCacheTest : public ContextTest {
     ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
   }
 
+  // A host array for calls that must be refused before they write it.
+  float* ksc_dummy() {
+    dummy_.assign(64, 0.0f);
+    return dummy_.data();
+  }
+  std::vector<float> dummy_;
   uint32_t free_pages() {
     uint32_t n = 0;
     EXPECT_EQ(vkattn_kv_cache_num_free_pages(cache, &n), VKATTN_SUCCESS);
@@ -361,6 +369,140 @@ TEST_F(KvCacheTest, PoolLargerThanOneBuffer) {
   EXPECT_EQ(free_pages(), 400u);
   ASSERT_EQ(step({4}, {n}, VKATTN_F32), VKATTN_SUCCESS);
   check_all();
+}
+
+// 8-bit caches: a large append (thousands of rows per workgroup, within
+// lavapipe's loop cap) reads back as codes and scales that dequantize to
+// the appended values within half a code; an all-zero row has scale 0, a
+// row holding NaN a NaN scale (int8) or NaN codes (fp8), fp8 saturates at
+// 448 x scale. Bytes per page follow the header's formula.
+TEST_F(KvCacheTest, EightBitAppendsAndScales) {
+  for (vkattn_dtype dt : {VKATTN_I8, VKATTN_FP8_E4M3}) {
+    SCOPED_TRACE(dt == VKATTN_I8 ? "i8" : "fp8");
+    if (cache) vkattn_kv_cache_destroy(cache);
+    KvShape s;
+    s.layers = 2;
+    s.hkv = 8;
+    s.d = 128;
+    s.dv = 37;
+    s.page_size = 16;
+    s.pages = 6016 / 16;
+    s.dtype = dt;
+    create(s);
+    std::vector<float> ks(s.hkv), vs(s.hkv);
+    for (uint32_t h = 0; h < s.hkv; ++h) ks[h] = 0.004f * (h + 1), vs[h] = 0.01f;
+    if (dt == VKATTN_FP8_E4M3) {
+      // Layer 1 has no scales: its append is refused, nothing recorded.
+      ASSERT_EQ(vkattn_kv_cache_set_scales(cache, 0, s.hkv, ks.data(), vs.data()), 0)
+          << vkattn_last_error();
+    }
+    const int32_t t[2] = {6000, 3};
+    const int64_t ids[2] = {1, 2};
+    ASSERT_EQ(vkattn_step_begin(cache, 2, ids, t, &step_), VKATTN_SUCCESS);
+    const int64_t n = 6003;
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::vector<float> kx(n * s.hkv * s.d), vx(n * s.hkv * s.dv);
+    for (float& x : kx) x = u(rng);
+    for (float& x : vx) x = u(rng) * 0.1f;
+    for (uint32_t e = 0; e < s.d; ++e) kx[5 * s.d + e] = 0.0f;  // token 0, head 5: zeros
+    kx[9 * s.d + 3] = std::numeric_limits<float>::quiet_NaN();  // token 1, head 1: NaN
+    vkattn_tensor* k = tensor(VKATTN_F32, {n, s.hkv, s.d});
+    vkattn_tensor* v = tensor(VKATTN_F32, {n, s.hkv, s.dv});
+    ASSERT_EQ(vkattn_tensor_write(k, kx.data(), kx.size() * 4), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_write(v, vx.data(), vx.size() * 4), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_step_append(step_, 0, k, v), VKATTN_SUCCESS) << vkattn_last_error();
+    if (dt == VKATTN_FP8_E4M3) {
+      EXPECT_INVALID(vkattn_step_append(step_, 1, k, v), "no scales");
+      EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 1, ks.data(), vs.data()), "fixed");
+      ASSERT_EQ(vkattn_kv_cache_set_scales(cache, 1, 1, ks.data(), vs.data()), 0);
+    }
+    ASSERT_EQ(vkattn_step_append(step_, 1, k, v), VKATTN_SUCCESS) << vkattn_last_error();
+    ASSERT_EQ(vkattn_step_commit(step_), VKATTN_SUCCESS);
+    step_ = nullptr;
+    for (uint32_t l = 0; l < s.layers; ++l) {
+      for (int64_t id : ids) {
+        const int32_t cnt = t[id - 1];
+        const size_t first = id == 1 ? 0 : 6000;
+        std::vector<uint8_t> kb(size_t(cnt) * s.hkv * s.d), vb(size_t(cnt) * s.hkv * s.dv);
+        std::vector<float> ksc(size_t(cnt) * s.hkv), vsc(size_t(cnt) * s.hkv);
+        ASSERT_EQ(
+            vkattn_kv_cache_read(cache, l, id, 0, cnt, kb.data(), kb.size(), vb.data(), vb.size()),
+            VKATTN_SUCCESS);
+        ASSERT_EQ(vkattn_kv_cache_read_scales(cache, l, id, 0, cnt, ksc.data(), vsc.data()),
+                  VKATTN_SUCCESS)
+            << vkattn_last_error();
+        int bad = 0;
+        for (size_t r = 0; r < size_t(cnt) * s.hkv * 2 && bad < 3; ++r) {
+          const bool is_v = r % 2;
+          const size_t row = r / 2, dim = is_v ? s.dv : s.d, h = row % s.hkv;
+          const float* x = (is_v ? vx.data() : kx.data()) + (first * s.hkv + row) * dim;
+          const uint8_t* c = (is_v ? vb.data() : kb.data()) + row * dim;
+          const float scale = (is_v ? vsc : ksc)[row];
+          const float want_scale = dt == VKATTN_I8 ? 0.0f
+                                   : l == 1        ? (is_v ? vs[0] : ks[0])
+                                                   : (is_v ? vs[h] : ks[h]);
+          float amax = 0.0f;
+          bool nan = false;
+          for (size_t e = 0; e < dim; ++e)
+            amax = std::max(amax, std::fabs(x[e])), nan |= std::isnan(x[e]);
+          if (dt == VKATTN_I8) {
+            if (nan) {
+              EXPECT_TRUE(std::isnan(scale)) << "row " << row << " holds NaN";
+              continue;
+            }
+            EXPECT_NEAR(scale, amax / 127.0f, 1e-6 * amax) << "row " << row;
+          } else {
+            EXPECT_EQ(scale, want_scale) << "row " << row;
+          }
+          for (size_t e = 0; e < dim; ++e) {
+            if (std::isnan(x[e])) {
+              EXPECT_TRUE(std::isnan(dequantize(dt, c[e], scale)));
+              continue;
+            }
+            EXPECT_NE(c[e], dt == VKATTN_I8 ? 0x80 : 0x7f) << "-128 is never stored; 0x7f is NaN";
+            double want = 0;
+            const double tol = quantized_tolerance(dt, x[e], amax, scale, &want);
+            const double got = dequantize(dt, c[e], scale);
+            if (!(std::fabs(got - want) <= tol)) {
+              ADD_FAILURE() << "layer " << l << " seq " << id << (is_v ? " V" : " K") << " row "
+                            << row << " elem " << e << ": " << got << ", appended " << x[e];
+              ++bad;
+              break;
+            }
+          }
+        }
+      }
+    }
+    // Per page: 2 layers x (K: round16(16 x 8 x 128) [+ 16 x 8 x 4 scales] + V likewise).
+    EXPECT_INVALID(vkattn_kv_cache_read_scales(cache, 2, 1, 0, 1, ksc_dummy(), ksc_dummy()),
+                   "layer");
+    EXPECT_INVALID(vkattn_kv_cache_read_scales(cache, 0, 1, 5990, 11, ksc_dummy(), ksc_dummy()),
+                   "beyond");
+    if (dt == VKATTN_I8)
+      EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 1, ks.data(), vs.data()), "int8");
+  }
+  // Other caches have no scales; fp8 scales must be 1 or Hkv, finite, > 0.
+  vkattn_kv_cache_destroy(cache);
+  KvShape s;
+  create(s);
+  ASSERT_EQ(step({1}, {2}, VKATTN_F32), VKATTN_SUCCESS);
+  EXPECT_INVALID(vkattn_kv_cache_read_scales(cache, 0, 1, 0, 1, ksc_dummy(), ksc_dummy()),
+                 "only 8-bit");
+  EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 1, ksc_dummy(), ksc_dummy()), "only fp8");
+  vkattn_kv_cache_destroy(cache);
+  s.dtype = VKATTN_FP8_E4M3;
+  create(s);
+  const float good[2] = {1.0f, 2.0f}, zero[2] = {0.0f, 1.0f};
+  const float nan[2] = {std::numeric_limits<float>::quiet_NaN(), 1.0f};
+  EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 3, good, good), "num_scales");
+  EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 2, good, zero), "finite and > 0");
+  EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 1, nan, good), "finite and > 0");
+  EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 0, 2, nullptr, good), "NULL");
+  EXPECT_INVALID(vkattn_kv_cache_set_scales(cache, 7, 2, good, good), "layer");
+  EXPECT_EQ(vkattn_step_begin(cache, 0, nullptr, nullptr, &step_), VKATTN_SUCCESS);
+  EXPECT_INVALID(vkattn_step_append(step_, 0, tensor(VKATTN_F32, {0, s.hkv, s.d}),
+                                    tensor(VKATTN_F32, {0, s.hkv, s.dv})),
+                 "no scales");
 }
 
 // Bad input: a status with a message, the cache unchanged.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -44,6 +45,67 @@ class StepAttentionTest : public ContextTest {
     ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
     k_model.clear();
     v_model.clear();
+    if (s.dtype == VKATTN_FP8_E4M3) {
+      // Per kv head on even layers, per layer on odd ones: |values| <= 1
+      // then use much of e4m3's range (and some saturate: 1 / 0.002 > 448).
+      for (uint32_t l = 0; l < s.layers; ++l) {
+        std::vector<float> ks(s.hkv), vs(s.hkv);
+        for (uint32_t h = 0; h < s.hkv; ++h)
+          ks[h] = 0.0022f + 0.001f * h, vs[h] = 0.004f + 0.003f * h;
+        // (check_quantized knows these)
+        const uint32_t n = l % 2 ? 1 : s.hkv;
+        ASSERT_EQ(vkattn_kv_cache_set_scales(cache, l, n, ks.data(), vs.data()), VKATTN_SUCCESS)
+            << vkattn_last_error();
+      }
+    }
+  }
+
+  bool cache8() const { return shape.dtype == VKATTN_I8 || shape.dtype == VKATTN_FP8_E4M3; }
+
+  // Committed tokens [0, n) of one layer of an 8-bit cache, dequantized
+  // from what vkattn_kv_cache_read and _read_scales return: [n, Hkv, d|dv].
+  void read_dequantized(int64_t id, uint32_t layer, int32_t n, std::vector<float>* k,
+                        std::vector<float>* v) {
+    const uint32_t hkv = shape.hkv, d = shape.d, dv = shape.dv;
+    std::vector<uint8_t> kb(size_t(n) * hkv * d), vb(size_t(n) * hkv * dv);
+    std::vector<float> ks(size_t(n) * hkv), vs(size_t(n) * hkv);
+    ASSERT_EQ(
+        vkattn_kv_cache_read(cache, layer, id, 0, n, kb.data(), kb.size(), vb.data(), vb.size()),
+        VKATTN_SUCCESS)
+        << vkattn_last_error();
+    ASSERT_EQ(vkattn_kv_cache_read_scales(cache, layer, id, 0, n, ks.data(), vs.data()),
+              VKATTN_SUCCESS)
+        << vkattn_last_error();
+    k->resize(kb.size());
+    v->resize(vb.size());
+    for (size_t i = 0; i < kb.size(); ++i) (*k)[i] = dequantize(shape.dtype, kb[i], ks[i / d]);
+    for (size_t i = 0; i < vb.size(); ++i) (*v)[i] = dequantize(shape.dtype, vb[i], vs[i / dv]);
+  }
+
+  // An 8-bit cache's dequantized rows `got` against the f32 values `want`
+  // that were appended ([rows, dim], rows of one (token, kv head)): int8
+  // within half a code of the row's scale absmax / 127; fp8 within half an
+  // e4m3 step (saturated at 448 x scale).
+  void check_quantized(const std::vector<float>& got, const std::vector<float>& want, uint32_t dim,
+                       uint32_t layer, bool is_v) {
+    int bad = 0;
+    for (size_t r = 0; r * dim < want.size() && bad < 3; ++r) {
+      float amax = 0.0f;
+      for (uint32_t e = 0; e < dim; ++e) amax = std::max(amax, std::fabs(want[r * dim + e]));
+      for (uint32_t e = 0; e < dim; ++e) {
+        const double x = want[r * dim + e], g = got[r * dim + e];
+        const uint32_t h = static_cast<uint32_t>(r % shape.hkv), hs = layer % 2 ? 0 : h;
+        const float sc = is_v ? 0.004f + 0.003f * hs : 0.0022f + 0.001f * hs;  // create()'s
+        double w = x;
+        const double tol = quantized_tolerance(shape.dtype, x, amax, sc, &w);
+        if (!(std::fabs(g - w) <= tol)) {
+          ++bad;
+          ADD_FAILURE() << (is_v ? "V" : "K") << " row " << r << " elem " << e << " layer " << layer
+                        << ": dequantized " << g << ", appended " << x << " (tol " << tol << ")";
+          break;
+        }
+      }
+    }
   }
 
   std::vector<float> random_vec(size_t n, vkattn_dtype dt) {
@@ -118,6 +180,8 @@ class StepAttentionTest : public ContextTest {
     vkattn_tensor* kt = tensor(VKATTN_F32, {n, hkv, d});
     vkattn_tensor* vt = tensor(VKATTN_F32, {n, hkv, dv});
     std::vector<float> last_out;
+    std::vector<std::function<void(const std::vector<float>&, const std::vector<float>&)>> deferred;
+    EXPECT_TRUE(commit || !cache8()) << "8-bit caches are checked after the commit";
     for (uint32_t l = 0; l < shape.layers; ++l) {
       const LayerCfg& c = cfg[l % cfg.size()];
       // New K/V as f32 values; the cache holds them rounded to its dtype.
@@ -199,18 +263,53 @@ class StepAttentionTest : public ContextTest {
         p.add_mask = amask.data();
       }
       EXPECT_EQ(vkattn_step_attention(st, l, &desc, qt, ot), VKATTN_SUCCESS) << vkattn_last_error();
-      std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
-      vkattn::ref::attention_varlen(p, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
-                                    rk.data(), rv.data(), ref_out.data(), ref_lse.data());
       std::vector<uint8_t> ob(vkattn_tensor_nbytes(ot)), lb(vkattn_tensor_nbytes(lt));
       EXPECT_EQ(vkattn_tensor_read(ot, ob.data(), ob.size()), VKATTN_SUCCESS);
       EXPECT_EQ(vkattn_tensor_read(lt, lb.data(), lb.size()), VKATTN_SUCCESS);
       std::vector<float> out = decode_bytes(qdt, ob), lse = decode_bytes(VKATTN_F32, lb);
-      compare(out, lse, ref_out, ref_lse, qdt, l);
       last_out = out;
+      // The reference over keys rk / rv (the vectors p points into are
+      // copied with the check: an 8-bit cache's run after the commit).
+      auto check = [=, this](const std::vector<float>& keys, const std::vector<float>& vals) {
+        vkattn::ref::AttentionParams pp = p;
+        pp.alibi_slopes = slopes.empty() ? nullptr : slopes.data();
+        pp.sinks = sinks.empty() ? nullptr : sinks.data();
+        pp.add_mask = amask.empty() ? nullptr : amask.data();
+        std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
+        vkattn::ref::attention_varlen(pp, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
+                                      keys.data(), vals.data(), ref_out.data(), ref_lse.data());
+        compare(out, lse, ref_out, ref_lse, qdt, l);
+      };
+      if (cache8())
+        deferred.push_back(check);  // keys are known once the cache can be read
+      else
+        check(rk, rv);
     }
     if (commit) {
       EXPECT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
+      if (cache8()) {
+        // What the cache holds, dequantized: the new tokens against what was
+        // appended, then the deferred checks' reference over all of it.
+        for (uint32_t l = 0; l < shape.layers; ++l) {
+          std::vector<float> rk, rv;
+          for (size_t b = 0; b < B; ++b) {
+            std::vector<float> k, v;
+            read_dequantized(ids[b], l, len[b] + t[b], &k, &v);
+            const size_t k0 = size_t(len[b]) * hkv * d, v0 = size_t(len[b]) * hkv * dv;
+            check_quantized(std::vector<float>(k.begin() + k0, k.end()),
+                            std::vector<float>(new_k[l].begin() + size_t(cu_q[b]) * hkv * d,
+                                               new_k[l].begin() + size_t(cu_q[b + 1]) * hkv * d),
+                            d, l, false);
+            check_quantized(std::vector<float>(v.begin() + v0, v.end()),
+                            std::vector<float>(new_v[l].begin() + size_t(cu_q[b]) * hkv * dv,
+                                               new_v[l].begin() + size_t(cu_q[b + 1]) * hkv * dv),
+                            dv, l, true);
+            rk.insert(rk.end(), k.begin(), k.end());
+            rv.insert(rv.end(), v.begin(), v.end());
+          }
+          if (attend) deferred[l](rk, rv);
+        }
+      }
       for (size_t b = 0; b < B; ++b) {
         auto& mk = k_model[ids[b]];
         auto& mv = v_model[ids[b]];
@@ -526,6 +625,81 @@ TEST_F(StepAttentionTest, PoolSplitByLayers) {
   run_step({1, 3}, {2, 5}, cfg, VKATTN_F16);  // both copy the shared partial page
   remove(2);
   run_step({3, 1, 4}, {1, 1, 30}, cfg, VKATTN_F32);
+}
+
+// 8-bit caches (int8 with per-token scales, fp8 e4m3 with per-layer and
+// per-head scales): every step's attention against the reference over
+// what the cache holds, dequantized (read back after the commit), and the
+// stored codes against what was appended (half a code). Texel kinds of
+// every width (d 24: 8 codes, dv 12: 4, d 7 / dv 5: one, byte atomics in
+// the append; small dims keep lavapipe's compile time low), GQA, sinks, a window, softcap + ALiBi,
+// additive masks that hide whole rows, NaN rows beyond the lengths (int8: a NaN scale), a fork
+// whose shared partial page is copied (scales with it), a truncation over
+// NaN tokens and a split-KV decode over 600 keys.
+TEST_F(StepAttentionTest, EightBitCaches) {
+  for (vkattn_dtype dt : {VKATTN_I8, VKATTN_FP8_E4M3})
+    for (auto [d, dv] : {std::pair<uint32_t, uint32_t>{24, 12}, {7, 5}}) {
+      if (d == 7 && dt == VKATTN_I8) continue;  // one dtype per width (compile time)
+      SCOPED_TRACE(testing::Message()
+                   << (dt == VKATTN_I8 ? "i8" : "fp8") << " d " << d << " dv " << dv);
+
+      if (cache) vkattn_kv_cache_destroy(cache);
+      KvShape s;
+      s.layers = 2;
+      s.hkv = 2;
+      s.d = d;
+      s.dv = dv;
+      s.page_size = d == 24 ? 5 : 16;
+      s.pages = 200;
+      s.dtype = dt;
+      create(s);
+      poison_pool();
+      std::vector<LayerCfg> cfg(2);
+      cfg[0].sinks = true;
+      cfg[0].window = 9;
+      cfg[1].H = 2;
+      cfg[1].softcap = 5.0f;
+      cfg[1].alibi = true;
+      cfg[1].mask_type = VKATTN_MASK_ADDITIVE;
+      cfg[1].causal = false;
+      run_step({1, 2, 3}, {37, 5, 16}, cfg, VKATTN_F32);
+      fork(2, 4);
+      run_step({2, 4, 3}, {2, 1, 1}, cfg, VKATTN_F16);  // both copy the shared partial page
+      if (d != 24) continue;                            // odd dims: the steps above (compile time)
+      append_nan(1, 4);
+      ASSERT_EQ(vkattn_kv_cache_truncate(cache, 1, 35), VKATTN_SUCCESS);  // NaN tokens past it
+      run_step({1, 4}, {1, 1}, cfg, VKATTN_F32);
+      run_step({5}, {600}, cfg, VKATTN_F32, true, /*attend=*/false);
+      run_step({5, 1}, {1, 1}, cfg, VKATTN_F32);  // split-KV decode
+    }
+}
+
+// 8-bit caches over several pool buffers (a layer's pages in several):
+// the int8 scales travel with their slabs.
+TEST_F(StepAttentionTest, EightBitPoolOverSeveralBuffers) {
+  for (vkattn_dtype dt : {VKATTN_I8, VKATTN_FP8_E4M3}) {
+    SCOPED_TRACE(dt == VKATTN_I8 ? "i8" : "fp8");
+    if (cache) vkattn_kv_cache_destroy(cache);
+    KvShape s;  // EightBitCaches' shape and layer 0 (its pipelines)
+    s.layers = 1;
+    s.hkv = 2;
+    s.d = 24;
+    s.dv = 12;
+    s.page_size = 4;
+    s.pages = 60;
+    s.dtype = dt;
+    {
+      ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "2048"}});
+      create(s);
+    }
+    poison_pool();
+    std::vector<LayerCfg> cfg(1);
+    cfg[0].sinks = true;
+    cfg[0].window = 9;
+    run_step({1, 2}, {50, 30}, cfg, VKATTN_F32);
+    fork(1, 3);
+    run_step({1, 2, 3}, {1, 2, 1}, cfg, VKATTN_F32);
+  }
 }
 
 // Bad input: a status with a message, nothing recorded.

@@ -55,9 +55,18 @@ struct Seq {
 struct Shape {
   int H, Hkv, d;
   bool causal;
-  int dv = 0;          // 0 = d (MLA: 512 under d 576)
-  bool sinks = false;  // per-head sink logits (gpt-oss)
+  int dv = 0;                          // 0 = d (MLA: 512 under d 576)
+  bool sinks = false;                  // per-head sink logits (gpt-oss)
+  vkattn_dtype cache_dt = VKATTN_F16;  // paged cases: the cache dtype (8-bit caches)
   int v_dim() const { return dv ? dv : d; }
+  // Bytes one cached key takes per kv head (K and V rows; int8: + 2 scales).
+  double key_bytes() const {
+    const bool q8 = cache_dt == VKATTN_I8 || cache_dt == VKATTN_FP8_E4M3;
+    return (d + v_dim()) * (q8                       ? 1.0
+                            : cache_dt == VKATTN_F32 ? 4.0
+                                                     : 2.0) +
+           (cache_dt == VKATTN_I8 ? 8.0 : 0.0);
+  }
 };
 
 // The sink logit of head h (stream 3), when the shape has sinks.
@@ -146,10 +155,16 @@ void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* k
     keys += q.u;
   }
   *flops = pairs * s.H * 2.0 * (s.d + s.v_dim());
-  *kv_bytes = keys * s.Hkv * (s.d + s.v_dim()) * 2.0;
+  *kv_bytes = keys * s.Hkv * s.key_bytes();
 }
 
 constexpr double kTolF16 = 2e-3;
+// 8-bit caches against the reference over the unquantized values: the
+// quantization error (int8: half a code of the row's absmax / 127; fp8
+// e4m3: 1/16 relative) averaged by the softmax.
+double tolerance(const Shape& s) {
+  return s.cache_dt == VKATTN_I8 ? 1e-2 : s.cache_dt == VKATTN_FP8_E4M3 ? 5e-2 : kTolF16;
+}
 
 // ---- packed prefill (vkattn_attention_varlen) ------------------------------
 
@@ -226,7 +241,14 @@ struct PagedRun {
     vkattn_kv_cache_desc_init(&kd);
     kd.num_layers = layers, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.v_dim();
     kd.num_pages = uint32_t(pages + 1);
+    kd.dtype = s.cache_dt;
     check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
+    if (s.cache_dt == VKATTN_FP8_E4M3) {
+      // Values lie in [-1, 1]: 1 maps to 448, e4m3's largest.
+      const float scale = 1.0f / 448.0f;
+      for (int l = 0; l < layers; ++l)
+        check(vkattn_kv_cache_set_scales(cache, uint32_t(l), 1, &scale, &scale), "set_scales");
+    }
     // Fill: one step appending every cached token of every layer.
     append_step(cached, true);
     // The timed step's inputs.
@@ -299,7 +321,7 @@ struct PagedRun {
     std::vector<uint16_t> out(uint64_t(total_new) * s.H * s.v_dim());
     check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
     r->max_err = verify(s, seqs, out, ref_ms_per_gflop);
-    return r->max_err <= kTolF16;
+    return r->max_err <= tolerance(s);
   }
 };
 
@@ -378,6 +400,20 @@ bool mla_prefill(vkattn_context* c, Result* r) {
 }
 bool mla_decode(vkattn_context* c, Result* r) {
   return paged_layer(c, r, kMla, std::vector<int32_t>(16, 1024), std::vector<int32_t>(16, 1));
+}
+
+// decode-16x2048 over 8-bit caches: half the bytes of f16 per key.
+Shape with_cache(Shape s, vkattn_dtype dt) {
+  s.cache_dt = dt;
+  return s;
+}
+bool decode_16x2048_int8(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, with_cache(kGqa, VKATTN_I8), std::vector<int32_t>(16, 2048),
+                     std::vector<int32_t>(16, 1));
+}
+bool decode_16x2048_fp8(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, with_cache(kGqa, VKATTN_FP8_E4M3), std::vector<int32_t>(16, 2048),
+                     std::vector<int32_t>(16, 1));
 }
 
 bool chunk_512_over_1536(vkattn_context* c, Result* r) {
@@ -542,6 +578,10 @@ const std::vector<Case>& all_cases() {
        chunk_512_over_1536},
       {"decode-1x4096", "paged: 1 decode over 4096 cached, 32/8 heads, d 128", decode_1x4096},
       {"decode-16x2048", "paged: 16 decodes over 2048 cached, 32/8 heads, d 128", decode_16x2048},
+      {"decode-16x2048-int8", "decode-16x2048 over an int8 cache (per-token scales)",
+       decode_16x2048_int8},
+      {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",
+       decode_16x2048_fp8},
       {"decode-16x512", "paged: one layer of layers-32 (16 decodes over 512)", decode_16x512},
       {"mixed-step", "paged: 12 decodes over 512 + 325 i, a 256 chunk over 1024, one step",
        mixed_step},

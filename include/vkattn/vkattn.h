@@ -364,7 +364,16 @@ typedef enum vkattn_dtype {
   VKATTN_F16 = 2,  /**< 16-bit IEEE half, as its uint16 bits. */
   VKATTN_BF16 = 3, /**< bfloat16, as its uint16 bits. */
   VKATTN_U8 = 4,   /**< Unsigned byte (boolean masks). */
-  VKATTN_I32 = 5   /**< 32-bit signed integer. */
+  VKATTN_I32 = 5,  /**< 32-bit signed integer. */
+  /** Signed byte: a KV cache dtype (8-bit cache, see vkattn_kv_cache_desc).
+   * A value is q * scale, q in -127..127, one f32 scale per (token, kv
+   * head) for K and one for V, computed by the append kernel. */
+  VKATTN_I8 = 6,
+  /** OCP float8 e4m3fn (1 sign, 4 exponent bits with bias 7, 3 mantissa
+   * bits; no infinities, 0x7f/0xff are NaN, largest finite 448): a KV
+   * cache dtype. A value is x * scale, the scales set by the caller per
+   * layer or per (layer, kv head) with vkattn_kv_cache_set_scales. */
+  VKATTN_FP8_E4M3 = 7
 } vkattn_dtype;
 
 /** Bytes per element (0 for an unknown dtype). */
@@ -700,7 +709,9 @@ VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
  * table makes a shader read outside the pools. Bottom-right causal with
  * u = seq_lens_k[b]; window, softcap, ALiBi, lse and masks (per sequence
  * t_b x u_b, packed) as in vkattn_attention_varlen. Pools larger than one
- * binding are bound in windows of pages. */
+ * binding are bound in windows of pages. Pools (and the k / v of the dense
+ * ops) are f32, f16 or bf16: 8-bit pools give VKATTN_ERROR_UNSUPPORTED
+ * (an 8-bit cache is a vkattn_kv_cache of dtype VKATTN_I8 / FP8_E4M3). */
 VKATTN_API vkattn_status vkattn_attention_paged(
     vkattn_context* ctx, const vkattn_attention_desc* desc, uint32_t batch,
     const int32_t* cu_seqlens_q, const int32_t* seq_lens_k, const int32_t* page_indptr,
@@ -715,7 +726,8 @@ VKATTN_API vkattn_status vkattn_attention_paged(
  * (page_indptr / page_indices as in vkattn_attention_paged, which must
  * cover seq_lens_before[b] + t_b keys). Every used index is checked below
  * num_pages, and two new tokens mapped to one pool slot (a write race)
- * are refused; the pools must not overlap each other or the new rows. */
+ * are refused; the pools must not overlap each other or the new rows.
+ * 8-bit pools give VKATTN_ERROR_UNSUPPORTED. */
 VKATTN_API vkattn_status vkattn_paged_append(vkattn_context* ctx, uint32_t batch,
                                              const int32_t* cu_seqlens_new,
                                              const int32_t* seq_lens_before,
@@ -756,9 +768,13 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  */
 
 /** A pool of pages; one page holds page_size tokens of K and V for every kv
- * head of every layer: bytes per page = num_layers x page_size x
- * num_kv_heads x (head_dim + head_dim_v) x dtype size (each layer's K and V
- * block rounded up to 16 bytes). Sequences are named by caller-chosen
+ * head of every layer: bytes per page = num_layers x (K block + V block),
+ * a K block being round16(page_size x num_kv_heads x head_dim x dtype
+ * size), plus round16(page_size x num_kv_heads x 4) for an int8 cache (its
+ * per-token K scales, beside the rows); V likewise with head_dim_v.
+ * round16 rounds up to a multiple of 16 bytes. An 8-bit cache (VKATTN_I8,
+ * VKATTN_FP8_E4M3) thus takes half the bytes of f16 per token (int8: plus
+ * 4 bytes per token, kv head and K or V for the scales). Sequences are named by caller-chosen
  * int64 ids and own a list of pages; pages are reference counted, so a
  * forked sequence shares its source's pages until one side appends into a
  * shared partial page (that page alone is then copied, on the device).
@@ -781,8 +797,21 @@ typedef struct vkattn_kv_cache_desc {
   uint32_t head_dim_v;   /**< dv, 1..VKATTN_MAX_HEAD_DIM; 0 = head_dim */
   uint32_t page_size;    /**< tokens per page, >= 1 (default 16) */
   uint32_t num_pages;    /**< pages in the pool, >= 1 */
-  vkattn_dtype dtype;    /**< f32, f16 or bf16 (default f16) */
-  uint32_t reserved[4];  /**< must be 0 */
+  /** f32, f16, bf16 (default f16), or an 8-bit cache:
+   *  - VKATTN_I8: symmetric int8; the append kernel computes one scale per
+   *    (token, kv head) for K and one for V, absmax / 127 of the row after
+   *    RoPE, and stores round-to-nearest-even(x / scale), saturated to
+   *    +-127 (an all-zero row: scale 0, codes 0; a row holding inf or NaN:
+   *    scale NaN, codes 0, so attention over it gives NaN as an f16 cache
+   *    holding it would). vkattn_kv_cache_read returns the int8 rows and
+   *    vkattn_kv_cache_read_scales their scales.
+   *  - VKATTN_FP8_E4M3: code = e4m3fn(x / scale), round to nearest even,
+   *    saturating at +-448 (NaN stays NaN); scale from
+   *    vkattn_kv_cache_set_scales, required before a layer's first append.
+   *  Attention dequantizes (code x scale, f32) in every kernel family; q,
+   *  out and k_new / v_new stay f32/f16/bf16. */
+  vkattn_dtype dtype;
+  uint32_t reserved[4]; /**< must be 0 */
 } vkattn_kv_cache_desc;
 
 /** Defaults: page_size 16, dtype f16, head_dim_v 0; the rest 0 (must be set). */
@@ -817,6 +846,26 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
                                               int64_t seq_id, int32_t start, int32_t count,
                                               void* k_dst, size_t k_bytes, void* v_dst,
                                               size_t v_bytes);
+/** 8-bit caches: the f32 factors that dequantize the rows
+ * vkattn_kv_cache_read returns for tokens [start, start + count) of one
+ * layer, k_scales and v_scales [count, Hkv] (host arrays of count x Hkv
+ * floats): value = code x scale. int8: the per-token scales the append
+ * kernel stored; fp8: the layer's scales set by vkattn_kv_cache_set_scales,
+ * repeated per token. Other cache dtypes: INVALID_ARGUMENT. Waits for
+ * recorded work that writes the cache; rejected in external mode. */
+VKATTN_API vkattn_status vkattn_kv_cache_read_scales(vkattn_kv_cache* cache, uint32_t layer,
+                                                     int64_t seq_id, int32_t start, int32_t count,
+                                                     float* k_scales, float* v_scales);
+/** fp8 caches: the scales of one layer's K and V (value = code x scale),
+ * num_scales = 1 (the whole layer) or Hkv (one per kv head), each finite
+ * and > 0. Must be called before the layer's first append (vkattn_step_
+ * append* of that layer), and cannot change after it: an append to a layer
+ * without scales is INVALID_ARGUMENT with nothing recorded. Calling it
+ * again before the first append replaces the scales. Other cache dtypes:
+ * INVALID_ARGUMENT (int8 computes its scales per token). */
+VKATTN_API vkattn_status vkattn_kv_cache_set_scales(vkattn_kv_cache* cache, uint32_t layer,
+                                                    uint32_t num_scales, const float* k_scales,
+                                                    const float* v_scales);
 
 /** @} */
 

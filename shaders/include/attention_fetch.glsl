@@ -24,6 +24,12 @@ layout(std430, binding = 6) readonly buffer Seqs {
 layout(std430, binding = 12) readonly buffer BlockTable {
   uint block_table[];  // pages local to this dispatch's pool buffer
 };
+// 8-bit caches: int8, the pool buffer (each K/V block's rows are followed
+// by their scales, f32 [Hkv][page_size]); fp8, the cache's scale table
+// [layer][K, V][Hkv] (ops/kv_cache.h).
+layout(std430, binding = 14) readonly buffer KvScales {
+  float kv_scales[];
+};
 
 layout(push_constant) uniform Push {
   uint n_items;
@@ -63,6 +69,7 @@ layout(push_constant) uniform Push {
   uint v_head;
   uint out_tok;
   uint out_head;
+  uint scale_base;  // fp8 caches: this layer's first entry of kv_scales
 }
 pc;
 
@@ -88,6 +95,21 @@ uint key_texel(bool paged, bool is_v, Seq sq, uint kv_head, uint key, uint kvec,
   return (sq.k_off + key) * tok + kv_head * hs - (is_v ? pc.v_base : pc.k_base);
 }
 
+// The factor that dequantizes key `key`'s K (V) row of an 8-bit cache
+// (value = code x factor); 1 for other dtypes. A paged cache only.
+float kv_scale(bool is_v, Seq sq, uint kv_head, uint key) {
+  if (KDT == DT_I8) {
+    uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+    uint kind = is_v ? VVEC : KVEC;
+    uint tb = kind == 2u ? 8u : kind == 1u ? 4u : 1u;  // bytes per texel (texel_format)
+    uint blk = (page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx)) * tb;
+    uint rows = (pc.num_kv_heads * pc.page_size * (is_v ? DV : D) + 15u) & ~15u;
+    return kv_scales[(blk + rows) / 4u + kv_head * pc.page_size + key % pc.page_size];
+  }
+  if (KDT == DT_FP8) return kv_scales[pc.scale_base + (is_v ? pc.num_kv_heads : 0u) + kv_head];
+  return 1.0;
+}
+
 // First texel of q's row (token, head) in the bound window.
 uint q_texel(uint token, uint head) {
   return token * pc.q_tok + head * pc.q_head - pc.q_base;
@@ -106,6 +128,22 @@ uvec4 fetch_texel(uint which, int t) {
 
 vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
   uint dt = which == 2u ? QDT : KDT;
+  if (dt >= DT_I8) {
+    // 8-bit codes (K/V of an 8-bit cache): kind 2 texels hold 8 (R32G32),
+    // kind 1 texels 4 (R32), kind 0 one (R8); not yet scaled (kv_scale).
+    if (kind_vec == 2u) {
+      uvec4 w = fetch_texel(which, int(base + c / 2u));
+      return decode8x4(dt, (c & 1u) != 0u ? w.y : w.x);
+    }
+    if (kind_vec == 1u) return decode8x4(dt, fetch_texel(which, int(base + c)).x);
+    vec4 r;
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      uint col = 4u * c + e;
+      float x = decode8(dt, fetch_texel(which, int(base + min(col, dim - 1u))).x);
+      r[e] = col < dim ? x : 0.0;
+    }
+    return r;
+  }
   if (kind_vec == 2u) {
     // 16-bit data, dim % 8 == 0: one 16-byte texel holds 8 elements (slices
     // c and c ^ 1 fetch the same texel; the compiler merges the fetches).

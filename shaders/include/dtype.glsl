@@ -6,6 +6,9 @@
 #define DT_F32 1u
 #define DT_F16 2u
 #define DT_BF16 3u
+// 8-bit KV cache dtypes (vkattn_kv_cache_desc): codes, dequantized by a scale.
+#define DT_I8 6u
+#define DT_FP8 7u
 
 float bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
 
@@ -43,6 +46,40 @@ float f16_to_f32(uint bits) { return unpackHalf2x16(bits).x; }
 
 float decode16(uint dt, uint bits) { return dt == DT_F16 ? f16_to_f32(bits) : bf16_to_f32(bits); }
 uint encode16(uint dt, float x) { return dt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
+
+// An 8-bit code (the low byte of `b`) as a float: int8 sign-extended, or
+// OCP e4m3fn (bias 7, subnormals below 2^-6, 0x7f / 0xff NaN).
+float decode8(uint dt, uint b) {
+  if (dt == DT_I8) return float(int(b << 24) >> 24);
+  uint e = (b >> 3) & 15u, m = b & 7u;
+  float mag = e == 0u ? float(m) * (1.0 / 512.0) : uintBitsToFloat(((e + 120u) << 23) | (m << 20));
+  mag = (e == 15u && m == 7u) ? uintBitsToFloat(0x7fc00000u) : mag;
+  return (b & 0x80u) != 0u ? -mag : mag;
+}
+
+// Four codes packed in a word, lowest byte first.
+vec4 decode8x4(uint dt, uint w) {
+  return vec4(decode8(dt, w), decode8(dt, w >> 8), decode8(dt, w >> 16), decode8(dt, w >> 24));
+}
+
+// x as an e4m3fn code: round to nearest even, saturating at +-448, NaN
+// stays NaN (0x7f with x's sign).
+uint f32_to_e4m3(float x) {
+  uint b = floatBitsToUint(x);
+  uint sign = (b >> 24) & 0x80u;
+  uint a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7fu;
+  float v = uintBitsToFloat(a);
+  if (v >= 448.0) return sign | 0x7eu;
+  if (v < 0.015625) return sign | uint(roundEven(v * 512.0));  // subnormals (8 -> 2^-6)
+  uint r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;           // 3 mantissa bits, nearest even
+  return sign | min(r - (120u << 3), 0x7eu);
+}
+
+// x / scale as an int8 code in a byte: nearest even, saturating at +-127.
+uint f32_to_i8(float x, float inv_scale) {
+  return uint(int(clamp(roundEven(x * inv_scale), -127.0, 127.0))) & 0xffu;
+}
 
 // Element i of a word array that holds dtype dt.
 #define LOAD_ELEM(buf, dt, i)                    \

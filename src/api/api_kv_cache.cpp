@@ -103,6 +103,27 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
   });
 }
 
+VKATTN_API vkattn_status vkattn_kv_cache_read_scales(vkattn_kv_cache* cache, uint32_t layer,
+                                                     int64_t seq_id, int32_t start, int32_t count,
+                                                     float* k_scales, float* v_scales) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
+    require_not_external(cache->impl->context(), "vkattn_kv_cache_read_scales");
+    cache->impl->read_scales(layer, seq_id, start, count, k_scales, v_scales);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_kv_cache_set_scales(vkattn_kv_cache* cache, uint32_t layer,
+                                                    uint32_t num_scales, const float* k_scales,
+                                                    const float* v_scales) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
+    cache->impl->set_scales(layer, num_scales, k_scales, v_scales);
+  });
+}
+
 VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_seqs,
                                            const int64_t* seq_ids, const int32_t* num_new_tokens,
                                            vkattn_step** out) {

@@ -16,6 +16,8 @@ size_t dtype_size(vkattn_dtype dtype) {
     case VKATTN_BF16:
       return 2;
     case VKATTN_U8:
+    case VKATTN_I8:
+    case VKATTN_FP8_E4M3:
       return 1;
   }
   return 0;
@@ -33,6 +35,10 @@ const char* dtype_name(vkattn_dtype dtype) {
       return "u8";
     case VKATTN_I32:
       return "i32";
+    case VKATTN_I8:
+      return "i8";
+    case VKATTN_FP8_E4M3:
+      return "fp8_e4m3";
   }
   return "unknown";
 }

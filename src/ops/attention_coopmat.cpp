@@ -30,7 +30,8 @@ uint32_t round_up(uint32_t x, uint32_t m) {
 std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   if (!coopmat_built()) return "vkattn was built without -DVKATTN_COOPMAT=ON";
   if (!caps.coopmat.usable()) return caps.coopmat.missing();
-  if (cfg.kv_dtype != VKATTN_F16)
+  // K/V tiles are f16: f16 caches, and 8-bit ones dequantized into them.
+  if (cfg.kv_dtype == VKATTN_BF16 || cfg.kv_dtype == VKATTN_F32)
     return std::string("no ") + (cfg.kv_dtype == VKATTN_BF16 ? "bf16" : "f32") +
            " matrix type for K/V (f16 only)";
   const AttentionVariant& v = cfg.var;

@@ -1,5 +1,5 @@
 // Attention kernel families and how a call picks one. Every family reads
-// the same plan (ops/attention_plan.h) through the same 14 bindings and the
+// the same plan (ops/attention_plan.h) through the same 15 bindings and the
 // same push constants (FwdPush), so one host routine binds a pass
 // (ops/attention_record.cpp); a family owns its shader, binding layout,
 // named specialization constants, shared-memory need and the list of what
@@ -45,7 +45,7 @@ struct FwdConfig {
 };
 
 // Push constants of every family's forward shader (the shaders declare the
-// same block; 124 bytes). Row strides: q, k and v in their texels, out in
+// same block; 128 bytes). Row strides: q, k and v in their texels, out in
 // elements (token, then head).
 struct FwdPush {
   uint32_t n_items, num_heads, num_kv_heads, flags;
@@ -56,13 +56,14 @@ struct FwdPush {
   uint32_t q_base, k_base, v_base, out_base, lse_base, mask_base, seq_base, table_base,
       key_valid_base;
   uint32_t q_tok, q_head, k_tok, k_head, v_tok, v_head, out_tok, out_head;
+  uint32_t scale_base;  // fp8 caches: the layer's first entry of the scale table
 };
-static_assert(sizeof(FwdPush) == 124, "push constants mirror the shaders");
+static_assert(sizeof(FwdPush) == 128, "push constants mirror the shaders");
 static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
 
 // The bindings of every family's forward shader, in this order: q, k, v
 // (texel views), out, lse, items, seqs, mask, alibi, key_valid, partial
-// rows, partial lse, block table, sinks.
+// rows, partial lse, block table, sinks, 8-bit cache scales.
 const std::vector<BindingKind>& fwd_bindings();
 
 // A named specialization struct (one 32-bit field per constant_id, in

@@ -18,7 +18,7 @@ namespace {
 // (VKATTN_SCRATCH_BYTES overrides; tests use it to force many waves).
 constexpr uint64_t kScratchBytes = 64ull << 20;
 
-// Texel width: 0 = one element, 1 = four elements, 2 = eight 16-bit elements.
+// Texel width: 0 = one element, 1 = four elements, 2 = eight 16-bit or 8-bit elements.
 uint32_t texel_kind(vkattn_dtype dt, uint32_t dim, bool scalar) {
   if (scalar || dim % 4 != 0) return 0;
   return (dt != VKATTN_F32 && dim % 8 == 0) ? 2 : 1;
@@ -96,6 +96,8 @@ bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel, bool poo
 }
 
 VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
+  if (dt == VKATTN_I8 || dt == VKATTN_FP8_E4M3)  // 8, 4 or 1 codes per texel
+    return kind == 2 ? VK_FORMAT_R32G32_UINT : kind ? VK_FORMAT_R32_UINT : VK_FORMAT_R8_UINT;
   if (kind == 2) return VK_FORMAT_R32G32B32A32_UINT;
   if (dt == VKATTN_F32) return kind ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
   return kind ? VK_FORMAT_R32G32_UINT : VK_FORMAT_R16_UINT;

@@ -126,6 +126,12 @@ class PassBinder {
     k_r_ = c.step ? dummy_ : region(c.k), v_r_ = c.step ? dummy_ : region(c.v);
     alibi_b_.buffer = c.alibi && c.alibi->buffer() ? c.alibi->buffer() : ctx.dummy();
     sinks_b_.buffer = c.sinks && c.sinks->buffer() ? c.sinks->buffer() : ctx.dummy();
+    // 8-bit caches: fp8's scale table (int8's scales: per pass, the pool buffer).
+    scales_b_.buffer = ctx.dummy();
+    if (c.step && c.step->cache().fp8()) {
+      scales_b_.buffer = c.step->cache().scale_table();
+      push_.scale_base = c.layer * 2 * d.num_kv_heads;
+    }
     key_valid_r_ = dummy_;
     if (!c.key_valid.empty()) {
       HostSlice s = rec_.alloc_host(round_up(c.key_valid.size(), 16));
@@ -220,6 +226,9 @@ class PassBinder {
       push_.k_layer_tx = static_cast<uint32_t>(at.offset / texel_format_bytes(k_fmt_));
       push_.v_layer_tx =
           static_cast<uint32_t>((at.offset + cache.k_block_bytes()) / texel_format_bytes(v_fmt_));
+      // int8: the scales beside the rows, read through the pool buffer.
+      if (cache.int8())
+        scales_b_ = storage_window(caps_, Region::whole(buf), 0, buf->size(), &start);
     } else {
       kb = texel_window(caps_, k_r_, k_fmt_, pp_.k.lo_byte(sp.keys.lo),
                         pp_.k.hi_byte(sp.keys.lo, sp.keys.hi), &start);
@@ -245,10 +254,10 @@ class PassBinder {
     BoundBuffer tb = storage_window(caps_, pp_.table, sp.table.lo * 4, sp.table.hi * 4, &start);
     push_.table_base = static_cast<uint32_t>(start / 4);
     push_.n_items = pass.count;
-    return pipes_.prepare(
-        rec_, p,
-        {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb, sinks_b_}, &push_,
-        sizeof(push_), pass.count);
+    return pipes_.prepare(rec_, p,
+                          {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb,
+                           sinks_b_, scales_b_},
+                          &push_, sizeof(push_), pass.count);
   }
 
   PreparedDispatch combine(const Pipeline& p, const CombinePass& pass) {
@@ -293,7 +302,7 @@ class PassBinder {
   Pipelines& pipes_;
   const Region dummy_;
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
-  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_;
+  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_;
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};

@@ -22,19 +22,21 @@ namespace vkattn {
 
 namespace {
 
-const KernelLayout kAppendLayout{
-    "kv_append",
-    {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-    92};
+// kv_append.comp (16/32-bit caches and pools) and kv_append_q8.comp (8-bit
+// caches): the same bindings and push constants.
+const std::vector<BindingKind> kAppendBindings(7, BindingKind::kStorageBuffer);
+const KernelLayout kAppendLayout{"kv_append", kAppendBindings, 104};
+const KernelLayout kAppendQ8Layout{"kv_append_q8", kAppendBindings, 104};
 
 struct AppendPush {
   uint32_t n_units, hkv, d, dv, uk, uv, page_size, page_elems, k_off, v_off, in_dt, cache_dt;
   uint32_t k_skip, v_skip;  // elements of the k_new / v_new windows before the first row
   uint32_t v_page_elems, k_tok, k_head, v_tok, v_head, pairs;
   uint32_t rope_rd, rope_off, rope_gptj;  // RoPE of the keys (rd 0 = none)
+  uint32_t k_scale_off, v_scale_off;      // int8: bytes from a K (V) block to its scales
+  uint32_t scale_base;                    // fp8: the layer's first entry of the scale table
 };
-static_assert(sizeof(AppendPush) == 92, "push constants mirror kv_append.comp");
+static_assert(sizeof(AppendPush) == 104, "push constants mirror kv_append.comp");
 
 // Where one append writes: the pools' dtype and geometry, and per page
 // group (a pool buffer of the cache, a window of caller pools) the K and V
@@ -44,6 +46,9 @@ struct AppendTarget {
   uint32_t hkv, d, dv, page_size;
   uint64_t k_page, v_page, k_tok, k_head, v_tok, v_head;  // elements
   bool pairs;                                             // 16-bit rows all start on even elements
+  uint64_t k_scale_off = 0, v_scale_off = 0;              // int8 caches (kv_append.comp)
+  std::shared_ptr<Buffer> fp8_scales;                     // fp8 caches: the scale table
+  uint32_t scale_base = 0;
   std::function<void(uint32_t group, BoundBuffer* k, BoundBuffer* v, uint64_t* k_off,
                      uint64_t* v_off)>
       bind;
@@ -58,8 +63,12 @@ void record_append(Context& ctx, const AppendTarget& tg,
                    PackedViews& packed, const Rope* rope = nullptr,
                    const std::vector<int64_t>* pos = nullptr) {
   const bool wide = tg.dtype != VKATTN_F32;
+  const bool q8 = tg.dtype == VKATTN_I8 || tg.dtype == VKATTN_FP8_E4M3;
   const uint32_t uk = wide && tg.d % 2 == 0 && tg.pairs ? tg.d / 2 : tg.d;
   const uint32_t uv = wide && tg.dv % 2 == 0 && tg.pairs ? tg.dv / 2 : tg.dv;
+  // 8-bit rows run two loops of ceil(dim / 8) (the absmax, the codes) where
+  // others run one of ceil(units / 8): a bound that covers both.
+  const uint32_t budget_units = q8 ? 2 * std::max(tg.d, tg.dv) + 16 : std::max(uk, uv);
   const uint64_t in_es = dtype_size(k->dtype());
   const uint64_t k_row = uint64_t(tg.hkv) * tg.d * in_es;
   const uint64_t v_row = uint64_t(tg.hkv) * tg.dv * in_es;
@@ -68,7 +77,7 @@ void record_append(Context& ctx, const AppendTarget& tg,
   if (std::max(k_row, v_row) > limit)
     fail(VKATTN_ERROR_UNSUPPORTED, "one token's k_new/v_new row of ", std::max(k_row, v_row),
          " bytes exceeds what one storage binding may cover (", limit, " bytes)");
-  const uint64_t rows_per_group = append_rows_per_group(std::max(uk, uv));
+  const uint64_t rows_per_group = append_rows_per_group(budget_units);
   const uint64_t max_groups =
       uint64_t(caps.max_workgroup_count[0]) * std::min<uint64_t>(caps.max_workgroup_count[1], 4096);
   // Jobs per dispatch: the job list, the k_new/v_new windows, the 32-bit
@@ -80,7 +89,7 @@ void record_append(Context& ctx, const AppendTarget& tg,
 
   const uint64_t min_groups = busy_workgroups(ctx.device().info().device_type == VKATTN_DEVICE_CPU);
   Pipelines& pipes = ctx.pipelines();
-  const Pipeline& p = pipes.get(kAppendLayout, {});
+  const Pipeline& p = pipes.get(q8 ? kAppendQ8Layout : kAppendLayout, {});
   Recorder& rec = ctx.recorder();
   std::vector<PreparedDispatch> dispatches;
   for (size_t b = 0; b < jobs.size(); ++b) {
@@ -123,6 +132,8 @@ void record_append(Context& ctx, const AppendTarget& tg,
         rope_bound.offset = t.offset;
         rope_bound.range = t.size;
       }
+      BoundBuffer fp8_bound;
+      fp8_bound.buffer = tg.fp8_scales ? tg.fp8_scales : ctx.dummy();
       uint64_t k_start = 0, v_start = 0;
       BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
                                       (last_row + 1) * k_row, &k_start);
@@ -150,15 +161,19 @@ void record_append(Context& ctx, const AppendTarget& tg,
                       tg.pairs ? 1u : 0u,
                       rope ? rope->rotary_dim() : 0u,
                       rope ? rope->offset() : 0u,
-                      rope && rope->interleaved() ? 1u : 0u};
+                      rope && rope->interleaved() ? 1u : 0u,
+                      static_cast<uint32_t>(tg.k_scale_off),
+                      static_cast<uint32_t>(tg.v_scale_off),
+                      tg.scale_base};
       // Rows are strided over the workgroups; each takes at most
       // rows_per_group of them (the loop cap), over at least
       // busy_workgroups() (a 16-token decode append took 1.5 ms on
       // lavapipe with 256).
       const uint64_t groups = std::min<uint64_t>(
           rows, std::max<uint64_t>(min_groups, (rows + rows_per_group - 1) / rows_per_group));
-      dispatches.push_back(pipes.prepare(rec, p, {pool_k, kb, vb, jobs_bound, pool_v, rope_bound},
-                                         &push, sizeof(push), groups));
+      dispatches.push_back(
+          pipes.prepare(rec, p, {pool_k, kb, vb, jobs_bound, pool_v, rope_bound, fp8_bound}, &push,
+                        sizeof(push), groups));
       j0 = j1;
     }
   }
@@ -210,9 +225,13 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   check_new_rows(k, v, total_new_, d.num_kv_heads, d.head_dim, d.head_dim_v);
   std::optional<Rope> rope;
   if (rope_desc) rope.emplace(rope_desc, d.head_dim);
+  require(!c.fp8() || c.scales_set(layer), "layer ", layer,
+          " of this fp8 cache has no scales: call vkattn_kv_cache_set_scales before its first "
+          "append");
   ctx.recorder().check_alive();
   if (total_new_ == 0) {
     appended_[layer] = true;
+    c.mark_appended(layer);
     return;
   }
   host_alloc_point();
@@ -245,6 +264,8 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   tg.k_tok = d.head_dim, tg.k_head = uint64_t(ps) * d.head_dim;
   tg.v_tok = d.head_dim_v, tg.v_head = uint64_t(ps) * d.head_dim_v;
   tg.pairs = true;
+  tg.k_scale_off = c.k_rows_bytes(), tg.v_scale_off = c.v_rows_bytes();
+  if (c.fp8()) tg.fp8_scales = c.scale_table(), tg.scale_base = layer * 2 * d.num_kv_heads;
   tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
                 uint64_t* v_off) {
     const KvCache::Slabs at = c.slabs(layer, group);
@@ -254,6 +275,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   };
   record_append(ctx, tg, jobs, k, v, packed, rope ? &*rope : nullptr, &positions);
   appended_[layer] = true;
+  c.mark_appended(layer);
 }
 
 void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
@@ -280,9 +302,13 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   std::optional<Rope> rope;
   if (rope_desc) rope.emplace(rope_desc, uint32_t(d));
   require(k_pages->dtype() == v_pages->dtype(), "k_pages and v_pages must share a dtype");
-  for (const Tensor* t : {k_pages, v_pages})
+  for (const Tensor* t : {k_pages, v_pages}) {
+    if (t->dtype() == VKATTN_I8 || t->dtype() == VKATTN_FP8_E4M3)
+      fail(VKATTN_ERROR_UNSUPPORTED, "8-bit caller pools (", dtype_name(t->dtype()),
+           ") are not supported yet: use a vkattn_kv_cache of that dtype");
     require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,
             "pools must be f32, f16 or bf16");
+  }
   require(!self_overlapping(*k_pages) && !self_overlapping(*v_pages),
           "k_pages and v_pages must not have overlapping elements");
   require(!same_memory(k_pages, v_pages) && !same_memory(k_pages, k_new) &&

@@ -1,6 +1,7 @@
 #include "ops/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/env.h"
@@ -28,13 +29,24 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   require(d.page_size >= 1, "desc->page_size must be >= 1");
   require(d.num_pages >= 1, "desc->num_pages must be >= 1");
   const int64_t dt = raw_enum(d.dtype);
-  require(dt == VKATTN_F32 || dt == VKATTN_F16 || dt == VKATTN_BF16,
-          "desc->dtype must be f32, f16 or bf16");
+  require(dt == VKATTN_F32 || dt == VKATTN_F16 || dt == VKATTN_BF16 || dt == VKATTN_I8 ||
+              dt == VKATTN_FP8_E4M3,
+          "desc->dtype must be f32, f16, bf16, i8 or fp8_e4m3");
   if (desc_.head_dim_v == 0) desc_.head_dim_v = desc_.head_dim;
   elem_size_ = static_cast<uint32_t>(dtype_size(d.dtype));
   const uint64_t rows = static_cast<uint64_t>(d.num_kv_heads) * d.page_size;
-  k_block_ = round16(rows * desc_.head_dim * elem_size_);
-  v_block_ = round16(rows * desc_.head_dim_v * elem_size_);
+  k_rows_ = round16(rows * desc_.head_dim * elem_size_);
+  v_rows_ = round16(rows * desc_.head_dim_v * elem_size_);
+  const uint64_t scales = int8() ? round16(rows * 4) : 0;  // f32 per row
+  k_block_ = k_rows_ + scales;
+  v_block_ = v_rows_ + scales;
+  if (fp8()) {
+    scale_table_ = std::make_shared<Buffer>(
+        ctx_->device(), std::max<uint64_t>(16, uint64_t(d.num_layers) * 2 * d.num_kv_heads * 4),
+        true);
+    scales_set_.assign(d.num_layers, false);
+    appended_.assign(d.num_layers, false);
+  }
 
   // Every buffer is bound whole as a storage buffer (appends) and as texel
   // views of single elements at the narrowest (attention, odd dims).
@@ -154,28 +166,80 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
           elem_size_, ")");
   if (count == 0) return;
   require(k_dst && v_dst, "k_dst and v_dst must not be NULL");
+  gather(layer, *s, start, count, k_row, v_row, 0, 0, static_cast<uint8_t*>(k_dst),
+         static_cast<uint8_t*>(v_dst));
+}
 
+void KvCache::read_scales(uint32_t layer, int64_t id, int32_t start, int32_t count, float* k,
+                          float* v) {
+  require(int8() || fp8(), "the cache is ", dtype_name(desc_.dtype),
+          ": only 8-bit caches (i8, fp8_e4m3) have scales");
+  require(layer < desc_.num_layers, "layer ", layer, " is not below num_layers ", desc_.num_layers);
+  const KvSeq* s = find(id);
+  require(s != nullptr, "sequence ", id, " does not exist");
+  require(start >= 0 && count >= 0, "start and count must be >= 0 (got ", start, ", ", count, ")");
+  require(static_cast<int64_t>(start) + count <= s->len, "tokens [", start, ", ",
+          static_cast<int64_t>(start) + count, ") are beyond the sequence's length ", s->len);
+  if (count == 0) return;
+  require(k && v, "k_scales and v_scales must not be NULL");
+  const uint32_t hkv = desc_.num_kv_heads;
+  if (fp8()) {
+    // A layer with tokens was appended, so its scales are set.
+    const float* tab = reinterpret_cast<const float*>(scale_table_->mapped()) + layer * 2 * hkv;
+    for (int32_t i = 0; i < count; ++i)
+      for (uint32_t h = 0; h < hkv; ++h) {
+        k[uint64_t(i) * hkv + h] = tab[h];
+        v[uint64_t(i) * hkv + h] = tab[hkv + h];
+      }
+    return;
+  }
+  gather(layer, *s, start, count, 4, 4, k_rows_, v_rows_, reinterpret_cast<uint8_t*>(k),
+         reinterpret_cast<uint8_t*>(v));
+}
+
+void KvCache::set_scales(uint32_t layer, uint32_t n, const float* k, const float* v) {
+  require(fp8(), "the cache is ", dtype_name(desc_.dtype),
+          ": only fp8_e4m3 caches take scales (int8 computes its own per token)");
+  require(layer < desc_.num_layers, "layer ", layer, " is not below num_layers ", desc_.num_layers);
+  const uint32_t hkv = desc_.num_kv_heads;
+  require(n == 1 || n == hkv, "num_scales is ", n, ", must be 1 (per layer) or ", hkv,
+          " (per kv head)");
+  require(k && v, "k_scales and v_scales must not be NULL");
+  for (uint32_t i = 0; i < n; ++i)
+    require(std::isfinite(k[i]) && k[i] > 0.0f && std::isfinite(v[i]) && v[i] > 0.0f,
+            "scales must be finite and > 0 (k_scales[", i, "] = ", k[i], ", v_scales[", i,
+            "] = ", v[i], ")");
+  require(!appended_[layer], "layer ", layer,
+          " has been appended to: its fp8 scales are fixed (set them before the first append)");
+  float* tab = reinterpret_cast<float*>(scale_table_->mapped()) + layer * 2 * hkv;
+  for (uint32_t h = 0; h < hkv; ++h) {
+    tab[h] = k[n == 1 ? 0 : h];
+    tab[hkv + h] = v[n == 1 ? 0 : h];
+  }
+  scales_set_[layer] = true;
+}
+
+void KvCache::gather(uint32_t layer, const KvSeq& s, int32_t start, int32_t count, uint64_t k_row,
+                     uint64_t v_row, uint64_t k_base, uint64_t v_base, uint8_t* kd, uint8_t* vd) {
+  const uint64_t hkv = desc_.num_kv_heads;
   Recorder& rec = ctx_->recorder();
   for (const auto& b : buffers_) rec.wait_for(b->last_use);
   const uint32_t ps = desc_.page_size;
-  // Source byte offset (buffer, offset) of token i, kv head h, K or V.
-  auto src = [&](int32_t tok, uint64_t h, bool is_v) {
-    const uint32_t page = s->pages[tok / ps];
-    const uint64_t row = h * ps + tok % ps;
-    const Slabs at = slab_of(layer, page);
-    const uint64_t off = at.offset + (is_v ? k_block_ + row * v_row : row * k_row);
-    return std::make_pair(at.buffer, off);
+  // Offset of row (h, slot) of K (V) in a slab.
+  auto k_at = [&](uint64_t h, uint64_t slot) { return k_base + (h * ps + slot) * k_row; };
+  auto v_at = [&](uint64_t h, uint64_t slot) {
+    return k_block_ + v_base + (h * ps + slot) * v_row;
   };
-  auto* kd = static_cast<uint8_t*>(k_dst);
-  auto* vd = static_cast<uint8_t*>(v_dst);
   if (buffers_[0]->mapped()) {
-    for (int32_t i = 0; i < count; ++i)
+    for (int32_t i = 0; i < count; ++i) {
+      const Slabs at = slab_of(layer, s.pages[(start + i) / ps]);
+      const uint8_t* slab = buffers_[at.buffer]->mapped() + at.offset;
       for (uint64_t h = 0; h < hkv; ++h) {
-        auto [kb, ko] = src(start + i, h, false);
-        auto [vb, vo] = src(start + i, h, true);
-        std::memcpy(kd + (i * hkv + h) * k_row, buffers_[kb]->mapped() + ko, k_row);
-        std::memcpy(vd + (i * hkv + h) * v_row, buffers_[vb]->mapped() + vo, v_row);
+        const uint64_t slot = (start + i) % ps;
+        std::memcpy(kd + (i * hkv + h) * k_row, slab + k_at(h, slot), k_row);
+        std::memcpy(vd + (i * hkv + h) * v_row, slab + v_at(h, slot), v_row);
       }
+    }
     return;
   }
   // Device-local pool: copy the slabs of the pages the range touches (one
@@ -188,7 +252,7 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
   auto staging = std::make_shared<Buffer>(ctx_->device(), n_pages * sb, true);
   std::vector<std::vector<VkBufferCopy>> regions(buffers_.size());
   for (uint32_t j = 0; j < n_pages; ++j) {
-    const Slabs at = slab_of(layer, s->pages[first_page + j]);
+    const Slabs at = slab_of(layer, s.pages[first_page + j]);
     regions[at.buffer].push_back({at.offset, j * sb, sb});
   }
   rec.use(staging);
@@ -198,11 +262,11 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
   rec.wait_for(rec.open_serial());
   const uint8_t* st = staging->mapped();
   for (int32_t i = 0; i < count; ++i) {
-    const uint64_t slab = uint64_t((start + i) / ps - first_page) * sb;
+    const uint8_t* slab = st + uint64_t((start + i) / ps - first_page) * sb;
+    const uint64_t slot = (start + i) % ps;
     for (uint64_t h = 0; h < hkv; ++h) {
-      const uint64_t row = h * ps + (start + i) % ps;
-      std::memcpy(kd + (i * hkv + h) * k_row, st + slab + row * k_row, k_row);
-      std::memcpy(vd + (i * hkv + h) * v_row, st + slab + k_block_ + row * v_row, v_row);
+      std::memcpy(kd + (i * hkv + h) * k_row, slab + k_at(h, slot), k_row);
+      std::memcpy(vd + (i * hkv + h) * v_row, slab + v_at(h, slot), v_row);
     }
   }
 }

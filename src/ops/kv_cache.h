@@ -12,6 +12,12 @@
 // (dv) is a multiple of 8 halves or 4 floats, which is what the kernel's
 // widest texel fetches need.
 //
+// 8-bit caches (VKATTN_I8, VKATTN_FP8_E4M3) hold one byte per element;
+// int8 follows each block's rows with their scales, f32 [Hkv][page_size]
+// (16-byte rounded), which the append kernel writes and attention reads.
+// fp8 keeps per-layer scales [layer][K, V][Hkv] in a small buffer of its
+// own (scale_table()), set before a layer's first append.
+//
 // Pool buffers, layer-major: pages are cut into groups of pages_per_group
 // consecutive ids (one group unless one layer of the whole pool exceeds a
 // buffer), and a buffer holds one group's slabs of one or more consecutive
@@ -54,6 +60,20 @@ class KvCache {
   uint32_t elem_size() const { return elem_size_; }
   uint64_t k_block_bytes() const { return k_block_; }  // one layer's K, 16-byte rounded
   uint64_t v_block_bytes() const { return v_block_; }
+  // Bytes of a block's rows: an int8 block's scales follow at this offset.
+  uint64_t k_rows_bytes() const { return k_rows_; }
+  uint64_t v_rows_bytes() const { return v_rows_; }
+  bool int8() const { return desc_.dtype == VKATTN_I8; }
+  bool fp8() const { return desc_.dtype == VKATTN_FP8_E4M3; }
+  // fp8: the scales of every layer, [layer][K, V][Hkv] floats, and whether
+  // a layer's are set / the layer has been appended (scales then frozen).
+  void set_scales(uint32_t layer, uint32_t n, const float* k, const float* v);
+  const std::shared_ptr<Buffer>& scale_table() const { return scale_table_; }
+  bool scales_set(uint32_t layer) const { return !scales_set_.empty() && scales_set_[layer]; }
+  void mark_appended(uint32_t layer) {
+    if (!appended_.empty()) appended_[layer] = true;
+  }
+  void read_scales(uint32_t layer, int64_t id, int32_t start, int32_t count, float* k, float* v);
   // Bytes of one slab (one layer of one page): the page stride in a buffer.
   uint64_t slab_bytes() const { return k_block_ + v_block_; }
   uint32_t num_groups() const { return num_groups_; }
@@ -105,7 +125,14 @@ class KvCache {
   std::shared_ptr<Context> ctx_;
   vkattn_kv_cache_desc desc_;
   uint32_t elem_size_ = 0;
-  uint64_t k_block_ = 0, v_block_ = 0;
+  uint64_t k_block_ = 0, v_block_ = 0, k_rows_ = 0, v_rows_ = 0;
+  std::shared_ptr<Buffer> scale_table_;  // fp8
+  std::vector<bool> scales_set_, appended_;
+  // Copies the K and V runs of `row` bytes at block offsets off(h, slot) of
+  // tokens [start, start + count) of a layer into k_dst / v_dst [count,
+  // Hkv, row] (read and read_scales).
+  void gather(uint32_t layer, const KvSeq& s, int32_t start, int32_t count, uint64_t k_row,
+              uint64_t v_row, uint64_t k_base, uint64_t v_base, uint8_t* k_dst, uint8_t* v_dst);
   uint32_t pages_per_group_ = 0, num_groups_ = 0, layers_per_buffer_ = 0;
   std::vector<std::shared_ptr<Buffer>> buffers_;
   std::vector<uint32_t> refs_;

@@ -89,6 +89,31 @@ inline double ulp_of(int dtype, double magnitude) {
   return std::ldexp(1.0, e - 1 - mant_bits);
 }
 
+// OCP float8 e4m3fn (dtype 7, the fp8 KV cache): bias 7, no infinities,
+// 0x7f / 0xff NaN, largest finite 448.
+inline float e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float mag = e == 15 && m == 7 ? NAN
+              : e == 0          ? std::ldexp(float(m), -9)
+                                : std::ldexp(1.0f + m / 8.0f, e - 7);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// x as e4m3fn: round to nearest even, saturating at +-448, NaN -> 0x7f.
+inline uint8_t f32_to_e4m3(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (std::isnan(x)) return sign | 0x7f;
+  const float a = std::fabs(x);
+  if (a >= 448.0f) return sign | 0x7e;
+  // Nearest of the 127 finite magnitudes, ties to the even code.
+  uint8_t best = 0;
+  for (int c = 1; c <= 0x7e; ++c) {
+    const float dc = std::fabs(e4m3_to_f32(uint8_t(c)) - a), db = std::fabs(e4m3_to_f32(best) - a);
+    if (dc < db || (dc == db && (c & 1) == 0)) best = uint8_t(c);
+  }
+  return sign | best;
+}
+
 // Floats (already representable) as the bytes of dtype 1/2/3 (f32/f16/bf16), and back.
 inline std::vector<uint8_t> encode_bytes(int dtype, const std::vector<float>& x) {
   const size_t es = dtype == 1 ? 4 : 2;

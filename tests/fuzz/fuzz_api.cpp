@@ -1,9 +1,11 @@
 // libFuzzer target: drives the public C API with arbitrary descriptors,
 // shapes, prefix sums, masks, sequence ids, page counts and random step
 // sequences (begin / append / attention / commit / abort / fork / truncate /
-// remove / read), and checks the paged cache against a host model after
-// every operation: lengths, every committed token's bytes, free pages, and
-// CACHE_FULL exactly when the model runs out of pages. Any crash, hang,
+// remove / read / 8-bit scales), and checks the paged cache against a host
+// model after every operation: lengths, every committed token's bytes
+// (8-bit caches: the values its codes and scales dequantize to, within the
+// rounding bound), free pages, and CACHE_FULL exactly when the model runs
+// out of pages. Any crash, hang,
 // leak, sanitizer report, validation message or model mismatch aborts.
 //
 // One context per fuzz process (creating a Vulkan instance per input is
@@ -13,6 +15,7 @@
 //   build-asan/tests/fuzz/fuzz_api tests/fuzz/corpus -max_total_time=300
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +59,7 @@ void expect_sane(vkattn_status s, const char* call) {
 }
 
 size_t es(vkattn_dtype dt) {
-  return dt == VKATTN_F32 ? 4 : 2;
+  return dt == VKATTN_F32 ? 4 : dt == VKATTN_I8 || dt == VKATTN_FP8_E4M3 ? 1 : 2;
 }
 
 // The host model of the paged cache: per sequence its length, its block
@@ -157,7 +160,8 @@ class Fuzz {
     // Two head-dim pairs: 8-wide rows (vector fetches, word-aligned
     // appends) and odd ones (scalar fetches, 16-bit rows sharing words).
     static const uint32_t kDims[2][2] = {{8, 8}, {3, 5}};
-    static const vkattn_dtype kDt[] = {VKATTN_F32, VKATTN_F16, VKATTN_BF16};
+    static const vkattn_dtype kDt[] = {VKATTN_F32, VKATTN_F16, VKATTN_BF16, VKATTN_I8,
+                                       VKATTN_FP8_E4M3};
     layers_ = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
     hkv_ = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
     const int dims = in_.ConsumeIntegralInRange<int>(0, 1);
@@ -165,7 +169,11 @@ class Fuzz {
     dv_ = kDims[dims][1];
     ps_ = in_.ConsumeIntegralInRange<uint32_t>(1, 8);
     pages_ = in_.ConsumeIntegralInRange<uint32_t>(1, 40);
-    dt_ = kDt[in_.ConsumeIntegralInRange<int>(0, 2)];
+    dt_ = kDt[in_.ConsumeIntegralInRange<int>(0, 4)];
+    q8_ = dt_ == VKATTN_I8 || dt_ == VKATTN_FP8_E4M3;
+    mes_ = q8_ ? 4 : es(dt_);
+    fixed_.assign(layers_, false);
+    scales_.assign(layers_, {});
     vkattn_kv_cache_desc d;
     vkattn_kv_cache_desc_init(&d);
     d.num_layers = layers_;
@@ -188,9 +196,14 @@ class Fuzz {
         case 2:
           bad.head_dim = VKATTN_MAX_HEAD_DIM + 1 + in_.ConsumeIntegral<uint16_t>();
           break;
-        case 3:
-          bad.dtype = vkattn_dtype(in_.ConsumeIntegralInRange<int>(4, 99));
+        case 3: {  // not a cache dtype: 0, U8, I32, or past the last
+          const int pick = in_.ConsumeIntegralInRange<int>(0, 3);
+          bad.dtype = vkattn_dtype(pick == 0   ? 0
+                                   : pick == 1 ? VKATTN_U8
+                                   : pick == 2 ? VKATTN_I32
+                                               : in_.ConsumeIntegralInRange<int>(8, 99));
           break;
+        }
         case 4:
           bad.reserved[in_.ConsumeIntegralInRange<int>(0, 3)] = 1;
           break;
@@ -203,7 +216,42 @@ class Fuzz {
       expect(c == nullptr, "output written on failure");
     }
     expect_ok(vkattn_kv_cache_create(g_ctx, &d, &cache_), "kv_cache_create");
+    // fp8: scales for some layers now (the others get them later, or never:
+    // their appends are refused).
+    if (dt_ == VKATTN_FP8_E4M3)
+      for (uint32_t l = 0; l < layers_; ++l)
+        if (in_.ConsumeBool()) set_scales(l);
     return true;
+  }
+
+  // vkattn_kv_cache_set_scales with a layer, count and values from the
+  // input: accepted exactly when the cache is fp8, the layer exists and was
+  // never appended to, the count is 1 or Hkv and every scale is finite > 0.
+  void set_scales(uint32_t layer) {
+    const uint32_t n = in_.ConsumeBool() ? 1 : in_.ConsumeIntegralInRange<uint32_t>(0, hkv_ + 1);
+    // Powers of two (exact codes) and others, sometimes hostile.
+    static const float kScale[] = {1.0f / 64, 1.0f / 16, 0.25f, 1.0f, 0.3f, 3.0f};
+    std::vector<float> k(std::max<uint32_t>(n, 1)), v(k.size());
+    bool finite = true;
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = kScale[in_.ConsumeIntegralInRange<int>(0, 5)];
+      v[i] = kScale[in_.ConsumeIntegralInRange<int>(0, 5)];
+      if (in_.ConsumeIntegralInRange<int>(0, 15) == 0) {
+        k[i] = in_.PickValueInArray({0.0f, -1.0f, std::nanf(""), INFINITY});
+        finite = false;
+      }
+    }
+    const vkattn_status s = vkattn_kv_cache_set_scales(cache_, layer, n, k.data(), v.data());
+    const bool valid = dt_ == VKATTN_FP8_E4M3 && layer < layers_ && !fixed_[layer] &&
+                       (n == 1 || n == hkv_) && finite;
+    if (!valid) return expect_rejected(s, "kv_cache_set_scales(bad)");
+    expect_ok(s, "kv_cache_set_scales");
+    auto& sc = scales_[layer];
+    sc.assign(2 * hkv_, 0.0f);
+    for (uint32_t h = 0; h < hkv_; ++h) {
+      sc[h] = k[n == 1 ? 0 : h];
+      sc[hkv_ + h] = v[n == 1 ? 0 : h];
+    }
   }
 
   int64_t pick_id() { return in_.ConsumeIntegralInRange<int64_t>(0, 7); }
@@ -290,11 +338,14 @@ class Fuzz {
     expect_ok(vkattn_tensor_write(k, kb.data(), kb.size()), "tensor_write");
     expect_ok(vkattn_tensor_write(v, vb.data(), vb.size()), "tensor_write");
     vkattn_status s = vkattn_step_append(step_, layer, k, v);
-    if (bad_shape || layer >= layers_) return expect_rejected(s, "step_append(bad)");
+    const bool no_scales = dt_ == VKATTN_FP8_E4M3 && layer < layers_ && scales_[layer].empty();
+    if (bad_shape || layer >= layers_ || no_scales) return expect_rejected(s, "step_append(bad)");
     expect_ok(s, "step_append");
+    fixed_[layer] = true;
     kx.resize(size_t(n) * hkv_ * d_);
-    st_k_[layer] = encode_bytes(dt_, kx);
-    st_v_[layer] = encode_bytes(dt_, vx);
+    // 8-bit caches: the model keeps the f32 values (verify() dequantizes).
+    st_k_[layer] = encode_bytes(q8_ ? VKATTN_F32 : dt_, kx);
+    st_v_[layer] = encode_bytes(q8_ ? VKATTN_F32 : dt_, vx);
   }
 
   // A descriptor from the input: valid for the cache, or anything at all.
@@ -399,7 +450,7 @@ class Fuzz {
     expect_ok(vkattn_step_commit(step_), "step_commit");
     step_ = nullptr;
     int64_t off = 0;
-    const size_t krow = size_t(hkv_) * d_ * es(dt_), vrow = size_t(hkv_) * dv_ * es(dt_);
+    const size_t krow = size_t(hkv_) * d_ * mes_, vrow = size_t(hkv_) * dv_ * mes_;
     for (size_t i = 0; i < st_ids_.size(); ++i) {
       SeqModel& m = seqs_[st_ids_[i]];
       if (m.k.empty()) m.k.resize(layers_), m.v.resize(layers_), m.known.resize(layers_);
@@ -555,14 +606,28 @@ class Fuzz {
     const uint32_t np = pages_, ps = ps_, hkv = hkv_, d = d_, dv = dv_;
     const bool hnd = in_.ConsumeBool();
     const int64_t off = in_.ConsumeIntegralInRange<int64_t>(0, 3);
-    const size_t e = es(dt_);
+    // Caller pools are 16/32-bit: with an 8-bit cache dtype drawn, an 8-bit
+    // pool is refused as unsupported, and the run goes on with f16 pools.
+    if (q8_) {
+      vkattn_tensor* kp8 = tensor(dt_, {1, ps, hkv, d});
+      vkattn_tensor* vp8 = tensor(dt_, {1, ps, hkv, dv});
+      vkattn_tensor* kn8 = tensor(VKATTN_F32, {1, hkv, d});
+      vkattn_tensor* vn8 = tensor(VKATTN_F32, {1, hkv, dv});
+      const int32_t cu8[2] = {0, 1}, before8[1] = {0}, indptr8[2] = {0, 1}, idx8[1] = {0};
+      const vkattn_status s8 =
+          vkattn_paged_append(g_ctx, 1, cu8, before8, indptr8, idx8, ps, kn8, vn8, kp8, vp8);
+      expect(s8 == VKATTN_ERROR_UNSUPPORTED,
+             std::string("paged_append(8-bit pools) returned ") + vkattn_status_string(s8));
+    }
+    const vkattn_dtype pd = q8_ ? VKATTN_F16 : dt_;
+    const size_t e = es(pd);
     auto at = [&](uint32_t page, uint32_t slot, uint32_t h, uint32_t dim, uint32_t x) {
       return size_t(off) + (hnd ? ((size_t(page) * hkv + h) * ps + slot) * dim + x
                                 : ((size_t(page) * ps + slot) * hkv + h) * dim + x);
     };
     const int64_t nk = off + int64_t(np) * ps * hkv * d, nv = off + int64_t(np) * ps * hkv * dv;
-    vkattn_tensor* kb = tensor(dt_, {nk});
-    vkattn_tensor* vb = tensor(dt_, {nv});
+    vkattn_tensor* kb = tensor(pd, {nk});
+    vkattn_tensor* vb = tensor(pd, {nv});
     std::vector<uint8_t> km(size_t(nk) * e, 0), vm(size_t(nv) * e, 0);
     expect_ok(vkattn_tensor_write(kb, km.data(), km.size()), "tensor_write");
     expect_ok(vkattn_tensor_write(vb, vm.data(), vm.size()), "tensor_write");
@@ -623,7 +688,7 @@ class Fuzz {
       expect_rejected(s, "paged_append(hostile table)");
     } else {
       expect_ok(s, "paged_append");
-      const auto kbytes = encode_bytes(dt_, kx), vbytes = encode_bytes(dt_, vx);
+      const auto kbytes = encode_bytes(pd, kx), vbytes = encode_bytes(pd, vx);
       for (uint32_t b = 0; b < batch; ++b)
         for (int32_t i = cu[b]; i < cu[b + 1]; ++i) {
           const int32_t pos = before[b] + i - cu[b];
@@ -651,8 +716,8 @@ class Fuzz {
     vkattn_attention_desc_init(&ad);
     ad.num_heads = hkv, ad.num_kv_heads = hkv, ad.head_dim = d, ad.head_dim_v = dv;
     ad.causal = in_.ConsumeBool();
-    vkattn_tensor* q = tensor(dt_ == VKATTN_F32 ? VKATTN_F32 : dt_, {int64_t(batch), hkv, d});
-    vkattn_tensor* out = tensor(dt_ == VKATTN_F32 ? VKATTN_F32 : dt_, {int64_t(batch), hkv, dv});
+    vkattn_tensor* q = tensor(pd, {int64_t(batch), hkv, d});
+    vkattn_tensor* out = tensor(pd, {int64_t(batch), hkv, dv});
     expect_ok(vkattn_tensor_write(q, std::vector<uint8_t>(vkattn_tensor_nbytes(q), 0).data(),
                                   vkattn_tensor_nbytes(q)),
               "tensor_write");
@@ -684,6 +749,15 @@ class Fuzz {
     expect_rejected(vkattn_kv_cache_read(nullptr, 0, 0, 0, 1, b.data(), 16, b.data(), 16),
                     "kv_cache_read(NULL)");
     expect_rejected(vkattn_step_append(nullptr, 0, nullptr, nullptr), "step_append(NULL)");
+    // Scales: set (any cache, any layer, any time) and read where the
+    // cache has none.
+    set_scales(in_.ConsumeIntegralInRange<uint32_t>(0, layers_));
+    if (!q8_ && !seqs_.empty()) {
+      const auto& [id, m] = *seqs_.begin();
+      float ks[4], vs[4];
+      expect_rejected(vkattn_kv_cache_read_scales(cache_, 0, id, 0, m.len > 0 ? 1 : 0, ks, vs),
+                      "kv_cache_read_scales(16/32-bit cache)");
+    }
     int32_t len = 0;
     expect_rejected(vkattn_kv_cache_length(cache_, 0, nullptr), "length(NULL)");
     expect_ok(vkattn_kv_cache_length(cache_, in_.ConsumeIntegral<int64_t>(), &len), "length");
@@ -692,6 +766,7 @@ class Fuzz {
   // Lengths, every known byte of every layer, free pages.
   void verify() {
     const size_t krow = size_t(hkv_) * d_ * es(dt_), vrow = size_t(hkv_) * dv_ * es(dt_);
+    const size_t mkrow = size_t(hkv_) * d_ * mes_, mvrow = size_t(hkv_) * dv_ * mes_;
     for (int64_t id = 0; id < 8; ++id) {
       int32_t len = -1;
       expect_ok(vkattn_kv_cache_length(cache_, id, &len), "kv_cache_length");
@@ -706,12 +781,23 @@ class Fuzz {
         expect_ok(
             vkattn_kv_cache_read(cache_, l, id, 0, want, k.data(), k.size(), v.data(), v.size()),
             "kv_cache_read");
+        std::vector<float> ks, vs;
+        if (q8_) {
+          ks.resize(size_t(want) * hkv_), vs.resize(size_t(want) * hkv_);
+          expect_ok(vkattn_kv_cache_read_scales(cache_, l, id, 0, want, ks.data(), vs.data()),
+                    "kv_cache_read_scales");
+        }
         for (int32_t i = 0; i < want; ++i) {
           if (!m.known[l][i]) continue;
-          expect(std::memcmp(k.data() + i * krow, m.k[l].data() + i * krow, krow) == 0 &&
-                     std::memcmp(v.data() + i * vrow, m.v[l].data() + i * vrow, vrow) == 0,
-                 "token " + std::to_string(i) + " of sequence " + std::to_string(id) + " layer " +
-                     std::to_string(l) + " differs from the model");
+          const bool same =
+              q8_ ? dequantizes_to(k.data() + i * krow, ks.data() + size_t(i) * hkv_, d_,
+                                   m.k[l].data() + i * mkrow, l, false) &&
+                        dequantizes_to(v.data() + i * vrow, vs.data() + size_t(i) * hkv_, dv_,
+                                       m.v[l].data() + i * mvrow, l, true)
+                  : std::memcmp(k.data() + i * krow, m.k[l].data() + i * krow, krow) == 0 &&
+                        std::memcmp(v.data() + i * vrow, m.v[l].data() + i * vrow, vrow) == 0;
+          expect(same, "token " + std::to_string(i) + " of sequence " + std::to_string(id) +
+                           " layer " + std::to_string(l) + " differs from the model");
         }
       }
     }
@@ -723,12 +809,49 @@ class Fuzz {
     }
   }
 
+  // One token's 8-bit rows (Hkv x dim codes, Hkv scales) against the
+  // model's f32 values: int8 scales are absmax / 127 of the row and codes
+  // within half a step; fp8 scales are the layer's and codes within half
+  // an e4m3 ulp of the value saturated at 448 x scale.
+  bool dequantizes_to(const uint8_t* codes, const float* scales, uint32_t dim, const uint8_t* model,
+                      uint32_t layer, bool is_v) const {
+    for (uint32_t h = 0; h < hkv_; ++h) {
+      const float* x = reinterpret_cast<const float*>(model) + size_t(h) * dim;
+      const float s = scales[h];
+      float amax = 0.0f;
+      for (uint32_t e = 0; e < dim; ++e) amax = std::max(amax, std::fabs(x[e]));
+      if (dt_ == VKATTN_I8) {
+        if (std::fabs(s - amax / 127.0f) > 1e-6f * amax) return false;
+      } else if (s != scales_[layer][(is_v ? hkv_ : 0) + h]) {
+        return false;
+      }
+      for (uint32_t e = 0; e < dim; ++e) {
+        const uint8_t c = codes[size_t(h) * dim + e];
+        float got, want = x[e], bound;
+        if (dt_ == VKATTN_I8) {
+          got = float(int8_t(c)) * s;
+          bound = 0.5f * s;
+        } else {
+          got = e4m3_to_f32(c) * s;
+          want = std::clamp(want, -448.0f * s, 448.0f * s);
+          bound = std::max(std::fabs(want) / 16.0f, s / 1024.0f);
+        }
+        if (!(std::fabs(got - want) <= bound * 1.0001f + 1e-7f)) return false;
+      }
+    }
+    return true;
+  }
+
   FuzzedDataProvider& in_;
   vkattn_kv_cache* cache_ = nullptr;
   vkattn_step* step_ = nullptr;
   std::vector<vkattn_tensor*> tensors_;
   uint32_t layers_ = 1, hkv_ = 1, d_ = 4, dv_ = 4, ps_ = 1, pages_ = 1;
   vkattn_dtype dt_ = VKATTN_F32;
+  bool q8_ = false;                         // an 8-bit cache: the model holds f32 values
+  size_t mes_ = 4;                          // bytes per element of the model's rows
+  std::vector<bool> fixed_;                 // per layer: appended to (fp8 scales fixed)
+  std::vector<std::vector<float>> scales_;  // per layer: fp8 [K Hkv, V Hkv], empty = unset
   std::map<int64_t, SeqModel> seqs_;
   int next_page_ = 0;
   std::vector<int64_t> st_ids_;

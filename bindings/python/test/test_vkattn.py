@@ -343,6 +343,45 @@ def test_cache_steps_equal_one_varlen_call(ctx, cache_dtype):
         assert cache.length(43) == 0
 
 
+def e4m3_to_float(codes):
+    """OCP e4m3fn bytes as float32 (numpy, independent of the C++ side)."""
+    c = codes.astype(np.int32)
+    e, m = (c >> 3) & 15, c & 7
+    mag = np.where(e == 0, m / 512.0, (1 + m / 8.0) * np.exp2(e - 7.0))
+    mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return np.where(c & 0x80, -mag, mag).astype(np.float32)
+
+
+@pytest.mark.parametrize("cache_dtype", ["i8", "fp8"])
+def test_eight_bit_cache_dequantizes_to_what_attention_sees(ctx, cache_dtype):
+    rng = np.random.default_rng(8)
+    hkv, h, d, n = 2, 4, 16, 11
+    dt = vkattn.I8 if cache_dtype == "i8" else vkattn.FP8_E4M3
+    k, v, q = rand(rng, (n, hkv, d)), rand(rng, (n, hkv, d)), rand(rng, (n, h, d))
+    with ctx.kv_cache(1, hkv, d, num_pages=4, page_size=4, dtype=dt) as cache:
+        if dt == vkattn.FP8_E4M3:
+            cache.set_scales(0, [1 / 224.0, 1 / 300.0], [1 / 250.0, 1 / 250.0])
+        with cache.begin([3], [n]) as step:
+            step.append(0, k, v)
+            with step.attention(0, q, causal=True) as out:
+                got = out.numpy()
+            step.commit()
+        kc, vc = cache.read(0, 3)
+        ks, vs = cache.read_scales(0, 3)
+    if dt == vkattn.I8:
+        assert kc.dtype == np.int8 and np.abs(kc.astype(int)).max() <= 127
+        np.testing.assert_allclose(ks, np.abs(k).max(axis=2) / 127, rtol=1e-6)
+        kd, vd = kc * ks[:, :, None], vc * vs[:, :, None]
+    else:
+        np.testing.assert_array_equal(ks, np.tile(np.float32([1 / 224.0, 1 / 300.0]), (n, 1)))
+        np.testing.assert_array_equal(vs, np.full((n, hkv), np.float32(1 / 250.0)))
+        kd, vd = e4m3_to_float(kc) * ks[:, :, None], e4m3_to_float(vc) * vs[:, :, None]
+    step_of = (ks / 2)[:, :, None] if dt == vkattn.I8 else np.abs(k) / 16 + 1e-6
+    assert np.all(np.abs(kd - k) <= step_of * 1.0001)
+    ro, _ = ref_attention(q, kd, vd, causal=True)
+    np.testing.assert_allclose(got, ro, atol=3e-5, rtol=0)
+
+
 def test_cache_full_leaves_the_cache_as_it_was(ctx):
     with ctx.kv_cache(1, 1, 8, num_pages=2, page_size=4, dtype=vkattn.F32) as cache:
         free = cache.num_free_pages

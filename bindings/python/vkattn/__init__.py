@@ -30,13 +30,15 @@ from . import vkattnraw as _raw
 
 __all__ = [
     "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
-    "F32", "F16", "BF16", "U8", "I32", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
+    "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
     "attention_merge", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
     "ROPE_SCALING_LINEAR", "ROPE_SCALING_LLAMA3", "ROPE_SCALING_YARN",
 ]
 
 F32, F16, BF16, U8, I32 = _raw.F32, _raw.F16, _raw.BF16, _raw.U8, _raw.I32
+# 8-bit KV cache dtypes (KvCache(dtype=...)): int8 codes, fp8 e4m3fn codes.
+I8, FP8_E4M3 = _raw.I8, _raw.FP8_E4M3
 MASK_NONE, MASK_BOOL, MASK_ADDITIVE = _raw.MASK_NONE, _raw.MASK_BOOL, _raw.MASK_ADDITIVE
 CONTEXT_VALIDATION, CONTEXT_PROFILING = _raw.CONTEXT_VALIDATION, _raw.CONTEXT_PROFILING
 ROPE_NEOX, ROPE_GPTJ = _raw.ROPE_NEOX, _raw.ROPE_GPTJ
@@ -76,10 +78,12 @@ class Error(Exception):
 
 _raw.setErrorClass(Error)
 
-_NP_OF = {F32: _np.float32, F16: _np.float16, BF16: _np.uint16, I32: _np.int32, U8: _np.uint8}
+_NP_OF = {F32: _np.float32, F16: _np.float16, BF16: _np.uint16, I32: _np.int32, U8: _np.uint8,
+          I8: _np.int8, FP8_E4M3: _np.uint8}
 _VK_OF = {_np.dtype(_np.float32): F32, _np.dtype(_np.float16): F16, _np.dtype(_np.int32): I32,
           _np.dtype(_np.uint8): U8, _np.dtype(_np.bool_): U8}
-_NAMES = {F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U8: "u8"}
+_NAMES = {F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U8: "u8", I8: "i8",
+          FP8_E4M3: "fp8_e4m3"}
 
 
 def _fail(message):
@@ -480,10 +484,31 @@ class KvCache(_Owned):
         h = self._handle()
         if dt == F32:
             h.readF32(int(layer), int(seq_id), int(start), int(count), k.reshape(-1), v.reshape(-1))
+        elif dt in (I8, FP8_E4M3):
+            h.readBytes(int(layer), int(seq_id), int(start), int(count),
+                        k.reshape(-1).view(_np.uint8), v.reshape(-1).view(_np.uint8))
         else:
             h.readU16(int(layer), int(seq_id), int(start), int(count),
                       k.reshape(-1).view(_np.uint16), v.reshape(-1).view(_np.uint16))
         return k, v
+
+    def read_scales(self, layer, seq_id, start=0, count=None):
+        """8-bit caches: the float32 scales [count, Hkv] of K and V that
+        dequantize read()'s codes (value = code * scale)."""
+        if count is None:
+            count = self.length(seq_id) - start
+        k = _np.empty((count, self.num_kv_heads), _np.float32)
+        v = _np.empty((count, self.num_kv_heads), _np.float32)
+        self._handle().readScales(int(layer), int(seq_id), int(start), int(count), k.reshape(-1),
+                                  v.reshape(-1))
+        return k, v
+
+    def set_scales(self, layer, k_scales, v_scales):
+        """fp8 caches: one layer's K and V scales (1 or Hkv each), before its
+        first append."""
+        k = _np.ascontiguousarray(k_scales, dtype=_np.float32).reshape(-1)
+        v = _np.ascontiguousarray(v_scales, dtype=_np.float32).reshape(-1)
+        self._handle().setScales(int(layer), k, v)
 
     def begin(self, seq_ids, num_new_tokens):
         """Opens a step: ``seq_ids[i]`` brings ``num_new_tokens[i]`` new tokens
