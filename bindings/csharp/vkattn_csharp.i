@@ -61,6 +61,7 @@ typedef struct vkattnx_span {
 
 %rename(Read) vkattnx_kv_cache::m_readF32;
 %rename(Read) vkattnx_kv_cache::m_readU16;
+%rename(Read) vkattnx_kv_cache::m_readBytes;
 
 /* ---- arrays ---------------------------------------------------------- */
 /* (T* NAME, int64_t LEN) <-> one C# array, pinned for the call (VkattnPin);

@@ -85,6 +85,10 @@ var (
 	BF16 Dtype = Dtype(raw.BF16)
 	U8   Dtype = Dtype(raw.U8)
 	I32  Dtype = Dtype(raw.I32)
+	// 8-bit KV cache dtypes (KvCacheDesc.Dtype): symmetric int8 with
+	// per-token scales, and OCP e4m3fn with the caller's scales.
+	I8      Dtype = Dtype(raw.I8)
+	FP8E4M3 Dtype = Dtype(raw.FP8_E4M3)
 )
 
 // Size is the number of bytes per element (0 for an unknown dtype).
@@ -457,7 +461,7 @@ type KvCacheDesc struct {
 	HeadDim, HeadDimV     int // HeadDimV 0 = HeadDim
 	PageSize              int // tokens per page
 	NumPages              int
-	Dtype                 Dtype // F32, F16 or BF16
+	Dtype                 Dtype // F32, F16, BF16, I8 or FP8E4M3 (see vkattn_quant.go)
 }
 
 // NewKvCacheDesc is the library's defaults (page size, dtype) with the

@@ -52,6 +52,7 @@ static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
 
 %rename(read) vkattnx_kv_cache::m_readF32;
 %rename(read) vkattnx_kv_cache::m_readU16;
+%rename(read) vkattnx_kv_cache::m_readBytes;
 
 /* ---- arrays ---------------------------------------------------------- */
 /* (T* NAME, int64_t LEN) <-> one Java array; null gives (NULL, 0), which

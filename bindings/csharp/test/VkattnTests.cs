@@ -17,7 +17,7 @@ public class VkattnTests {
   // ---- plain reference attention (bottom-right causal, window, GQA) ----
 
   // Returns out [tq*h*d] and lse [tq*h] for a packed batch.
-  static float[][] Reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
+  internal static float[][] Reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
                              int hkv, int d, bool causal, int window) {
     int tq = cuQ[cuQ.Length - 1];
     var out_ = new float[tq * h * d];
@@ -55,20 +55,20 @@ public class VkattnTests {
     return new[] { out_, lse };
   }
 
-  static float[] Randoms(Random r, int n) {
+  internal static float[] Randoms(Random r, int n) {
     var a = new float[n];
     for (int i = 0; i < n; ++i) a[i] = (float)r.NextDouble() - 0.5f;
     return a;
   }
 
-  static double MaxDiff(float[] a, float[] b) {
+  internal static double MaxDiff(float[] a, float[] b) {
     Assert.AreEqual(a.Length, b.Length);
     double m = 0;
     for (int i = 0; i < a.Length; ++i) m = Math.Max(m, Math.Abs(a[i] - b[i]));
     return m;
   }
 
-  static AttentionDesc Desc(bool causal, int window) {
+  internal static AttentionDesc Desc(bool causal, int window) {
     var d = new AttentionDesc();
     d.NumHeads = H;
     d.NumKvHeads = Hkv;

@@ -1,0 +1,137 @@
+// 8-bit caches (codes and scales read back, attention over them) and RoPE
+// (queries, and keys rotated at append), checked on the host.
+using System;
+using NUnit.Framework;
+using Vkattn;
+
+[TestFixture]
+public class VkattnModelsTests {
+  const int H = 4, Hkv = 2, D = 8, Row = Hkv * D;
+
+  // OCP e4m3fn: bias 7, no infinities, 0x7f / 0xff NaN.
+  static float E4m3(byte c) {
+    int e = (c >> 3) & 15, m = c & 7;
+    float sign = (c & 0x80) != 0 ? -1f : 1f;
+    if (e == 15 && m == 7) return float.NaN;
+    if (e == 0) return sign * m / 8f * (float)Math.Pow(2, -6);
+    return sign * (1 + m / 8f) * (float)Math.Pow(2, e - 7);
+  }
+
+  // Codes x scales, each within the dtype's rounding of the appended value.
+  static float[] Dequantize(Dtype dt, byte[] codes, float[] scales, float[] orig) {
+    var out_ = new float[codes.Length];
+    for (int i = 0; i < codes.Length; ++i) {
+      float s = scales[i / D];
+      double want = orig[i], bound;
+      if (dt == Dtype.I8) {
+        out_[i] = (sbyte)codes[i] * s;
+        bound = 0.5 * s;
+      } else {
+        out_[i] = E4m3(codes[i]) * s;
+        want = Math.Max(-448.0 * s, Math.Min(448.0 * s, want));
+        bound = Math.Max(Math.Abs(want) / 16, s / 1024.0);
+      }
+      Assert.LessOrEqual(Math.Abs(out_[i] - want), bound * 1.001 + 1e-7, "element " + i);
+    }
+    return out_;
+  }
+
+  [Test]
+  public void EightBitCachesDequantizeToWhatAttentionSees() {
+    const int n = 5;
+    foreach (var dt in new[] { Dtype.I8, Dtype.FP8_E4M3 }) {
+      var r = new Random(8);
+      var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = dt };
+      float[] k = VkattnTests.Randoms(r, n * Row), v = VkattnTests.Randoms(r, n * Row);
+      float[] q = VkattnTests.Randoms(r, n * H * D);
+      for (int i = 0; i < k.Length; ++i) k[i] *= 4;  // up to 2: fp8 at 1/256 saturates
+      using (var ctx = new Context())
+      using (var cache = new KvCache(ctx, cd))
+      using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
+      using (var tv = Tensor.Of(ctx, v, n, Hkv, D))
+      using (var tq = Tensor.Of(ctx, q, n, H, D))
+      using (var o = new Tensor(ctx, Dtype.F32, n, H, D)) {
+        using (var step = cache.Begin(new long[] { 3 }, new[] { n })) {
+          if (dt == Dtype.FP8_E4M3) {
+            var e = Assert.Throws<VkattnException>(() => step.Append(0, tk, tv));
+            StringAssert.Contains("no scales", e.Message);
+            cache.SetScales(0, new[] { 1f / 256 }, new[] { 1f / 64 });
+          } else {
+            Assert.Throws<VkattnException>(() => cache.SetScales(0, new[] { 1f }, new[] { 1f }));
+          }
+          step.Append(0, tk, tv);
+          Assert.Throws<VkattnException>(() => cache.SetScales(0, new[] { 1f }, new[] { 1f }));
+          step.Attention(0, VkattnTests.Desc(true, -1), tq, o);
+          step.Commit();
+        }
+        byte[] kb = new byte[n * Row], vb = new byte[n * Row];
+        float[] ks = new float[n * Hkv], vs = new float[n * Hkv];
+        cache.Read(0, 3, 0, n, kb, vb);
+        cache.ReadScales(0, 3, 0, n, ks, vs);
+        Assert.Throws<VkattnException>(() => cache.ReadScales(0, 3, 0, n, new float[1], vs));
+        if (dt == Dtype.FP8_E4M3) {
+          Assert.AreEqual(1f / 256, ks[0]);
+          Assert.AreEqual(1f / 64, vs[n * Hkv - 1]);
+        }
+        var dk = Dequantize(dt, kb, ks, k);
+        var dv = Dequantize(dt, vb, vs, v);
+        var reference = VkattnTests.Reference(q, dk, dv, new[] { 0, n }, new[] { 0, n }, H, Hkv, D, true, -1);
+        Assert.Less(VkattnTests.MaxDiff(reference[0], o.ToFloatArray()), 1e-4, dt.ToString());
+      }
+    }
+  }
+
+  // Host RoPE without scaling: pairs of dims [off, off + rot).
+  static float[] Rotate(float[] x, int heads, int[] pos, bool gptj, int rot, int off) {
+    var out_ = (float[])x.Clone();
+    for (int t = 0; t < pos.Length; ++t)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < rot / 2; ++i) {
+          int b = (t * heads + h) * D;
+          double a = pos[t] * Math.Pow(10000, -2.0 * i / rot);
+          int i1 = gptj ? off + 2 * i : off + i, i2 = gptj ? off + 2 * i + 1 : off + i + rot / 2;
+          double x1 = x[b + i1], x2 = x[b + i2];
+          out_[b + i1] = (float)(x1 * Math.Cos(a) - x2 * Math.Sin(a));
+          out_[b + i2] = (float)(x2 * Math.Cos(a) + x1 * Math.Sin(a));
+        }
+    return out_;
+  }
+
+  [Test]
+  public void RopeRotatesQueriesAndAppendedKeys() {
+    var r = new Random(9);
+    var q = VkattnTests.Randoms(r, 5 * H * D);
+    using (var ctx = new Context())
+    using (var tq = Tensor.Of(ctx, q, 5, H, D))
+    using (var o = new Tensor(ctx, Dtype.F32, 5, H, D)) {
+      var gptj = new RopeDesc { Layout = (uint)RopeLayout.ROPE_GPTJ, RotaryDim = 4, RotaryOffset = 2 };
+      ctx.Rope(gptj, new[] { 0, 2, 5 }, new[] { 7, 0 }, tq, o);
+      var want = Rotate(q, H, new[] { 7, 8, 0, 1, 2 }, true, 4, 2);
+      Assert.Less(VkattnTests.MaxDiff(want, o.ToFloatArray()), 1e-5);
+      gptj.RotaryDim = 3;
+      var e = Assert.Throws<VkattnException>(() => ctx.Rope(gptj, new[] { 0, 5 }, new[] { 0 }, tq, tq));
+      StringAssert.StartsWith("vkattn_rope: ", e.Message);
+
+      var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.F32 };
+      var keys = new float[5 * Row];
+      using (var cache = new KvCache(ctx, cd)) {
+        var neox = new RopeDesc();
+        foreach (var span in new[] { new[] { 0, 3 }, new[] { 3, 5 } }) {
+          int n = span[1] - span[0];
+          float[] k = VkattnTests.Randoms(r, n * Row), v = VkattnTests.Randoms(r, n * Row);
+          Array.Copy(k, 0, keys, span[0] * Row, n * Row);
+          using (var step = cache.Begin(new long[] { 4 }, new[] { n }))
+          using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
+          using (var tv = Tensor.Of(ctx, v, n, Hkv, D)) {
+            step.AppendRope(0, neox, tk, tv);
+            step.Commit();
+          }
+        }
+        float[] gk = new float[5 * Row], gv = new float[5 * Row];
+        cache.Read(0, 4, 0, 5, gk, gv);
+        var wantK = Rotate(keys, Hkv, new[] { 0, 1, 2, 3, 4 }, false, D, 0);
+        Assert.Less(VkattnTests.MaxDiff(wantK, gk), 1e-5);
+      }
+    }
+  }
+}

@@ -1,0 +1,29 @@
+package vkattn
+
+// 8-bit caches (I8, FP8E4M3): their stored codes and the f32 scales that
+// dequantize them (value = code x scale).
+
+// ReadBytes copies the codes of committed tokens [start, start+count) of
+// one layer of an 8-bit cache: k [count, Hkv, d], v [count, Hkv, dv].
+func (kv *KvCache) ReadBytes(layer int, seq int64, start, count int, k, v []byte) (err error) {
+	defer recoverErr(&err)
+	kv.handle().ReadBytes(layer, seq, start, count, k, v)
+	return nil
+}
+
+// ReadScales copies the scales of those tokens: k and v [count, Hkv]
+// (I8: the append's per-token scales; FP8E4M3: the layer's, repeated).
+func (kv *KvCache) ReadScales(layer int, seq int64, start, count int, k, v []float32) (err error) {
+	defer recoverErr(&err)
+	kv.handle().ReadScales(layer, seq, start, count, k, v)
+	return nil
+}
+
+// SetScales sets the K and V scales of one layer of an FP8E4M3 cache, 1
+// (per layer) or Hkv (per kv head) each, finite and > 0, before the
+// layer's first append.
+func (kv *KvCache) SetScales(layer int, k, v []float32) (err error) {
+	defer recoverErr(&err)
+	kv.handle().SetScales(layer, k, v)
+	return nil
+}
