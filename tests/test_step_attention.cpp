@@ -671,6 +671,30 @@ TEST_F(StepAttentionTest, EightBitCaches) {
       run_step({1, 4}, {1, 1}, cfg, VKATTN_F32);
       run_step({5}, {600}, cfg, VKATTN_F32, true, /*attend=*/false);
       run_step({5, 1}, {1, 1}, cfg, VKATTN_F32);  // split-KV decode
+      // A visible NaN token (int8: NaN scale; fp8: NaN codes) makes every
+      // output NaN, in the 8-code texel path of d 24 and the 4-code of dv 12.
+      append_nan(7, 1);
+      int64_t id = 7;
+      int32_t one = 1;
+      vkattn_step* st = nullptr;
+      ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &one, &st), VKATTN_SUCCESS);
+      vkattn_tensor* k = tensor(VKATTN_F32, {1, s.hkv, d});
+      vkattn_tensor* v = tensor(VKATTN_F32, {1, s.hkv, dv});
+      vkattn_tensor* q = tensor(VKATTN_F32, {1, s.hkv, d});
+      vkattn_tensor* o = tensor(VKATTN_F32, {1, s.hkv, dv});
+      upload(k, VKATTN_F32, std::vector<float>(size_t(s.hkv) * d, 0.5f));
+      upload(v, VKATTN_F32, std::vector<float>(size_t(s.hkv) * dv, 0.5f));
+      upload(q, VKATTN_F32, std::vector<float>(size_t(s.hkv) * d, 0.25f));
+      vkattn_attention_desc ad;
+      vkattn_attention_desc_init(&ad);
+      ad.num_heads = ad.num_kv_heads = s.hkv, ad.head_dim = d, ad.head_dim_v = dv;
+      ad.causal = 1;
+      ASSERT_EQ(vkattn_step_append(st, 0, k, v), VKATTN_SUCCESS);
+      ASSERT_EQ(vkattn_step_attention(st, 0, &ad, q, o), VKATTN_SUCCESS) << vkattn_last_error();
+      std::vector<float> got(size_t(s.hkv) * dv);
+      ASSERT_EQ(vkattn_tensor_read(o, got.data(), got.size() * 4), VKATTN_SUCCESS);
+      vkattn_step_abort(st);
+      for (float x : got) EXPECT_TRUE(std::isnan(x)) << x;
     }
 }
 

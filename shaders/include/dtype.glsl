@@ -57,9 +57,19 @@ float decode8(uint dt, uint b) {
   return (b & 0x80u) != 0u ? -mag : mag;
 }
 
-// Four codes packed in a word, lowest byte first.
+// Four codes packed in a word, lowest byte first. e4m3fn through f16: a
+// code's 7 low bits shifted left by 7 are the f16 with the same mantissa and
+// an exponent short of f16's bias by 8, subnormals included (f16 has them),
+// so the halves times 2^8 are the values; 0x7f / 0xff become NaN after. (A
+// device that flushes f16 subnormals in the conversion would read the
+// subnormal codes, magnitudes below 2^-6 x scale, as 0.)
 vec4 decode8x4(uint dt, uint w) {
-  return vec4(decode8(dt, w), decode8(dt, w >> 8), decode8(dt, w >> 16), decode8(dt, w >> 24));
+  if (dt == DT_I8) return vec4(ivec4(w << 24, w << 16, w << 8, w) >> 24);
+  uint a = w & 0x00ff00ffu, b = (w >> 8) & 0x00ff00ffu;  // codes 0, 2 and 1, 3
+  vec2 va = unpackHalf2x16(((a & 0x007f007fu) << 7) | ((a & 0x00800080u) << 8)) * 256.0;
+  vec2 vb = unpackHalf2x16(((b & 0x007f007fu) << 7) | ((b & 0x00800080u) << 8)) * 256.0;
+  bvec4 nan = equal(uvec4(w, w >> 8, w >> 16, w >> 24) & 0x7fu, uvec4(0x7fu));
+  return mix(vec4(va.x, vb.x, va.y, vb.y), vec4(uintBitsToFloat(0x7fc00000u)), nan);
 }
 
 // x as an e4m3fn code: round to nearest even, saturating at +-448, NaN
