@@ -32,12 +32,7 @@ inline vkattn_kv_cache_desc kv_cache_desc(const KvShape& s) {
 }
 
 inline size_t dtype_bytes(vkattn_dtype dt) {
-  return dt == VKATTN_F32 ? 4 : dt == VKATTN_I8 || dt == VKATTN_FP8_E4M3 ? 1 : 2;
-}
-
-// An 8-bit cache's code `c` with its scale, as a float.
-inline float dequantize(vkattn_dtype dt, uint8_t c, float scale) {
-  return (dt == VKATTN_I8 ? float(int8_t(c)) : e4m3_to_f32(c)) * scale;
+  return vkattn_dtype_size(dt);
 }
 
 // How far the dequantized value of appended x may be from x: int8, half a

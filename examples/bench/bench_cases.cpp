@@ -61,10 +61,7 @@ struct Shape {
   int v_dim() const { return dv ? dv : d; }
   // Bytes one cached key takes per kv head (K and V rows; int8: + 2 scales).
   double key_bytes() const {
-    const bool q8 = cache_dt == VKATTN_I8 || cache_dt == VKATTN_FP8_E4M3;
-    return (d + v_dim()) * (q8                       ? 1.0
-                            : cache_dt == VKATTN_F32 ? 4.0
-                                                     : 2.0) +
+    return (d + v_dim()) * double(vkattn_dtype_size(cache_dt)) +
            (cache_dt == VKATTN_I8 ? 8.0 : 0.0);
   }
 };

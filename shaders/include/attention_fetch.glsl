@@ -136,12 +136,11 @@ vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
       return decode8x4(dt, (c & 1u) != 0u ? w.y : w.x);
     }
     if (kind_vec == 1u) return decode8x4(dt, fetch_texel(which, int(base + c)).x);
-    vec4 r;
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-      uint col = 4u * c + e;
-      float x = decode8(dt, fetch_texel(which, int(base + min(col, dim - 1u))).x);
-      r[e] = col < dim ? x : 0.0;
-    }
+    uint w = 0u;  // kind 0: four single codes gathered into one word
+    [[unroll]] for (uint e = 0u; e < 4u; ++e)
+      w |= (fetch_texel(which, int(base + min(4u * c + e, dim - 1u))).x & 0xffu) << (8u * e);
+    vec4 r = decode8x4(dt, w);
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) r[e] = 4u * c + e < dim ? r[e] : 0.0;
     return r;
   }
   if (kind_vec == 2u) {

@@ -47,22 +47,13 @@ float f16_to_f32(uint bits) { return unpackHalf2x16(bits).x; }
 float decode16(uint dt, uint bits) { return dt == DT_F16 ? f16_to_f32(bits) : bf16_to_f32(bits); }
 uint encode16(uint dt, float x) { return dt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
 
-// An 8-bit code (the low byte of `b`) as a float: int8 sign-extended, or
-// OCP e4m3fn (bias 7, subnormals below 2^-6, 0x7f / 0xff NaN).
-float decode8(uint dt, uint b) {
-  if (dt == DT_I8) return float(int(b << 24) >> 24);
-  uint e = (b >> 3) & 15u, m = b & 7u;
-  float mag = e == 0u ? float(m) * (1.0 / 512.0) : uintBitsToFloat(((e + 120u) << 23) | (m << 20));
-  mag = (e == 15u && m == 7u) ? uintBitsToFloat(0x7fc00000u) : mag;
-  return (b & 0x80u) != 0u ? -mag : mag;
-}
-
-// Four codes packed in a word, lowest byte first. e4m3fn through f16: a
-// code's 7 low bits shifted left by 7 are the f16 with the same mantissa and
-// an exponent short of f16's bias by 8, subnormals included (f16 has them),
-// so the halves times 2^8 are the values; 0x7f / 0xff become NaN after. (A
-// device that flushes f16 subnormals in the conversion would read the
-// subnormal codes, magnitudes below 2^-6 x scale, as 0.)
+// Four 8-bit codes packed in a word (lowest byte first) as floats: int8
+// sign-extended, or OCP e4m3fn (bias 7, subnormals below 2^-6, 0x7f / 0xff
+// NaN) through f16: a code's 7 low bits shifted left by 7 are the f16 with
+// the same mantissa and an exponent short of f16's bias by 8, subnormals
+// included (f16 has them), so the halves times 2^8 are the values; NaN
+// codes are selected after. (A device that flushes f16 subnormals in the
+// conversion would read the subnormal codes, below 2^-6 x scale, as 0.)
 vec4 decode8x4(uint dt, uint w) {
   if (dt == DT_I8) return vec4(ivec4(w << 24, w << 16, w << 8, w) >> 24);
   uint a = w & 0x00ff00ffu, b = (w >> 8) & 0x00ff00ffu;  // codes 0, 2 and 1, 3

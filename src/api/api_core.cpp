@@ -173,7 +173,7 @@ VKATTN_API vkattn_status vkattn_context_last_gpu_time(vkattn_context* ctx, uint6
 
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype) {
   const int64_t raw = raw_enum(dtype);
-  return raw >= VKATTN_F32 && raw <= VKATTN_FP8_E4M3 ? dtype_size(dtype) : 0;
+  return known_dtype(raw) ? dtype_size(dtype) : 0;
 }
 
 VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype dtype,
@@ -184,7 +184,7 @@ VKATTN_API vkattn_status vkattn_tensor_create(vkattn_context* ctx, vkattn_dtype 
     VKATTN_REQUIRE_ARG(out);
     ctx->impl->recorder().check_alive();
     const int64_t raw = raw_enum(dtype);
-    require(raw >= VKATTN_F32 && raw <= VKATTN_FP8_E4M3, "unknown dtype ", raw);
+    require(known_dtype(raw), "unknown dtype ", raw);
     host_alloc_point();
     auto handle = std::make_unique<vkattn_tensor>();
     handle->impl = std::make_shared<Tensor>(ctx->impl, dtype, ndim, shape);

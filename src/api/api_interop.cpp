@@ -23,7 +23,7 @@ bool mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t* out) {
 
 void check_dtype(vkattn_dtype dtype) {
   const int64_t raw = raw_enum(dtype);
-  require(raw >= VKATTN_F32 && raw <= VKATTN_FP8_E4M3, "unknown dtype ", raw);
+  require(known_dtype(raw), "unknown dtype ", raw);
 }
 
 }  // namespace

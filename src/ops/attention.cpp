@@ -91,12 +91,10 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
           ", got ", dtype_name(c.out->dtype()));
   if (!paged) require(c.k->dtype() == c.v->dtype(), "k and v must share a dtype");
   const vkattn_dtype kv = c.kv_dtype();
-  const bool is8 = kv == VKATTN_I8 || kv == VKATTN_FP8_E4M3;
-  if (is8 && !c.step)
+  if (is_8bit(kv) && !c.step)
     fail(VKATTN_ERROR_UNSUPPORTED, paged ? "8-bit caller pools" : "8-bit k/v tensors", " (",
          dtype_name(kv), ") are not supported yet: use a vkattn_kv_cache of that dtype");
-  const bool cache8 = c.step && is8;
-  require(kv == c.q->dtype() || kv == VKATTN_F16 || kv == VKATTN_BF16 || cache8,
+  require(kv == c.q->dtype() || kv == VKATTN_F16 || kv == VKATTN_BF16 || is_8bit(kv),
           paged ? "the cache dtype must be q's dtype or f16/bf16, got "
                 : "k/v must have q's dtype or f16/bf16, got ",
           dtype_name(kv));

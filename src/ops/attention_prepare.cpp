@@ -96,7 +96,7 @@ bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel, bool poo
 }
 
 VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
-  if (dt == VKATTN_I8 || dt == VKATTN_FP8_E4M3)  // 8, 4 or 1 codes per texel
+  if (is_8bit(dt))  // 8, 4 or 1 codes per texel
     return kind == 2 ? VK_FORMAT_R32G32_UINT : kind ? VK_FORMAT_R32_UINT : VK_FORMAT_R8_UINT;
   if (kind == 2) return VK_FORMAT_R32G32B32A32_UINT;
   if (dt == VKATTN_F32) return kind ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;

@@ -46,7 +46,7 @@ struct AppendTarget {
   uint32_t hkv, d, dv, page_size;
   uint64_t k_page, v_page, k_tok, k_head, v_tok, v_head;  // elements
   bool pairs;                                             // 16-bit rows all start on even elements
-  uint64_t k_scale_off = 0, v_scale_off = 0;              // int8 caches (kv_append.comp)
+  uint64_t k_scale_off = 0, v_scale_off = 0;              // int8 caches (kv_append_q8.comp)
   std::shared_ptr<Buffer> fp8_scales;                     // fp8 caches: the scale table
   uint32_t scale_base = 0;
   std::function<void(uint32_t group, BoundBuffer* k, BoundBuffer* v, uint64_t* k_off,
@@ -63,7 +63,7 @@ void record_append(Context& ctx, const AppendTarget& tg,
                    PackedViews& packed, const Rope* rope = nullptr,
                    const std::vector<int64_t>* pos = nullptr) {
   const bool wide = tg.dtype != VKATTN_F32;
-  const bool q8 = tg.dtype == VKATTN_I8 || tg.dtype == VKATTN_FP8_E4M3;
+  const bool q8 = is_8bit(tg.dtype);
   const uint32_t uk = wide && tg.d % 2 == 0 && tg.pairs ? tg.d / 2 : tg.d;
   const uint32_t uv = wide && tg.dv % 2 == 0 && tg.pairs ? tg.dv / 2 : tg.dv;
   // 8-bit rows run two loops of ceil(dim / 8) (the absmax, the codes) where
@@ -303,7 +303,7 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   if (rope_desc) rope.emplace(rope_desc, uint32_t(d));
   require(k_pages->dtype() == v_pages->dtype(), "k_pages and v_pages must share a dtype");
   for (const Tensor* t : {k_pages, v_pages}) {
-    if (t->dtype() == VKATTN_I8 || t->dtype() == VKATTN_FP8_E4M3)
+    if (is_8bit(t->dtype()))
       fail(VKATTN_ERROR_UNSUPPORTED, "8-bit caller pools (", dtype_name(t->dtype()),
            ") are not supported yet: use a vkattn_kv_cache of that dtype");
     require(t->dtype() == VKATTN_F32 || t->dtype() == VKATTN_F16 || t->dtype() == VKATTN_BF16,

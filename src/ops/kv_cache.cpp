@@ -29,8 +29,8 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   require(d.page_size >= 1, "desc->page_size must be >= 1");
   require(d.num_pages >= 1, "desc->num_pages must be >= 1");
   const int64_t dt = raw_enum(d.dtype);
-  require(dt == VKATTN_F32 || dt == VKATTN_F16 || dt == VKATTN_BF16 || dt == VKATTN_I8 ||
-              dt == VKATTN_FP8_E4M3,
+  // dt is the raw value: the enum is read only once it is a known dtype.
+  require(known_dtype(dt) && (dt <= VKATTN_BF16 || is_8bit(vkattn_dtype(dt))),
           "desc->dtype must be f32, f16, bf16, i8 or fp8_e4m3");
   if (desc_.head_dim_v == 0) desc_.head_dim_v = desc_.head_dim;
   elem_size_ = static_cast<uint32_t>(dtype_size(d.dtype));
@@ -149,14 +149,19 @@ void KvCache::truncate(int64_t id, int32_t new_length) {
   s.len = new_length;
 }
 
-void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, void* k_dst,
-                   size_t k_bytes, void* v_dst, size_t v_bytes) {
+const KvSeq* KvCache::checked_range(uint32_t layer, int64_t id, int32_t start, int32_t count) {
   require(layer < desc_.num_layers, "layer ", layer, " is not below num_layers ", desc_.num_layers);
   const KvSeq* s = find(id);
   require(s != nullptr, "sequence ", id, " does not exist");
   require(start >= 0 && count >= 0, "start and count must be >= 0 (got ", start, ", ", count, ")");
   require(static_cast<int64_t>(start) + count <= s->len, "tokens [", start, ", ",
           static_cast<int64_t>(start) + count, ") are beyond the sequence's length ", s->len);
+  return s;
+}
+
+void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, void* k_dst,
+                   size_t k_bytes, void* v_dst, size_t v_bytes) {
+  const KvSeq* s = checked_range(layer, id, start, count);
   const uint64_t hkv = desc_.num_kv_heads, d = desc_.head_dim, dv = desc_.head_dim_v;
   const uint64_t k_row = d * elem_size_, v_row = dv * elem_size_;
   const uint64_t k_want = count * hkv * k_row, v_want = count * hkv * v_row;
@@ -172,14 +177,9 @@ void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, voi
 
 void KvCache::read_scales(uint32_t layer, int64_t id, int32_t start, int32_t count, float* k,
                           float* v) {
-  require(int8() || fp8(), "the cache is ", dtype_name(desc_.dtype),
+  require(is_8bit(desc_.dtype), "the cache is ", dtype_name(desc_.dtype),
           ": only 8-bit caches (i8, fp8_e4m3) have scales");
-  require(layer < desc_.num_layers, "layer ", layer, " is not below num_layers ", desc_.num_layers);
-  const KvSeq* s = find(id);
-  require(s != nullptr, "sequence ", id, " does not exist");
-  require(start >= 0 && count >= 0, "start and count must be >= 0 (got ", start, ", ", count, ")");
-  require(static_cast<int64_t>(start) + count <= s->len, "tokens [", start, ", ",
-          static_cast<int64_t>(start) + count, ") are beyond the sequence's length ", s->len);
+  const KvSeq* s = checked_range(layer, id, start, count);
   if (count == 0) return;
   require(k && v, "k_scales and v_scales must not be NULL");
   const uint32_t hkv = desc_.num_kv_heads;

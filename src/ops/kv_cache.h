@@ -128,6 +128,9 @@ class KvCache {
   uint64_t k_block_ = 0, v_block_ = 0, k_rows_ = 0, v_rows_ = 0;
   std::shared_ptr<Buffer> scale_table_;  // fp8
   std::vector<bool> scales_set_, appended_;
+  // The sequence, once layer, id and tokens [start, start + count) are
+  // checked (read and read_scales).
+  const KvSeq* checked_range(uint32_t layer, int64_t id, int32_t start, int32_t count);
   // Copies the K and V runs of `row` bytes at block offsets off(h, slot) of
   // tokens [start, start + count) of a layer into k_dst / v_dst [count,
   // Hkv, row] (read and read_scales).

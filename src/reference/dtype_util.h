@@ -99,6 +99,11 @@ inline float e4m3_to_f32(uint8_t b) {
   return (b & 0x80) ? -mag : mag;
 }
 
+// An 8-bit cache's code `c` (dtype 6 = int8, 7 = e4m3fn) times its scale.
+inline float dequantize(int dtype, uint8_t c, float scale) {
+  return (dtype == 6 ? float(int8_t(c)) : e4m3_to_f32(c)) * scale;
+}
+
 // x as e4m3fn: round to nearest even, saturating at +-448, NaN -> 0x7f.
 inline uint8_t f32_to_e4m3(float x) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;

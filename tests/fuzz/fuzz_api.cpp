@@ -59,7 +59,7 @@ void expect_sane(vkattn_status s, const char* call) {
 }
 
 size_t es(vkattn_dtype dt) {
-  return dt == VKATTN_F32 ? 4 : dt == VKATTN_I8 || dt == VKATTN_FP8_E4M3 ? 1 : 2;
+  return vkattn_dtype_size(dt);
 }
 
 // The host model of the paged cache: per sequence its length, its block
@@ -827,12 +827,11 @@ class Fuzz {
       }
       for (uint32_t e = 0; e < dim; ++e) {
         const uint8_t c = codes[size_t(h) * dim + e];
-        float got, want = x[e], bound;
+        const float got = dequantize(dt_, c, s);
+        float want = x[e], bound;
         if (dt_ == VKATTN_I8) {
-          got = float(int8_t(c)) * s;
           bound = 0.5f * s;
         } else {
-          got = e4m3_to_f32(c) * s;
           want = std::clamp(want, -448.0f * s, 448.0f * s);
           bound = std::max(std::fabs(want) / 16.0f, s / 1024.0f);
         }
