@@ -9,19 +9,23 @@
 // rows [row0, row_end), keys [k_begin, k_end), as every family); subgroup
 // sg owns rows row0 + sg * TM .. + TM, the M side of every product. Per
 // tile of BC keys:
-//   1. the workgroup stages the tile's K rows in shared memory as f16 (zero
-//      beyond the key range, padding keys and the head dim);
-//   2. S = Q K^T, TM x TN blocks over DP / TK products (q staged once, f16,
-//      scale folded in), stored to shared memory as f32;
-//   3. the subgroup's lanes take its rows one each: transforms and
+//   1. S = Q K^T, TM x TN blocks accumulated in fragments over the head
+//      dim, one chunk of DC columns at a time: the workgroup stages the
+//      chunk's K columns of the tile in shared memory as f16 (zero beyond
+//      the key range, padding keys and the head dim), and q's (scaled, f16)
+//      unless the whole head dim fits one chunk (then q is staged once);
+//      S is stored to shared memory as f32;
+//   2. the subgroup's lanes take its rows one each: transforms and
 //      visibility exactly as attention_mask.glsl says (a hidden score is
 //      -inf), the online-softmax update, P as f16, the row's rescale alpha;
-//   4. the tile's V rows, f16, zero for keys no row of the item sees (so
-//      a 0 in P never meets a NaN in V); O rows (f32, shared memory: KHR
-//      fragments are opaque, so a per-row rescale goes through memory)
-//      times alpha, then O += P V. A NaN in V at a key that some row of
-//      the tile sees reaches the tile's other rows too (0 * NaN), as in
-//      every tensor-core attention.
+//   3. O rows (f32, shared memory: KHR fragments are opaque, so a per-row
+//      rescale goes through memory) times alpha, then O += P V, DVC columns
+//      of V at a time: the chunk's V columns, f16, zero for keys no row of
+//      the item sees (so a 0 in P never meets a NaN in V). A NaN in V at a
+//      key that some row of the tile sees reaches the tile's other rows too
+//      (0 * NaN), as in every tensor-core attention.
+// The chunks (DC, DVC) keep MLA's d 576 / dv 512 within 32 KiB: the host
+// narrows them only when the whole head dims do not fit (attention_variant.cpp).
 // Tile shape (TM, TN, TK) comes from the device's cooperative-matrix
 // properties (16x16x16 / 16x8x16 on NVIDIA, 8x8x8 on lavapipe); head dims
 // are padded to it with zeros in shared memory. K/V are f16 (or 8-bit
@@ -51,18 +55,21 @@ layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compi
 layout(constant_id = 12) const uint TM = 8;   // matrix shape: rows of A and C
 layout(constant_id = 13) const uint TN = 8;   // columns of B and C
 layout(constant_id = 14) const uint TK = 8;   // columns of A, rows of B
+layout(constant_id = 15) const uint DC = 64;  // q/k head-dim columns per chunk: a multiple of TK, <= DP
+layout(constant_id = 16) const uint DVC = 64; // v head-dim columns per chunk: a multiple of TN, <= DVP
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
 const uint DP = (D + TK - 1u) / TK * TK;     // q/k head dim padded to TK
 const uint DVP = (DV + TN - 1u) / TN * TN;  // v head dim padded to TN
-const uint DP4 = DP / 4u;
-const uint DVP4 = DVP / 4u;
-const uint ROWS = NSG * TM;  // rows of a work item
+const uint DC4 = DC / 4u;
+const uint DVC4 = DVC / 4u;
+const bool Q_ONCE = DC == DP;  // q staged once, not per tile and chunk
+const uint ROWS = NSG * TM;    // rows of a work item
 
-shared float16_t sh_q[ROWS * DP];
-shared float16_t sh_k[BC * DP];
-shared float16_t sh_v[BC * DVP];
+shared float16_t sh_q[ROWS * DC];  // a chunk of q's columns
+shared float16_t sh_k[BC * DC];    // the tile's K, the same columns
+shared float16_t sh_v[BC * DVC];   // the tile's V, a chunk of columns
 shared float sh_s[ROWS * BC];      // scores, then hidden ones as -inf
 shared float16_t sh_p[ROWS * BC];  // exp(s - m)
 shared float sh_o[ROWS * DVP];     // unnormalized output rows
@@ -78,6 +85,18 @@ shared uint sh_kseen[KW];  // bit j: some row of the work item sees key kt + j
 #define MAT_B coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
 
+// q's columns [c0, c0 + DC) of the item's rows, scaled, f16, zero beyond
+// the rows and the head dim.
+void stage_q(Item it, Seq sq, uint G, uint row_lim, uint c0) {
+  for (uint x = gl_LocalInvocationID.x; x < ROWS * DC4; x += WG) {
+    uint rr = x / DC4, cl = x % DC4, c = c0 / 4u + cl, r = it.row0 + rr;
+    vec4 q = vec4(0.0);
+    if (r < row_lim && c < D4)
+      q = fetch_row(QVEC, D, q_texel(sq.q_off + r / G, it.kv_head * G + r % G), c, 2u) * pc.scale;
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_q[rr * DC + 4u * cl + e] = float16_t(q[e]);
+  }
+}
+
 void main() {
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;  // uniform in the workgroup
@@ -91,15 +110,8 @@ void main() {
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
 
-  // q of every row (scaled, f16, zero beyond the rows and the head dim);
-  // O, m and l cleared.
-  for (uint x = lid; x < ROWS * DP4; x += WG) {
-    uint rr = x / DP4, c = x % DP4, r = it.row0 + rr;
-    vec4 q = vec4(0.0);
-    if (r < row_lim && c < D4)
-      q = fetch_row(QVEC, D, q_texel(sq.q_off + r / G, it.kv_head * G + r % G), c, 2u) * pc.scale;
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_q[rr * DP + 4u * c + e] = float16_t(q[e]);
-  }
+  // q once when one chunk holds the head dim; O, m and l cleared.
+  if (Q_ONCE) stage_q(it, sq, G, row_lim, 0u);
   for (uint x = lid; x < ROWS * DVP; x += WG) sh_o[x] = 0.0;
   for (uint x = lid; x < ROWS; x += WG) {
     sh_m[x] = NEG_INF;
@@ -107,38 +119,46 @@ void main() {
   }
 
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
-    // Every subgroup is done with the previous tile (and q is staged).
-    memoryBarrierShared();
-    barrier();
-    // 1. The tile's K rows, f16, zero where no key is.
-    for (uint x = lid; x < BC * DP4; x += WG) {
-      uint j = x / DP4, c = x % DP4, key = kt + j;
-      vec4 k = vec4(0.0);
-      if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
-        k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c, 0u) *
-            kv_scale(false, sq, it.kv_head, key);  // 8-bit caches: dequantized into the f16 tile
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_k[j * DP + 4u * c + e] = float16_t(k[e]);
-    }
-    for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
-    memoryBarrierShared();
-    barrier();
-
-    // 2. S = Q K^T for this subgroup's rows.
-    for (uint nb = 0u; nb < BC / TN; ++nb) {
-      MAT_C s = MAT_C(0.0);
-      for (uint kk = 0u; kk < DP / TK; ++kk) {
-        MAT_A a;
-        MAT_B b;
-        coopMatLoad(a, sh_q, r0 * DP + kk * TK, DP, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(b, sh_k, nb * TN * DP + kk * TK, DP, gl_CooperativeMatrixLayoutColumnMajor);
-        s = coopMatMulAdd(a, b, s);
+    // 1. S = Q K^T for this subgroup's rows, a chunk of DC head-dim
+    // columns at a time.
+    MAT_C sc[BC / TN];
+    [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) sc[nb] = MAT_C(0.0);
+    for (uint c0 = 0u; c0 < DP; c0 += DC) {
+      // Every subgroup is done with the previous chunk or tile (and q is
+      // staged).
+      memoryBarrierShared();
+      barrier();
+      if (!Q_ONCE) stage_q(it, sq, G, row_lim, c0);
+      for (uint x = lid; x < BC * DC4; x += WG) {
+        uint j = x / DC4, cl = x % DC4, c = c0 / 4u + cl, key = kt + j;
+        vec4 k = vec4(0.0);
+        if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
+          k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c,
+                        0u) *
+              kv_scale(false, sq, it.kv_head, key);  // 8-bit caches: dequantized into the f16 tile
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_k[j * DC + 4u * cl + e] = float16_t(k[e]);
       }
-      coopMatStore(s, sh_s, r0 * BC + nb * TN, BC, gl_CooperativeMatrixLayoutRowMajor);
+      if (c0 == 0u)
+        for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
+      memoryBarrierShared();
+      barrier();
+      const uint nk = min(DC, DP - c0) / TK;  // the last chunk may be narrower
+      [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) {
+        for (uint kk = 0u; kk < nk; ++kk) {
+          MAT_A a;
+          MAT_B b;
+          coopMatLoad(a, sh_q, r0 * DC + kk * TK, DC, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(b, sh_k, nb * TN * DC + kk * TK, DC, gl_CooperativeMatrixLayoutColumnMajor);
+          sc[nb] = coopMatMulAdd(a, b, sc[nb]);
+        }
+      }
     }
+    [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb)
+      coopMatStore(sc[nb], sh_s, r0 * BC + nb * TN, BC, gl_CooperativeMatrixLayoutRowMajor);
     memoryBarrierShared();
     barrier();
 
-    // 3. One lane per row: visibility, transforms, online softmax, P.
+    // 2. One lane per row: visibility, transforms, online softmax, P.
     for (uint i = lane; i < TM; i += nl) {
       uint rr = r0 + i, r = it.row0 + rr;
       bool ok = r < row_lim;
@@ -184,32 +204,40 @@ void main() {
     memoryBarrierShared();
     barrier();
 
-    // 4. The tile's V rows that some row sees (others are 0: memory a
-    // hidden key points at may hold anything, NaN included, and P V would
-    // multiply it by 0); O = O * alpha + P V.
-    for (uint x = lid; x < BC * DVP4; x += WG) {
-      uint j = x / DVP4, c = x % DVP4, key = kt + j;
-      vec4 v = vec4(0.0);
-      if (c < DV4 && ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u)
-        v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
-                      1u) *
-            kv_scale(true, sq, it.kv_head, key);
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_v[j * DVP + 4u * c + e] = float16_t(v[e]);
-    }
+    // 3. O = O * alpha + P V, a chunk of DVC columns of V at a time: the
+    // tile's V rows that some row sees (others are 0: memory a hidden key
+    // points at may hold anything, NaN included, and P V would multiply it
+    // by 0).
     for (uint x = lane; x < TM * DVP; x += nl) sh_o[r0 * DVP + x] *= sh_alpha[r0 + x / DVP];
-    memoryBarrierShared();
-    barrier();
-    for (uint nb = 0u; nb < DVP / TN; ++nb) {
-      MAT_C o;
-      coopMatLoad(o, sh_o, r0 * DVP + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
-      for (uint kb = 0u; kb < BC / TK; ++kb) {
-        MAT_A a;
-        MAT_B b;
-        coopMatLoad(a, sh_p, r0 * BC + kb * TK, BC, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(b, sh_v, kb * TK * DVP + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
-        o = coopMatMulAdd(a, b, o);
+    for (uint v0 = 0u; v0 < DVP; v0 += DVC) {
+      if (v0 != 0u) {  // every subgroup is done with the previous chunk
+        memoryBarrierShared();
+        barrier();
       }
-      coopMatStore(o, sh_o, r0 * DVP + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+      for (uint x = lid; x < BC * DVC4; x += WG) {
+        uint j = x / DVC4, cl = x % DVC4, c = v0 / 4u + cl, key = kt + j;
+        vec4 v = vec4(0.0);
+        if (c < DV4 && ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u)
+          v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
+                        1u) *
+              kv_scale(true, sq, it.kv_head, key);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_v[j * DVC + 4u * cl + e] = float16_t(v[e]);
+      }
+      memoryBarrierShared();
+      barrier();
+      const uint nn = min(DVC, DVP - v0) / TN;  // the last chunk may be narrower
+      for (uint nb = 0u; nb < nn; ++nb) {
+        MAT_C o;
+        coopMatLoad(o, sh_o, r0 * DVP + v0 + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+        for (uint kb = 0u; kb < BC / TK; ++kb) {
+          MAT_A a;
+          MAT_B b;
+          coopMatLoad(a, sh_p, r0 * BC + kb * TK, BC, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(b, sh_v, kb * TK * DVC + nb * TN, DVC, gl_CooperativeMatrixLayoutRowMajor);
+          o = coopMatMulAdd(a, b, o);
+        }
+        coopMatStore(o, sh_o, r0 * DVP + v0 + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+      }
     }
   }
   memoryBarrierShared();

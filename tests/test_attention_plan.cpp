@@ -382,6 +382,52 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
     if (dev.info().device_type == VKATTN_DEVICE_CPU)
       EXPECT_NE(vkattn::choose_attention_variant(dev, table, 64, 64, 1024, VKATTN_F16).family,
                 vkattn::AttentionFamily::kCoopmat);
+    // Head dims that fit are staged whole; MLA's (d 576 / dv 512) are
+    // staged in narrower chunks that fit the device's shared memory, and
+    // coopmat still serves them.
+    EXPECT_EQ(f16.head_chunk, 64u);
+    EXPECT_EQ(f16.head_chunk_v, 64u);
+    for (vkattn_dtype kv : {VKATTN_F16, VKATTN_I8, VKATTN_FP8_E4M3}) {
+      const vkattn::AttentionVariant mla =
+          vkattn::choose_attention_variant(dev, o, 576, 512, 1024, kv);
+      ASSERT_EQ(mla.family, vkattn::AttentionFamily::kCoopmat) << mla.fallback;
+      vkattn::FwdConfig cfg;
+      cfg.var = mla, cfg.head_dim = 576, cfg.head_dim_v = 512, cfg.kv_dtype = kv;
+      EXPECT_LE(vkattn::kCoopmatFamily.shared_bytes(cfg), dev.caps().max_shared_memory);
+      EXPECT_LT(uint64_t(mla.head_chunk) * mla.head_chunk_v, 576u * 512u)
+          << "576/512 whole needs more than " << dev.caps().max_shared_memory << " bytes";
+      EXPECT_EQ(mla.head_chunk % mla.coopmat_k, 0u);
+      EXPECT_EQ(mla.head_chunk_v % mla.coopmat_n, 0u);
+      EXPECT_GE(mla.head_chunk, mla.coopmat_k);
+    }
+    // VKATTN_ATTN_HEAD_CHUNK forces the chunks (capped at the padded head
+    // dims); a width that is not a multiple of the matrix N and K is refused.
+    vkattn::KernelOptions chunked = o;
+    const uint32_t step = std::max(f16.coopmat_n, f16.coopmat_k);
+    chunked.attn_head_chunk = step;
+    const vkattn::AttentionVariant c =
+        vkattn::choose_attention_variant(dev, chunked, 64, 2 * step + 1, 1024, VKATTN_F16);
+    EXPECT_EQ(c.family, vkattn::AttentionFamily::kCoopmat) << c.fallback;
+    EXPECT_EQ(c.head_chunk, step);
+    EXPECT_EQ(c.head_chunk_v, step);
+    chunked.attn_head_chunk = 1024;
+    const vkattn::AttentionVariant whole =
+        vkattn::choose_attention_variant(dev, chunked, 40, 24, 1024, VKATTN_F16);
+    EXPECT_EQ(whole.head_chunk % whole.coopmat_k, 0u);
+    EXPECT_GE(whole.head_chunk, 40u);
+    EXPECT_LT(whole.head_chunk, 40u + whole.coopmat_k);
+    EXPECT_GE(whole.head_chunk_v, 24u);
+    for (uint32_t bad : {0u, step + 4}) {
+      chunked.attn_head_chunk = bad;
+      try {
+        vkattn::choose_attention_variant(dev, chunked, 64, 64, 1024, VKATTN_F16);
+        ADD_FAILURE() << "VKATTN_ATTN_HEAD_CHUNK=" << bad << " must be refused";
+      } catch (const vkattn::Error& e) {
+        EXPECT_EQ(e.status(), VKATTN_ERROR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(e.what()).find("VKATTN_ATTN_HEAD_CHUNK"), std::string::npos)
+            << e.what();
+      }
+    }
   }
   for (vkattn_dtype kv : {VKATTN_F32, VKATTN_BF16}) {
     const vkattn::AttentionVariant v = vkattn::choose_attention_variant(dev, o, 64, 64, 1024, kv);

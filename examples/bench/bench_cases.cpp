@@ -196,7 +196,7 @@ bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
   r->flops = flops;
   r->bytes = bytes;
   r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-  r->variant = variant_name(ctx, s.d, t * (s.H / s.Hkv));
+  r->variant = variant_name(ctx, s.d, s.v_dim(), t * (s.H / s.Hkv));
   for (vkattn_tensor* x : {q, k, v, o, sinks}) vkattn_tensor_destroy(x);
   return r->ok = r->max_err <= kTolF16;
 }
@@ -353,7 +353,7 @@ struct LayerCase {
     r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
     int max_t = 0;
     for (int32_t x : run.fresh) max_t = std::max(max_t, int(x));
-    r->variant = variant_name(run.ctx, run.s.d, max_t * (run.s.H / run.s.Hkv));
+    r->variant = variant_name(run.ctx, run.s.d, run.s.v_dim(), max_t * (run.s.H / run.s.Hkv));
   }
 };
 
@@ -536,7 +536,7 @@ bool layers_32(vkattn_context* ctx, Result* r) {
                 16.0 / (r->median_ms * 1e-3), median(record_us), median(append_us),
                 median(attention_us), static_cast<unsigned long long>(submissions));
   add_note(*r, n);
-  r->variant = variant_name(ctx, kGqa.d, kGqa.H / kGqa.Hkv);
+  r->variant = variant_name(ctx, kGqa.d, kGqa.d, kGqa.H / kGqa.Hkv);
   return r->ok;
 }
 
@@ -560,8 +560,8 @@ std::string splits_of_last_call(vkattn_context* ctx) {
 
 // The kernel a shape gets on this context, and how its last call was cut
 // (bench.h).
-std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
-  return vkattn_tools::kernel_choice(ctx, d, max_rows) + splits_of_last_call(ctx);
+std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows) {
+  return vkattn_tools::kernel_choice(ctx, d, dv, max_rows) + splits_of_last_call(ctx);
 }
 
 const std::vector<Case>& all_cases() {

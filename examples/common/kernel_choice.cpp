@@ -20,10 +20,10 @@ std::string device_table_row(vkattn_context* ctx) {
   return vkattn::describe_attention_defaults(ctx->impl->device());
 }
 
-std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
-  // Every bench case stores K/V as f16.
+std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows) {
+  // As for f16 K/V (8-bit caches take the same variant).
   vkattn::AttentionVariant v = vkattn::choose_attention_variant(
-      ctx->impl->device(), ctx->impl->options(), d, d, max_rows, VKATTN_F16);
+      ctx->impl->device(), ctx->impl->options(), d, dv, max_rows, VKATTN_F16);
   const std::string order =
       v.static_chunks > 1
           ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
@@ -32,9 +32,9 @@ std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t max_rows) {
   if (v.family == vkattn::AttentionFamily::kCoopmat) {
     std::snprintf(s, sizeof(s),
                   "coopmat: %ux%ux%u f16 matrices, %u subgroups of %u lanes (%u rows), keys/tile "
-                  "%u, %s",
+                  "%u, head-dim columns staged at a time %u (q/k) and %u (v), %s",
                   v.coopmat_m, v.coopmat_n, v.coopmat_k, v.subgroups, v.lanes_per_row,
-                  v.tile_rows(), v.tile_keys, order.c_str());
+                  v.tile_rows(), v.tile_keys, v.head_chunk, v.head_chunk_v, order.c_str());
     return s;
   }
   if (v.family == vkattn::AttentionFamily::kTiled) {

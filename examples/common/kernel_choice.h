@@ -10,10 +10,10 @@
 
 namespace vkattn_tools {
 
-// The kernel (family and its parameters) an attention call with head dim d,
-// at most max_rows query rows per (sequence, kv head) and f16 K/V gets on
-// ctx's device, with VKATTN_ATTN_* forcing applied.
-std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t max_rows);
+// The kernel (family and its parameters) an attention call with head dims
+// d (q/k) and dv (v), at most max_rows query rows per (sequence, kv head)
+// and f16 K/V gets on ctx's device, with VKATTN_ATTN_* forcing applied.
+std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows);
 
 // The device table's row for ctx's device: default family, each family's
 // parameters, why (several lines).

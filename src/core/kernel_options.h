@@ -31,6 +31,7 @@ struct KernelOptions {
   uint32_t attn_lanes_per_row = kUnset;    // VKATTN_ATTN_LANES_PER_ROW (tiled)
   uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled, coopmat)
   uint32_t attn_double_buffer = kUnset;    // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
+  uint32_t attn_head_chunk = kUnset;       // VKATTN_ATTN_HEAD_CHUNK (coopmat)
   bool disable_subgroup_ops = false;       // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;           // VKATTN_DISABLE_F16_MATH=1
   bool force_f16_math = false;             // VKATTN_FORCE_F16_MATH=1
@@ -72,6 +73,7 @@ struct KernelOptions {
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);
     o.attn_double_buffer = env_uint("VKATTN_ATTN_DOUBLE_BUFFER", kUnset);
+    o.attn_head_chunk = env_uint("VKATTN_ATTN_HEAD_CHUNK", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;
     o.force_f16_math = env_uint("VKATTN_FORCE_F16_MATH", 0) != 0;

@@ -1,10 +1,11 @@
 // The `coopmat` attention family: shaders/attention_coopmat.comp. Q K^T and
 // P V as cooperative-matrix products (VK_KHR_cooperative_matrix: tensor
 // cores), NSG subgroups per workgroup each owning TM rows, K/V tiles of BC
-// keys staged in shared memory as f16, softmax and O in f32 through shared
-// memory. Built only with -DVKATTN_COOPMAT=ON; the matrix shape comes from
-// the device (core/coopmat.h); f16 K/V only (other dtypes decline, and the
-// variant chooser hands them to `tiled`, logged).
+// keys staged in shared memory as f16 a chunk of head-dim columns at a
+// time (all of them unless MLA-sized dims need chunks), softmax and O in
+// f32 through shared memory. Built only with -DVKATTN_COOPMAT=ON; the
+// matrix shape comes from the device (core/coopmat.h); f16 K/V only (other
+// dtypes decline, and the variant chooser hands them to `tiled`, logged).
 #include <algorithm>
 
 #include "core/pipeline.h"
@@ -20,11 +21,28 @@ const KernelLayout kCoopmatLayout{"attention_coopmat", fwd_bindings(), sizeof(Fw
 struct CoopmatSpec {
   FwdSpecHead head;     // 0-11, shape = NSG: subgroups
   uint32_t tm, tn, tk;  // 12-14 TM, TN, TK
+  uint32_t dc, dvc;     // 15-16 DC, DVC: head-dim columns staged at a time
 };
-static_assert(sizeof(CoopmatSpec) == 15 * 4, "attention_coopmat.comp has 15 constants");
+static_assert(sizeof(CoopmatSpec) == 17 * 4, "attention_coopmat.comp has 17 constants");
 
 uint32_t round_up(uint32_t x, uint32_t m) {
   return (x + m - 1) / m * m;
+}
+
+// The head dims padded to the matrix shape (DP, DVP) and the columns of
+// each staged at a time (DC, DVC; the variant's chunks, 0 = all).
+struct CoopmatDims {
+  uint32_t dp, dvp, dc, dvc;
+};
+
+CoopmatDims coopmat_dims(const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  CoopmatDims d{};
+  d.dp = round_up(cfg.head_dim, std::max<uint32_t>(v.coopmat_k, 1));
+  d.dvp = round_up(cfg.head_dim_v, std::max<uint32_t>(v.coopmat_n, 1));
+  d.dc = v.head_chunk == 0 ? d.dp : std::min(v.head_chunk, d.dp);
+  d.dvc = v.head_chunk_v == 0 ? d.dvp : std::min(v.head_chunk_v, d.dvp);
+  return d;
 }
 
 std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
@@ -44,27 +62,36 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
     return "matrix shape " + describe_shapes({s}) + " (N and K must be multiples of 8)";
   if (v.tile_keys == 0 || v.tile_keys % s.n != 0 || v.tile_keys % s.k != 0)
     return "tile of " + std::to_string(v.tile_keys) + " keys is not a multiple of N and K";
+  const CoopmatDims d = coopmat_dims(cfg);
+  if (d.dc % s.k != 0 || d.dvc % s.n != 0)
+    return "head-dim chunks " + std::to_string(d.dc) + "/" + std::to_string(d.dvc) +
+           " are not multiples of K/N";
   if (caps.subgroup_size == 0 || v.wg != v.subgroups * caps.subgroup_size)
     return "the workgroup must be whole subgroups";
   if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
   return exceeds_shared_memory(caps, kCoopmatFamily.shared_bytes(cfg));
 }
 
-// attention_coopmat.comp's shared arrays: q, K and V tiles (f16), scores
-// (f32), P (f16), O (f32), m, l, alpha per row, and a seen bit per key.
+// attention_coopmat.comp's shared arrays: a chunk of q and of the K tile's
+// columns and one of V's (f16), scores (f32), P (f16), O (f32, all DVP
+// columns), m, l, alpha per row, and a seen bit per key.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const uint64_t k = std::max<uint32_t>(v.coopmat_k, 1), n = std::max<uint32_t>(v.coopmat_n, 1);
-  const uint64_t dp = round_up(cfg.head_dim, k), dvp = round_up(cfg.head_dim_v, n);
+  const CoopmatDims d = coopmat_dims(cfg);
   const uint64_t rows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
-  return rows * dp * 2 + bc * dp * 2 + bc * dvp * 2 + rows * bc * (4 + 2) + rows * dvp * 4 +
+  return rows * d.dc * 2 + bc * d.dc * 2 + bc * d.dvc * 2 + rows * bc * (4 + 2) + rows * d.dvp * 4 +
          rows * 12 + (bc + 31) / 32 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const CoopmatSpec spec{fwd_spec_head(cfg, v.subgroups, v.tile_keys), v.coopmat_m, v.coopmat_n,
-                         v.coopmat_k};
+  const CoopmatDims d = coopmat_dims(cfg);
+  const CoopmatSpec spec{fwd_spec_head(cfg, v.subgroups, v.tile_keys),
+                         v.coopmat_m,
+                         v.coopmat_n,
+                         v.coopmat_k,
+                         d.dc,
+                         d.dvc};
   return pipes.get(kCoopmatLayout, spec_words(spec));
 }
 

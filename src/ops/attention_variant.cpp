@@ -116,7 +116,9 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
 // The coopmat family's shape (ops/attention_coopmat.cpp): the device's
 // largest f16 matrix shape with N and K multiples of 8 (16x16x16 where
 // offered), subgroups and keys per tile from the device table, halved
-// (subgroups first) until the shared arrays fit.
+// (subgroups first) until the shared arrays fit; then, where they still do
+// not (MLA's d 576 / dv 512), the head-dim chunks staged at a time narrowed
+// to powers of two, the larger staged array first.
 void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
                        const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
                        vkattn_dtype kv_dtype, bool cpu) {
@@ -139,15 +141,45 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   if (v.subgroups < 1 || v.subgroups > 16 || v.tile_keys < 1 || v.tile_keys > 256)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for coopmat (",
          v.subgroups, " subgroups, tile keys ", v.tile_keys, ")");
+  const uint32_t mk = std::max<uint32_t>(best.k, 1), mn = std::max<uint32_t>(best.n, 1);
+  const uint32_t dp = (head_dim + mk - 1) / mk * mk, dvp = (head_dim_v + mn - 1) / mn * mn;
+  v.head_chunk = dp, v.head_chunk_v = dvp;
+  if (forced.attn_head_chunk != K::kUnset) {
+    const uint32_t c = forced.attn_head_chunk;
+    if (c == 0 || c % step != 0)
+      fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_HEAD_CHUNK=", c,
+           " for coopmat: a multiple of the matrix N and K (", step, ")");
+    v.head_chunk = std::min(c, dp), v.head_chunk_v = std::min(c, dvp);
+  }
   FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
   auto fits = [&] {
     probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
+    probe.var.head_chunk = v.head_chunk, probe.var.head_chunk_v = v.head_chunk_v;
     return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
   };
   if (forced.attn_subgroups == K::kUnset)
     while (v.subgroups > 1 && !fits()) v.subgroups /= 2;
   if (forced.attn_tile_keys == K::kUnset)
     while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits()) v.tile_keys /= 2;
+  // The largest power of two below c that is a multiple of m, else c.
+  auto narrower = [](uint32_t c, uint32_t m) {
+    uint32_t p = 1;
+    while (p * 2 < c) p *= 2;
+    return p >= m && p % m == 0 ? p : c;
+  };
+  if (forced.attn_head_chunk == K::kUnset) {
+    while (!fits()) {
+      const uint32_t nd = narrower(v.head_chunk, mk), nv = narrower(v.head_chunk_v, mn);
+      const uint64_t staged_qk = uint64_t(v.subgroups * best.m + v.tile_keys) * v.head_chunk;
+      const uint64_t staged_v = uint64_t(v.tile_keys) * v.head_chunk_v;
+      if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v))
+        v.head_chunk = nd;
+      else if (nv < v.head_chunk_v)
+        v.head_chunk_v = nv;
+      else
+        break;  // coopmat_declines says what does not fit
+    }
+  }
   v.lanes_per_row = sg;
   v.wg = v.subgroups * sg;
   v.rows = std::max<uint32_t>(best.m, 1);

@@ -17,7 +17,8 @@
 //   VKATTN_ATTN_KERNEL=lanes|tiled|coopmat (the family), for tiled
 //   VKATTN_ATTN_LANES_PER_ROW, VKATTN_ATTN_TILE_KEYS and
 //   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles),
-//   for coopmat VKATTN_ATTN_SUBGROUPS and VKATTN_ATTN_TILE_KEYS, and
+//   for coopmat VKATTN_ATTN_SUBGROUPS, VKATTN_ATTN_TILE_KEYS and
+//   VKATTN_ATTN_HEAD_CHUNK (head-dim columns staged at a time), and
 //   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device).
 #pragma once
 
@@ -64,6 +65,9 @@ struct AttentionVariant {
   // matrix shape (A m x k, B k x n); tile_keys is the key tile.
   uint32_t subgroups = 0;
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
+  // coopmat: head-dim columns of q/k and of v staged in shared memory at a
+  // time (0: the whole padded head dim); narrowed where MLA's dims do not fit.
+  uint32_t head_chunk = 0, head_chunk_v = 0;
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;
