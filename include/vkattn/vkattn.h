@@ -774,8 +774,9 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * per-token K scales, beside the rows); V likewise with head_dim_v.
  * round16 rounds up to a multiple of 16 bytes. An 8-bit cache (VKATTN_I8,
  * VKATTN_FP8_E4M3) thus takes half the bytes of f16 per token (int8: plus
- * 4 bytes per token, kv head and K or V for the scales). Sequences are named by caller-chosen
- * int64 ids and own a list of pages; pages are reference counted, so a
+ * 4 bytes per token, kv head and K or V for the scales). Sequences are
+ * named by caller-chosen int64 ids and own a list of pages; pages are
+ * reference counted, so a
  * forked sequence shares its source's pages until one side appends into a
  * shared partial page (that page alone is then copied, on the device).
  * Pools larger than one device buffer (maxStorageBufferRange) are split

@@ -130,7 +130,7 @@ class PassBinder {
     scales_b_.buffer = ctx.dummy();
     if (c.step && c.step->cache().fp8()) {
       scales_b_.buffer = c.step->cache().scale_table();
-      push_.scale_base = c.layer * 2 * d.num_kv_heads;
+      push_.scale_base = c.step->cache().scale_index(c.layer);
     }
     key_valid_r_ = dummy_;
     if (!c.key_valid.empty()) {

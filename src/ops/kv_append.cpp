@@ -265,7 +265,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   tg.v_tok = d.head_dim_v, tg.v_head = uint64_t(ps) * d.head_dim_v;
   tg.pairs = true;
   tg.k_scale_off = c.k_rows_bytes(), tg.v_scale_off = c.v_rows_bytes();
-  if (c.fp8()) tg.fp8_scales = c.scale_table(), tg.scale_base = layer * 2 * d.num_kv_heads;
+  if (c.fp8()) tg.fp8_scales = c.scale_table(), tg.scale_base = c.scale_index(layer);
   tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
                 uint64_t* v_off) {
     const KvCache::Slabs at = c.slabs(layer, group);

@@ -185,7 +185,7 @@ void KvCache::read_scales(uint32_t layer, int64_t id, int32_t start, int32_t cou
   const uint32_t hkv = desc_.num_kv_heads;
   if (fp8()) {
     // A layer with tokens was appended, so its scales are set.
-    const float* tab = reinterpret_cast<const float*>(scale_table_->mapped()) + layer * 2 * hkv;
+    const float* tab = reinterpret_cast<const float*>(scale_table_->mapped()) + scale_index(layer);
     for (int32_t i = 0; i < count; ++i)
       for (uint32_t h = 0; h < hkv; ++h) {
         k[uint64_t(i) * hkv + h] = tab[h];
@@ -211,7 +211,7 @@ void KvCache::set_scales(uint32_t layer, uint32_t n, const float* k, const float
             "] = ", v[i], ")");
   require(!appended_[layer], "layer ", layer,
           " has been appended to: its fp8 scales are fixed (set them before the first append)");
-  float* tab = reinterpret_cast<float*>(scale_table_->mapped()) + layer * 2 * hkv;
+  float* tab = reinterpret_cast<float*>(scale_table_->mapped()) + scale_index(layer);
   for (uint32_t h = 0; h < hkv; ++h) {
     tab[h] = k[n == 1 ? 0 : h];
     tab[hkv + h] = v[n == 1 ? 0 : h];
@@ -225,20 +225,19 @@ void KvCache::gather(uint32_t layer, const KvSeq& s, int32_t start, int32_t coun
   Recorder& rec = ctx_->recorder();
   for (const auto& b : buffers_) rec.wait_for(b->last_use);
   const uint32_t ps = desc_.page_size;
-  // Offset of row (h, slot) of K (V) in a slab.
-  auto k_at = [&](uint64_t h, uint64_t slot) { return k_base + (h * ps + slot) * k_row; };
-  auto v_at = [&](uint64_t h, uint64_t slot) {
-    return k_block_ + v_base + (h * ps + slot) * v_row;
+  // Token i's rows out of the slab holding it (one layer of its page).
+  auto copy_token = [&](int32_t i, const uint8_t* slab) {
+    const uint64_t slot = (start + i) % ps;
+    for (uint64_t h = 0; h < hkv; ++h) {
+      const uint64_t row = h * ps + slot;
+      std::memcpy(kd + (i * hkv + h) * k_row, slab + k_base + row * k_row, k_row);
+      std::memcpy(vd + (i * hkv + h) * v_row, slab + k_block_ + v_base + row * v_row, v_row);
+    }
   };
   if (buffers_[0]->mapped()) {
     for (int32_t i = 0; i < count; ++i) {
       const Slabs at = slab_of(layer, s.pages[(start + i) / ps]);
-      const uint8_t* slab = buffers_[at.buffer]->mapped() + at.offset;
-      for (uint64_t h = 0; h < hkv; ++h) {
-        const uint64_t slot = (start + i) % ps;
-        std::memcpy(kd + (i * hkv + h) * k_row, slab + k_at(h, slot), k_row);
-        std::memcpy(vd + (i * hkv + h) * v_row, slab + v_at(h, slot), v_row);
-      }
+      copy_token(i, buffers_[at.buffer]->mapped() + at.offset);
     }
     return;
   }
@@ -261,14 +260,8 @@ void KvCache::gather(uint32_t layer, const KvSeq& s, int32_t start, int32_t coun
   for (size_t b = 0; b < buffers_.size(); ++b) rec.copy_buffer(*buffers_[b], *staging, regions[b]);
   rec.wait_for(rec.open_serial());
   const uint8_t* st = staging->mapped();
-  for (int32_t i = 0; i < count; ++i) {
-    const uint8_t* slab = st + uint64_t((start + i) / ps - first_page) * sb;
-    const uint64_t slot = (start + i) % ps;
-    for (uint64_t h = 0; h < hkv; ++h) {
-      std::memcpy(kd + (i * hkv + h) * k_row, slab + k_at(h, slot), k_row);
-      std::memcpy(vd + (i * hkv + h) * v_row, slab + v_at(h, slot), v_row);
-    }
-  }
+  for (int32_t i = 0; i < count; ++i)
+    copy_token(i, st + uint64_t((start + i) / ps - first_page) * sb);
 }
 
 // ---------------------------------------------------------------------------

@@ -69,6 +69,9 @@ class KvCache {
   // a layer's are set / the layer has been appended (scales then frozen).
   void set_scales(uint32_t layer, uint32_t n, const float* k, const float* v);
   const std::shared_ptr<Buffer>& scale_table() const { return scale_table_; }
+  // fp8: the scale table's first entry for `layer` (its K scales; V's
+  // follow after Hkv).
+  uint32_t scale_index(uint32_t layer) const { return layer * 2 * desc_.num_kv_heads; }
   bool scales_set(uint32_t layer) const { return !scales_set_.empty() && scales_set_[layer]; }
   void mark_appended(uint32_t layer) {
     if (!appended_.empty()) appended_[layer] = true;

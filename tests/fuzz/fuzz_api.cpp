@@ -5,8 +5,8 @@
 // model after every operation: lengths, every committed token's bytes
 // (8-bit caches: the values its codes and scales dequantize to, within the
 // rounding bound), free pages, and CACHE_FULL exactly when the model runs
-// out of pages. Any crash, hang,
-// leak, sanitizer report, validation message or model mismatch aborts.
+// out of pages. Any crash, hang, leak, sanitizer report, validation message
+// or model mismatch aborts.
 //
 // One context per fuzz process (creating a Vulkan instance per input is
 // too slow); everything else is created and destroyed per input. Head dims
