@@ -67,9 +67,13 @@ void main() {
       uint aw = out_a[wi], bw = out_b[wi];
       uint e0 = 2u * i, total = pc.rows * pc.dv;
       uint lo = encode16(DTYPE, merge_elem(e0, aw & 0xffffu, bw & 0xffffu, true));
-      uint hi = 0u;  // past the last element: the tensor's padding
-      if (e0 + 1u < total) hi = encode16(DTYPE, merge_elem(e0 + 1u, aw >> 16, bw >> 16, true));
-      out_w[wi] = lo | (hi << 16);
+      if (e0 + 1u < total) {
+        out_w[wi] = lo | (encode16(DTYPE, merge_elem(e0 + 1u, aw >> 16, bw >> 16, true)) << 16);
+      } else {
+        // An odd element count: the word's upper half is not out's (the
+        // element after a view is the caller's): only the lower half.
+        STORE16_ATOMIC(out_w, 2u * wi, lo)
+      }
     }
   }
   if (pc.has_lse_out != 0u && i < pc.rows) lse_out[pc.lse_skip + i] = weights(i).z;

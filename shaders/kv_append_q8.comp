@@ -3,7 +3,8 @@
 // workgroups take (token, kv head) rows of K or V, as kv_append.comp, and
 // store codes: int8 rows get a scale (absmax / 127 of the row after RoPE,
 // the workgroup's reduction in shared memory) written beside the rows;
-// fp8 rows divide by the layer's scale (binding 6). A lane writes words of
+// fp8 rows divide by the layer's scale (binding 6), both rounded to
+// nearest even exactly. A lane writes words of
 // four codes when the row's length is a multiple of 4, else single codes
 // (atomics: neighbours share words).
 #extension GL_GOOGLE_include_directive : require
@@ -12,11 +13,13 @@
 
 shared float sh_amax[8];
 
-// Element e of the row as an 8-bit code; inv = 1 / scale.
-uint code8(bool is_v, uint job, uint src, uint e, float inv) {
+// Element e of the row as an 8-bit code: x / scale rounded to nearest
+// even exactly (dtype.glsl), not x * (1 / scale), which rounds twice and
+// put exact ties on the odd code.
+uint code8(bool is_v, uint job, uint src, uint e, float scale) {
   float x = new_value(is_v, job, src, e);
-  if (pc.cache_dt == DT_I8) return inv == 0.0 ? 0u : f32_to_i8(x, inv);
-  return f32_to_e4m3(x * inv);
+  if (pc.cache_dt == DT_I8) return f32_div_to_i8(x, scale);
+  return f32_div_to_e4m3(x, scale);
 }
 
 void write_byte(bool is_v, uint i, uint bits) {
@@ -58,16 +61,15 @@ void write_row8(bool is_v, uint job, uint src, uint dst, uint dim, uint h, uint 
     scale = fp8_scales[pc.scale_base + (is_v ? pc.hkv : 0u) + h];
   }
   // A zero or NaN scale: every code 0 (the NaN scale carries it).
-  float inv = (scale > 0.0) ? 1.0 / scale : 0.0;
   if (dim % 4u == 0u) {
     for (uint u = lane; u < dim / 4u; u += 8u) {
       uint e = 4u * u;
-      uint w = code8(is_v, job, src, e, inv) | (code8(is_v, job, src, e + 1u, inv) << 8) |
-               (code8(is_v, job, src, e + 2u, inv) << 16) | (code8(is_v, job, src, e + 3u, inv) << 24);
+      uint w = code8(is_v, job, src, e, scale) | (code8(is_v, job, src, e + 1u, scale) << 8) |
+               (code8(is_v, job, src, e + 2u, scale) << 16) | (code8(is_v, job, src, e + 3u, scale) << 24);
       write_word(is_v, (dst + e) >> 2, w);
     }
   } else {
-    for (uint e = lane; e < dim; e += 8u) write_byte(is_v, dst + e, code8(is_v, job, src, e, inv));
+    for (uint e = lane; e < dim; e += 8u) write_byte(is_v, dst + e, code8(is_v, job, src, e, scale));
   }
 }
 

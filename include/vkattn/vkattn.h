@@ -214,7 +214,10 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
  * NULL does nothing. */
 VKATTN_API void vkattn_context_destroy(vkattn_context* ctx);
 
-/** Submit what was recorded; do not wait. */
+/** Submit what was recorded; do not wait. Work that uses a tensor or cache
+ * the work of a caller's command buffer (external mode) used is held back,
+ * in order, until that command buffer has completed (see
+ * vkattn_context_end_external); flush never waits for it. */
 VKATTN_API vkattn_status vkattn_context_flush(vkattn_context* ctx);
 
 /** Submit what was recorded and wait until the device has finished it. */
@@ -280,7 +283,14 @@ typedef struct vkattn_vulkan_desc {
   uint32_t api_version;             /**< the instance's apiVersion, >= 1.2 */
   uint32_t enabled_extension_count; /**< Entries of enabled_extensions. */
   void* get_instance_proc_addr;     /**< PFN_vkGetInstanceProcAddr; NULL = the loader's */
-  /** the VkPhysicalDeviceFeatures2 chain the device was created with */
+  /** Input: the VkPhysicalDeviceFeatures2 chain the device was created
+   * with, read during the call only. Output of vkattn_context_get_vulkan:
+   * a chain the context owns (VkPhysicalDeviceFeatures2 -> Vulkan11Features
+   * -> Vulkan12Features, then VkPhysicalDeviceCooperativeMatrixFeaturesKHR
+   * where enabled) holding the features vkattn reads (timelineSemaphore,
+   * shaderFloat16, storageBuffer16BitAccess, vulkanMemoryModel(DeviceScope),
+   * cooperativeMatrix) as the device has them; every other member is 0. It
+   * is never the caller's pointer. */
   const void* enabled_features;
   const char* const* enabled_extensions; /**< the device extensions it was created with */
   /** VKATTN_CONTEXT_PROFILING; VALIDATION is rejected (the caller's business) */
@@ -300,16 +310,22 @@ VKATTN_API vkattn_status vkattn_context_create_from_vulkan(const vkattn_vulkan_d
                                                            vkattn_context** out);
 
 /** The instance, physical device, device, queue, family, API version,
- * vkGetInstanceProcAddr, feature chain and extension list of any context
- * (valid while it lives), filled up to out->struct_size. For a context
- * vkattn created, an engine may record its own work on that device. */
+ * vkGetInstanceProcAddr, feature chain and extension list of any context,
+ * filled up to out->struct_size. The feature chain and the extension
+ * names are the context's own copies (valid while it lives; see
+ * vkattn_vulkan_desc::enabled_features), never pointers the caller passed
+ * to vkattn_context_create_from_vulkan. For a context vkattn created, an
+ * engine may record its own work on that device. */
 VKATTN_API vkattn_status vkattn_context_get_vulkan(vkattn_context* ctx, vkattn_vulkan_desc* out);
 
 /** Submits what was recorded (an empty submission if nothing was), waiting
  * on wait_semaphore >= wait_value and signalling signal_semaphore =
  * signal_value when it completes (timeline VkSemaphores as uint64_t; 0 =
  * none): an engine on another queue orders its work against vkattn's
- * without a host wait. */
+ * without a host wait. Work held back for a caller's command buffer (see
+ * vkattn_context_end_external) is submitted too, waiting for that command
+ * buffer's semaphore on the GPU: submit the command buffer first, or to
+ * another queue. */
 VKATTN_API vkattn_status vkattn_context_flush_with(vkattn_context* ctx, uint64_t wait_semaphore,
                                                    uint64_t wait_value, uint64_t signal_semaphore,
                                                    uint64_t signal_value);
@@ -330,12 +346,25 @@ VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void
 
 /** Ends external mode. The caller signals `timeline_semaphore` = value when
  * its submission of the command buffer completes: memory the recorded
- * work uses is kept until then, vkattn's next own submission waits for it
- * on the GPU, and a read of a tensor that work wrote waits for it on the
- * host (submit first). Destroying the context never waits on the
- * semaphore: it waits for the device to be idle, then frees (a command
- * buffer recorded in external mode must not be submitted after that, only
- * reset or freed). */
+ * work uses is kept until then. No vkattn call waits on the host for work
+ * only the caller can submit, and vkattn never submits work that waits for
+ * a submission the caller has not made (on a queue that runs submissions
+ * in order, such work would wedge the caller's own later submission):
+ *   - vkattn's later work that uses none of the tensors, caches and
+ *     buffers the recorded work used runs as usual;
+ *   - later work that uses one of them is recorded and held back, in
+ *     order with everything recorded after it, until the semaphore reaches
+ *     `value` (vkattn looks at every call; flush returns at once);
+ *   - calls that need such work's results wait for the semaphore on the
+ *     host: a read of a tensor or cache that work wrote or that held-back
+ *     work writes, and vkattn_context_synchronize (submit the command
+ *     buffer first);
+ *   - vkattn_context_flush_with submits held-back work at once, waiting
+ *     for the semaphore on the GPU.
+ * Destroying the context never waits on the semaphore: it waits for
+ * vkattn's own submitted work, drops work still held back, then waits for
+ * the device to be idle and frees (a command buffer recorded in external
+ * mode must not be submitted after that, only reset or freed). */
 VKATTN_API vkattn_status vkattn_context_end_external(vkattn_context* ctx,
                                                      uint64_t timeline_semaphore, uint64_t value);
 
@@ -437,9 +466,26 @@ VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
  * v), and k_new/v_new views are packed into a temporary before the op and
  * copied back after it (the slower path; never a refusal). A written
  * tensor (out, lse) must not have overlapping elements (a zero or
- * interleaved stride): INVALID_ARGUMENT. lse, mask, alibi_slopes and every vkattn_attention_merge
- * argument must be contiguous (VKATTN_ERROR_INVALID_ARGUMENT otherwise);
- * out and lse must not overlap q, k, v, the mask or each other.
+ * interleaved stride): INVALID_ARGUMENT. lse, mask, alibi_slopes and every
+ * vkattn_attention_merge argument must be contiguous
+ * (VKATTN_ERROR_INVALID_ARGUMENT otherwise); out and lse must not overlap
+ * q, k, v, the mask or each other.
+ *
+ * Overlap means sharing an element (a byte of one), tested exactly for
+ * strided views, not by the span from first to last element: views whose
+ * spans interleave but whose elements are disjoint are accepted (vLLM's
+ * combined K/V pool [num_pages, 2, page_size, Hkv, d] as k and v views; an
+ * out that is a column slice of the fused buffer q is a slice of). Only a
+ * search that would take more than 65536 steps (never seen for the layouts
+ * engines use) errs on the side of refusing.
+ *
+ * Written 16-bit (and 8-bit) data: vkattn changes exactly the bytes of an
+ * output's elements. Where a view or a caller's buffer range starts or
+ * ends inside a 32-bit word whose other half is not the output's (an odd
+ * count of f16 at the end of a range), that half keeps its bits: the
+ * kernels store such words with atomics, and a range whose last word
+ * would reach past the caller's range goes through the packed path, whose
+ * copies are exact.
  * @{
  */
 
@@ -464,8 +510,11 @@ VKATTN_API vkattn_status vkattn_tensor_view(vkattn_tensor* base, int64_t offset,
  * STORAGE_BUFFER, TRANSFER_SRC and TRANSFER_DST are required (a missing
  * one is refused, named); without UNIFORM_TEXEL_BUFFER the kernels read
  * it through the packed path. The caller vouches that the range exists;
- * the shape's bytes must fit `size`. Reads and writes of it go through
- * staging (vkattn never maps caller memory). Caller owns *out. */
+ * the shape's bytes must fit `size`. vkattn touches no byte of the buffer
+ * outside [offset, offset + size) (an output whose range ends mid-word,
+ * e.g. an odd count of f16, is written through the packed path). Reads and
+ * writes of it go through staging (vkattn never maps caller memory).
+ * Caller owns *out. */
 VKATTN_API vkattn_status vkattn_tensor_wrap_vk_buffer(vkattn_context* ctx, uint64_t buffer,
                                                       uint64_t offset, uint64_t size,
                                                       uint32_t usage_flags, vkattn_dtype dtype,
@@ -702,7 +751,10 @@ VKATTN_API vkattn_status vkattn_attention_padded(vkattn_context* ctx,
  * v_pages [num_pages, page_size, Hkv, dv] (views welcome: FlashInfer's
  * HND layout [num_pages, Hkv, page_size, d] is the view with strides
  * {Hkv*ps*d, d, ps*d, 1}; vLLM's combined [num_pages, 2, ps, Hkv, d]
- * tensor gives k and v as views at offsets 0 and ps*Hkv*d). Sequence b
+ * tensor gives k and v as views at offsets 0 and ps*Hkv*d). page_size is
+ * any value >= 1 (a view with token stride 0 makes a page of 2^32 - 1
+ * slots cost one row); counts and offsets are computed in 64 bits, and
+ * only what one dispatch cannot address is refused (UNSUPPORTED). Sequence b
  * has seq_lens_k[b] keys, key j in page page_indices[page_indptr[b] +
  * j / page_size], slot j % page_size (host arrays). Every used index is
  * checked < num_pages and every sequence must have enough pages, so no
@@ -749,7 +801,8 @@ VKATTN_API vkattn_status vkattn_paged_append_rope(vkattn_context* ctx, const vka
  * sets (shared prefix + suffix, split-KV): outs [n, H, dv] of one dtype,
  * lses [n, H] f32. out may alias out_a or out_b and lse may alias lse_a or
  * lse_b; lse may be NULL. A side whose lse is -inf is returned unchanged
- * from the other (its out may hold anything). */
+ * from the other (its out may hold anything). A 16-bit out with an odd
+ * element count leaves the element after it (the caller's) unchanged. */
 VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tensor* out_a,
                                                 vkattn_tensor* lse_a, vkattn_tensor* out_b,
                                                 vkattn_tensor* lse_b, vkattn_tensor* out,
@@ -801,12 +854,18 @@ typedef struct vkattn_kv_cache_desc {
   /** f32, f16, bf16 (default f16), or an 8-bit cache:
    *  - VKATTN_I8: symmetric int8; the append kernel computes one scale per
    *    (token, kv head) for K and one for V, absmax / 127 of the row after
-   *    RoPE, and stores round-to-nearest-even(x / scale), saturated to
-   *    +-127 (an all-zero row: scale 0, codes 0; a row holding inf or NaN:
-   *    scale NaN, codes 0, so attention over it gives NaN as an f16 cache
-   *    holding it would). vkattn_kv_cache_read returns the int8 rows and
-   *    vkattn_kv_cache_read_scales their scales.
-   *  - VKATTN_FP8_E4M3: code = e4m3fn(x / scale), round to nearest even,
+   *    RoPE (the device's f32 division), and stores round-to-nearest-even
+   *    (x / scale) for that stored scale, exactly (ties included),
+   *    saturated to +-127. An all-zero row: scale 0, codes 0. A row holding
+   *    inf or NaN (int8 has no code for them): scale NaN, codes 0, so the
+   *    row reads back as NaN (vkattn_kv_cache_read_scales) and every query
+   *    that sees the key gets NaN outputs and lse. This is int8's rule,
+   *    not f16's: an f16/bf16/f32 cache keeps inf, and the key's score is
+   *    then +inf, -inf or NaN per query as the formula gives (a -inf
+   *    score adds nothing, so those rows stay finite). vkattn_kv_cache_read
+   *    returns the int8 rows and vkattn_kv_cache_read_scales their scales.
+   *  - VKATTN_FP8_E4M3: code = e4m3fn(x / scale), the quotient rounded to
+   *    nearest even exactly (ties included; not x * (1 / scale)),
    *    saturating at +-448 (NaN stays NaN); scale from
    *    vkattn_kv_cache_set_scales, required before a layer's first append.
    *  Attention dequantizes (code x scale, f32) in every kernel family; q,

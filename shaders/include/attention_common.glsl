@@ -62,13 +62,4 @@ struct Seq {
   uint mask_off, pad0, pad1, pad2;
 };
 
-// Element bits of a 16-bit dtype into word array `buf` at element `idx`
-// with atomics: neighbours in the same word may belong to another row.
-#define STORE16_ATOMIC(buf, idx, bits)                              \
-  {                                                                 \
-    uint sh_ = ((idx)&1u) * 16u;                                    \
-    atomicAnd(buf[(idx) >> 1], ~(0xffffu << sh_));                  \
-    atomicOr(buf[(idx) >> 1], ((bits)&0xffffu) << sh_);             \
-  }
-
 #endif

@@ -77,10 +77,78 @@ uint f32_to_e4m3(float x) {
   return sign | min(r - (120u << 3), 0x7eu);
 }
 
-// x / scale as an int8 code in a byte: nearest even, saturating at +-127.
-uint f32_to_i8(float x, float inv_scale) {
-  return uint(int(clamp(roundEven(x * inv_scale), -127.0, 127.0))) & 0xffu;
+// Sign of a - m * s, exactly (-1, 0, 1), for a >= 0, m >= 0 with at most
+// 12 significant bits and s > 0 finite and normal: s splits into halves
+// of 12 bits each, so both products are exact, and a - m * s_hi is exact
+// wherever the comparison is close (Sterbenz). Quantizers use it to round
+// x / scale to nearest even exactly: a shader's division is only accurate
+// to 2.5 ulp, and x * (1 / scale) rounds twice.
+int cmp_scaled(float a, float m, float s) {
+  precise float s_hi = uintBitsToFloat(floatBitsToUint(s) & 0xfffff000u);
+  precise float s_lo = s - s_hi;
+  precise float d = a - m * s_hi;
+  precise float p = m * s_lo;
+  return d > p ? 1 : (d < p ? -1 : 0);
 }
+
+// |x| / scale rounded to an integer code 0..top, nearest even, from a
+// candidate q within one of it: the half-way points next to q decide.
+float round_quotient(float a, float scale, float q, float top) {
+  if (q < top) {
+    int k = cmp_scaled(a, q + 0.5, scale);
+    if (k > 0 || (k == 0 && mod(q, 2.0) == 1.0)) q += 1.0;
+  }
+  if (q > 0.0) {
+    int k = cmp_scaled(a, q - 0.5, scale);
+    if (k < 0 || (k == 0 && mod(q, 2.0) == 1.0)) q -= 1.0;
+  }
+  return q;
+}
+
+// x / scale as an int8 code in a byte: nearest even, saturating at +-127;
+// scale > 0 (else 0).
+uint f32_div_to_i8(float x, float scale) {
+  if (!(scale > 0.0) || isnan(x)) return 0u;
+  float a = abs(x);
+  float q = round_quotient(a, scale, min(roundEven(a / scale), 127.0), 127.0);
+  int v = x < 0.0 ? -int(q) : int(q);
+  return uint(v) & 0xffu;
+}
+
+// Magnitude of e4m3fn code c (0 .. 0x7e).
+float e4m3_value(uint c) {
+  uint e = c >> 3u, m = c & 7u;
+  return e == 0u ? float(m) / 512.0 : float(8u + m) * exp2(float(e) - 10.0);
+}
+
+// x / scale as an e4m3fn code: nearest even, saturating at +-448, NaN
+// stays NaN; scale > 0 finite. The codes' order is their values' order,
+// so the midpoints next to the candidate decide as for integers.
+uint f32_div_to_e4m3(float x, float scale) {
+  uint sign = (floatBitsToUint(x) >> 24) & 0x80u;
+  if (isnan(x)) return sign | 0x7fu;
+  float a = abs(x);
+  uint c = f32_to_e4m3(a / scale) & 0x7fu;  // within one code of the exact one
+  if (c < 0x7eu) {
+    int k = cmp_scaled(a, 0.5 * (e4m3_value(c) + e4m3_value(c + 1u)), scale);
+    if (k > 0 || (k == 0 && (c & 1u) != 0u)) c += 1u;
+  }
+  if (c > 0u) {
+    int k = cmp_scaled(a, 0.5 * (e4m3_value(c - 1u) + e4m3_value(c)), scale);
+    if (k < 0 || (k == 0 && (c & 1u) != 0u)) c -= 1u;
+  }
+  return sign | c;
+}
+
+// Element bits of a 16-bit dtype into word array `buf` at element `idx`
+// with atomics: the other half of the word may belong to another row, or
+// to the caller's data next to a view (it keeps its bits).
+#define STORE16_ATOMIC(buf, idx, bits)                              \
+  {                                                                 \
+    uint sh_ = ((idx)&1u) * 16u;                                    \
+    atomicAnd(buf[(idx) >> 1], ~(0xffffu << sh_));                  \
+    atomicOr(buf[(idx) >> 1], ((bits)&0xffffu) << sh_);             \
+  }
 
 // Element i of a word array that holds dtype dt.
 #define LOAD_ELEM(buf, dt, i)                    \

@@ -78,6 +78,18 @@ inline BoundBuffer texel_window(const DeviceCaps& caps, const Region& r, VkForma
   b.offset = (r.offset + lo) / align * align;
   const uint64_t end = std::min(r.offset + usable, (r.offset + hi + tb - 1) / tb * tb);
   b.range = std::max(tb, end - b.offset);
+  // One compiled variant per pipeline on lavapipe (core/buffer.h,
+  // texel_buffer_bytes): a view whose byte size has bits 8..15 zero grows
+  // by 256 bytes (into the room vkattn's buffers keep after their data),
+  // or starts 256 bytes earlier where there is no room after it.
+  const uint64_t step = std::max<uint64_t>(kTexelViewRoom, align);
+  const uint64_t max_range = std::min<uint64_t>(caps.max_texel_buffer_elements, 1ull << 31) * tb;
+  if (((b.range >> 8) & 0xff) == 0 && b.range + step <= max_range) {
+    if (b.offset + b.range + step <= r.offset + usable)
+      b.range += step;
+    else if (b.offset >= r.offset + step)
+      b.offset -= step, b.range += step;
+  }
   *start_texel = (b.offset - r.offset) / tb;
   return b;
 }

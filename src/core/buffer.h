@@ -16,6 +16,22 @@ namespace vkattn {
 
 class Device;
 
+// Bytes to allocate for `bytes` of data that kernels bind as texel views.
+// llvmpipe (lavapipe) compiles a shader once per combination of two facts
+// about each texel view bound (its sampler key): whether the VkBuffer's
+// size is a power of two (pot_width), and whether bits 8..15 of the view's
+// byte size are zero (the union member it reads as the view's last mip
+// level: level_zero_only). A q of 16 tokens after one of 15 compiled the
+// same d-128 pipeline twice, a minute each (issue E3). So vkattn's buffers
+// are never a power of two, and have 256 bytes of room after the data for
+// texel_window (core/binding_window.h) to give every view a size whose
+// bits 8..15 are not zero: one variant per pipeline.
+constexpr uint64_t kTexelViewRoom = 256;
+inline uint64_t texel_buffer_bytes(uint64_t bytes) {
+  const uint64_t r = (bytes + 15) / 16 * 16 + kTexelViewRoom;
+  return (r & (r - 1)) == 0 ? r + 16 : r;
+}
+
 class Buffer {
  public:
   // host_visible: require mapped, coherent memory (staging, metadata rings);
@@ -41,6 +57,9 @@ class Buffer {
 
   // Listed in the device's registry (Device::register_buffer) until freed.
   bool registered = false;
+  // A context's stand-in for absent bindings: never written, so two batches
+  // that both bind it need no order between them.
+  bool stub = false;
   // Serial of the last batch that recorded a use (see Recorder).
   uint64_t last_use = 0;
 

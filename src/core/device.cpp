@@ -483,7 +483,21 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
     d->extension_names_.push_back(v.extensions[i]);
   }
   for (const std::string& e : d->extension_names_) d->enabled_extensions_.push_back(e.c_str());
-  d->enabled_features_ = v.features;
+  // The flags vkattn read, copied into a chain of its own: the caller's
+  // chain may be gone once this call returns (vkattn_context_get_vulkan
+  // hands back this copy).
+  d->f12_.timelineSemaphore = VK_TRUE;
+  d->f12_.shaderFloat16 = f16 ? VK_TRUE : VK_FALSE;
+  d->f12_.vulkanMemoryModel = memory_model ? VK_TRUE : VK_FALSE;
+  d->f12_.vulkanMemoryModelDeviceScope = device_scope ? VK_TRUE : VK_FALSE;
+  d->f11_.storageBuffer16BitAccess = storage16 ? VK_TRUE : VK_FALSE;
+  d->f11_.pNext = &d->f12_;
+  d->features2_.pNext = &d->f11_;
+  if (coopmat) {
+    d->coopmat_features_.cooperativeMatrix = VK_TRUE;
+    d->f12_.pNext = &d->coopmat_features_;
+  }
+  d->enabled_features_ = &d->features2_;
   d->queue_family_ = v.queue_family;
   d->init_caps();
   d->caps_.shader_float16 = d->caps_.shader_float16 && f16;

@@ -88,7 +88,9 @@ class Device : public std::enable_shared_from_this<Device> {
   uint32_t instance_api_version() const { return instance_api_; }
   PFN_vkGetInstanceProcAddr get_instance_proc_addr() const { return vki_.vkGetInstanceProcAddr; }
   // The feature chain and extensions vkattn created its device with (for
-  // vkattn_context_get_vulkan; adopted devices: the caller's).
+  // vkattn_context_get_vulkan; adopted devices: copies of the caller's
+  // extension names, and a chain of vkattn's own holding the features it
+  // read from the caller's, the rest 0).
   const VkPhysicalDeviceFeatures2* enabled_features() const { return enabled_features_; }
   const std::vector<const char*>& enabled_extensions() const { return enabled_extensions_; }
   Device(const Device&) = delete;
@@ -151,7 +153,8 @@ class Device : public std::enable_shared_from_this<Device> {
   uint64_t memory_limit_ = 0;  // 0: none
   bool owned_ = true;
   uint32_t instance_api_ = 0;
-  // Features enabled at device creation (owned devices).
+  // Features enabled at device creation (owned devices), or those read
+  // from an adopted device's chain.
   VkPhysicalDeviceFeatures2 features2_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDeviceVulkan11Features f11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features f12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};

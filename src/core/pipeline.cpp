@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,8 @@ void make_dirs(const std::string& path) {
 }  // namespace
 
 Pipelines::Pipelines(Device& device) : device_(device) {
+  const char* log = std::getenv("VKATTN_LOG");
+  log_compile_ = log && std::strstr(log, "compile") != nullptr;
   std::vector<char> data;
   std::string path = cache_path();
   if (!path.empty()) {
@@ -145,8 +148,16 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
     ci.layout = p.pipeline_layout;
+    const auto t0 = std::chrono::steady_clock::now();
     check_vk(vk.vkCreateComputePipelines(dev, cache_, 1, &ci, vk_allocator(), &p.pipeline),
              "vkCreateComputePipelines");
+    if (log_compile_) {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::string sp;
+      for (uint32_t v : spec) sp += (sp.empty() ? "" : ",") + std::to_string(v);
+      std::fprintf(stderr, "vkattn: compile %s [%s] %.0f ms\n", layout.shader, sp.c_str(), ms);
+    }
     vk.vkDestroyShaderModule(dev, module, vk_allocator());
     module = VK_NULL_HANDLE;
     return pipelines_.emplace(key, p).first->second;

@@ -86,6 +86,9 @@ class Pipelines {
  private:
   std::string cache_path() const;
   Device& device_;
+  // VKATTN_LOG=compile: one stderr line per pipeline created (shader,
+  // specialization constants, milliseconds in vkCreateComputePipelines).
+  bool log_compile_ = false;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<std::pair<std::string, std::vector<uint32_t>>, Pipeline> pipelines_;
 };

@@ -366,7 +366,7 @@ void Recorder::wait_for(uint64_t serial) {
       return;  // nothing was recorded in the open batch
     }
   }
-  submitter_.wait_through(serial);
+  submitter_.wait_for(serial);
 }
 
 void Recorder::synchronize() {

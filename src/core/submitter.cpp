@@ -28,8 +28,53 @@ void Submitter::set_lost(const std::string& why) {
   lost_why_ = why;
 }
 
+bool Submitter::uses_pending_caller_work(const Batch& b) const {
+  for (const auto& f : in_flight_) {
+    if (!f->external || complete(*f)) continue;
+    for (const auto& buf : b.keep)
+      if (!buf->stub && f->touched.count(buf.get())) return true;
+  }
+  return false;
+}
+
 void Submitter::submit(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wait_value,
                        VkSemaphore signal, uint64_t signal_value) {
+  check_alive();
+  const bool semaphores = wait != VK_NULL_HANDLE || signal != VK_NULL_HANDLE;
+  if (!semaphores) {
+    pump();
+    if (!deferred_.empty() || uses_pending_caller_work(*b)) {
+      // Held back, in order, until the caller's work it uses completes.
+      deferred_.push_back(std::move(b));
+      ++next_serial_;
+      return;
+    }
+  } else {
+    // The caller orders its own work against this submission: everything
+    // held back goes first, waiting for the caller's work on the GPU.
+    while (!deferred_.empty()) submit_front();
+  }
+  submit_now(b, wait, wait_value, signal, signal_value);
+  ++next_serial_;
+  limit_in_flight();
+}
+
+void Submitter::submit_front() {
+  try {
+    submit_now(deferred_.front(), VK_NULL_HANDLE, 0, VK_NULL_HANDLE, 0);
+  } catch (...) {
+    if (!deferred_.front()) deferred_.pop_front();  // recycled (device lost)
+    throw;
+  }
+  deferred_.pop_front();
+}
+
+void Submitter::pump() {
+  while (!deferred_.empty() && !uses_pending_caller_work(*deferred_.front())) submit_front();
+}
+
+void Submitter::submit_now(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wait_value,
+                           VkSemaphore signal, uint64_t signal_value) {
   ++submissions_;
   VkResult r;
   if (lose_at_submission_ && submissions_ == lose_at_submission_) {
@@ -42,8 +87,16 @@ void Submitter::submit(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wai
     std::vector<uint64_t> wait_values;
     std::vector<VkPipelineStageFlags> stages;
     if (wait) waits.push_back(wait), wait_values.push_back(wait_value);
-    for (const auto& f : in_flight_)
-      if (f->external) waits.push_back(f->semaphore), wait_values.push_back(f->value);
+    b->external_deps.clear();
+    for (const auto& f : in_flight_) {
+      if (!f->external || complete(*f)) continue;
+      bool shares = false;
+      for (const auto& buf : b->keep)
+        shares = shares || (!buf->stub && f->touched.count(buf.get()));
+      if (!shares) continue;
+      waits.push_back(f->semaphore), wait_values.push_back(f->value);
+      b->external_deps.push_back(f->serial);
+    }
     stages.assign(waits.size(), VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
     VkTimelineSemaphoreSubmitInfo ti{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
     ti.waitSemaphoreValueCount = static_cast<uint32_t>(wait_values.size());
@@ -75,11 +128,37 @@ void Submitter::submit(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wai
   check_vk(r, "vkQueueSubmit");
   submitted_any_ = true;
   in_flight_.push_back(std::move(b));
-  ++next_serial_;
-  if (in_flight_.size() > kMaxInFlight) wait_oldest();
+}
+
+void Submitter::limit_in_flight() {
+  if (in_flight_.size() <= kMaxInFlight) return;
+  poll();
+  while (in_flight_.size() > kMaxInFlight) {
+    auto it = in_flight_.begin();
+    while (it != in_flight_.end() && ((*it)->external || blocked(**it))) ++it;
+    if (it == in_flight_.end()) return;  // all wait for the caller: no host wait
+    wait_batch(it);
+  }
+}
+
+bool Submitter::busy(uint64_t serial) const {
+  if (serial >= next_serial_) return true;  // the open batch
+  for (const Queue* q : {&in_flight_, &deferred_})
+    for (const auto& f : *q)
+      if (f->serial == serial) return true;
+  return false;
+}
+
+bool Submitter::blocked(const Batch& b) const {
+  for (uint64_t s : b.external_deps)
+    for (const auto& f : in_flight_)
+      if (f->serial == s && !complete(*f)) return true;
+  return false;
 }
 
 void Submitter::add_external(std::unique_ptr<Batch> b) {
+  b->touched.clear();
+  for (const auto& buf : b->keep) b->touched.insert(buf.get());
   in_flight_.push_back(std::move(b));
   submitted_any_ = true;
   ++next_serial_;
@@ -95,7 +174,6 @@ bool Submitter::complete(const Batch& b) const {
 void Submitter::retire(std::unique_ptr<Batch> b) {
   const VolkDeviceTable& vk = device_.vk();
   VkDevice dev = device_.handle();
-  completed_serial_ = std::max(completed_serial_, b->serial);
   if (b->timestamps && b->begun && !lost_) {
     uint64_t ts[2];
     if (vk.vkGetQueryPoolResults(dev, b->timestamps, 0, 2, sizeof(ts), ts, sizeof(uint64_t),
@@ -104,51 +182,91 @@ void Submitter::retire(std::unique_ptr<Batch> b) {
           static_cast<uint64_t>((ts[1] - ts[0]) * double(device_.caps().timestamp_period_ns));
   }
   if (!b->external) vk.vkResetFences(dev, 1, &b->fence);
+  b->touched.clear();
+  b->external_deps.clear();
   recycle_(std::move(b));
 }
 
-void Submitter::wait_oldest() {
-  auto b = std::move(in_flight_.front());
-  in_flight_.pop_front();
+void Submitter::wait_batch(Queue::iterator it) {
+  Batch& b = **it;
   VkResult r;
-  if (b->external) {
+  if (b.external) {
     VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
     wi.semaphoreCount = 1;
-    wi.pSemaphores = &b->semaphore;
-    wi.pValues = &b->value;
+    wi.pSemaphores = &b.semaphore;
+    wi.pValues = &b.value;
     r = device_.vk().vkWaitSemaphores(device_.handle(), &wi, UINT64_MAX);
   } else {
-    r = device_.vk().vkWaitForFences(device_.handle(), 1, &b->fence, VK_TRUE, UINT64_MAX);
+    r = device_.vk().vkWaitForFences(device_.handle(), 1, &b.fence, VK_TRUE, UINT64_MAX);
   }
   if (r != VK_SUCCESS) {
-    in_flight_.push_front(std::move(b));
     if (r == VK_ERROR_DEVICE_LOST) {
       set_lost("the device was lost (vkWaitForFences)");
       check_alive();
     }
     check_vk(r, "vkWaitForFences");
   }
-  retire(std::move(b));
+  std::unique_ptr<Batch> done = std::move(*it);
+  in_flight_.erase(it);
+  retire(std::move(done));
 }
 
 void Submitter::poll() {
-  while (!in_flight_.empty() && complete(*in_flight_.front())) wait_oldest();
+  pump();
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (!complete(**it)) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Batch> done = std::move(*it);
+    it = in_flight_.erase(it);
+    retire(std::move(done));
+  }
 }
 
-void Submitter::wait_through(uint64_t serial) {
-  while (!in_flight_.empty() && in_flight_.front()->serial <= serial) wait_oldest();
-  completed_serial_ = std::max(completed_serial_, std::min(serial, next_serial_ - 1));
+void Submitter::release_deferred_through(uint64_t serial) {
+  // Held back for the caller's work: wait for that work on the host (the
+  // caller has submitted it, as vkattn.h asks before such a wait), then
+  // submit.
+  while (!deferred_.empty() && deferred_.front()->serial <= serial) {
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if ((*it)->external && !complete(**it)) {
+        wait_batch(it);
+        it = in_flight_.begin();
+      } else {
+        ++it;
+      }
+    }
+    pump();
+  }
+}
+
+void Submitter::wait_for(uint64_t serial) {
+  release_deferred_through(serial);
+  for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
+    if ((*it)->serial != serial) continue;
+    wait_batch(it);
+    break;
+  }
+  poll();
 }
 
 void Submitter::wait_all() {
-  while (!in_flight_.empty()) wait_oldest();
-  completed_serial_ = next_serial_ - 1;
+  release_deferred_through(UINT64_MAX);
+  while (!in_flight_.empty()) wait_batch(in_flight_.begin());
 }
 
 void Submitter::drain(bool external_open) {
   try {
-    while (!in_flight_.empty() && (!in_flight_.front()->external || complete(*in_flight_.front())))
-      wait_oldest();
+    poll();  // submits what no longer waits for the caller; the rest is dropped
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if ((*it)->external || blocked(**it)) {
+        ++it;
+        continue;
+      }
+      wait_batch(it);
+      it = in_flight_.begin();
+    }
   } catch (...) {
   }
   if (!in_flight_.empty() || external_open || lost_)

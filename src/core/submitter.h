@@ -1,10 +1,27 @@
 // The submission side of a context (the recording side is the command
 // stream, core/recorder.h): batches submitted to the queue (each with its
 // fence) or recorded into a caller's command buffer (complete when the
-// caller's timeline semaphore reaches a value), in serial order; waiting
-// for them; the lost-device state. A completed batch is handed back to the
-// stream (the `recycle` callback) for its command buffer, descriptor pools
-// and ring memory to be reused.
+// caller's timeline semaphore reaches a value); waiting for them; the
+// lost-device state. A completed batch is handed back to the stream (the
+// `recycle` callback) for its command buffer, descriptor pools and ring
+// memory to be reused.
+//
+// Work only the caller can submit: a batch recorded into a caller's
+// command buffer (external mode) completes when the caller has submitted
+// it. vkattn never submits a batch that uses a buffer such a batch used
+// while it is incomplete (it may read what that work writes, or overwrite
+// what it reads): the batch and every later one are held back, in order,
+// and submitted once the caller's work has completed, which vkattn checks
+// at every call. It never submits anything that waits for a submission the
+// caller has not made, which on a queue that runs submissions in order
+// (lavapipe) would wedge the caller's own later submission behind it.
+// Batches that use none of its buffers run at once. The host waits for the
+// caller's work only when a call asks for its results (a read of what it
+// wrote or of what depends on it, synchronize); the cap on batches in
+// flight never waits for the caller (issue E3: the 8th flush after
+// vkattn_context_end_external hung). vkattn_context_flush_with, whose
+// semaphores the caller orders against, submits everything now, the held
+// batches waiting for the caller's semaphore on the GPU.
 #pragma once
 
 #include <volk.h>
@@ -23,6 +40,7 @@ class Device;
 
 class Submitter {
  public:
+  using Queue = std::deque<std::unique_ptr<Batch>>;
   Submitter(Device& device, std::function<void(std::unique_ptr<Batch>)> recycle);
   Submitter(const Submitter&) = delete;
   Submitter& operator=(const Submitter&) = delete;
@@ -34,14 +52,15 @@ class Submitter {
 
   // Serial the batch being recorded now gets.
   uint64_t next_serial() const { return next_serial_; }
-  // Work with a serial <= s has not yet completed on the device.
-  bool busy(uint64_t serial) const { return serial > completed_serial_; }
+  // Batch `serial` (the open one, or one in flight) has not completed.
+  bool busy(uint64_t serial) const;
   bool submitted_any() const { return submitted_any_; }
   uint64_t last_gpu_ns() const { return last_gpu_ns_; }
   bool idle() const { return in_flight_.empty(); }
 
-  // Submits the ended batch `b`, waiting on `wait` >= wait_value and on
-  // every caller batch still in flight, signalling `signal` =
+  // Submits the ended batch `b` (or holds it back, see above), waiting on
+  // `wait` >= wait_value (and on the GPU for held-back work's caller
+  // batches when semaphores are given), signalling `signal` =
   // signal_value (VK_NULL_HANDLE: none). On success `b` is in flight and a
   // new serial begins. A lost device recycles `b` and throws DEVICE_LOST;
   // any other failure throws and leaves `b` with the caller, whole (it is
@@ -52,29 +71,56 @@ class Submitter {
   // semaphore reaches its value; a new serial begins.
   void add_external(std::unique_ptr<Batch> b);
 
-  // Retires completed batches, oldest first, without waiting.
+  // Submits held-back batches whose caller work has completed, and retires
+  // every completed batch, without waiting.
   void poll();
-  // Waits for the oldest batch in flight and retires it.
-  void wait_oldest();
-  // Waits until every batch with a serial <= `serial` has completed.
-  void wait_through(uint64_t serial);
+  // Waits until batch `serial` has completed (it and the batches it
+  // depends on: the caller's, where it waits for them).
+  void wait_for(uint64_t serial);
   void wait_all();
-  // For destruction: waits for vkattn's own batches, never on a caller's
-  // semaphore that has not been reached (the whole device instead). Never
-  // throws.
+  // For destruction: waits for vkattn's own batches that can complete
+  // without the caller, never on a caller's semaphore that has not been
+  // reached (the whole device instead). Never throws.
   void drain(bool external_open);
-  // Hands every batch still in flight back (destruction, after drain).
-  std::deque<std::unique_ptr<Batch>> release_all() { return std::move(in_flight_); }
+  // Hands every batch still in flight or held back back (destruction,
+  // after drain: held-back work that never became runnable is dropped).
+  Queue release_all() {
+    Queue all = std::move(in_flight_);
+    for (auto& b : deferred_) all.push_back(std::move(b));
+    deferred_.clear();
+    return all;
+  }
 
  private:
   bool complete(const Batch& b) const;
+  // `b` uses a buffer that a caller's batch in flight used and has not
+  // completed.
+  bool uses_pending_caller_work(const Batch& b) const;
+  void submit_now(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wait_value,
+                  VkSemaphore signal, uint64_t signal_value);
+  // Submits the oldest held-back batch.
+  void submit_front();
+  // Submits held-back batches, oldest first, while the oldest no longer
+  // uses incomplete caller work.
+  void pump();
+  // Waits on the host for the caller's batches that held-back batches with
+  // serials <= `serial` wait for, and submits those.
+  void release_deferred_through(uint64_t serial);
+  // An own batch that waits on the GPU for a caller's batch not yet
+  // complete: the host must not wait for it unasked.
+  bool blocked(const Batch& b) const;
+  // Waits for batch *it and retires it.
+  void wait_batch(Queue::iterator it);
   void retire(std::unique_ptr<Batch> b);
+  // Keeps at most kMaxInFlight batches in flight where that needs no wait
+  // for the caller's work.
+  void limit_in_flight();
 
   Device& device_;
   std::function<void(std::unique_ptr<Batch>)> recycle_;
-  std::deque<std::unique_ptr<Batch>> in_flight_;
+  Queue in_flight_;  // submitted (or the caller's), by serial
+  Queue deferred_;   // held back for the caller's work, by serial
   uint64_t next_serial_ = 1;
-  uint64_t completed_serial_ = 0;
   uint64_t submissions_ = 0;
   uint64_t lose_at_submission_ = 0;  // VKATTN_FAULT_DEVICE_LOST (0: never)
   bool submitted_any_ = false;

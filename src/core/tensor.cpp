@@ -78,8 +78,9 @@ Tensor::Tensor(std::shared_ptr<Context> ctx, vkattn_dtype dtype, uint32_t ndim,
   dense_strides(ndim, shape_, strides_);
   extent_bytes_ = nbytes_;
   if (nbytes_) {
-    // Round up so 32-bit texel and storage views of 16-bit data stay in range.
-    buffer_ = std::make_shared<Buffer>(ctx_->device(), (nbytes_ + 15) / 16 * 16, false);
+    // Round up so 32-bit texel and storage views of 16-bit data stay in
+    // range (and no view need be a power of two: texel_buffer_bytes).
+    buffer_ = std::make_shared<Buffer>(ctx_->device(), texel_buffer_bytes(nbytes_), false);
     ctx_->device().register_buffer(buffer_);
   }
 }
@@ -98,6 +99,15 @@ Tensor::Tensor(std::shared_ptr<Context> ctx, std::shared_ptr<Buffer> buffer, uin
   }
   extent_bytes_ = numel_ ? (last + 1) * dtype_size(dtype) : 0;
   if (numel_) buffer_ = std::move(buffer);
+}
+
+StridedSpan Tensor::span() const {
+  StridedSpan s;
+  s.offset = byte_offset_;
+  s.es = dtype_size(dtype_);
+  s.ndim = ndim_;
+  for (uint32_t i = 0; i < ndim_; ++i) s.shape[i] = shape_[i], s.strides[i] = strides_[i];
+  return s;
 }
 
 std::vector<VkBufferCopy> Tensor::copy_regions(uint64_t packed_offset, bool to_packed) const {

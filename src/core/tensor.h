@@ -11,6 +11,7 @@
 
 #include "core/buffer.h"
 #include "core/context.h"
+#include "core/overlap.h"
 #include "vkattn/vkattn.h"
 
 namespace vkattn {
@@ -56,12 +57,23 @@ class Tensor {
   // of the last element (0 without elements).
   uint64_t byte_offset() const { return byte_offset_; }
   uint64_t extent_bytes() const { return extent_bytes_; }
+  // Its elements as a span of its buffer (core/overlap.h).
+  StridedSpan span() const;
   // Row-major and dense (a view may still start at an offset).
   bool contiguous() const { return contiguous_; }
+  // The 32-bit words that hold its elements lie inside its buffer. Kernels
+  // read and write 16-bit and 8-bit data as words; a caller's buffer range
+  // whose last element ends mid-word (an odd count of f16 at its end) has
+  // no bytes vkattn may touch after it, so such a tensor is never bound in
+  // place: it goes through a packed copy, which copies its bytes exactly.
+  bool words_in_buffer() const {
+    return !buffer_ || (byte_offset_ + extent_bytes_ + 3) / 4 * 4 <= buffer_->size();
+  }
   // Kernels may bind it as their own tensors: dense, from byte 0 of a
-  // buffer that allows texel views.
+  // buffer that allows texel views, its words inside the buffer.
   bool plain() const {
-    return contiguous_ && byte_offset_ == 0 && buffer_ && buffer_->texel_usage();
+    return contiguous_ && byte_offset_ == 0 && buffer_ && buffer_->texel_usage() &&
+           words_in_buffer();
   }
 
   // Stream-ordered whole-tensor copies (see vkattn.h); views copy their

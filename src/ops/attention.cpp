@@ -45,26 +45,16 @@ void require_same_context(Context& ctx, const Tensor* t, const char* name) {
     fail(VKATTN_ERROR_INVALID_ARGUMENT, name, " belongs to another context");
 }
 
-bool same_memory(const Tensor* a, const Tensor* b) {
+bool elements_overlap(const Tensor* a, const Tensor* b) {
   if (!a || !b || !a->buffer() || !b->buffer()) return false;
   if (a->buffer()->handle() != b->buffer()->handle()) return false;
-  return a->byte_offset() < b->byte_offset() + b->extent_bytes() &&
-         b->byte_offset() < a->byte_offset() + a->extent_bytes();
+  // The same tensor (or an identical view): no search needed.
+  if (a == b) return a->numel() > 0;
+  return spans_overlap(a->span(), b->span());
 }
 
-// Some element of `t` shares memory with another (a view with a zero or
-// interleaved stride): such a tensor cannot be written.
 bool self_overlapping(const Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims > 1
-  for (uint32_t i = 0; i < t.ndim(); ++i)
-    if (t.dim(i) > 1) dims.emplace_back(t.stride(i), t.dim(i));
-  std::sort(dims.begin(), dims.end());
-  int64_t covered = 1;  // elements from the first one the inner dims span
-  for (auto [stride, size] : dims) {
-    if (stride < covered) return true;
-    covered += stride * (size - 1);
-  }
-  return false;
+  return span_self_overlaps(t.span());
 }
 
 namespace {
@@ -99,9 +89,9 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
                 : "k/v must have q's dtype or f16/bf16, got ",
           dtype_name(kv));
   for (const Tensor* in : {c.q, c.k, c.v, c.mask, c.alibi, c.sinks})
-    require(!same_memory(c.out, in) && !same_memory(c.lse, in),
+    require(!elements_overlap(c.out, in) && !elements_overlap(c.lse, in),
             "out and lse must not alias (overlap) q, k, v, the mask, alibi_slopes or sinks");
-  require(!same_memory(c.out, c.lse), "out and lse must not alias (overlap) each other");
+  require(!elements_overlap(c.out, c.lse), "out and lse must not alias (overlap) each other");
   require(!self_overlapping(*c.out),
           "out is a view whose elements overlap (a zero or interleaved stride)");
   for (auto [t, n] : {std::pair<Tensor*, const char*>{c.lse, "desc->lse"},

@@ -18,8 +18,10 @@ void require_same_context(Context& ctx, const Tensor* t, const char* name);
 // dim of `tensor`.
 void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int64_t total,
                        const char* tensor = "the tensor");
-// The two tensors' byte ranges overlap in one VkBuffer.
-bool same_memory(const Tensor* a, const Tensor* b);
+// Some element of `a` shares a byte with an element of `b` in one VkBuffer
+// (exact for strided views, core/overlap.h: interleaved views whose
+// elements are disjoint do not overlap).
+bool elements_overlap(const Tensor* a, const Tensor* b);
 // Some element of `t` shares memory with another (written tensors must not).
 bool self_overlapping(const Tensor& t);
 

@@ -59,8 +59,8 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
                        {out, "out"},
                        {lse, "lse"}})
     require(!t || t->contiguous(), nm, " must be contiguous (a dense view)");
-  require(!same_memory(out, lse_a) && !same_memory(out, lse_b) && !same_memory(lse, out_a) &&
-              !same_memory(lse, out_b),
+  require(!elements_overlap(out, lse_a) && !elements_overlap(out, lse_b) &&
+              !elements_overlap(lse, out_a) && !elements_overlap(lse, out_b),
           "outputs alias inputs of another kind");
   Recorder& rec = ctx.recorder();
   rec.check_alive();
@@ -94,7 +94,7 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
   const Pipeline& p = pipes.get(kMergeLayout, {dt});
   // The lse output is read by other invocations' rows: when it aliases an
   // input lse it is written to scratch first and copied afterwards.
-  const bool lse_alias = lse && (same_memory(lse, lse_a) || same_memory(lse, lse_b));
+  const bool lse_alias = lse && (elements_overlap(lse, lse_a) || elements_overlap(lse, lse_b));
   std::shared_ptr<Buffer> scratch = lse_alias ? ctx.scratch((chunk + 64) * 4) : nullptr;
   const Region dummy = Region::whole(ctx.dummy());
   auto region = [&](const Tensor* t) {

@@ -86,6 +86,7 @@ RowLayout pool_layout(const Tensor& t, bool* ok) {
 
 bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel, bool pool) {
   if (!t.buffer() || t.numel() == 0) return true;
+  if (!t.words_in_buffer()) return false;
   if (t.plain() && !pool) return true;
   bool ok = false;
   const RowLayout l = pool ? pool_layout(t, &ok) : row_layout(t, &ok);
@@ -194,12 +195,15 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
     // Block tables of pages local to their binding (the cache's pool buffer
     // of every layer, or a window of the caller's pools); keys cut where
     // that binding changes.
-    const uint32_t ps = u.page_size, wp = pp->window_pages;
+    // 64-bit: page sizes reach 2^32 - 1 (zero-stride caller pools), and
+    // uu + ps must not wrap (it emptied the block table: every sequence
+    // read page 0).
+    const uint64_t ps = u.page_size, wp = pp->window_pages;
     segments.resize(c.batch);
     for (uint32_t b = 0; b < c.batch; ++b) {
-      const uint32_t uu = static_cast<uint32_t>(c.cu_k[b + 1] - c.cu_k[b]);
-      const uint32_t n_pages = (uu + ps - 1) / ps;
-      for (uint32_t i = 0; i < n_pages; ++i) {
+      const uint64_t uu = static_cast<uint64_t>(c.cu_k[b + 1] - c.cu_k[b]);
+      const uint64_t n_pages = (uu + ps - 1) / ps;
+      for (uint64_t i = 0; i < n_pages; ++i) {
         uint32_t buf, local;
         if (c.step) {
           const KvCache& cache = c.step->cache();
@@ -207,11 +211,12 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
           buf = cache.group_of(page), local = cache.local_page(page);
         } else {
           const uint32_t page = c.pools->pages[c.pools->first[b] + i];
-          buf = page / wp, local = page % wp;
+          buf = static_cast<uint32_t>(page / wp), local = static_cast<uint32_t>(page % wp);
         }
         table.push_back(local);
         auto& seg = segments[b];
-        const uint32_t k0 = i * ps, k1 = std::min(uu, k0 + ps);
+        const uint32_t k0 = static_cast<uint32_t>(i * ps);  // < uu < 2^31
+        const uint32_t k1 = static_cast<uint32_t>(std::min(uu, i * ps + ps));
         if (!seg.empty() && seg.back().buffer == buf)
           seg.back().end = k1;
         else

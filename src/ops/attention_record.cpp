@@ -35,7 +35,11 @@ struct CombinePush {
 static_assert(sizeof(CombinePush) == 44, "push constants mirror the shader");
 
 // The plan of a call: built once per step and shape (reused by every
-// layer), or for this call alone.
+// layer), or for this call alone. The key holds what shapes the plan (its
+// texel widths, tile sizes and windows follow from q's and out's strides
+// and q's alignment); where q and out lie (their buffers and offsets: one
+// layer's slice of an engine's activations, the next layer's slice) is
+// bound per call by PassBinder, never taken from the cached plan.
 std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c) {
   if (!c.step) return prepare_plan(ctx, c);
   const auto& d = c.desc;
@@ -59,7 +63,7 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c) {
   return std::static_pointer_cast<PreparedPlan>(it->second);
 }
 
-uint32_t call_flags(const AttentionCall& c, const PreparedPlan& pp) {
+uint32_t call_flags(const AttentionCall& c) {
   const auto& d = c.desc;
   uint32_t flags = 0;
   if (d.causal) flags |= kFlagCausal;
@@ -71,7 +75,8 @@ uint32_t call_flags(const AttentionCall& c, const PreparedPlan& pp) {
   if (!c.key_valid.empty()) flags |= kFlagKeyValid;
   if (c.lse) flags |= kFlagWriteLse;
   if (c.sinks) flags |= kFlagSinks;
-  const RowLayout& o = pp.out;
+  bool ok = false;
+  const RowLayout o = row_layout(*c.out, &ok);
   if (c.out->dtype() != VKATTN_F32 && ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2))
     flags |= kFlagOutOdd;
   return flags;
@@ -89,7 +94,8 @@ FwdConfig fwd_config(const AttentionCall& c, const PreparedPlan& pp, uint32_t fl
 }
 
 // Binds the passes of one call: every tensor as a window of what a pass
-// touches, with the window bases in the push constants. Every family's
+// touches, with the window bases in the push constants. q's and out's row
+// layouts are this call's (a step's plan may come from another layer). Every family's
 // forward shader takes the same bindings and push constants
 // (ops/attention_family.h).
 class PassBinder {
@@ -103,6 +109,8 @@ class PassBinder {
         pipes_(ctx.pipelines()),
         dummy_(Region::whole(ctx.dummy())) {
     const auto& d = c.desc;
+    bool ok = false;
+    ql_ = row_layout(*c.q, &ok), ol_ = row_layout(*c.out, &ok);
     const Schedule& sched = pp.sched;
     // The split-KV arena in the context's scratch buffer: partial rows, then
     // their lse.
@@ -165,11 +173,11 @@ class PassBinder {
       push_.v_page_tx = static_cast<uint32_t>(cache.slab_bytes() / texel_format_bytes(v_fmt_));
     }
     // Row strides: q, k, v in texels of their kind, out in elements.
-    const uint64_t qw = texel_format_bytes(q_fmt_) / pp.q.es;
-    push_.q_tok = static_cast<uint32_t>(pp.q.tok / qw);
-    push_.q_head = static_cast<uint32_t>(pp.q.head / qw);
-    push_.out_tok = static_cast<uint32_t>(pp.out.tok);
-    push_.out_head = static_cast<uint32_t>(pp.out.head);
+    const uint64_t qw = texel_format_bytes(q_fmt_) / ql_.es;
+    push_.q_tok = static_cast<uint32_t>(ql_.tok / qw);
+    push_.q_head = static_cast<uint32_t>(ql_.head / qw);
+    push_.out_tok = static_cast<uint32_t>(ol_.tok);
+    push_.out_head = static_cast<uint32_t>(ol_.head);
     if (c.step) {
       // The cache's pages hold [Hkv, page_size, dim] rows (ops/kv_cache.h).
       auto row_tx = [](uint32_t kind, uint32_t dim) -> uint64_t {
@@ -195,9 +203,9 @@ class PassBinder {
   PreparedDispatch fwd(const Pipeline& p, const FwdPass& pass) {
     const PassSpans& sp = pass.spans;
     uint64_t start = 0;
-    BoundBuffer qb = texel_window(caps_, q_r_, q_fmt_, pp_.q.lo_byte(sp.tokens.lo),
-                                  pp_.q.hi_byte(sp.tokens.lo, sp.tokens.hi), &start);
-    push_.q_base = static_cast<uint32_t>(start - pp_.q.offset / texel_format_bytes(q_fmt_));
+    BoundBuffer qb = texel_window(caps_, q_r_, q_fmt_, ql_.lo_byte(sp.tokens.lo),
+                                  ql_.hi_byte(sp.tokens.lo, sp.tokens.hi), &start);
+    push_.q_base = static_cast<uint32_t>(start - ql_.offset / texel_format_bytes(q_fmt_));
     BoundBuffer kb, vb;
     if (c_.pools) {
       // pass.buffer is a window of window_pages pages of the pools; the
@@ -281,9 +289,9 @@ class PassBinder {
   void out_lse(const Span& tokens, BoundBuffer* out_b, BoundBuffer* lse_b, uint32_t* out_base,
                uint32_t* lse_base) {
     uint64_t start = 0;
-    *out_b = storage_window(caps_, out_r_, pp_.out.lo_byte(tokens.lo),
-                            pp_.out.hi_byte(tokens.lo, tokens.hi), &start);
-    *out_base = static_cast<uint32_t>(start / es_q_ - pp_.out.offset / es_q_);
+    *out_b = storage_window(caps_, out_r_, ol_.lo_byte(tokens.lo),
+                            ol_.hi_byte(tokens.lo, tokens.hi), &start);
+    *out_base = static_cast<uint32_t>(start / es_q_ - ol_.offset / es_q_);
     if (c_.lse) {
       const uint64_t lt = uint64_t(c_.desc.num_heads) * 4;
       *lse_b = storage_window(caps_, lse_r_, tokens.lo * lt, tokens.hi * lt, &start);
@@ -301,6 +309,7 @@ class PassBinder {
   Recorder& rec_;
   Pipelines& pipes_;
   const Region dummy_;
+  RowLayout ql_, ol_;  // this call's q and out rows
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
   BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_;
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
@@ -335,7 +344,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   for (const Wave& wave : sched.waves) passes += wave.fwd.size();
   ctx.last_attention = {pp->plan.tiles.size(), sched.items.size(), passes, sched.combine.size()};
 
-  const uint32_t flags = call_flags(c, *pp);  // pick
+  const uint32_t flags = call_flags(c);  // pick
   const FwdConfig cfg = fwd_config(c, *pp, flags);
   const bool log = ctx.options().log_kernels;
   if (log && !cfg.var.fallback.empty())

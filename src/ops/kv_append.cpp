@@ -311,9 +311,9 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   }
   require(!self_overlapping(*k_pages) && !self_overlapping(*v_pages),
           "k_pages and v_pages must not have overlapping elements");
-  require(!same_memory(k_pages, v_pages) && !same_memory(k_pages, k_new) &&
-              !same_memory(k_pages, v_new) && !same_memory(v_pages, k_new) &&
-              !same_memory(v_pages, v_new),
+  require(!elements_overlap(k_pages, v_pages) && !elements_overlap(k_pages, k_new) &&
+              !elements_overlap(k_pages, v_new) && !elements_overlap(v_pages, k_new) &&
+              !elements_overlap(v_pages, v_new),
           "the pools must not overlap each other or k_new / v_new");
   require(cu_new != nullptr, "cu_seqlens_new is NULL");
   require(seq_lens_before != nullptr || batch == 0, "seq_lens_before is NULL");
@@ -373,9 +373,15 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
       const int64_t pos = seq_lens_before[b] + (i - cu_new[b]);
       if (rope) positions[i] = pos;
       const uint32_t page = table->pages[table->first[b] + pos / page_size];
+      // The slot within its window of pages, in 64 bits: the shader counts
+      // it in 32 (windows of pages keep it there; refused, not wrapped).
+      const uint64_t slot = (page % wp) * uint64_t(page_size) + uint64_t(pos % page_size);
+      if (slot > UINT32_MAX)
+        fail(VKATTN_ERROR_UNSUPPORTED, "new token ", i, " lands at slot ", slot,
+             " of its binding window of the pools, past the 2^32 slots a dispatch addresses");
       auto& j = jobs[page / wp];
       j.push_back(static_cast<uint32_t>(i));
-      j.push_back(static_cast<uint32_t>((page % wp) * page_size + pos % page_size));
+      j.push_back(static_cast<uint32_t>(slot));
     }
   AppendTarget tg;
   tg.dtype = k_pages->dtype();

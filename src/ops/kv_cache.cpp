@@ -57,6 +57,11 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
   limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
   const uint64_t slab = slab_bytes();
+  // A buffer's bytes: padded as texel_buffer_bytes says where that stays
+  // within the limit (a buffer bound whole must fit one binding).
+  auto pool_bytes = [&](uint64_t bytes) {
+    return texel_buffer_bytes(bytes) <= limit ? texel_buffer_bytes(bytes) : bytes;
+  };
   if (slab > limit)
     fail(VKATTN_ERROR_UNSUPPORTED, "one layer of a page (", slab,
          " bytes) does not fit one device buffer (at most ", limit,
@@ -69,8 +74,8 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   for (uint32_t l0 = 0; l0 < d.num_layers; l0 += layers_per_buffer_) {
     const uint64_t layers = std::min(layers_per_buffer_, d.num_layers - l0);
     for (uint32_t g = 0; g < num_groups_; ++g)
-      buffers_.push_back(
-          std::make_shared<Buffer>(ctx_->device(), layers * pages_in_group(g) * slab, false));
+      buffers_.push_back(std::make_shared<Buffer>(
+          ctx_->device(), pool_bytes(layers * pages_in_group(g) * slab), false));
   }
   for (uint32_t g = 0; g < num_groups_; ++g) {
     // Stack: the lowest page on top.

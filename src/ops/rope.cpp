@@ -93,7 +93,7 @@ void record_rope(Context& ctx, const vkattn_rope_desc* desc, uint32_t batch,
   const bool in_place =
       out == x || (out->buffer() == x->buffer() && out->byte_offset() == x->byte_offset() &&
                    out->contiguous() && x->contiguous());
-  require(in_place || !same_memory(out, x), "out must be x itself or not overlap it");
+  require(in_place || !elements_overlap(out, x), "out must be x itself or not overlap it");
   require(!self_overlapping(*out), "out is a view whose elements overlap");
   const Rope rope(desc, uint32_t(dim));
   check_prefix_sums("cu_seqlens", batch, cu_seqlens, total, "x");

@@ -104,19 +104,33 @@ inline float dequantize(int dtype, uint8_t c, float scale) {
   return (dtype == 6 ? float(int8_t(c)) : e4m3_to_f32(c)) * scale;
 }
 
-// x as e4m3fn: round to nearest even, saturating at +-448, NaN -> 0x7f.
-inline uint8_t f32_to_e4m3(float x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  if (std::isnan(x)) return sign | 0x7f;
-  const float a = std::fabs(x);
-  if (a >= 448.0f) return sign | 0x7e;
+// q as e4m3fn, q exact (a double holds the quotient x / scale of two
+// floats closely enough to decide every rounding): round to nearest even,
+// saturating at +-448, NaN -> 0x7f.
+inline uint8_t e4m3_round(double q) {
+  const uint8_t sign = std::signbit(q) ? 0x80 : 0;
+  if (std::isnan(q)) return sign | 0x7f;
+  const double a = std::fabs(q);
+  if (a >= 448.0) return sign | 0x7e;
   // Nearest of the 127 finite magnitudes, ties to the even code.
   uint8_t best = 0;
   for (int c = 1; c <= 0x7e; ++c) {
-    const float dc = std::fabs(e4m3_to_f32(uint8_t(c)) - a), db = std::fabs(e4m3_to_f32(best) - a);
+    const double dc = std::fabs(double(e4m3_to_f32(uint8_t(c))) - a);
+    const double db = std::fabs(double(e4m3_to_f32(best)) - a);
     if (dc < db || (dc == db && (c & 1) == 0)) best = uint8_t(c);
   }
   return sign | best;
+}
+
+// x as e4m3fn (e4m3_round of an already divided value).
+inline uint8_t f32_to_e4m3(float x) {
+  return e4m3_round(double(x));
+}
+
+// x / scale as an int8 code: nearest even, saturating at +-127.
+inline int8_t i8_round(double x, double scale) {
+  const double q = std::nearbyint(x / scale);  // the default mode: to nearest even
+  return int8_t(std::fmax(-127.0, std::fmin(127.0, q)));
 }
 
 // Floats (already representable) as the bytes of dtype 1/2/3 (f32/f16/bf16), and back.
