@@ -243,6 +243,26 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 %}
 %enddef
 VKATTNX_PLAIN_STRUCT(vkattn_attention_desc, "AttentionDesc")
+
+#if defined(SWIGJAVA) || defined(SWIGCSHARP)
+/* AttentionDesc's tensor fields: the proxy keeps the Tensor objects and
+ * checks, before every call that reads the desc, that each is still open
+ * (a Tensor closed after it was stored would leave the native struct a
+ * dangling pointer); the per-language .i files add those accessors over
+ * this one setter (field 0 alibi_slopes, 1 mask, 2 lse, 3 sinks). */
+%ignore vkattn_attention_desc::alibi_slopes;
+%ignore vkattn_attention_desc::mask;
+%ignore vkattn_attention_desc::lse;
+%ignore vkattn_attention_desc::sinks;
+%extend vkattn_attention_desc {
+  void m_setTensorField(int32_t field, vkattn_tensor* t) {
+    if (field == 0) self->alibi_slopes = t;
+    else if (field == 1) self->mask = t;
+    else if (field == 2) self->lse = t;
+    else if (field == 3) self->sinks = t;
+  }
+}
+#endif
 VKATTNX_PLAIN_STRUCT(vkattn_kv_cache_desc, "KvCacheDesc")
 VKATTNX_PLAIN_STRUCT(vkattn_rope_desc, "RopeDesc")
 VKATTNX_PLAIN_STRUCT(vkattn_device_info, "DeviceInfo")

@@ -146,3 +146,35 @@ VKATTNX_CS_HANDLE(vkattnx_step)
   /// <summary>Reads the raw bytes of any tensor.</summary>
   public byte[] ToByteArray() { var a = new byte[checked((int)Nbytes())]; Read(a); return a; }
 %}
+
+/* ---- AttentionDesc's tensors (see ../vkattn.i) ------------------------ */
+%csmethodmodifiers vkattn_attention_desc::m_setTensorField "private";
+%typemap(cscode) struct vkattn_attention_desc %{
+  private Tensor alibiSlopes_, mask_, lse_, sinks_;
+
+  /// <summary>ALiBi slopes, f32 [H], or null.</summary>
+  public Tensor AlibiSlopes { get { return alibiSlopes_; } set { SetTensorField(0, value); alibiSlopes_ = value; } }
+  /// <summary>The mask (see MaskType), or null.</summary>
+  public Tensor Mask { get { return mask_; } set { SetTensorField(1, value); mask_ = value; } }
+  /// <summary>Optional f32 lse output, or null.</summary>
+  public Tensor Lse { get { return lse_; } set { SetTensorField(2, value); lse_ = value; } }
+  /// <summary>Attention-sink logits, f32 [H], or null.</summary>
+  public Tensor Sinks { get { return sinks_; } set { SetTensorField(3, value); sinks_ = value; } }
+
+  // Every call that reads the desc checks first that the Tensors stored in
+  // it are still open.
+  internal void CheckTensors() {
+    Check(alibiSlopes_, "AlibiSlopes");
+    Check(mask_, "Mask");
+    Check(lse_, "Lse");
+    Check(sinks_, "Sinks");
+  }
+
+  private static void Check(Tensor t, string field) {
+    if (t != null && !t.IsOpen)
+      throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+                                "vkattn: AttentionDesc." + field + ": this Tensor is disposed");
+  }
+%}
+%typemap(csin, pre="    if ($csinput != null) $csinput.CheckTensors();")
+    const vkattn_attention_desc* desc "AttentionDesc.getCPtr($csinput)"

@@ -10,6 +10,7 @@ package vkattn
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -414,15 +415,23 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 	r.SetWindowLeft(d.WindowLeft)
 	r.SetSoftcap(d.Softcap)
 	r.SetMaskType(uint(d.MaskType))
-	r.SetAlibiSlopes(d.AlibiSlopes.optional())
-	r.SetMask(d.Mask.optional())
-	r.SetLse(d.Lse.optional())
-	r.SetSinks(d.Sinks.optional())
+	r.SetAlibiSlopes(d.AlibiSlopes.optional("AlibiSlopes"))
+	r.SetMask(d.Mask.optional("Mask"))
+	r.SetLse(d.Lse.optional("Lse"))
+	r.SetSinks(d.Sinks.optional("Sinks"))
 	f(r)
 }
 
-// optional is the handle of t, NULL for nil (absent) or closed.
-func (t *Tensor) optional() raw.Tensor { return t.handle() }
+// optional is the handle of t, NULL for nil (absent). A closed t fails the
+// call (an *Error naming the field: the callers recover it), never reads
+// as absent.
+func (t *Tensor) optional(field string) raw.Tensor {
+	if t != nil && t.h == nil {
+		panic(fmt.Sprintf("vkattn:%d:vkattn: AttentionDesc.%s: this Tensor is closed",
+			int(ErrorInvalidArgument), field))
+	}
+	return t.handle()
+}
 
 // AttentionVarlen runs attention over a packed batch: cuQ and cuK are the
 // prefix sums of the query and key counts (batch + 1 entries each).

@@ -379,3 +379,36 @@ func TestConcurrentErrorsKeepTheirMessages(t *testing.T) {
 		wantError(t, r.err, "vkattn_device_get_info: device index "+strconv.Itoa(1000+r.g)+" out of range")
 	}
 }
+
+// A Tensor closed after it was stored in an AttentionDesc fails the call
+// with an error naming the field (it used to be dropped silently).
+func TestClosedTensorInTheDescFails(t *testing.T) {
+	c := newContext(t)
+	cu := []int32{0, 2}
+	q := tensorF32(t, c, make([]float32, 2*tH*tD), 2, tH, tD)
+	kv := tensorF32(t, c, make([]float32, 2*tHkv*tD), 2, tHkv, tD)
+	out := tensor(t, c, F32, 2, tH, tD)
+	for _, field := range []string{"Lse", "Sinks", "AlibiSlopes"} {
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal = true
+		x := tensor(t, c, F32, tH)
+		switch field {
+		case "Lse":
+			x = tensor(t, c, F32, 2, tH)
+			d.Lse = x
+		case "Sinks":
+			d.Sinks = x
+		case "AlibiSlopes":
+			d.AlibiSlopes = x
+		}
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wantError(t, c.AttentionVarlen(&d, cu, cu, q, kv, kv, out),
+			"vkattn: AttentionDesc."+field+": this Tensor is closed")
+	}
+	d := NewAttentionDesc(tH, tHkv, tD)
+	if err := c.AttentionVarlen(&d, cu, cu, q, kv, kv, out); err != nil {
+		t.Fatal(err)
+	}
+}

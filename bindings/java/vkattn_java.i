@@ -256,3 +256,39 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
     vkattnx_ok(vkattn_tensor_read(self, (char*)BUF + offset, (size_t)length));
   }
 }
+
+/* ---- AttentionDesc's tensors (see ../vkattn.i) ------------------------ */
+%javamethodmodifiers vkattn_attention_desc::m_setTensorField "private";
+%typemap(javacode) struct vkattn_attention_desc %{
+  private Tensor alibiSlopes, mask, lse, sinks;
+
+  /** ALiBi slopes, f32 [H], or null. */
+  public void setAlibiSlopes(Tensor t) { setTensorField(0, t); alibiSlopes = t; }
+  public Tensor getAlibiSlopes() { return alibiSlopes; }
+  /** The mask (see setMaskType), or null. */
+  public void setMask(Tensor t) { setTensorField(1, t); mask = t; }
+  public Tensor getMask() { return mask; }
+  /** Optional f32 lse output, or null. */
+  public void setLse(Tensor t) { setTensorField(2, t); lse = t; }
+  public Tensor getLse() { return lse; }
+  /** Attention-sink logits, f32 [H], or null. */
+  public void setSinks(Tensor t) { setTensorField(3, t); sinks = t; }
+  public Tensor getSinks() { return sinks; }
+
+  /* Every call that reads the desc checks first that the Tensors stored
+   * in it are still open. */
+  void checkTensors() {
+    check(alibiSlopes, "alibiSlopes");
+    check(mask, "mask");
+    check(lse, "lse");
+    check(sinks, "sinks");
+  }
+
+  private static void check(Tensor t, String field) {
+    if (t != null && !t.isOpen())
+      throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                "vkattn: AttentionDesc." + field + ": this Tensor is closed");
+  }
+%}
+%typemap(javain, pre="    if ($javainput != null) $javainput.checkTensors();")
+    const vkattn_attention_desc* desc "AttentionDesc.getCPtr($javainput)"

@@ -216,6 +216,31 @@ public class VkattnTests {
     Assert.AreEqual("invalid argument", Library.StatusString(Status.ERROR_INVALID_ARGUMENT));
   }
 
+  // ---- a disposed Tensor stored in a desc throws, naming the field ----
+
+  [Test]
+  public void DisposedTensorInTheDescThrows() {
+    int[] cu = { 0, 2 };
+    using (var q = new Tensor(ctx, Dtype.F32, 2, H, D))
+    using (var kv = new Tensor(ctx, Dtype.F32, 2, Hkv, D))
+    using (var o = new Tensor(ctx, Dtype.F32, 2, H, D)) {
+      q.Write(new float[2 * H * D]);
+      kv.Write(new float[2 * Hkv * D]);
+      foreach (var f in new[] { "Lse", "Sinks", "AlibiSlopes" }) {
+        var d = Desc(true, -1);
+        var t = f == "Lse" ? new Tensor(ctx, Dtype.F32, 2, H) : new Tensor(ctx, Dtype.F32, H);
+        if (f == "Lse") d.Lse = t;
+        if (f == "Sinks") d.Sinks = t;
+        if (f == "AlibiSlopes") d.AlibiSlopes = t;
+        t.Dispose();  // stored, then disposed: the desc must not pass it on
+        var e = Assert.Throws<VkattnException>(() => ctx.AttentionVarlen(d, cu, cu, q, kv, kv, o));
+        Assert.AreEqual(Status.ERROR_INVALID_ARGUMENT, e.Status);
+        Assert.AreEqual("vkattn: AttentionDesc." + f + ": this Tensor is disposed", e.Message);
+      }
+      ctx.AttentionVarlen(Desc(true, -1), cu, cu, q, kv, kv, o);  // the context is still fine
+    }
+  }
+
   // ---- errors carry the C message ----
 
   [Test]

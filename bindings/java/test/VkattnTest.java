@@ -283,6 +283,34 @@ public class VkattnTest {
     assertEquals("invalid argument", Vkattn.statusString(Status.ERROR_INVALID_ARGUMENT));
   }
 
+  // ---- a closed Tensor stored in a desc raises, naming the field ----
+
+  @Test
+  public void closedTensorInTheDescRaises() {
+    int[] cu = {0, 2};
+    try (Tensor q = new Tensor(ctx, Dtype.F32, 2, H, D);
+        Tensor kv = new Tensor(ctx, Dtype.F32, 2, HKV, D);
+        Tensor o = new Tensor(ctx, Dtype.F32, 2, H, D)) {
+      q.write(new float[2 * H * D]);
+      kv.write(new float[2 * HKV * D]);
+      String[] fields = {"lse", "sinks", "alibiSlopes"};
+      for (String f : fields) {
+        AttentionDesc d = desc(true, -1);
+        Tensor t = f.equals("lse") ? new Tensor(ctx, Dtype.F32, 2, H) : new Tensor(ctx, Dtype.F32, H);
+        if (f.equals("lse")) d.setLse(t);
+        if (f.equals("sinks")) d.setSinks(t);
+        if (f.equals("alibiSlopes")) d.setAlibiSlopes(t);
+        t.close();  // stored, then closed: the desc must not pass it on
+        VkattnException e =
+            assertThrows(VkattnException.class, () -> ctx.attentionVarlen(d, cu, cu, q, kv, kv, o));
+        assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+        assertEquals("vkattn: AttentionDesc." + f + ": this Tensor is closed", e.getMessage());
+      }
+      // The context is still fine.
+      ctx.attentionVarlen(desc(true, -1), cu, cu, q, kv, kv, o);
+    }
+  }
+
   // ---- errors carry the C message ----
 
   @Test

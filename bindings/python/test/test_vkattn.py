@@ -144,6 +144,17 @@ def test_sinks(ctx):
     assert lse[0, 1] == np.float32(2.5) and np.all(got[0] == 0)
 
 
+def test_closed_tensor_in_the_desc_raises_naming_the_field(ctx):
+    q = np.zeros((2, 2, 8), np.float32)
+    with ctx.tensor(q) as Q:
+        for field, shape in (("lse", (2, 2)), ("sinks", (2,)), ("alibi_slopes", (2,))):
+            t = ctx.tensor(np.zeros(shape, np.float32))
+            t.close()
+            with pytest.raises(vkattn.Error, match="AttentionDesc.%s: this Tensor is closed" % field):
+                vkattn.attention_varlen(Q, Q, Q, [0, 2], [0, 2], causal=True, **{field: t})
+        vkattn.attention_varlen(Q, Q, Q, [0, 2], [0, 2], causal=True).numpy()
+
+
 def hf_inv_freq(dim, base, rope_type="default", factor=1.0, low_freq_factor=1.0,
                 high_freq_factor=4.0, original_max_position=8192, beta_fast=32.0,
                 beta_slow=1.0):

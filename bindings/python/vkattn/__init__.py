@@ -323,6 +323,8 @@ class AttentionDesc:
         if name in self.TENSORS:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError("vkattn: %s must be a vkattn.Tensor or None" % name)
+            if value is not None and value.closed:
+                raise _fail("AttentionDesc.%s: this Tensor is closed" % name)
             self._keep[name] = value  # the Tensor stays open while the desc is used
             value = None if value is None else value._handle()
         elif name == "causal":
@@ -335,6 +337,16 @@ class AttentionDesc:
         if name in self.TENSORS:
             return self._keep.get(name)
         return getattr(self._d, name)
+
+    def _native(self):
+        # Every call that reads the desc: a Tensor closed after it was stored
+        # raises, naming the field (the native struct would keep a dangling
+        # pointer).
+        for name in self.TENSORS:
+            t = self._keep.get(name)
+            if t is not None and t.closed:
+                raise _fail("AttentionDesc.%s: this Tensor is closed" % name)
+        return self._d
 
 
 def _desc(q, k, v, heads_dim, kw):
@@ -366,7 +378,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
     if out is None:
         qs = q.shape
         out = Tensor(ctx, (qs[0], qs[1] if len(qs) > 1 else 0, v.shape[-1]), q.dtype)
-    ctx._handle().attentionVarlen(d._d, _i32(cu_seqlens_q), _i32(cu_seqlens_k), q._handle(),
+    ctx._handle().attentionVarlen(d._native(), _i32(cu_seqlens_q), _i32(cu_seqlens_k), q._handle(),
                                   k._handle(), v._handle(), out._handle())
     return out
 
@@ -381,7 +393,7 @@ def attention_padded(q, k, v, key_mask=None, out=None, **desc):
         qs = q.shape
         out = Tensor(ctx, tuple(qs[:3]) + (v.shape[-1],), q.dtype)
     mask = None if key_mask is None else _i32(key_mask)
-    ctx._handle().attentionPadded(d._d, q._handle(), k._handle(), v._handle(), mask,
+    ctx._handle().attentionPadded(d._native(), q._handle(), k._handle(), v._handle(), mask,
                                   out._handle())
     return out
 
@@ -573,7 +585,7 @@ class Step(_Owned):
         if out is None:
             out = Tensor(ctx, (qs[0], qs[1], self.cache.head_dim_v), q_t.dtype)
         try:
-            self._handle().attention(int(layer), d._d, q_t._handle(), out._handle())
+            self._handle().attention(int(layer), d._native(), q_t._handle(), out._handle())
         finally:
             if q_t is not q:
                 q_t.close()
