@@ -352,9 +352,13 @@ VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void
  * in order, such work would wedge the caller's own later submission):
  *   - vkattn's later work that uses none of the tensors, caches and
  *     buffers the recorded work used runs as usual;
- *   - later work that uses one of them is recorded and held back, in
- *     order with everything recorded after it, until the semaphore reaches
- *     `value` (vkattn looks at every call; flush returns at once);
+ *   - later work that uses one of them is recorded and held back (with
+ *     later work that shares a buffer with it, in order) until the
+ *     semaphore reaches `value` (vkattn looks at every call; flush
+ *     returns at once). Work is held back as the batch it was recorded
+ *     in: the ops recorded since the last flush (or read, or synchronize)
+ *     go together, so flush before and after such work to keep other
+ *     work out of it;
  *   - calls that need such work's results wait for the semaphore on the
  *     host: a read of a tensor or cache that work wrote or that held-back
  *     work writes, and vkattn_context_synchronize (submit the command
@@ -944,7 +948,9 @@ VKATTN_API vkattn_status vkattn_kv_cache_set_scales(vkattn_kv_cache* cache, uint
  * was. One open step per cache. The batch order of the step is the order of
  * seq_ids: new tokens of all layers' tensors are packed in that order. The
  * attention plan is built at the step's first vkattn_step_attention and
- * reused by every layer with the same heads, causal flag and window. */
+ * reused by every layer with the same heads, causal flag and window; each
+ * layer's q and out are its own (views at other offsets of one activation
+ * buffer included: where they lie is bound per call). */
 VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_seqs,
                                            const int64_t* seq_ids, const int32_t* num_new_tokens,
                                            vkattn_step** out);

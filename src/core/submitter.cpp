@@ -28,12 +28,15 @@ void Submitter::set_lost(const std::string& why) {
   lost_why_ = why;
 }
 
+bool Submitter::shares(const Batch& b, const Batch& other) {
+  for (const auto& buf : b.keep)
+    if (!buf->stub && other.touched.count(buf.get())) return true;
+  return false;
+}
+
 bool Submitter::uses_pending_caller_work(const Batch& b) const {
-  for (const auto& f : in_flight_) {
-    if (!f->external || complete(*f)) continue;
-    for (const auto& buf : b.keep)
-      if (!buf->stub && f->touched.count(buf.get())) return true;
-  }
+  for (const auto& f : in_flight_)
+    if (f->external && !complete(*f) && shares(b, *f)) return true;
   return false;
 }
 
@@ -43,8 +46,13 @@ void Submitter::submit(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wai
   const bool semaphores = wait != VK_NULL_HANDLE || signal != VK_NULL_HANDLE;
   if (!semaphores) {
     pump();
-    if (!deferred_.empty() || uses_pending_caller_work(*b)) {
-      // Held back, in order, until the caller's work it uses completes.
+    bool hold = uses_pending_caller_work(*b);
+    for (const auto& d : deferred_) hold = hold || shares(*b, *d);
+    if (hold) {
+      // Held back until the caller's work it uses (or held-back work it
+      // shares a buffer with) can go first.
+      b->touched.clear();
+      for (const auto& buf : b->keep) b->touched.insert(buf.get());
       deferred_.push_back(std::move(b));
       ++next_serial_;
       return;
@@ -52,25 +60,31 @@ void Submitter::submit(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wai
   } else {
     // The caller orders its own work against this submission: everything
     // held back goes first, waiting for the caller's work on the GPU.
-    while (!deferred_.empty()) submit_front();
+    while (!deferred_.empty()) submit_deferred(deferred_.begin());
   }
   submit_now(b, wait, wait_value, signal, signal_value);
   ++next_serial_;
   limit_in_flight();
 }
 
-void Submitter::submit_front() {
+Submitter::Queue::iterator Submitter::submit_deferred(Queue::iterator it) {
   try {
-    submit_now(deferred_.front(), VK_NULL_HANDLE, 0, VK_NULL_HANDLE, 0);
+    submit_now(*it, VK_NULL_HANDLE, 0, VK_NULL_HANDLE, 0);
   } catch (...) {
-    if (!deferred_.front()) deferred_.pop_front();  // recycled (device lost)
+    if (!*it) deferred_.erase(it);  // recycled (device lost)
     throw;
   }
-  deferred_.pop_front();
+  return deferred_.erase(it);
 }
 
 void Submitter::pump() {
-  while (!deferred_.empty() && !uses_pending_caller_work(*deferred_.front())) submit_front();
+  // In serial order; one that shares a buffer with an earlier held-back
+  // batch waits for that one.
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    bool runnable = !uses_pending_caller_work(**it);
+    for (auto e = deferred_.begin(); runnable && e != it; ++e) runnable = !shares(**it, **e);
+    it = runnable ? submit_deferred(it) : std::next(it);
+  }
 }
 
 void Submitter::submit_now(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wait_value,
@@ -228,7 +242,12 @@ void Submitter::release_deferred_through(uint64_t serial) {
   // Held back for the caller's work: wait for that work on the host (the
   // caller has submitted it, as vkattn.h asks before such a wait), then
   // submit.
-  while (!deferred_.empty() && deferred_.front()->serial <= serial) {
+  auto held = [&] {
+    for (const auto& d : deferred_)
+      if (d->serial <= serial) return true;
+    return false;
+  };
+  while (held()) {
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
       if ((*it)->external && !complete(**it)) {
         wait_batch(it);

@@ -10,9 +10,9 @@
 // command buffer (external mode) completes when the caller has submitted
 // it. vkattn never submits a batch that uses a buffer such a batch used
 // while it is incomplete (it may read what that work writes, or overwrite
-// what it reads): the batch and every later one are held back, in order,
-// and submitted once the caller's work has completed, which vkattn checks
-// at every call. It never submits anything that waits for a submission the
+// what it reads): the batch, and later ones that share a buffer with it,
+// are held back, in order, and submitted once the caller's work has
+// completed, which vkattn checks at every call. It never submits anything that waits for a submission the
 // caller has not made, which on a queue that runs submissions in order
 // (lavapipe) would wedge the caller's own later submission behind it.
 // Batches that use none of its buffers run at once. The host waits for the
@@ -93,15 +93,17 @@ class Submitter {
 
  private:
   bool complete(const Batch& b) const;
+  // `b` uses a buffer (not the stub) that `other` used.
+  static bool shares(const Batch& b, const Batch& other);
   // `b` uses a buffer that a caller's batch in flight used and has not
   // completed.
   bool uses_pending_caller_work(const Batch& b) const;
   void submit_now(std::unique_ptr<Batch>& b, VkSemaphore wait, uint64_t wait_value,
                   VkSemaphore signal, uint64_t signal_value);
-  // Submits the oldest held-back batch.
-  void submit_front();
-  // Submits held-back batches, oldest first, while the oldest no longer
-  // uses incomplete caller work.
+  // Submits held-back batch *it; the next one.
+  Queue::iterator submit_deferred(Queue::iterator it);
+  // Submits the held-back batches that no longer use incomplete caller
+  // work nor share a buffer with an older held-back batch, in order.
   void pump();
   // Waits on the host for the caller's batches that held-back batches with
   // serials <= `serial` wait for, and submits those.
