@@ -225,6 +225,27 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     v.rows = pow2_at_least(std::max(max_rows, 1u));
   else
     v.rows = std::min(v.rows, pow2_at_least((max_rows + v.wg - 1) / v.wg));
+  // Code-size budget of unrolled head-dim loops: a lane keeps q and the
+  // accumulator of its R rows in R x (D4 + DV4) vec4 registers, all live
+  // across the unrolled block, and lavapipe's compile time (LLVM's
+  // register allocation and coroutine frame over that straight code)
+  // grows with about the square of it. Measured cold (a shape's first
+  // call, issue E3; d 128 f16, paged): 128 vec4 (R 2 at d 128, R 4 at
+  // d 64) compile in 10 s, 256 (R 4 at d 128, R 8 at d 64, the old
+  // choice) in 40-60 s, iterated head-dim loops (q and the accumulator in
+  // memory) in 1.5-3.5 s. Runtime on lavapipe (vkattn-bench, medians):
+  // prefill-1k-8h-causal (d 128) 48 ms at R 4 unrolled, 61 ms at R 2
+  // unrolled, 150-168 ms iterated; decode-16x2048 27 ms unrolled (R 4),
+  // 42 ms iterated. So prefill keeps unrolled loops with fewer rows, and
+  // decode, whose R is the tile's rows, iterates above the budget. Every
+  // variant's first call compiles in about 10 s or less: GPUs (lanes takes
+  // 1 row there) stay far below the budget.
+  const uint32_t row_vec4 = (head_dim + 3) / 4 + (head_dim_v + 3) / 4;
+  constexpr uint32_t kUnrolledVec4 = 128;
+  if (v.unroll_d && v.rows * row_vec4 > kUnrolledVec4) {
+    if (!decode) v.rows = std::max(1u, pow2_at_most(kUnrolledVec4 / row_vec4));
+    if (v.rows * row_vec4 > kUnrolledVec4) v.unroll_d = false;
+  }
   // Keys per block: lavapipe runs the whole unrolled block body as straight
   // code (R x BK scores, R x BK x DV4 P.V terms), so a smaller block keeps
   // it nearer the instruction caches. Measured (causal 1024 x 1024, 8
