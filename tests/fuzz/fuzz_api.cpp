@@ -1,7 +1,8 @@
 // libFuzzer target: drives the public C API with arbitrary descriptors,
 // shapes, prefix sums, masks, sequence ids, page counts and random step
 // sequences (begin / append / attention / commit / abort / fork / truncate /
-// remove / read / 8-bit scales), and checks the paged cache against a host
+// remove / read / 8-bit scales) and the edges of fuzz_edges.h (views at
+// per-layer offsets, odd 16-bit tails, external mode), and checks the paged cache against a host
 // model after every operation: lengths, every committed token's bytes
 // (8-bit caches: the values its codes and scales dequantize to, within the
 // rounding bound), free pages, and CACHE_FULL exactly when the model runs
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/fuzz_edges.h"
 #include "reference/dtype_util.h"
 #include "vkattn/vkattn.h"
 
@@ -84,7 +86,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 13)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 16)) {
         case 0:
         case 1:
           begin();
@@ -119,6 +121,15 @@ class Fuzz {
           break;
         case 12:
           rope();
+          break;
+        case 13:
+          vkattn_fuzz::step_view_layers(in_, g_ctx);
+          break;
+        case 14:
+          vkattn_fuzz::odd_16bit_tails(in_, g_ctx);
+          break;
+        case 15:
+          vkattn_fuzz::external_sequence(in_, g_ctx);
           break;
         default:
           bad_calls();
