@@ -250,6 +250,12 @@ TEST_F(EngineEdges, FlushesAfterExternalModeNeverWaitForTheCaller) {
     // behind the caller's semaphore on the GPU, never waited for here.
     if (vkattn_attention_varlen(ctx, &ad, 1, cu, cu, out, q, q, out2) != VKATTN_SUCCESS) return 4;
     if (vkattn_context_flush(ctx) != VKATTN_SUCCESS) return 5;
+    // Unrelated work after the held-back batch runs, and reading it does
+    // not wait for the held-back one.
+    if (vkattn_attention_varlen(ctx, &ad, 1, cu, cu, q2, q2, q2, out3) != VKATTN_SUCCESS) return 6;
+    if (vkattn_context_flush(ctx) != VKATTN_SUCCESS) return 7;
+    std::vector<uint16_t> o3(T * H * d);
+    if (vkattn_tensor_read(out3, o3.data(), o3.size() * 2) != VKATTN_SUCCESS) return 8;
     return 0;
   });
   if (work.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {

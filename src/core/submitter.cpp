@@ -238,13 +238,14 @@ void Submitter::poll() {
   }
 }
 
-void Submitter::release_deferred_through(uint64_t serial) {
+void Submitter::release_deferred(uint64_t serial) {
   // Held back for the caller's work: wait for that work on the host (the
   // caller has submitted it, as vkattn.h asks before such a wait), then
-  // submit.
+  // submit. Only batch `serial` (UINT64_MAX: every batch) is waited for;
+  // held-back batches it does not depend on stay held.
   auto held = [&] {
     for (const auto& d : deferred_)
-      if (d->serial <= serial) return true;
+      if (serial == UINT64_MAX || d->serial == serial) return true;
     return false;
   };
   while (held()) {
@@ -261,7 +262,7 @@ void Submitter::release_deferred_through(uint64_t serial) {
 }
 
 void Submitter::wait_for(uint64_t serial) {
-  release_deferred_through(serial);
+  release_deferred(serial);
   for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
     if ((*it)->serial != serial) continue;
     wait_batch(it);
@@ -271,7 +272,7 @@ void Submitter::wait_for(uint64_t serial) {
 }
 
 void Submitter::wait_all() {
-  release_deferred_through(UINT64_MAX);
+  release_deferred(UINT64_MAX);
   while (!in_flight_.empty()) wait_batch(in_flight_.begin());
 }
 

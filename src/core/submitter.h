@@ -12,16 +12,14 @@
 // while it is incomplete (it may read what that work writes, or overwrite
 // what it reads): the batch, and later ones that share a buffer with it,
 // are held back, in order, and submitted once the caller's work has
-// completed, which vkattn checks at every call. It never submits anything that waits for a submission the
-// caller has not made, which on a queue that runs submissions in order
-// (lavapipe) would wedge the caller's own later submission behind it.
-// Batches that use none of its buffers run at once. The host waits for the
-// caller's work only when a call asks for its results (a read of what it
-// wrote or of what depends on it, synchronize); the cap on batches in
-// flight never waits for the caller (issue E3: the 8th flush after
-// vkattn_context_end_external hung). vkattn_context_flush_with, whose
-// semaphores the caller orders against, submits everything now, the held
-// batches waiting for the caller's semaphore on the GPU.
+// completed, which vkattn checks at every call. It never submits anything that waits for a
+// submission the caller has not made, which on a queue that runs submissions in order (lavapipe)
+// would wedge the caller's own later submission behind it. Batches that use none of its buffers run
+// at once. The host waits for the caller's work only when a call asks for its results (a read of
+// what it wrote or of what depends on it, synchronize); the cap on batches in flight never waits
+// for the caller (issue E3: the 8th flush after vkattn_context_end_external hung).
+// vkattn_context_flush_with, whose semaphores the caller orders against, submits everything now,
+// the held batches waiting for the caller's semaphore on the GPU.
 #pragma once
 
 #include <volk.h>
@@ -105,9 +103,10 @@ class Submitter {
   // Submits the held-back batches that no longer use incomplete caller
   // work nor share a buffer with an older held-back batch, in order.
   void pump();
-  // Waits on the host for the caller's batches that held-back batches with
-  // serials <= `serial` wait for, and submits those.
-  void release_deferred_through(uint64_t serial);
+  // If batch `serial` is held back (UINT64_MAX: any), waits on the host
+  // for the caller's batches it waits for and submits it (and the
+  // held-back batches before it that it shares buffers with).
+  void release_deferred(uint64_t serial);
   // An own batch that waits on the GPU for a caller's batch not yet
   // complete: the host must not wait for it unasked.
   bool blocked(const Batch& b) const;
