@@ -1,13 +1,13 @@
 #version 450
 // Second pass of split-KV attention: merges partial results (rows
 // normalized per split, with their lse) by lse. One workgroup per combine
-// item (src/ops/attention_plan.h CombineItem); lanes stride over its rows.
+// item (src/ops/attention/plan.h CombineItem); lanes stride over its rows.
 // A level of the schedule's combine tree writes a partial again (dst !=
 // NO_SLOT), the last level writes out/lse. A split that saw no key (lse
 // -inf) has weight 0 and is skipped, never multiplied (its row may hold
 // anything).
 //
-// Loop cost per lane (lavapipe's cap; src/ops/attention.cpp
+// Loop cost per lane (lavapipe's cap; src/ops/attention/validate.cpp
 // combine_fan_in): ceil(stride / 64) rows, each 2 (n_slots + 1) + (DV + 1)
 // + DV (n_slots + 1).
 #extension GL_GOOGLE_include_directive : require

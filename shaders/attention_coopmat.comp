@@ -1,5 +1,5 @@
 #version 450
-// Flash attention forward, family `coopmat` (src/ops/attention_coopmat.cpp):
+// Flash attention forward, family `coopmat` (src/ops/attention/families/coopmat.cpp):
 // Q K^T and P V as cooperative-matrix products (VK_KHR_cooperative_matrix,
 // the tensor cores of NVIDIA, AMD RDNA3+ and Intel Xe2), softmax in f32.
 // Built only with -DVKATTN_COOPMAT=ON (Debian 12's glslang cannot compile
@@ -25,7 +25,7 @@
 //      key that some row of the tile sees reaches the tile's other rows too
 //      (0 * NaN), as in every tensor-core attention.
 // The chunks (DC, DVC) keep MLA's d 576 / dv 512 within 32 KiB: the host
-// narrows them only when the whole head dims do not fit (attention_variant.cpp).
+// narrows them only when the whole head dims do not fit (src/ops/attention/variant.cpp).
 // Tile shape (TM, TN, TK) comes from the device's cooperative-matrix
 // properties (16x16x16 / 16x8x16 on NVIDIA, 8x8x8 on lavapipe); head dims
 // are padded to it with zeros in shared memory. K/V are f16 (or 8-bit

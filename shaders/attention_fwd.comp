@@ -24,7 +24,7 @@
 
 layout(local_size_x_id = 0) in;
 // constant_ids 0-11 are the ones every attention family shares
-// (FwdSpecHead, src/ops/attention_family.h); this family's own are 12-13.
+// (FwdSpecHead, src/ops/attention/family.h); this family's own are 12-13.
 layout(constant_id = 1) const uint R = 4;    // rows per lane
 layout(constant_id = 2) const uint BK = 8;   // keys per block
 layout(constant_id = 3) const uint D = 64;   // head dim of q/k

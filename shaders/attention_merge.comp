@@ -5,7 +5,7 @@
 // per lse row of this dispatch's chunk of rows. A side with lse = -inf is
 // never multiplied (its out may hold anything); both -inf gives 0 and -inf.
 // out may alias out_a: each word is read and written by the same
-// invocation only. Bindings are windows (src/ops/attention_merge.cpp): the
+// invocation only. Bindings are windows (src/ops/attention/merge.cpp): the
 // chunk's first word is out_skip words into the out windows, its first row
 // lse_skip floats into the lse windows (all of them, the scratch that
 // stands in for an lse output aliasing an input included).

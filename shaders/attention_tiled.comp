@@ -1,5 +1,5 @@
 #version 450
-// Family `tiled` (src/ops/attention_tiled.cpp): the kernel body is
+// Family `tiled` (src/ops/attention/families/tiled.cpp): the kernel body is
 // include/attention_tiled.glsl; this module sums a row's dot products with
 // subgroup shuffles. attention_tiled_smem.comp is the same kernel summing
 // through shared memory, for devices (or drivers) without working shuffles.

@@ -1,5 +1,5 @@
 // White-box tests of the host planner and scheduler
-// (src/ops/attention_plan.cpp, attention_schedule.cpp): key ranges cut by
+// (src/ops/attention/plan.cpp, schedule.cpp): key ranges cut by
 // causal/window, splitting, the combine tree, waves within a bounded
 // arena, binding windows. No device needed.
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "core/kernel_options.h"
-#include "ops/attention_family.h"
-#include "ops/attention_plan.h"
-#include "ops/attention_schedule.h"
-#include "ops/attention_variant.h"
+#include "ops/attention/family.h"
+#include "ops/attention/plan.h"
+#include "ops/attention/schedule.h"
+#include "ops/attention/variant.h"
 
 using namespace vkattn;
 

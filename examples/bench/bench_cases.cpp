@@ -13,7 +13,7 @@
 #include "bench.h"
 #include "common/kernel_choice.h"
 #include "core/device.h"
-#include "ops/attention_variant.h"
+#include "ops/attention/variant.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
 

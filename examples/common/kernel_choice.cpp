@@ -6,8 +6,8 @@
 
 #include "api/handles.h"
 #include "core/device.h"
-#include "ops/attention_devices.h"
-#include "ops/attention_variant.h"
+#include "ops/attention/devices.h"
+#include "ops/attention/variant.h"
 
 namespace vkattn_tools {
 

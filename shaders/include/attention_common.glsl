@@ -1,9 +1,9 @@
 // Pieces shared by attention_fwd.comp and attention_combine.comp: the work
-// item and sequence records written by src/ops/attention_plan.cpp, flags,
+// item and sequence records written by src/ops/attention/plan.cpp, flags,
 // and the output row store.
 //
 // Windows: a dispatch binds only the part of each tensor its items touch
-// (src/ops/attention_schedule.h); push constants give each binding's first
+// (src/ops/attention/schedule.h); push constants give each binding's first
 // element (texel) as an absolute index, low 32 bits. Shaders compute
 // absolute indices modulo 2^32 and subtract the base, which is exact
 // because every window is smaller than 2^32 elements.
@@ -15,7 +15,7 @@
 #define NEG_INF (-1.0 / 0.0)
 #define NO_SLOT 0xffffffffu
 
-// Runtime flags (push constant `flags`), mirrored in src/ops/attention_plan.h.
+// Runtime flags (push constant `flags`), mirrored in src/ops/attention/plan.h.
 #define F_CAUSAL 1u
 #define F_WINDOW 2u
 #define F_SOFTCAP 4u

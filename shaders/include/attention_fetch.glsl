@@ -1,5 +1,5 @@
 // The inputs of a forward pass, shared by every attention family
-// (src/ops/attention_family.h): q/k/v texel views, the plan's items,
+// (src/ops/attention/family.h): q/k/v texel views, the plan's items,
 // sequences and block table, the push constants (FwdPush), and row fetches.
 // The including shader defines QDT, KDT (dtypes of q and of k/v) and
 // FEATURES (transforms compiled in) before including this file.

@@ -20,7 +20,7 @@
 // (a hidden score is -inf; a hidden V never enters as 0 * V).
 //
 // Iterating loops (the tile loop and the cooperative loads) are bounded by
-// the host within lavapipe's loop cap (src/ops/attention_tiled.cpp mirrors
+// the host within lavapipe's loop cap (src/ops/attention/families/tiled.cpp mirrors
 // them); everything per tile is unrolled.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require

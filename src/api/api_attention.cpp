@@ -3,7 +3,7 @@
 
 #include "api/firewall.h"
 #include "api/handles.h"
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "ops/rope.h"
 
 using namespace vkattn;

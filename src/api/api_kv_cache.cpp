@@ -5,7 +5,7 @@
 #include "api/firewall.h"
 #include "api/handles.h"
 #include "core/faults.h"
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "ops/kv_cache.h"
 
 using namespace vkattn;

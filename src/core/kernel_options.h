@@ -14,7 +14,7 @@ namespace vkattn {
 
 struct KernelOptions {
   static constexpr uint32_t kUnset = UINT32_MAX;
-  // attention_fwd.comp variant (ops/attention_variant.h names each).
+  // attention_fwd.comp variant (ops/attention/variant.h names each).
   uint32_t attn_wg = kUnset;               // VKATTN_ATTN_WG
   uint32_t attn_rows = kUnset;             // VKATTN_ATTN_ROWS
   uint32_t attn_block_keys = kUnset;       // VKATTN_ATTN_BLOCK_KEYS

@@ -2,7 +2,7 @@
 // pool, reference-counted pages, sequences and their block tables, all on
 // the host; the device only holds the pool. Appends are recorded by
 // ops/kv_append.cpp (shaders/kv_append.comp), paged attention by
-// ops/attention.cpp.
+// ops/attention/validate.cpp.
 //
 // Pool layout (chosen for shaders/attention_fwd.comp): one layer of one
 // page is a slab [K: Hkv][page_size][d] followed by [V: Hkv][page_size][dv],
@@ -183,7 +183,7 @@ class Step {
 
  public:
   // Attention plans of this step, by what shapes them (H, causal, window,
-  // dtypes, lse, mask; ops/attention_record.cpp): built at the first layer
+  // dtypes, lse, mask; ops/attention/record.cpp): built at the first layer
   // that needs one, reused by the others (a fixed-size key: no allocation
   // per layer).
   using PlanKey = std::array<uint64_t, 12>;

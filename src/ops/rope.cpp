@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/loop_budget.h"
-#include "ops/attention_check.h"
+#include "ops/attention/check.h"
 #include "ops/packed_views.h"
 
 namespace vkattn {

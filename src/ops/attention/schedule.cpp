@@ -1,4 +1,4 @@
-#include "ops/attention_schedule.h"
+#include "ops/attention/schedule.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,9 +1,7 @@
 // Validation of the attention entry points (vkattn_attention_varlen,
 // _padded, vkattn_step_attention): every argument is checked on the host and
 // turned into an AttentionCall before anything is recorded. Recording is in
-// ops/attention_record.cpp, the merge op in ops/attention_merge.cpp.
-#include "ops/attention.h"
-
+// ops/attention/record.cpp, the merge op in ops/attention/merge.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,7 +10,8 @@
 #include "api/handles.h"
 #include "core/error.h"
 #include "core/faults.h"
-#include "ops/attention_check.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/check.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {

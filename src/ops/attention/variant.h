@@ -32,7 +32,7 @@ namespace vkattn {
 class Device;
 struct KernelOptions;
 
-// Kernel families (ops/attention_family.h).
+// Kernel families (ops/attention/family.h).
 enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1, kCoopmat = 2 };
 
 struct AttentionVariant {

@@ -1,19 +1,19 @@
 // Attention kernel families and how a call picks one. Every family reads
-// the same plan (ops/attention_plan.h) through the same 15 bindings and the
+// the same plan (ops/attention/plan.h) through the same 15 bindings and the
 // same push constants (FwdPush), so one host routine binds a pass
-// (ops/attention_record.cpp); a family owns its shader, binding layout,
+// (ops/attention/record.cpp); a family owns its shader, binding layout,
 // named specialization constants, shared-memory need and the list of what
 // it declines. Families today:
-//   lanes  ops/attention_lanes.cpp, shaders/attention_fwd.comp: each lane
+//   lanes  ops/attention/families/lanes.cpp, shaders/attention_fwd.comp: each lane
 //          owns R rows in registers, no cross-lane traffic (lavapipe).
-//   tiled  ops/attention_tiled.cpp, shaders/attention_tiled{,_smem}.comp:
+//   tiled  ops/attention/families/tiled.cpp, shaders/attention_tiled{,_smem}.comp:
 //          L lanes share a row, K/V tiles staged in shared memory (GPUs;
 //          the GPU default).
-//   coopmat ops/attention_coopmat.cpp, shaders/attention_coopmat.comp:
+//   coopmat ops/attention/families/coopmat.cpp, shaders/attention_coopmat.comp:
 //          Q K^T and P V on cooperative matrices (tensor cores), f16 K/V;
 //          built with -DVKATTN_COOPMAT=ON, forced with
 //          VKATTN_ATTN_KERNEL=coopmat, killed with VKATTN_DISABLE_COOPMAT=1.
-// choose_attention_variant() (ops/attention_variant.h) settles the family
+// choose_attention_variant() (ops/attention/variant.h) settles the family
 // with the rest of the variant, before the plan is built (the plan's tile
 // shape depends on it): a family that declines a call hands it on
 // (coopmat to tiled, tiled to lanes), with the reason in
@@ -28,7 +28,7 @@
 
 #include "core/device.h"
 #include "core/pipeline.h"
-#include "ops/attention_variant.h"
+#include "ops/attention/variant.h"
 #include "vkattn/vkattn.h"
 
 namespace vkattn {
@@ -117,9 +117,9 @@ struct AttentionFamilyDesc {
 };
 
 // The families (each defined in its own file).
-extern const AttentionFamilyDesc kLanesFamily;    // ops/attention_lanes.cpp
-extern const AttentionFamilyDesc kTiledFamily;    // ops/attention_tiled.cpp
-extern const AttentionFamilyDesc kCoopmatFamily;  // ops/attention_coopmat.cpp
+extern const AttentionFamilyDesc kLanesFamily;    // ops/attention/families/lanes.cpp
+extern const AttentionFamilyDesc kTiledFamily;    // ops/attention/families/tiled.cpp
+extern const AttentionFamilyDesc kCoopmatFamily;  // ops/attention/families/coopmat.cpp
 
 // This build embeds the coopmat shader (-DVKATTN_COOPMAT=ON).
 bool coopmat_built();

@@ -1,4 +1,4 @@
-#include "ops/attention_plan.h"
+#include "ops/attention/plan.h"
 
 #include <algorithm>
 

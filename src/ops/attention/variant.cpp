@@ -1,4 +1,4 @@
-#include "ops/attention_variant.h"
+#include "ops/attention/variant.h"
 
 #include <algorithm>
 
@@ -7,8 +7,8 @@
 #include "core/host.h"
 #include "core/kernel_options.h"
 #include "core/loop_budget.h"
-#include "ops/attention_devices.h"
-#include "ops/attention_family.h"
+#include "ops/attention/devices.h"
+#include "ops/attention/family.h"
 
 namespace vkattn {
 
@@ -52,8 +52,8 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
 
 namespace {
 
-// The tiled family's shape (ops/attention_tiled.cpp): lanes per row,
-// workgroup and keys per tile from the device table (ops/attention_devices.h),
+// The tiled family's shape (ops/attention/families/tiled.cpp): lanes per row,
+// workgroup and keys per tile from the device table (ops/attention/devices.h),
 // 2 rows per group for prefill and 1 for decode-sized tiles, the tile halved
 // until it fits shared memory.
 void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
@@ -113,7 +113,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
 }
 
-// The coopmat family's shape (ops/attention_coopmat.cpp): the device's
+// The coopmat family's shape (ops/attention/families/coopmat.cpp): the device's
 // largest f16 matrix shape with N and K multiples of 8 (16x16x16 where
 // offered), subgroups and keys per tile from the device table, halved
 // (subgroups first) until the shared arrays fit; then, where they still do
@@ -205,7 +205,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const DeviceCaps& caps = device.caps();
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
   // Lanes are independent (no cross-lane traffic): one subgroup per
-  // workgroup (the device table, ops/attention_devices.h).
+  // workgroup (the device table, ops/attention/devices.h).
   const AttentionDefaults dev = attention_defaults(device);
   v.wg = dev.lanes_wg;
   // Rows per lane: more rows reuse each K/V fetch more, at the cost of
@@ -280,7 +280,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
          v.rows, ", block keys ", v.block_keys, ", split keys ", v.max_keys, ")");
   // The decode merge keeps every lane's m, l and accumulators of R rows in
   // shared memory (attention_fwd.comp SMEM_MERGE); the device table says
-  // where it pays (not on lavapipe: ops/attention_devices.cpp).
+  // where it pays (not on lavapipe: ops/attention/devices.cpp).
   const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
   v.decode_merge = K::pick(forced.attn_decode_merge, dev.lanes_decode_merge ? 1 : 0) != 0 &&
                    merge_bytes <= caps.max_shared_memory;

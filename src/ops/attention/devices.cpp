@@ -1,11 +1,11 @@
-#include "ops/attention_devices.h"
+#include "ops/attention/devices.h"
 
 #include <algorithm>
 #include <sstream>
 
 #include "core/device.h"
 #include "core/host.h"
-#include "ops/attention_family.h"
+#include "ops/attention/family.h"
 
 namespace vkattn {
 

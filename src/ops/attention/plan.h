@@ -9,7 +9,7 @@
 // several "splits", each writing a partial result (rows normalized, plus
 // their lse) that shaders/attention_combine.comp merges.
 //
-// schedule_plan (ops/attention_schedule.h) then orders the items into
+// schedule_plan (ops/attention/schedule.h) then orders the items into
 // dispatches whose bindings fit the device and whose partials fit a
 // bounded scratch arena.
 #pragma once

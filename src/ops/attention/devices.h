@@ -1,7 +1,7 @@
 // The per-device table: which attention family and shape each kind of
 // device starts from, and why. choose_attention_variant()
-// (ops/attention_variant.cpp) reads a call's defaults from here; every
-// value can still be forced through the environment (ops/attention_variant.h).
+// (ops/attention/variant.cpp) reads a call's defaults from here; every
+// value can still be forced through the environment (ops/attention/variant.h).
 // Rows marked "unmeasured" are starting points from published kernels, to
 // be replaced by numbers from vkattn-bench on that device.
 #pragma once
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/attention_variant.h"
+#include "ops/attention/variant.h"
 
 namespace vkattn {
 

@@ -1,5 +1,5 @@
-// Argument checks shared by the attention ops (ops/attention.cpp,
-// ops/attention_merge.cpp).
+// Argument checks shared by the attention ops (ops/attention/validate.cpp,
+// ops/attention/merge.cpp).
 #pragma once
 
 #include <initializer_list>

@@ -1,12 +1,12 @@
-// Attention ops: validate on the host (ops/attention.cpp), plan the packed
-// batch (ops/attention_plan.h), schedule it into dispatches that fit the
-// device (ops/attention_schedule.h), pick a kernel variant
-// (ops/attention_variant.h; plan, schedule and variant are made ready in
-// ops/attention_prepare.h) and family (ops/attention_family.h: `lanes`,
-// ops/attention_lanes.cpp) and record its shader, e.g. attention_fwd.comp (+
+// Attention ops: validate on the host (ops/attention/validate.cpp), plan the packed
+// batch (ops/attention/plan.h), schedule it into dispatches that fit the
+// device (ops/attention/schedule.h), pick a kernel variant
+// (ops/attention/variant.h; plan, schedule and variant are made ready in
+// ops/attention/prepare.h) and family (ops/attention/family.h: `lanes`,
+// ops/attention/families/lanes.cpp) and record its shader, e.g. attention_fwd.comp (+
 // attention_combine.comp when key ranges were split;
-// ops/attention_record.cpp); vkattn_attention_merge records
-// shaders/attention_merge.comp (ops/attention_merge.cpp).
+// ops/attention/record.cpp); vkattn_attention_merge records
+// shaders/attention_merge.comp (ops/attention/merge.cpp).
 #pragma once
 
 #include <cstdint>

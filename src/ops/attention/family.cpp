@@ -1,4 +1,4 @@
-#include "ops/attention_family.h"
+#include "ops/attention/family.h"
 
 #include "core/error.h"
 

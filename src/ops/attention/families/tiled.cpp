@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "core/loop_budget.h"
-#include "ops/attention_family.h"
+#include "ops/attention/family.h"
 
 namespace vkattn {
 

@@ -1,4 +1,4 @@
-// From a plan (ops/attention_plan.h) to dispatches that fit the device.
+// From a plan (ops/attention/plan.h) to dispatches that fit the device.
 // Pure host code: no Vulkan.
 //
 // Waves: tiles are taken in plan order; the partial results of the split
@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/attention_plan.h"
+#include "ops/attention/plan.h"
 
 namespace vkattn {
 

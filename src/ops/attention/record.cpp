@@ -1,6 +1,6 @@
 // Recording of the attention forward pass: the call's prepared plan
-// (ops/attention_prepare.h), the family that serves it
-// (ops/attention_family.h), then per wave the forward passes and the
+// (ops/attention/prepare.h), the family that serves it
+// (ops/attention/family.h), then per wave the forward passes and the
 // combine levels of shaders/attention_combine.comp, every binding a window
 // that fits the device. Everything that can fail is acquired before the
 // first command is recorded.
@@ -11,9 +11,9 @@
 #include "core/binding_window.h"
 #include "core/error.h"
 #include "core/faults.h"
-#include "ops/attention.h"
-#include "ops/attention_family.h"
-#include "ops/attention_prepare.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/family.h"
+#include "ops/attention/prepare.h"
 #include "ops/kv_cache.h"
 #include "ops/packed_views.h"
 
@@ -97,7 +97,7 @@ FwdConfig fwd_config(const AttentionCall& c, const PreparedPlan& pp, uint32_t fl
 // touches, with the window bases in the push constants. q's and out's row
 // layouts are this call's (a step's plan may come from another layer). Every family's
 // forward shader takes the same bindings and push constants
-// (ops/attention_family.h).
+// (ops/attention/family.h).
 class PassBinder {
  public:
   PassBinder(Context& ctx, const AttentionCall& c, const PreparedPlan& pp, uint32_t flags)
@@ -325,7 +325,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   if (call.q->dim(0) == 0 || call.batch == 0) return;
   // Views the kernels cannot bind in place go through packed temporaries.
   // q, k, v and out strided in ways the kernels address (ops/
-  // attention_prepare.h RowLayout) are bound in place.
+  // attention/prepare.h RowLayout) are bound in place.
   PackedViews packed(ctx);
   AttentionCall c = call;
   const DeviceCaps& caps = ctx.device().caps();

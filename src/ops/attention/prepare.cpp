@@ -1,6 +1,6 @@
 // prepare_plan(): plan, schedule and variant of an attention call, and
-// their device copy (ops/attention_prepare.h).
-#include "ops/attention_prepare.h"
+// their device copy (ops/attention/prepare.h).
+#include "ops/attention/prepare.h"
 
 #include <algorithm>
 #include <cstring>

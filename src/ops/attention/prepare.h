@@ -1,5 +1,5 @@
-// A call's plan made ready for recording: the plan (ops/attention_plan.h),
-// its schedule (ops/attention_schedule.h), the kernel variant, the texel
+// A call's plan made ready for recording: the plan (ops/attention/plan.h),
+// its schedule (ops/attention/schedule.h), the kernel variant, the texel
 // widths, and their device copy (items, combine items, sequences and block
 // tables in one host-visible buffer). Paged calls keep it in a buffer of
 // their own, reused by every layer of the step; other calls put it in the
@@ -10,10 +10,10 @@
 
 #include "core/binding_window.h"
 #include "core/context.h"
-#include "ops/attention.h"
-#include "ops/attention_plan.h"
-#include "ops/attention_schedule.h"
-#include "ops/attention_variant.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/plan.h"
+#include "ops/attention/schedule.h"
+#include "ops/attention/variant.h"
 
 namespace vkattn {
 

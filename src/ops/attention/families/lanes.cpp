@@ -4,7 +4,7 @@
 // shared-memory merge. Built for lavapipe, where one subgroup is one
 // workgroup and cross-lane traffic costs more than it saves; correct on
 // every device.
-#include "ops/attention_family.h"
+#include "ops/attention/family.h"
 
 namespace vkattn {
 
@@ -21,7 +21,7 @@ struct LanesSpec {
 static_assert(sizeof(LanesSpec) == 14 * 4, "attention_fwd.comp has 14 constants");
 
 // lanes serves every call: its one device limit, the workgroup size, is
-// checked where the variant is chosen (ops/attention_variant.cpp).
+// checked where the variant is chosen (ops/attention/variant.cpp).
 std::string lanes_declines(const DeviceCaps&, const FwdConfig&) {
   return {};
 }

@@ -7,8 +7,8 @@
 #include "core/binding_window.h"
 #include "core/error.h"
 #include "core/faults.h"
-#include "ops/attention.h"
-#include "ops/attention_check.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/check.h"
 #include "ops/packed_views.h"
 
 namespace vkattn {
