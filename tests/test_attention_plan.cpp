@@ -482,3 +482,74 @@ TEST(AttentionVariantChoice, CoopmatKillSwitchSkipsThePropertyQuery) {
   EXPECT_FALSE(cm.extension);
   vkattn_context_destroy(ctx);
 }
+
+// The decode family's split rule over the whole call: about 2 workgroups
+// per compute unit (target_items), no split below min_split_keys. An
+// H100-sized device (132 SMs) decoding 4096 keys over 8 kv heads: 8 tiles,
+// 33 splits wanted per tile, 4096 / 128 = 32 allowed: 256 workgroups of
+// 128 keys.
+TEST(AttentionPlan, DecodeSplitRuleFillsTheDevice) {
+  int64_t cq[2] = {0, 1}, ck[2] = {0, 4096};
+  PlanShape s{4, 8, true, -1, 4, 4, 128, 0, 1u << 30, 2 * 132, 128};
+  Plan p = build_plan(s, 1, cq, ck);
+  EXPECT_EQ(p.tiles.size(), 8u);
+  EXPECT_EQ(p.items.size(), 256u);
+  for (const PlanItem& it : p.items) EXPECT_EQ(it.k_end - it.k_begin, 128u);
+  // 16 sequences of 2048 keys: 128 tiles, 3 splits wanted, 16 allowed.
+  std::vector<int64_t> q = {0}, k = {0};
+  for (int b = 0; b < 16; ++b) q.push_back(b + 1), k.push_back((b + 1) * 2048);
+  p = build_plan(s, 16, q.data(), k.data());
+  EXPECT_EQ(p.items.size(), 128u * 3u);
+}
+
+// Forcing decode: the family and shape the device table and the forced
+// options give, the split count from VKATTN_DEVICE_COMPUTE_UNITS (read
+// when the context is created), the decline of a call with a sequence of
+// more than 8 query tokens (handed to the table's other family with the
+// reason), and the table's choice on this device.
+TEST(AttentionVariantChoice, Decode) {
+  setenv("VKATTN_DEVICE_COMPUTE_UNITS", "132", 1);
+  vkattn_context* ctx = nullptr;
+  ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
+  unsetenv("VKATTN_DEVICE_COMPUTE_UNITS");
+  vkattn::Device& dev = ctx->impl->device();
+  EXPECT_EQ(dev.caps().compute_units, 132u);
+  vkattn::KernelOptions o;
+  o.attn_kernel = 3;  // decode
+  // Decode of 32 q / 8 kv heads, d 128: 4 rows per tile.
+  vkattn::AttentionVariant v = vkattn::choose_attention_variant(dev, o, 128, 128, 4, VKATTN_F16, 4);
+  EXPECT_EQ(v.family, vkattn::AttentionFamily::kDecode) << v.fallback;
+  EXPECT_TRUE(v.fallback.empty()) << v.fallback;
+  EXPECT_EQ(v.target_items, 264u);
+  EXPECT_EQ(v.min_split_keys, 128u);
+  EXPECT_EQ(v.tile_rows(), 4u);
+  const uint32_t L = v.lanes_per_row;
+  EXPECT_EQ(L & (L - 1), 0u);
+  EXPECT_LE(L, dev.caps().subgroup_size);
+  EXPECT_EQ(v.wg % L, 0u);
+  EXPECT_EQ(v.tile_keys % (v.wg / L), 0u);
+  // 8 tokens x 4 heads: one tile of 32 rows where the registers hold them.
+  v = vkattn::choose_attention_variant(dev, o, 128, 128, 32, VKATTN_F16, 4);
+  EXPECT_EQ(v.family, vkattn::AttentionFamily::kDecode);
+  EXPECT_LE(v.rows, 32u);
+  // 9 tokens: declined, with the reason, to the table's family.
+  v = vkattn::choose_attention_variant(dev, o, 128, 128, 36, VKATTN_F16, 4);
+  EXPECT_NE(v.family, vkattn::AttentionFamily::kDecode);
+  EXPECT_NE(v.fallback.find("decode to "), std::string::npos) << v.fallback;
+  EXPECT_NE(v.fallback.find("9 query tokens"), std::string::npos) << v.fallback;
+  // A forced minimum split length holds for every family.
+  o.attn_min_split_keys = 40;
+  EXPECT_EQ(vkattn::choose_attention_variant(dev, o, 64, 64, 4, VKATTN_F16, 4).min_split_keys, 40u);
+  o.attn_kernel = 1;
+  EXPECT_EQ(vkattn::choose_attention_variant(dev, o, 64, 64, 4, VKATTN_F16, 4).min_split_keys, 40u);
+  // The table: decode on GPUs for calls of at most 8 tokens per sequence,
+  // never on CPU devices (README, "Kernels").
+  vkattn::KernelOptions table;
+  const bool cpu = dev.info().device_type == VKATTN_DEVICE_CPU;
+  EXPECT_EQ(vkattn::choose_attention_variant(dev, table, 128, 128, 4, VKATTN_F16, 4).family ==
+                vkattn::AttentionFamily::kDecode,
+            !cpu);
+  EXPECT_NE(vkattn::choose_attention_variant(dev, table, 128, 128, 4096, VKATTN_F16, 4).family,
+            vkattn::AttentionFamily::kDecode);
+  vkattn_context_destroy(ctx);
+}

@@ -47,6 +47,10 @@ def cases():
     c.append(("decode-1x4096", *GQA, True, [(1, 4097)], 1))
     c.append(("decode-16x2048", *GQA, True, [(1, 2049)] * 16, 1))
     c.append(("decode-16x512", *GQA, True, [(1, 513)] * 16, 1))
+    # vkattn reads decode-8x32768-paged from shuffled caller pages; SDPA
+    # reads the same keys dense (its best case).
+    c.append(("decode-1x32768", *GQA, True, [(1, 32768)], 1))
+    c.append(("decode-8x32768-paged", *GQA, True, [(1, 32768)] * 8, 1))
     mixed = [(1, 513 + 325 * i) for i in range(12)] + [(256, 1280)]
     c.append(("mixed-step", *GQA, True, mixed, 1))
     c.append(("layers-32", *GQA, True, [(1, 513)] * 16, 32))

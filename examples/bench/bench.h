@@ -82,7 +82,8 @@ const std::vector<Case>& all_cases();
 // The kernel family and shape choose_attention_variant() gives a call of
 // head dims d and dv and at most max_rows rows per (sequence, kv head), as
 // text.
-std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows);
+std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
+                         uint32_t group = 1);
 
 }  // namespace bench
 

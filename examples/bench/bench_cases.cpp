@@ -196,7 +196,7 @@ bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
   r->flops = flops;
   r->bytes = bytes;
   r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-  r->variant = variant_name(ctx, s.d, s.v_dim(), t * (s.H / s.Hkv));
+  r->variant = variant_name(ctx, s.d, s.v_dim(), t * (s.H / s.Hkv), s.H / s.Hkv);
   for (vkattn_tensor* x : {q, k, v, o, sinks}) vkattn_tensor_destroy(x);
   return r->ok = r->max_err <= kTolF16;
 }
@@ -353,7 +353,8 @@ struct LayerCase {
     r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
     int max_t = 0;
     for (int32_t x : run.fresh) max_t = std::max(max_t, int(x));
-    r->variant = variant_name(run.ctx, run.s.d, run.s.v_dim(), max_t * (run.s.H / run.s.Hkv));
+    r->variant = variant_name(run.ctx, run.s.d, run.s.v_dim(), max_t * (run.s.H / run.s.Hkv),
+                              run.s.H / run.s.Hkv);
   }
 };
 
@@ -424,6 +425,111 @@ bool decode_16x512(vkattn_context* c, Result* r) {
 }
 bool decode_16x2048(vkattn_context* c, Result* r) {
   return paged_layer(c, r, kGqa, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
+}
+
+// One decode over u keys in dense K/V (vkattn_attention_varlen): the
+// bandwidth case without a block table.
+bool dense_decode(vkattn_context* ctx, Result* r, int u, Shape s) {
+  const std::vector<Seq> seqs = {{1, u, 0, 0}};
+  vkattn_tensor* q = make(ctx, {1, s.H, s.d});
+  vkattn_tensor* k = make(ctx, {u, s.Hkv, s.d});
+  vkattn_tensor* v = make(ctx, {u, s.Hkv, s.v_dim()});
+  vkattn_tensor* o = make(ctx, {1, s.H, s.v_dim()});
+  progress("%s: filling %d keys", r->name.c_str(), u);
+  fill(q, 0, 0, uint64_t(s.H) * s.d);
+  fill(k, 1, 0, uint64_t(u) * s.Hkv * s.d);
+  fill(v, 2, 0, uint64_t(u) * s.Hkv * s.v_dim());
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
+  desc.head_dim_v = s.v_dim();
+  int32_t cu_q[2] = {0, 1}, cu_k[2] = {0, u};
+  auto record = [&] {
+    check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
+  };
+  progress("%s: verifying", r->name.c_str());
+  record();
+  std::vector<uint16_t> out(uint64_t(s.H) * s.v_dim());
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  double ref_ms_per_gflop = 0;
+  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  progress("%s: timing", r->name.c_str());
+  r->median_ms = time_gpu(ctx, record);
+  double flops, bytes;
+  work(s, seqs, &flops, &bytes);
+  r->flops = flops, r->bytes = bytes;
+  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+  r->variant = variant_name(ctx, s.d, s.v_dim(), s.H / s.Hkv, s.H / s.Hkv);
+  for (vkattn_tensor* x : {q, k, v, o}) vkattn_tensor_destroy(x);
+  return r->ok = r->max_err <= kTolF16;
+}
+
+// n decodes over u keys each in caller page pools (vkattn_attention_paged)
+// of 16-token pages, the pages of every sequence shuffled over the pool
+// (a fixed permutation), as a serving engine's block tables are after a
+// while.
+bool pooled_decode(vkattn_context* ctx, Result* r, int n, int u, Shape s) {
+  const int ps = 16, per_seq = (u + ps - 1) / ps, pages = n * per_seq;
+  std::vector<Seq> seqs;
+  for (int b = 0; b < n; ++b) seqs.push_back({1, u, uint64_t(b), uint64_t(b) * u});
+  // page_indices: sequence b's page i is pool page perm[b * per_seq + i].
+  std::vector<int32_t> perm(pages);
+  for (int i = 0; i < pages; ++i) perm[i] = i;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = pages - 1; i > 0; --i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::swap(perm[i], perm[int(x % uint64_t(i + 1))]);
+  }
+  std::vector<int32_t> indptr = {0}, lens(n, u), cu_q = {0};
+  for (int b = 0; b < n; ++b) indptr.push_back(indptr.back() + per_seq), cu_q.push_back(b + 1);
+  vkattn_tensor* q = make(ctx, {n, s.H, s.d});
+  vkattn_tensor* kp = make(ctx, {pages, ps, s.Hkv, s.d});
+  vkattn_tensor* vp = make(ctx, {pages, ps, s.Hkv, s.v_dim()});
+  vkattn_tensor* o = make(ctx, {n, s.H, s.v_dim()});
+  fill(q, 0, 0, uint64_t(n) * s.H * s.d);
+  progress("%s: filling %d pages", r->name.c_str(), pages);
+  for (int kind = 1; kind <= 2; ++kind) {
+    const uint64_t w = uint64_t(s.Hkv) * (kind == 2 ? s.v_dim() : s.d);
+    std::vector<uint16_t> h(uint64_t(pages) * ps * w, 0);
+    for (int b = 0; b < n; ++b)
+      for (int j = 0; j < u; ++j) {
+        const uint64_t slot = uint64_t(perm[b * per_seq + j / ps]) * ps + j % ps;
+        for (uint64_t e = 0; e < w; ++e)
+          h[slot * w + e] = vkattn_ref::f32_to_f16(value(kind, (seqs[b].k_row0 + j) * w + e));
+      }
+    check(vkattn_tensor_write(kind == 1 ? kp : vp, h.data(), h.size() * 2), "tensor_write");
+  }
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
+  desc.head_dim_v = s.v_dim();
+  auto record = [&] {
+    check(vkattn_attention_paged(ctx, &desc, uint32_t(n), cu_q.data(), lens.data(), indptr.data(),
+                                 perm.data(), ps, q, kp, vp, o),
+          "attention_paged");
+  };
+  progress("%s: verifying", r->name.c_str());
+  record();
+  std::vector<uint16_t> out(uint64_t(n) * s.H * s.v_dim());
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  double ref_ms_per_gflop = 0;
+  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  progress("%s: timing", r->name.c_str());
+  r->median_ms = time_gpu(ctx, record);
+  double flops, bytes;
+  work(s, seqs, &flops, &bytes);
+  r->flops = flops, r->bytes = bytes;
+  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+  r->variant = variant_name(ctx, s.d, s.v_dim(), s.H / s.Hkv, s.H / s.Hkv);
+  for (vkattn_tensor* t : {q, kp, vp, o}) vkattn_tensor_destroy(t);
+  return r->ok = r->max_err <= kTolF16;
+}
+
+bool decode_1x32768(vkattn_context* c, Result* r) {
+  return dense_decode(c, r, 32768, kGqa);
+}
+bool decode_8x32768_paged(vkattn_context* c, Result* r) {
+  return pooled_decode(c, r, 8, 32768, kGqa);
 }
 
 // 12 decodes over 512 + 325 i cached tokens and a 256-token chunk over
@@ -536,7 +642,7 @@ bool layers_32(vkattn_context* ctx, Result* r) {
                 16.0 / (r->median_ms * 1e-3), median(record_us), median(append_us),
                 median(attention_us), static_cast<unsigned long long>(submissions));
   add_note(*r, n);
-  r->variant = variant_name(ctx, kGqa.d, kGqa.d, kGqa.H / kGqa.Hkv);
+  r->variant = variant_name(ctx, kGqa.d, kGqa.d, kGqa.H / kGqa.Hkv, kGqa.H / kGqa.Hkv);
   return r->ok;
 }
 
@@ -560,8 +666,9 @@ std::string splits_of_last_call(vkattn_context* ctx) {
 
 // The kernel a shape gets on this context, and how its last call was cut
 // (bench.h).
-std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows) {
-  return vkattn_tools::kernel_choice(ctx, d, dv, max_rows) + splits_of_last_call(ctx);
+std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
+                         uint32_t group) {
+  return vkattn_tools::kernel_choice(ctx, d, dv, max_rows, group) + splits_of_last_call(ctx);
 }
 
 const std::vector<Case>& all_cases() {
@@ -575,6 +682,11 @@ const std::vector<Case>& all_cases() {
        chunk_512_over_1536},
       {"decode-1x4096", "paged: 1 decode over 4096 cached, 32/8 heads, d 128", decode_1x4096},
       {"decode-16x2048", "paged: 16 decodes over 2048 cached, 32/8 heads, d 128", decode_16x2048},
+      {"decode-1x32768", "dense K/V: 1 decode over 32768 keys, 32/8 heads, d 128, f16",
+       decode_1x32768},
+      {"decode-8x32768-paged",
+       "caller pools: 8 decodes over 32768 keys in shuffled 16-token pages, 32/8 heads, d 128",
+       decode_8x32768_paged},
       {"decode-16x2048-int8", "decode-16x2048 over an int8 cache (per-token scales)",
        decode_16x2048_int8},
       {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",

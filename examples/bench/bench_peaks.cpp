@@ -14,9 +14,9 @@
 #include <memory>
 #include <thread>
 
+#include "api/handles.h"
 #include "bench.h"
 #include "core/pipeline.h"
-#include "api/handles.h"
 
 namespace bench {
 

@@ -147,7 +147,7 @@ int print_variants() {
               info.driver_info, info.vendor_id, info.subgroup_size, info.max_shared_memory);
   std::printf("%s", vkattn_tools::device_table_row(ctx).c_str());
   for (const vkattn_tools::ReportShape& s : vkattn_tools::kReportShapes)
-    std::printf("  %-44s %s\n", s.what, variant_name(ctx, s.d, s.d, s.rows).c_str());
+    std::printf("  %-44s %s\n", s.what, variant_name(ctx, s.d, s.d, s.rows, s.group).c_str());
   vkattn_context_destroy(ctx);
   return 0;
 }

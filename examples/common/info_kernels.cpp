@@ -23,6 +23,6 @@ extern "C" const char* vkattn_info_shape_name(uint32_t i) {
 extern "C" const char* vkattn_info_shape_kernel(vkattn_context* ctx, uint32_t i) {
   static std::string kernel;
   const vkattn_tools::ReportShape& s = vkattn_tools::kReportShapes[i];
-  kernel = vkattn_tools::kernel_choice(ctx, s.d, s.d, s.rows);
+  kernel = vkattn_tools::kernel_choice(ctx, s.d, s.d, s.rows, s.group);
   return kernel.c_str();
 }

@@ -11,19 +11,20 @@
 
 namespace vkattn_tools {
 
-const ReportShape kReportShapes[4] = {{"prefill, d 128 (1024 tokens x 4 GQA heads)", 128, 4096},
-                                      {"prefill, d 64", 64, 4096},
-                                      {"prefill, d 256", 256, 4096},
-                                      {"decode, d 128, 4 GQA heads", 128, 4}};
+const ReportShape kReportShapes[4] = {{"prefill, d 128 (1024 tokens x 4 GQA heads)", 128, 4096, 4},
+                                      {"prefill, d 64", 64, 4096, 4},
+                                      {"prefill, d 256", 256, 4096, 4},
+                                      {"decode, d 128, 4 GQA heads", 128, 4, 4}};
 
 std::string device_table_row(vkattn_context* ctx) {
   return vkattn::describe_attention_defaults(ctx->impl->device());
 }
 
-std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows) {
+std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
+                          uint32_t group) {
   // As for f16 K/V (8-bit caches take the same variant).
   vkattn::AttentionVariant v = vkattn::choose_attention_variant(
-      ctx->impl->device(), ctx->impl->options(), d, dv, max_rows, VKATTN_F16);
+      ctx->impl->device(), ctx->impl->options(), d, dv, max_rows, VKATTN_F16, group);
   const std::string order =
       v.static_chunks > 1
           ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
@@ -35,6 +36,16 @@ std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t
                   "%u, head-dim columns staged at a time %u (q/k) and %u (v), %s",
                   v.coopmat_m, v.coopmat_n, v.coopmat_k, v.subgroups, v.lanes_per_row,
                   v.tile_rows(), v.tile_keys, v.head_chunk, v.head_chunk_v, order.c_str());
+    return s;
+  }
+  if (v.family == vkattn::AttentionFamily::kDecode) {
+    std::snprintf(
+        s, sizeof(s),
+        "decode: wg %u, %u lanes per key row, %u rows/tile, keys/tile %u, key sums by %s, "
+        "splits for %u workgroups, no split below %u keys, %s%s%s",
+        v.wg, v.lanes_per_row, v.rows, v.tile_keys,
+        v.subgroup_ops ? "subgroup shuffles" : "shared memory", v.target_items, v.min_split_keys,
+        order.c_str(), v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
     return s;
   }
   if (v.family == vkattn::AttentionFamily::kTiled) {

@@ -12,8 +12,10 @@ namespace vkattn_tools {
 
 // The kernel (family and its parameters) an attention call with head dims
 // d (q/k) and dv (v), at most max_rows query rows per (sequence, kv head)
-// and f16 K/V gets on ctx's device, with VKATTN_ATTN_* forcing applied.
-std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows);
+// and f16 K/V gets on ctx's device, with VKATTN_ATTN_* forcing applied;
+// group: query heads per kv head (max_rows / group query tokens).
+std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
+                          uint32_t group = 1);
 
 // The device table's row for ctx's device: default family, each family's
 // parameters, why (several lines).
@@ -22,7 +24,7 @@ std::string device_table_row(vkattn_context* ctx);
 // The shapes both tools report, in order.
 struct ReportShape {
   const char* what;
-  uint32_t d, rows;
+  uint32_t d, rows, group;
 };
 extern const ReportShape kReportShapes[4];
 

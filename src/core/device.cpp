@@ -247,6 +247,15 @@ void Device::init_caps() {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd_core{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  // VK_ARM_shader_core_builtins' properties (not in Debian 12's headers:
+  // the registry's layout, structure type 1000497001).
+  struct ArmCoreBuiltins {
+    VkStructureType sType;
+    void* pNext;
+    uint64_t shaderCoreMask;
+    uint32_t shaderCoreCount;
+    uint32_t shaderWarpsPerCore;
+  } arm_core{static_cast<VkStructureType>(1000497001), nullptr, 0, 0, 0};
   bool coopmat_offered = false;
   {
     uint32_t n = 0;
@@ -261,6 +270,9 @@ void Device::init_caps() {
       } else if (std::strcmp(e.extensionName, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0) {
         amd_core.pNext = sg.pNext;
         sg.pNext = &amd_core;
+      } else if (std::strcmp(e.extensionName, "VK_ARM_shader_core_builtins") == 0) {
+        arm_core.pNext = sg.pNext;
+        sg.pNext = &arm_core;
       } else if (std::strcmp(e.extensionName, kCoopmatExtension) == 0) {
         coopmat_offered = true;
       }
@@ -299,6 +311,12 @@ void Device::init_caps() {
   else if (amd_core.computeUnitsPerShaderArray)
     c.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
                       amd_core.computeUnitsPerShaderArray;
+  else if (arm_core.shaderCoreCount)
+    c.compute_units = arm_core.shaderCoreCount;
+  // Tests and tuning: VKATTN_DEVICE_COMPUTE_UNITS=n stands for the count
+  // (the planner's target of 2 workgroups per compute unit follows it).
+  if (const uint64_t cu = env_u64("VKATTN_DEVICE_COMPUTE_UNITS", 0))
+    c.compute_units = static_cast<uint32_t>(std::min<uint64_t>(cu, 1u << 20));
 
   {
     uint32_t n = 0;

@@ -46,7 +46,8 @@ struct DeviceCaps {
   // (how lavapipe tests them).
   bool unmapped_data = false;
   // Streaming multiprocessors / compute units, where the driver says
-  // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties); 0: unknown.
+  // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties,
+  // VK_ARM_shader_core_builtins) or VKATTN_DEVICE_COMPUTE_UNITS; 0: unknown.
   uint32_t compute_units = 0;
   // VK_KHR_cooperative_matrix (core/coopmat.h): enabled on vkattn's own
   // devices where usable; adopted devices: as the caller enabled it.

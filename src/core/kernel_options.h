@@ -26,17 +26,18 @@ struct KernelOptions {
   uint32_t attn_static_chunks = kUnset;    // VKATTN_ATTN_STATIC_CHUNKS
   uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
   uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
-  uint32_t attn_kernel = kUnset;           // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled, 2 coopmat
-  uint32_t attn_subgroups = kUnset;        // VKATTN_ATTN_SUBGROUPS (coopmat)
-  uint32_t attn_lanes_per_row = kUnset;    // VKATTN_ATTN_LANES_PER_ROW (tiled)
-  uint32_t attn_tile_keys = kUnset;        // VKATTN_ATTN_TILE_KEYS (tiled, coopmat)
-  uint32_t attn_double_buffer = kUnset;    // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
-  uint32_t attn_head_chunk = kUnset;       // VKATTN_ATTN_HEAD_CHUNK (coopmat)
-  bool disable_subgroup_ops = false;       // VKATTN_DISABLE_SUBGROUP_OPS=1
-  bool disable_f16_math = false;           // VKATTN_DISABLE_F16_MATH=1
-  bool force_f16_math = false;             // VKATTN_FORCE_F16_MATH=1
-  bool bad_kernel_name = false;            // VKATTN_ATTN_KERNEL names no family
-  uint64_t scratch_bytes = 0;              // VKATTN_SCRATCH_BYTES (0: the default)
+  uint32_t attn_kernel = kUnset;  // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled, 2 coopmat, 3 decode
+  uint32_t attn_min_split_keys = kUnset;  // VKATTN_ATTN_MIN_SPLIT_KEYS
+  uint32_t attn_subgroups = kUnset;       // VKATTN_ATTN_SUBGROUPS (coopmat)
+  uint32_t attn_lanes_per_row = kUnset;   // VKATTN_ATTN_LANES_PER_ROW (tiled; decode: per key)
+  uint32_t attn_tile_keys = kUnset;       // VKATTN_ATTN_TILE_KEYS (tiled, coopmat, decode)
+  uint32_t attn_double_buffer = kUnset;   // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
+  uint32_t attn_head_chunk = kUnset;      // VKATTN_ATTN_HEAD_CHUNK (coopmat)
+  bool disable_subgroup_ops = false;      // VKATTN_DISABLE_SUBGROUP_OPS=1
+  bool disable_f16_math = false;          // VKATTN_DISABLE_F16_MATH=1
+  bool force_f16_math = false;            // VKATTN_FORCE_F16_MATH=1
+  bool bad_kernel_name = false;           // VKATTN_ATTN_KERNEL names no family
+  uint64_t scratch_bytes = 0;             // VKATTN_SCRATCH_BYTES (0: the default)
   // VKATTN_LOG=kernels: one stderr line per recorded attention dispatch.
   bool log_kernels = false;
 
@@ -58,6 +59,7 @@ struct KernelOptions {
     o.attn_static_chunks = env_uint("VKATTN_ATTN_STATIC_CHUNKS", kUnset);
     o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
     o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
+    o.attn_min_split_keys = env_uint("VKATTN_ATTN_MIN_SPLIT_KEYS", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
     if (const char* k = std::getenv("VKATTN_ATTN_KERNEL"); k && *k) {
       if (std::strcmp(k, "lanes") == 0)
@@ -66,6 +68,8 @@ struct KernelOptions {
         o.attn_kernel = 1;
       else if (std::strcmp(k, "coopmat") == 0)
         o.attn_kernel = 2;
+      else if (std::strcmp(k, "decode") == 0)
+        o.attn_kernel = 3;
       else
         o.bad_kernel_name = true;
     }

@@ -51,6 +51,18 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.coopmat_subgroups = 4;
   d.coopmat_tile_keys = 32;
   d.coopmat_why = "no known-good cooperative-matrix driver for this row: forced only";
+  // decode, every GPU (unmeasured: reasoned from FlashInfer's decode and
+  // the budget in families/decode.cpp): 128 lanes, 2 keys per key group
+  // and tile (16 keys at d 128 f16), 32 vec4 of q and accumulators per
+  // lane (8 rows at d 128), K/V read at most twice per GQA group.
+  d.decode_default = true;
+  d.decode_wg = 128;
+  d.decode_keys_per_group = 2;
+  d.decode_lane_vec4 = 32;
+  d.decode_max_tiles = 2;
+  d.decode_why =
+      "GPUs: decode-shaped calls (at most 8 query tokens per sequence) read K/V once per GQA "
+      "group with 16-byte loads and a tile in flight (unmeasured: the next GPU run decides)";
   const std::string driver = info.driver_name;
 
   if (info.device_type == VKATTN_DEVICE_CPU) {
@@ -60,12 +72,25 @@ AttentionDefaults attention_defaults(const Device& device) {
     d.lanes_wg = 8;
     d.lanes_decode_merge = false;
     d.static_chunks = cpu_device_threads();
-    d.target_items = busy_workgroups(true);
+    d.target_items = caps.compute_units ? 2 * caps.compute_units : busy_workgroups(true);
     d.tiled_lanes_per_row = 8;
     d.tiled_wg = 32;
     d.tiled_tile_keys = 16;
     d.coopmat_subgroups = 1;
     d.coopmat_tile_keys = 16;
+    d.decode_default = false;
+    d.decode_wg = sg;  // one subgroup
+    d.decode_keys_per_group = 8;
+    d.decode_lane_vec4 = 32;
+    // decode measured on lavapipe (vkattn-bench --reps 5, 2026-11-25):
+    // lanes / decode ms: decode-1x4096 7.3 / 6.6, decode-16x512 20.4 / 14.2,
+    // decode-16x2048 44.6 / 54.1, decode-1x32768 47.7 / 105.7,
+    // decode-8x32768-paged 365 / 694, gptoss-decode 39.6 / 124.8: lanes
+    // stays (README, "Benchmark").
+    d.decode_why =
+        "forced only on a CPU: slower than lanes on most decode cases (decode-16x2048 54 vs "
+        "45 ms, decode-1x32768 106 vs 48 ms; README, \"Benchmark\"); VKATTN_ATTN_KERNEL=decode "
+        "for tests";
     d.coopmat_why =
         "never by default on a CPU: lavapipe 26.1's 8x8x8 matrices are scalar code (README, "
         "lavapipe 26.1); forced with VKATTN_ATTN_KERNEL=coopmat for tests";
@@ -132,6 +157,8 @@ AttentionDefaults attention_defaults(const Device& device) {
           "64 lanes, 4 per row, 16 keys per tile";
       d.tiled_wg = 64;
       d.tiled_tile_keys = 16;
+      d.decode_wg = 64;
+      d.decode_lane_vec4 = 16;
       d.coopmat_why =
           info.vendor_id == kQualcomm
               ? "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan "
@@ -187,6 +214,16 @@ std::string describe_attention_defaults(const Device& device) {
             ? "subgroup shuffles where whole subgroups fit, else shared memory"
             : "shared memory")
     << "\n"
+    << "  decode (VKATTN_ATTN_KERNEL=decode): "
+    << (d.decode_default ? "the default for calls of at most 8 query tokens per sequence"
+                         : "forced only")
+    << "; workgroup " << d.decode_wg << ", " << d.decode_keys_per_group
+    << " keys per key group and tile, " << d.decode_lane_vec4
+    << " vec4 of q and accumulators per lane, splits for " << d.target_items
+    << " workgroups (compute units: "
+    << (device.caps().compute_units ? std::to_string(device.caps().compute_units)
+                                    : std::string("unknown"))
+    << "); " << d.decode_why << "\n"
     << "  coopmat (VKATTN_ATTN_KERNEL=coopmat): " << coopmat_state(device, d) << "; "
     << d.coopmat_subgroups << " subgroups, " << d.coopmat_tile_keys << " keys per tile; "
     << d.coopmat_why << "\n"

@@ -38,6 +38,16 @@ struct AttentionDefaults {
   uint32_t coopmat_subgroups;  // halved until the shared arrays fit
   uint32_t coopmat_tile_keys;  // halved likewise
   const char* coopmat_why;
+  // decode (ops/attention/families/decode.cpp): the table picks it for
+  // calls whose sequences have at most kDecodeMaxTokens query tokens where
+  // decode_default is set and the GQA group x tokens takes at most
+  // decode_max_tiles tiles (each tile reads the keys once).
+  bool decode_default;
+  uint32_t decode_wg;              // lanes per workgroup (at least one key row's lanes)
+  uint32_t decode_keys_per_group;  // keys of a tile per key group
+  uint32_t decode_lane_vec4;       // q + accumulator vec4 one lane may hold (rows per tile)
+  uint32_t decode_max_tiles;
+  const char* decode_why;
   const char* why;
 };
 

@@ -6,7 +6,8 @@ namespace vkattn {
 
 namespace {
 // Every registered family.
-const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily, &kTiledFamily, &kCoopmatFamily};
+const AttentionFamilyDesc* const kFamilies[] = {&kLanesFamily, &kTiledFamily, &kCoopmatFamily,
+                                                &kDecodeFamily};
 }  // namespace
 
 const AttentionFamilyDesc& attention_family(AttentionFamily family) {

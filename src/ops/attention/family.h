@@ -9,6 +9,10 @@
 //   tiled  ops/attention/families/tiled.cpp, shaders/attention_tiled{,_smem}.comp:
 //          L lanes share a row, K/V tiles staged in shared memory (GPUs;
 //          the GPU default).
+//   decode ops/attention/families/decode.cpp, shaders/attention_decode{,_smem}.comp:
+//          flash-decoding for tiles of at most kDecodeMaxTokens tokens:
+//          every lane holds the tile's rows, a key row over LPK lanes with
+//          16-byte loads, a tile loaded ahead (GPUs' decode default).
 //   coopmat ops/attention/families/coopmat.cpp, shaders/attention_coopmat.comp:
 //          Q K^T and P V on cooperative matrices (tensor cores), f16 K/V;
 //          built with -DVKATTN_COOPMAT=ON, forced with
@@ -27,7 +31,9 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/kernel_options.h"
 #include "core/pipeline.h"
+#include "ops/attention/devices.h"
 #include "ops/attention/variant.h"
 #include "vkattn/vkattn.h"
 
@@ -120,6 +126,20 @@ struct AttentionFamilyDesc {
 extern const AttentionFamilyDesc kLanesFamily;    // ops/attention/families/lanes.cpp
 extern const AttentionFamilyDesc kTiledFamily;    // ops/attention/families/tiled.cpp
 extern const AttentionFamilyDesc kCoopmatFamily;  // ops/attention/families/coopmat.cpp
+extern const AttentionFamilyDesc kDecodeFamily;   // ops/attention/families/decode.cpp
+
+// The decode family serves calls whose sequences have at most this many
+// query tokens each (decodes, speculative verification, short tails).
+constexpr uint32_t kDecodeMaxTokens = 8;
+
+// The decode family's shape for a call whose largest tile has max_rows
+// rows (families/decode.cpp): lanes per key row, workgroup, keys per tile
+// and rows per tile from the device table and the forced options.
+void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
+                      const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
+                      uint32_t max_rows);
+// Keys one decode work item may take within lavapipe's loop cap.
+uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
 // This build embeds the coopmat shader (-DVKATTN_COOPMAT=ON).
 bool coopmat_built();

@@ -116,7 +116,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
         UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(c.cu_q[b + 1] - c.cu_q[b]) * group)));
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
   pp->var = choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v,
-                                     max_rows, kv_dt);
+                                     max_rows, kv_dt, group);
   const AttentionVariant& var = pp->var;
   // Row layouts (record_attention packed what they cannot address).
   bool ok = false;
@@ -163,11 +163,13 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
   shape.decode_merge = var.decode_merge;
   // Item key ranges within one K/V texel window (every lane of a
-  // decode-mode item reads max_keys of them).
+  // lanes or tiled decode-mode item reads max_keys of them; a decode
+  // family item reads its range once).
   if (!c.paged()) {
+    const uint64_t lanes = var.family == AttentionFamily::kDecode ? 1 : var.wg;
     const uint64_t keys = std::min(lim.k_texel / std::max<uint64_t>(u.k_key, 1),
                                    lim.v_texel / std::max<uint64_t>(u.v_key, 1)) /
-                          var.wg;
+                          lanes;
     shape.max_keys =
         static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(shape.max_keys, keys)));
     shape.min_split_keys = std::min(shape.min_split_keys, shape.max_keys);

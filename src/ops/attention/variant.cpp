@@ -200,7 +200,7 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
 
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
-                                          vkattn_dtype kv_dtype) {
+                                          vkattn_dtype kv_dtype, uint32_t group) {
   AttentionVariant v;
   const DeviceCaps& caps = device.caps();
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
@@ -286,15 +286,45 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
                    merge_bytes <= caps.max_shared_memory;
   if (forced.bad_kernel_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
-         "VKATTN_ATTN_KERNEL names no kernel family (lanes, tiled or coopmat)");
+         "VKATTN_ATTN_KERNEL names no kernel family (lanes, tiled, coopmat or decode)");
+  // A forced minimum split length holds for every family.
+  auto finish = [&](AttentionVariant r) {
+    if (forced.attn_min_split_keys != K::kUnset)
+      r.min_split_keys = std::max(1u, std::min(forced.attn_min_split_keys, r.max_keys));
+    return r;
+  };
   uint32_t family = K::pick(forced.attn_kernel, static_cast<uint32_t>(dev.family));
+  std::string fallback;
+  // decode: calls whose sequences have at most kDecodeMaxTokens query
+  // tokens, forced or, where the table says so, when the GQA group x
+  // tokens takes at most decode_max_tiles tiles. A mixed step (decodes
+  // and prefill chunks) goes to one family as a whole: the table's other
+  // family (README, "Kernels": the rule and the mixed-step numbers).
+  const uint32_t max_tokens = (max_rows + std::max(group, 1u) - 1) / std::max(group, 1u);
+  const bool forced_decode = family == static_cast<uint32_t>(AttentionFamily::kDecode);
+  if (forced_decode || (forced.attn_kernel == K::kUnset && dev.decode_default)) {
+    AttentionVariant d = v;
+    configure_decode(d, caps, dev, forced, head_dim, head_dim_v, max_rows);
+    std::string why;
+    if (max_tokens > kDecodeMaxTokens)
+      why = "a sequence has " + std::to_string(max_tokens) + " query tokens, more than the " +
+            std::to_string(kDecodeMaxTokens) + " of a decode tile";
+    else
+      why = kDecodeFamily.declines(caps, probe_config(d, head_dim, head_dim_v, kv_dtype));
+    const uint64_t tiles = (uint64_t(std::max(max_rows, 1u)) + d.rows - 1) / d.rows;
+    if (why.empty() && (forced_decode || tiles <= dev.decode_max_tiles)) return finish(d);
+    if (forced_decode) {
+      fallback =
+          std::string(kDecodeFamily.name) + " to " + attention_family(dev.family).name + ": " + why;
+      family = static_cast<uint32_t>(dev.family);
+    }
+  }
   // The table's coopmat rows serve prefill; decode (tiles of a few rows)
   // stays on the scalar family, as no GPU has measured coopmat faster there.
   const bool table_coopmat = forced.attn_kernel == K::kUnset && dev.coopmat_prefill &&
                              max_rows > dev.coopmat_min_rows && caps.coopmat.usable() &&
                              coopmat_built();
   if (table_coopmat) family = static_cast<uint32_t>(AttentionFamily::kCoopmat);
-  std::string fallback;
   if (family == static_cast<uint32_t>(AttentionFamily::kCoopmat)) {
     if (!coopmat_built())
       fail(VKATTN_ERROR_UNSUPPORTED,
@@ -304,7 +334,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     configure_coopmat(c, caps, dev, forced, head_dim, head_dim_v, kv_dtype, cpu);
     const std::string why =
         kCoopmatFamily.declines(caps, probe_config(c, head_dim, head_dim_v, kv_dtype));
-    if (why.empty()) return c;
+    if (why.empty()) return finish(c);
     fallback = std::string(kCoopmatFamily.name) + " to " + kTiledFamily.name + ": " + why;
     family = static_cast<uint32_t>(AttentionFamily::kTiled);
   }
@@ -317,7 +347,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
         kTiledFamily.declines(caps, probe_config(t, head_dim, head_dim_v, kv_dtype));
     if (why.empty()) {
       t.fallback = fallback;
-      return t;
+      return finish(t);
     }
     fallback +=
         (fallback.empty() ? "" : "; ") + std::string(kTiledFamily.name) + " to lanes: " + why;
@@ -325,7 +355,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   v.fallback = fallback;
   v.max_keys = std::min(v.max_keys, attention_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
-  return v;
+  return finish(v);
 }
 
 }  // namespace vkattn

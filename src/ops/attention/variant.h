@@ -14,12 +14,18 @@
 //   VKATTN_ATTN_ALL_FEATURES=1 (one pipeline with every optional transform
 //   compiled in, switched by the call's flags, instead of one per set of
 //   transforms used),
-//   VKATTN_ATTN_KERNEL=lanes|tiled|coopmat (the family), for tiled
+//   VKATTN_ATTN_MIN_SPLIT_KEYS (never split a key range into chunks
+//   shorter than this; decode's default 128),
+//   VKATTN_ATTN_KERNEL=lanes|tiled|coopmat|decode (the family), for tiled
 //   VKATTN_ATTN_LANES_PER_ROW, VKATTN_ATTN_TILE_KEYS and
 //   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles),
 //   for coopmat VKATTN_ATTN_SUBGROUPS, VKATTN_ATTN_TILE_KEYS and
 //   VKATTN_ATTN_HEAD_CHUNK (head-dim columns staged at a time), and
-//   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device).
+//   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device); for
+//   decode VKATTN_ATTN_LANES_PER_ROW (lanes per key row), VKATTN_ATTN_WG,
+//   VKATTN_ATTN_TILE_KEYS, VKATTN_ATTN_ROWS (rows per tile) and
+//   VKATTN_DISABLE_SUBGROUP_OPS=1; VKATTN_DEVICE_COMPUTE_UNITS=n (the
+//   device's compute units, which set target_items: core/device.cpp).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +39,7 @@ class Device;
 struct KernelOptions;
 
 // Kernel families (ops/attention/family.h).
-enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1, kCoopmat = 2 };
+enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1, kCoopmat = 2, kDecode = 3 };
 
 struct AttentionVariant {
   AttentionFamily family = AttentionFamily::kLanes;
@@ -71,7 +77,11 @@ struct AttentionVariant {
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;
-  uint32_t tile_rows() const { return wg / lanes_per_row * rows; }
+  // decode: lanes_per_row is the lanes per key row, tile_keys the keys of
+  // a tile, rows the rows of a tile (every lane holds them all).
+  uint32_t tile_rows() const {
+    return family == AttentionFamily::kDecode ? rows : wg / lanes_per_row * rows;
+  }
 };
 
 // Keys one lane of attention_fwd.comp may take in one work item within
@@ -79,9 +89,11 @@ struct AttentionVariant {
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
 
 // max_rows: the largest t * (H / Hkv) of the batch (small for decode);
-// kv_dtype: the dtype K and V are stored in.
+// kv_dtype: the dtype K and V are stored in; group: H / Hkv (max_rows /
+// group is the largest sequence's query tokens, which decides whether the
+// decode family may serve the call).
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
-                                          vkattn_dtype kv_dtype);
+                                          vkattn_dtype kv_dtype, uint32_t group = 1);
 
 }  // namespace vkattn

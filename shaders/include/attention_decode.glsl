@@ -1,0 +1,384 @@
+// Flash-decoding, family `decode` (src/ops/attention/families/decode.cpp):
+// one workgroup per work item (sequence, kv head, tile of at most R rows,
+// key split), shaped for tiles of a few query tokens (decodes, speculative
+// verification, short prefill tails) whose cost is reading K and V once.
+//
+//   - Every lane holds all R rows of the tile (the query heads of the GQA
+//     group x the tile's tokens): each K/V byte is read once per tile, not
+//     once per head.
+//   - A key's row is spread over LPK consecutive lanes (a "key group"): lane
+//     sl of the group reads units sl, sl + LPK, ... of the row, a unit being
+//     one texel (16 bytes: 8 f16/bf16, 4 f32; 8 codes of an 8-bit cache) or,
+//     for rows the wide texels cannot address (odd head dims, odd view
+//     offsets), four single elements. So a subgroup reads whole contiguous
+//     rows, and a 128-dim f16 row is 16 lanes x 16 bytes.
+//   - The workgroup's NKG = WG / LPK key groups take interleaved keys: a tile
+//     of BC keys gives key group g the keys kt + j * NKG + g, j < KPG.
+//   - The next tile's K/V words (and block-table lookups, 8-bit scales) are
+//     loaded into registers before the current tile's math, so two tiles
+//     are in flight per lane: decode is bound by latency and bandwidth, not
+//     arithmetic.
+//   - A score is the sum of the LPK lanes' partial dot products: subgroup
+//     shuffles (DECODE_SUBGROUP_OPS = 1, attention_decode.comp) or shared
+//     memory (attention_decode_smem.comp).
+//   - Each key group keeps its own online softmax (m, l) and f32
+//     accumulators; at the end the groups merge by lse in shared memory (a
+//     tree of NKG / 2, NKG / 4, ... groups) and group 0 writes the tile's
+//     rows: out/lse, or one normalized partial per row for
+//     attention_combine.comp when the key range was split.
+//
+// Hidden pairs are selected out (a hidden score is -inf; a hidden V never
+// enters as 0 * V). Only the tile loop iterates (lavapipe's loop cap: the
+// host bounds an item's keys, families/decode.cpp); everything in a tile is
+// unrolled.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "attention_common.glsl"
+
+layout(local_size_x_id = 0) in;
+// constant_ids 0-11 are the ones every attention family shares
+// (FwdSpecHead, src/ops/attention/family.h); this family's own is 12.
+layout(constant_id = 0) const uint WG = 128;   // lanes per workgroup
+layout(constant_id = 1) const uint R = 4;      // rows of a tile, held by every lane
+layout(constant_id = 2) const uint BC = 16;    // keys per tile (a multiple of NKG)
+layout(constant_id = 3) const uint D = 128;    // head dim of q/k
+layout(constant_id = 4) const uint DV = 128;   // head dim of v/out
+layout(constant_id = 5) const uint QDT = DT_F32;
+layout(constant_id = 6) const uint KDT = DT_F32;
+layout(constant_id = 7) const uint KVEC = 1;   // texel kinds (attention_fetch.glsl)
+layout(constant_id = 8) const uint VVEC = 1;
+layout(constant_id = 9) const uint QVEC = 1;
+layout(constant_id = 10) const uint PAGED = 0; // K/V in the pages of a paged KV cache
+layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
+layout(constant_id = 12) const uint LPK = 16;  // lanes per key row (a power of two dividing WG)
+
+const uint NKG = WG / LPK;  // key groups
+const uint KPG = BC / NKG;  // keys of a tile per key group
+const uint D4 = (D + 3u) / 4u;
+const uint DV4 = (DV + 3u) / 4u;
+// vec4 chunks per unit (a 16-byte texel of 16-bit data holds two).
+const uint CK = KVEC == 2u ? 2u : 1u;
+const uint CV = VVEC == 2u ? 2u : 1u;
+const uint NUK = (D4 + CK - 1u) / CK;  // units per K row
+const uint NUV = (DV4 + CV - 1u) / CV;
+const uint UK = (NUK + LPK - 1u) / LPK;  // units per lane
+const uint UV = (NUV + LPK - 1u) / LPK;
+const uint QS = UK * CK;  // q vec4 per row and lane
+const uint VS = UV * CV;  // accumulator vec4 per row and lane
+// Every lane's units are inside the row (no lane idles on a unit).
+const bool FULL_K = NUK % LPK == 0u;
+const bool FULL_V = NUV % LPK == 0u;
+
+// The key groups' merge: (m, l) of every group and row, and the
+// accumulators of the upper half of the groups still merging.
+const uint MERGE_GROUPS = NKG > 1u ? NKG / 2u : 1u;
+shared vec2 sh_ml[NKG * R];
+shared vec4 sh_acc[MERGE_GROUPS * R * VS * LPK];
+#if DECODE_SUBGROUP_OPS == 0
+// Partial dot products of every lane, row and key of a tile, and each key
+// group's sums (lane sl of a group adds the entries x = sl mod LPK).
+shared float sh_red[WG * R * KPG];
+shared float sh_sum[NKG * R * KPG];
+#endif
+
+#include "attention_fetch.glsl"
+#include "attention_mask.glsl"
+#include "attention_store.glsl"
+
+// The raw words of unit u of the row at texel `base` (kind 0: four single
+// elements gathered, clamped into the row).
+uvec4 raw_unit(uint which, uint kind, uint dim, uint base, uint u) {
+  if (kind != 0u) return fetch_texel(which, int(base + u));
+  uvec4 w;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e)
+    w[e] = fetch_texel(which, int(base + min(4u * u + e, dim - 1u))).x;
+  return w;
+}
+
+// Chunk e (4 elements) of unit u from its raw words; elements past the
+// head dim are 0. 8-bit codes are not yet scaled (kv_scale).
+vec4 decode_unit(uint kind, uint dim, uvec4 w, uint u, uint e) {
+  if (KDT >= DT_I8) {
+    if (kind == 2u) return decode8x4(KDT, e != 0u ? w.y : w.x);
+    if (kind == 1u) return decode8x4(KDT, w.x);
+    uint g = (w.x & 0xffu) | ((w.y & 0xffu) << 8) | ((w.z & 0xffu) << 16) | ((w.w & 0xffu) << 24);
+    vec4 r = decode8x4(KDT, g);
+    [[unroll]] for (uint x = 0u; x < 4u; ++x) r[x] = 4u * u + x < dim ? r[x] : 0.0;
+    return r;
+  }
+  if (kind == 2u) {
+    uvec2 h = e != 0u ? w.zw : w.xy;
+    if (KDT == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
+  }
+  if (kind == 1u) {
+    if (KDT == DT_F32) return uintBitsToFloat(w);
+    if (KDT == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
+  }
+  vec4 r;
+  [[unroll]] for (uint x = 0u; x < 4u; ++x) {
+    float v = KDT == DT_F32 ? uintBitsToFloat(w[x]) : decode16(KDT, w[x] & 0xffffu);
+    r[x] = 4u * u + x < dim ? v : 0.0;
+  }
+  return r;
+}
+
+// Sum of a value over the LPK lanes of a key group (shuffle variant).
+#if DECODE_SUBGROUP_OPS != 0
+float group_sum(float x) {
+  [[unroll]] for (uint o = 1u; o < LPK; o <<= 1) x += subgroupShuffleXor(x, o);
+  return x;
+}
+#endif
+
+void main() {
+  uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (id >= pc.n_items) return;  // uniform in the workgroup
+  Item it = items[pc.item_base + id];
+  Seq sq = seqs[it.seq - pc.seq_base];
+  const uint G = pc.num_heads / pc.num_kv_heads;
+#if DECODE_SUBGROUP_OPS != 0
+  // The lane as the subgroup counts it, so that xor partners below LPK
+  // share a key group (the host requires LPK | subgroup size | WG).
+  const uint lin = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#else
+  const uint lin = gl_LocalInvocationID.x;
+#endif
+  const uint kg = lin / LPK, sl = lin % LPK;
+  const uint nrows = sq.t * G;
+
+  // Rows past the tile read the tile's first row and are masked out.
+  vec4 q[R * QS];
+  vec4 acc[R * VS];
+  float m[R], l[R];
+  int pos[R];
+  uint tok[R], head[R];
+  bool row_ok[R];
+  [[unroll]] for (uint i = 0u; i < R; ++i) {
+    uint r = it.row0 + i;
+    row_ok[i] = r < min(nrows, it.row_end);
+    r = row_ok[i] ? r : it.row0;
+    tok[i] = r / G;
+    head[i] = it.kv_head * G + r % G;
+    pos[i] = int(sq.u) - int(sq.t) + int(tok[i]);
+    m[i] = NEG_INF;
+    l[i] = 0.0;
+    uint qbase = q_texel(sq.q_off + tok[i], head[i]);
+    [[unroll]] for (uint n = 0u; n < UK; ++n) {
+      [[unroll]] for (uint e = 0u; e < CK; ++e) {
+        uint c = (sl + n * LPK) * CK + e;
+        vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * pc.scale;
+        q[i * QS + n * CK + e] = c < D4 ? x : vec4(0.0);
+      }
+    }
+    [[unroll]] for (uint s = 0u; s < VS; ++s) acc[i * VS + s] = vec4(0.0);
+  }
+
+  const bool causal = (pc.flags & F_CAUSAL) != 0u;
+  const bool windowed = (pc.flags & F_WINDOW) != 0u;
+  const uint k_last = max(it.k_end, 1u) - 1u;
+
+  // A tile's raw K/V words, block-table lookups and 8-bit scales for this
+  // lane (keys past the range repeat the last; they are hidden below).
+  uvec4 kr[KPG * UK], vr[KPG * UV];
+  float ksc[KPG], vsc[KPG];
+#define LOAD_TILE(kt, KR, VR, KS, VSC)                                                     \
+  [[unroll]] for (uint j = 0u; j < KPG; ++j) {                                             \
+    uint key = min((kt) + j * NKG + kg, k_last);                                           \
+    uint kb = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);                 \
+    uint vb = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);                 \
+    [[unroll]] for (uint n = 0u; n < UK; ++n)                                              \
+      KR[j * UK + n] = raw_unit(0u, KVEC, D, kb, min(sl + n * LPK, NUK - 1u));             \
+    [[unroll]] for (uint n = 0u; n < UV; ++n)                                              \
+      VR[j * UV + n] = raw_unit(1u, VVEC, DV, vb, min(sl + n * LPK, NUV - 1u));            \
+    KS[j] = kv_scale(false, sq, it.kv_head, key);                                          \
+    VSC[j] = kv_scale(true, sq, it.kv_head, key);                                          \
+  }
+  if (it.k_begin < it.k_end) {
+    LOAD_TILE(it.k_begin, kr, vr, ksc, vsc)
+  }
+  for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+    // The next tile's loads, issued before this tile's math.
+    uvec4 nkr[KPG * UK], nvr[KPG * UV];
+    float nks[KPG], nvs[KPG];
+    if (kt + BC < it.k_end) {
+      LOAD_TILE(kt + BC, nkr, nvr, nks, nvs)
+    }
+
+    // Partial dot products of this lane's units, then the key group's sums.
+    float s[R * KPG];
+    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) s[x] = 0.0;
+    [[unroll]] for (uint j = 0u; j < KPG; ++j) {
+      [[unroll]] for (uint n = 0u; n < UK; ++n) {
+        uint u = sl + n * LPK;
+        bool in_row = FULL_K || u < NUK;  // a clamped unit would count twice
+        [[unroll]] for (uint e = 0u; e < CK; ++e) {
+          vec4 kv = decode_unit(KVEC, D, kr[j * UK + n], min(u, NUK - 1u), e);
+          [[unroll]] for (uint i = 0u; i < R; ++i) {
+            float d = dot(q[i * QS + n * CK + e], kv);
+            s[i * KPG + j] += in_row ? d : 0.0;
+          }
+        }
+      }
+    }
+#if DECODE_SUBGROUP_OPS != 0
+    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) s[x] = group_sum(s[x]);
+#else
+    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) sh_red[lin * R * KPG + x] = s[x];
+    memoryBarrierShared();
+    barrier();
+    [[unroll]] for (uint n = 0u; n < (R * KPG + LPK - 1u) / LPK; ++n) {
+      uint x = n * LPK + sl;
+      if (x < R * KPG) {
+        float t = 0.0;
+        [[unroll]] for (uint p = 0u; p < LPK; ++p) t += sh_red[(kg * LPK + p) * R * KPG + x];
+        sh_sum[kg * R * KPG + x] = t;
+      }
+    }
+    memoryBarrierShared();
+    barrier();  // sh_red is read before the next tile writes it (and sh_sum
+                // before the next tile's sums, a barrier later)
+    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) s[x] = sh_sum[kg * R * KPG + x];
+#endif
+
+    // Scores: 8-bit scale, transforms, visibility (hidden: -inf by selection).
+    bool vis[R * KPG];
+    [[unroll]] for (uint j = 0u; j < KPG; ++j) {
+      uint key = kt + j * NKG + kg;
+      uint kc = min(key, k_last);
+      bool key_ok = key < it.k_end;
+      if (uses(F_KEY_VALID)) key_ok = key_ok && key_is_valid(sq, kc);
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        float x = s[i * KPG + j] * ksc[j];
+        if (uses(F_SOFTCAP)) x = soft_capped(x);
+        if (uses(F_ALIBI)) x += alibi_bias(head[i], pos[i], int(key));
+        // The call first: glslang turns a && whose right side calls a
+        // function into a branch.
+        bool cw = in_causal_window(pos[i], int(key), causal, windowed);
+        bool ok = key_ok && row_ok[i] && cw;
+        if (uses(F_MASK_BOOL)) ok = ok && mask_allows(mask_index(sq, tok[i], kc));
+        if (uses(F_MASK_ADD)) {
+          float a = mask_bias(mask_index(sq, tok[i], kc));
+          ok = ok && a != NEG_INF;
+          x += a;
+        }
+        vis[i * KPG + j] = ok;
+        s[i * KPG + j] = ok ? x : NEG_INF;
+      }
+    }
+    // One online-softmax update per row and tile.
+    float alphas[R];
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      float bm = m[i];
+      [[unroll]] for (uint j = 0u; j < KPG; ++j) bm = max(bm, s[i * KPG + j]);
+      // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
+      float base = bm == NEG_INF ? 0.0 : bm;
+      float alpha = exp(m[i] - base);
+      float sum = 0.0;
+      [[unroll]] for (uint j = 0u; j < KPG; ++j) {
+        s[i * KPG + j] = exp(s[i * KPG + j] - base);
+        sum += s[i * KPG + j];
+      }
+      l[i] = l[i] * alpha + sum;
+      m[i] = bm;
+      alphas[i] = alpha;
+    }
+    // P.V into this lane's accumulator slices; 8-bit: p times the V scale.
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      [[unroll]] for (uint x = 0u; x < VS; ++x) acc[i * VS + x] *= alphas[i];
+    }
+    [[unroll]] for (uint j = 0u; j < KPG; ++j) {
+      [[unroll]] for (uint n = 0u; n < UV; ++n) {
+        [[unroll]] for (uint e = 0u; e < CV; ++e) {
+          vec4 vv = decode_unit(VVEC, DV, vr[j * UV + n], min(sl + n * LPK, NUV - 1u), e);
+          [[unroll]] for (uint i = 0u; i < R; ++i) {
+            float p = s[i * KPG + j] * vsc[j];
+            acc[i * VS + n * CV + e] += vis[i * KPG + j] ? p * vv : vec4(0.0);
+          }
+        }
+      }
+    }
+    [[unroll]] for (uint x = 0u; x < KPG * UK; ++x) kr[x] = nkr[x];
+    [[unroll]] for (uint x = 0u; x < KPG * UV; ++x) vr[x] = nvr[x];
+    [[unroll]] for (uint j = 0u; j < KPG; ++j) {
+      ksc[j] = nks[j];
+      vsc[j] = nvs[j];
+    }
+  }
+
+  // Merge the key groups by lse: weights exp(m_g - M), never multiplying a
+  // group that saw no key (l exactly 0; a NaN l, from a visible NaN key,
+  // must reach the output); then a tree sums the accumulators into group 0.
+  if (NKG > 1u) {
+    if (sl == 0u) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) sh_ml[kg * R + i] = vec2(m[i], l[i]);
+    }
+    memoryBarrierShared();
+    barrier();
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      float M = NEG_INF;
+      [[unroll]] for (uint g = 0u; g < NKG; ++g) M = max(M, sh_ml[g * R + i].x);
+      float L = 0.0;
+      [[unroll]] for (uint g = 0u; g < NKG; ++g) {
+        vec2 ml = sh_ml[g * R + i];
+        L += ml.y != 0.0 ? exp(ml.x - M) * ml.y : 0.0;
+      }
+      float w = exp(m[i] - M);
+      [[unroll]] for (uint x = 0u; x < VS; ++x)
+        acc[i * VS + x] = l[i] != 0.0 ? acc[i * VS + x] * w : vec4(0.0);
+      m[i] = M;
+      l[i] = L;
+    }
+    [[unroll]] for (uint h = MERGE_GROUPS; h >= 1u; h /= 2u) {
+      barrier();  // the previous level's reads are done
+      if (kg >= h && kg < 2u * h) {
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
+          [[unroll]] for (uint x = 0u; x < VS; ++x)
+            sh_acc[(((kg - h) * R + i) * VS + x) * LPK + sl] = acc[i * VS + x];
+        }
+      }
+      memoryBarrierShared();
+      barrier();
+      if (kg < h) {
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
+          [[unroll]] for (uint x = 0u; x < VS; ++x)
+            acc[i * VS + x] += sh_acc[((kg * R + i) * VS + x) * LPK + sl];
+        }
+      }
+    }
+  }
+
+  // Key group 0 writes the tile's rows.
+  if (kg == 0u) {
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      if (row_ok[i]) {
+        float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
+        float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
+        if (it.slot != NO_SLOT) {
+          uint prow = it.slot + i;
+          [[unroll]] for (uint n = 0u; n < UV; ++n) {
+            [[unroll]] for (uint e = 0u; e < CV; ++e) {
+              uint c = (sl + n * LPK) * CV + e;
+              if ((FULL_V || sl + n * LPK < NUV) && c < DV4)
+                store_part4(prow, c, acc[i * VS + n * CV + e] * inv);
+            }
+          }
+          if (sl == 0u) part_lse[prow] = lse;
+        } else {
+          uint orow = (sq.q_off + tok[i]) * pc.num_heads + head[i];
+          uint base = out_elem(sq.q_off + tok[i], head[i]);
+          inv *= final_row_factor(head[i], lse);
+          [[unroll]] for (uint n = 0u; n < UV; ++n) {
+            [[unroll]] for (uint e = 0u; e < CV; ++e) {
+              uint c = (sl + n * LPK) * CV + e;
+              if ((FULL_V || sl + n * LPK < NUV) && c < DV4)
+                store_out4(base, c, acc[i * VS + n * CV + e] * inv);
+            }
+          }
+          if (sl == 0u && (pc.flags & F_WRITE_LSE) != 0u) lse_out[orow - pc.lse_base] = lse;
+        }
+      }
+    }
+  }
+}

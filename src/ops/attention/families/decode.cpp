@@ -1,0 +1,199 @@
+// The `decode` attention family: shaders/attention_decode.comp (subgroup
+// shuffles) and attention_decode_smem.comp (shared-memory sums), body in
+// shaders/include/attention_decode.glsl. Flash-decoding for tiles of at
+// most kDecodeMaxTokens query tokens of one (sequence, kv head): every lane
+// holds all R rows of the tile (the GQA group's heads x the tokens), a key
+// row is spread over LPK lanes reading one 16-byte texel each, the NKG =
+// WG / LPK key groups of a workgroup take interleaved keys, the next tile's
+// loads are issued before this tile's math, and the key groups merge by lse
+// in shared memory at the end. Split key ranges are merged by
+// attention_combine.comp as for every family.
+//
+// Budget (the shapes it serves; GPU defaults of ops/attention/devices.cpp,
+// reasoned from FlashInfer's decode kernel, GPU-KERNELS.md section 4, until a
+// GPU measures them):
+//   decode, d 128, f16 K/V, GQA 4 (R 4), NVIDIA: WG 128 (4 warps), LPK 16,
+//   NKG 8, 2 keys per group and tile (BC 16).
+//   - registers per lane: q 4 rows x 2 vec4 + accumulators 4 x 2 vec4 = 64
+//     floats, K/V words of two tiles 2 x 2 keys x 2 uvec4 = 32, scores,
+//     m, l, addresses about 30: about 130, so 3 workgroups (12 warps) fit
+//     an SM's 64 Ki registers.
+//   - loads in flight per lane: the next tile's 4 16-byte texels while
+//     this tile's 4 are consumed: 64-128 bytes, 24-48 KiB per SM at 3
+//     workgroups, above the ~16 KiB per SM that 3.35 TB/s x ~600 ns of
+//     latency needs over 132 SMs.
+//   - shared memory: the merge only, 8 x 4 x 8 B + 4 x 4 x 2 x 16 x 16 B =
+//     16.6 KiB; no K/V staging (FMAs per shared byte: none in the loop).
+//   - workgroups: 2 per SM wanted over the whole step (the planner's
+//     target_items = 2 x compute units), splits no shorter than
+//     VKATTN_ATTN_MIN_SPLIT_KEYS (128): decode-1x4096 on an H100 is 8 kv
+//     heads x 32 splits of 128 keys = 256 workgroups.
+//   lavapipe: WG 8 (one subgroup), LPK 8, 8 keys per tile, R up to 128 vec4
+//   of q and accumulators per lane (E3's compile budget).
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/loop_budget.h"
+#include "core/pipeline.h"
+#include "ops/attention/family.h"
+
+namespace vkattn {
+
+namespace {
+
+const KernelLayout kDecodeLayout{"attention_decode", fwd_bindings(), sizeof(FwdPush)};
+const KernelLayout kDecodeSmemLayout{"attention_decode_smem", fwd_bindings(), sizeof(FwdPush)};
+
+// attention_decode.glsl's specialization constants, in constant_id order.
+struct DecodeSpec {
+  FwdSpecHead head;        // 0-11, shape = R: rows of a tile; keys = BC: keys per tile
+  uint32_t lanes_per_key;  // 12 LPK
+};
+static_assert(sizeof(DecodeSpec) == 13 * 4, "attention_decode.glsl has 13 constants");
+
+uint32_t pow2_at_least(uint32_t x) {
+  uint32_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+uint32_t pow2_at_most(uint32_t x) {
+  uint32_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+uint32_t ceil_div(uint32_t a, uint32_t b) {
+  return (a + b - 1) / b;
+}
+
+// vec4 chunks of q (qs) and of the accumulator (vs) one lane holds per row
+// (attention_decode.glsl QS, VS), the larger of the 16-byte and 4-element
+// texel layouts (a call's view alignment may narrow the texels).
+struct DecodeLane {
+  uint32_t qs, vs;
+};
+DecodeLane decode_lane(uint32_t head_dim, uint32_t head_dim_v, uint32_t lpk) {
+  auto per_lane = [&](uint32_t dim) {
+    const uint32_t d4 = (dim + 3) / 4;
+    return std::max(ceil_div(ceil_div(d4, 2), lpk) * 2, ceil_div(d4, lpk));
+  };
+  return {per_lane(head_dim), per_lane(head_dim_v)};
+}
+
+std::string decode_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const uint32_t L = v.lanes_per_row;
+  if (L == 0 || (L & (L - 1)) != 0 || v.wg % L != 0)
+    return "lanes per key " + std::to_string(L) + " must be a power of two dividing the workgroup";
+  const uint32_t nkg = v.wg / L;
+  if (v.tile_keys == 0 || v.tile_keys % nkg != 0)
+    return "a tile of " + std::to_string(v.tile_keys) + " keys is not a multiple of the " +
+           std::to_string(nkg) + " key groups";
+  if (v.rows == 0 || v.rows > 64) return "rows per tile must be 1-64";
+  if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
+  if (v.subgroup_ops && !caps.subgroup_shuffle) return "the device has no subgroup shuffles";
+  if (v.subgroup_ops &&
+      (caps.subgroup_size == 0 || caps.subgroup_size % L != 0 || v.wg % caps.subgroup_size != 0))
+    return "subgroup sums need lanes per key | subgroup size | workgroup";
+  return exceeds_shared_memory(caps, kDecodeFamily.shared_bytes(cfg));
+}
+
+// sh_ml (m, l of every key group and row), sh_acc (the merge tree's upper
+// half of the groups' accumulators), plus the partial sums without
+// subgroup ops.
+uint64_t decode_shared_bytes(const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const uint64_t L = std::max<uint32_t>(v.lanes_per_row, 1), nkg = std::max<uint64_t>(v.wg / L, 1);
+  const DecodeLane lane = decode_lane(cfg.head_dim, cfg.head_dim_v, static_cast<uint32_t>(L));
+  const uint64_t merge_groups = nkg > 1 ? nkg / 2 : 1;
+  uint64_t bytes = nkg * v.rows * 8 + merge_groups * v.rows * lane.vs * L * 16;
+  if (!v.subgroup_ops) bytes += (uint64_t(v.wg) + nkg) * v.rows * (v.tile_keys / nkg) * 4;
+  return bytes;
+}
+
+const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
+  const AttentionVariant& v = cfg.var;
+  const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row};
+  return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec));
+}
+
+}  // namespace
+
+const AttentionFamilyDesc kDecodeFamily{AttentionFamily::kDecode, "decode", decode_declines,
+                                        decode_shared_bytes, decode_pipeline};
+
+void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
+                      const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
+                      uint32_t max_rows) {
+  using K = KernelOptions;
+  v.family = AttentionFamily::kDecode;
+  const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
+  // Lanes per key row: enough 16-byte units to cover the longer row in one
+  // pass, at most a subgroup (shuffle partners) and 64.
+  const uint32_t units =
+      std::max(ceil_div((head_dim + 3) / 4, 2), ceil_div((head_dim_v + 3) / 4, 2));
+  const uint32_t L = K::pick(forced.attn_lanes_per_row,
+                             std::min({pow2_at_least(std::max(units, 1u)), pow2_at_most(sg), 64u}));
+  v.lanes_per_row = L;
+  v.wg = K::pick(forced.attn_wg, std::max(dev.decode_wg, L));
+  const uint32_t nkg = std::max<uint32_t>(v.wg / std::max(L, 1u), 1);
+  v.tile_keys = K::pick(forced.attn_tile_keys, nkg * dev.decode_keys_per_group);
+  v.block_keys = v.tile_keys;
+  // Rows of a tile: the call's largest tile (rounded to a power of two,
+  // so that decode steps of 1..8 tokens share few pipelines), at most
+  // what the register budget holds; a GQA group x tokens above it is cut
+  // into several tiles (each reads the keys once).
+  const DecodeLane lane = decode_lane(head_dim, head_dim_v, std::max(L, 1u));
+  const uint32_t budget_rows =
+      std::max(1u, pow2_at_most(std::max(1u, dev.decode_lane_vec4 / (lane.qs + lane.vs))));
+  v.rows = K::pick(forced.attn_rows, std::min(pow2_at_least(std::max(max_rows, 1u)), budget_rows));
+  v.subgroup_ops =
+      caps.subgroup_shuffle && !forced.disable_subgroup_ops && sg % L == 0 && v.wg % sg == 0;
+  v.decode_min_keys = 0;  // its own split rule: items from target_items
+  v.decode_merge = false;
+  v.unroll_d = true;
+  v.f16_math = false;
+  v.double_buffer = false;  // (tiled's switch; decode always loads a tile ahead)
+  if (v.wg < 1 || L < 1 || v.rows < 1 || v.rows > 64 || v.tile_keys < 1 || v.tile_keys > 1024)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for decode (wg ", v.wg,
+         ", lanes per key ", L, ", rows ", v.rows, ", tile keys ", v.tile_keys, ")");
+  // Fewer rows per tile until the merge (and shared-memory sums) fit.
+  if (forced.attn_rows == K::kUnset) {
+    FwdConfig probe = probe_config(v, head_dim, head_dim_v, VKATTN_F32);
+    while (v.rows > 1 && decode_shared_bytes(probe) > caps.max_shared_memory)
+      probe.var.rows = v.rows /= 2;
+  }
+  v.max_keys = std::min(v.max_keys, decode_max_keys(v, head_dim, head_dim_v));
+  v.min_split_keys = K::pick(forced.attn_min_split_keys, 128);
+  v.min_split_keys = std::max(1u, std::min(v.min_split_keys, v.max_keys));
+}
+
+uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
+  // Loops of one invocation of attention_decode.glsl, every one counted as
+  // if it stayed rolled (lavapipe's LLVM keeps large unrolled bodies
+  // rolled: R 32 x 8 keys per tile over 700 keys passed the cap, measured),
+  // an n-iteration loop costing n + 1 (core/loop_budget.h). Units per lane
+  // as UK x 1 chunk (an upper bound of UK x CK's loops); kind-0 units add
+  // their 4-element gathers.
+  auto L = [](uint64_t n) { return loop_cost(n); };
+  const uint64_t lpk = std::max<uint32_t>(v.lanes_per_row, 1);
+  const uint64_t nkg = std::max<uint64_t>(v.wg / lpk, 1);
+  const uint64_t kpg = std::max<uint64_t>(v.tile_keys / nkg, 1), R = std::max(v.rows, 1u);
+  const DecodeLane lane = decode_lane(head_dim, head_dim_v, static_cast<uint32_t>(lpk));
+  const uint64_t uk = lane.qs, uv = lane.vs, rk = R * kpg;
+  uint64_t log2_lpk = 0;
+  while ((1ull << log2_lpk) < lpk) ++log2_lpk;
+  const uint64_t load = L(kpg) + kpg * (L(uk) + uk * L(4) + L(uv) + uv * L(4));
+  const uint64_t per_tile = 1 + load + L(rk) + L(kpg) + kpg * (L(uk) + uk * (L(4) + L(R))) + L(rk) +
+                            rk * L(std::max(log2_lpk, lpk)) + L(rk) + L(kpg) + kpg * L(R) + L(R) +
+                            R * 2 * L(kpg) + L(R) + R * L(uv) + L(kpg) +
+                            kpg * (L(uv) + uv * (L(4) + L(R))) + L(kpg * uk) + L(kpg * uv) + L(kpg);
+  const uint64_t fixed = L(R) + R * (L(uk) + uk * L(4) + L(uv)) + load + L(R) +
+                         R * (2 * L(nkg) + L(uv)) + L(nkg) * (1 + 2 * R * L(uv)) + L(R) +
+                         R * L(uv) * L(4);
+  const uint64_t usable = kLoopUsable - loop_cost(0);
+  if (fixed + per_tile >= usable) return std::max(v.tile_keys, 1u);
+  const uint64_t tiles = (usable - fixed) / per_tile;
+  return static_cast<uint32_t>(std::min<uint64_t>(tiles * std::max(v.tile_keys, 1u), 1u << 30));
+}
+
+}  // namespace vkattn
