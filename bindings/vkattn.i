@@ -369,7 +369,8 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     vkattnx_ok(vkattn_context_create(NULL, &ctx));
     return ctx;
   }
-  /* device_index -1 = default; flags = CONTEXT_VALIDATION | CONTEXT_PROFILING. */
+  /* device_index -1 = default; flags = CONTEXT_VALIDATION | CONTEXT_PROFILING |
+     CONTEXT_BATCH_INVARIANT. */
   vkattn_context(int32_t deviceIndex, int64_t flags) {
     vkattn_context_desc d;
     vkattn_context* ctx = NULL;

@@ -189,6 +189,8 @@ TEST_F(Engine, DeviceWithoutTimelineSemaphoresIsRefused) {
   vd = desc_for(device, queue);
   vd.flags = VKATTN_CONTEXT_VALIDATION;
   EXPECT_INVALID(vkattn_context_create_from_vulkan(&vd, &ctx), "VALIDATION");
+  vd.flags = 0x80u;
+  EXPECT_INVALID(vkattn_context_create_from_vulkan(&vd, &ctx), "unknown flags");
   vd = desc_for(device, queue);
   vd.api_version = VK_API_VERSION_1_1;
   EXPECT_INVALID(vkattn_context_create_from_vulkan(&vd, &ctx), "1.2");
@@ -196,6 +198,16 @@ TEST_F(Engine, DeviceWithoutTimelineSemaphoresIsRefused) {
   vd.queue_family_index = 99;
   EXPECT_INVALID(vkattn_context_create_from_vulkan(&vd, &ctx), "queue_family_index");
   t2.vkDestroyDevice(d2, nullptr);
+}
+
+// Batch invariance and profiling are the context's own business: an
+// adopted device takes both flags.
+TEST_F(Engine, BatchInvariantFlagIsTaken) {
+  vkattn_vulkan_desc vd = desc_for(device, queue);
+  vd.flags = VKATTN_CONTEXT_BATCH_INVARIANT | VKATTN_CONTEXT_PROFILING;
+  vkattn_context* ctx = nullptr;
+  ASSERT_EQ(vkattn_context_create_from_vulkan(&vd, &ctx), VKATTN_SUCCESS) << vkattn_last_error();
+  vkattn_context_destroy(ctx);
 }
 
 TEST_F(Engine, DestroyInExternalModeNeverWaitsOnTheSemaphore) {

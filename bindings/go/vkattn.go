@@ -108,6 +108,9 @@ var (
 const (
 	ContextValidation = uint32(raw.CONTEXT_VALIDATION)
 	ContextProfiling  = uint32(raw.CONTEXT_PROFILING)
+	// ContextBatchInvariant: a sequence's outputs are bit-identical
+	// whatever shares its batch (VKATTN_CONTEXT_BATCH_INVARIANT).
+	ContextBatchInvariant = uint32(raw.CONTEXT_BATCH_INVARIANT)
 )
 
 // Version is major*10000 + minor*100 + patch of the loaded library.

@@ -412,3 +412,39 @@ func TestClosedTensorInTheDescFails(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// ContextBatchInvariant: a decode over 3000 keys gives the same bits alone
+// and in the middle of a batch of decodes.
+func TestBatchInvariantContextKeepsADecodesBits(t *testing.T) {
+	c := must(NewContextOn(-1, ContextBatchInvariant))
+	t.Cleanup(func() { c.Close() })
+	r := rand.New(rand.NewSource(3))
+	lens := []int32{500, 3000, 1200}
+	qs, ks, vs := make([][]float32, 3), make([][]float32, 3), make([][]float32, 3)
+	for i, u := range lens {
+		qs[i], ks[i], vs[i] = randoms(r, tH*tD), randoms(r, int(u)*tHkv*tD), randoms(r, int(u)*tHkv*tD)
+	}
+	run := func(idx []int) []float32 {
+		var q, k, v []float32
+		cuQ, cuK := []int32{0}, []int32{0}
+		for _, i := range idx {
+			q, k, v = append(q, qs[i]...), append(k, ks[i]...), append(v, vs[i]...)
+			cuQ, cuK = append(cuQ, cuQ[len(cuQ)-1]+1), append(cuK, cuK[len(cuK)-1]+lens[i])
+		}
+		tq, tk := int64(len(idx)), int64(cuK[len(cuK)-1])
+		out := tensor(t, c, F32, tq, tH, tD)
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal = true
+		if err := c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
+			tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), out); err != nil {
+			t.Fatal(err)
+		}
+		return must(out.ReadF32())
+	}
+	alone, batch := run([]int{1}), run([]int{0, 1, 2})[tH*tD:2*tH*tD]
+	for i := range alone {
+		if math.Float32bits(alone[i]) != math.Float32bits(batch[i]) {
+			t.Fatalf("out[%d]: %v alone, %v in the batch", i, alone[i], batch[i])
+		}
+	}
+}

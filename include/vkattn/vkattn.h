@@ -188,6 +188,24 @@ typedef struct vkattn_context vkattn_context;
 /** Write GPU timestamps around every submission (see
  * vkattn_context_last_gpu_time); ignored where the queue has none. */
 #define VKATTN_CONTEXT_PROFILING 0x2u
+/** Batch invariance: a sequence's attention outputs (and lse) are
+ * bit-identical whatever else shares its call or step, in any position, in
+ * decode-only and mixed steps of any size. Without it, key ranges are split
+ * to fill the device (about 2 workgroups per compute unit over the whole
+ * call) and a call's kernel variant follows its largest sequence, so a
+ * sequence's rounding depends on its batch. With it: a decode-shaped
+ * sequence (at most 8 query tokens) is split into chunks of a fixed number
+ * of keys (GPUs 256, CPU devices 2048; VKATTN_ATTN_INVARIANT_SPLIT_KEYS),
+ * other sequences only where a work item must end (lavapipe's loop cap,
+ * binding windows); the combine merges a sequence's pieces in an order of
+ * its own; and a call's decode-shaped and other sequences are planned apart,
+ * each part with the kernel family and variant the device gives that part
+ * whatever its lengths (one submission, two passes). A sequence's keys are
+ * also cut where its own pages change pool buffer (pools larger than one
+ * binding), so it keeps its outputs as long as it keeps its pages. The cost:
+ * fewer splits for short batches (on a GPU a single decode over 4096 keys
+ * gets 16 splits per kv head instead of filling the device). */
+#define VKATTN_CONTEXT_BATCH_INVARIANT 0x4u
 
 /** Descriptor of vkattn_context_create (vkattn_context_desc_init sets its
  * defaults). */
@@ -293,7 +311,8 @@ typedef struct vkattn_vulkan_desc {
    * is never the caller's pointer. */
   const void* enabled_features;
   const char* const* enabled_extensions; /**< the device extensions it was created with */
-  /** VKATTN_CONTEXT_PROFILING; VALIDATION is rejected (the caller's business) */
+  /** VKATTN_CONTEXT_PROFILING, VKATTN_CONTEXT_BATCH_INVARIANT; VALIDATION is rejected
+   * (the caller's business) */
   uint32_t flags;
   uint32_t reserved; /**< must be 0 */
 } vkattn_vulkan_desc;

@@ -109,7 +109,8 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
       d = read_desc(desc, kContextDescSizes, &vkattn_context_desc_init, "desc",
                     "vkattn_context_desc_init");
     require(d.device_index >= -1, "device_index ", d.device_index, " is invalid (-1 = default)");
-    require((d.flags & ~(VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_PROFILING)) == 0,
+    require((d.flags & ~(VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_PROFILING |
+                         VKATTN_CONTEXT_BATCH_INVARIANT)) == 0,
             "unknown flags 0x", std::hex, d.flags);
     require(d.reserved == 0, "reserved must be 0");
     host_alloc_point();
@@ -117,6 +118,7 @@ VKATTN_API vkattn_status vkattn_context_create(const vkattn_context_desc* desc,
     handle->impl =
         std::make_shared<Context>(d.device_index, (d.flags & VKATTN_CONTEXT_VALIDATION) != 0,
                                   (d.flags & VKATTN_CONTEXT_PROFILING) != 0);
+    if (d.flags & VKATTN_CONTEXT_BATCH_INVARIANT) handle->impl->set_batch_invariant();
     *out = handle.release();
   });
 }

@@ -45,7 +45,8 @@ VKATTN_API vkattn_status vkattn_context_create_from_vulkan(const vkattn_vulkan_d
     require(d.reserved == 0, "reserved must be 0");
     require((d.flags & VKATTN_CONTEXT_VALIDATION) == 0,
             "VKATTN_CONTEXT_VALIDATION is the caller's business on its own instance");
-    require((d.flags & ~VKATTN_CONTEXT_PROFILING) == 0, "unknown flags 0x", std::hex, d.flags);
+    require((d.flags & ~(VKATTN_CONTEXT_PROFILING | VKATTN_CONTEXT_BATCH_INVARIANT)) == 0,
+            "unknown flags 0x", std::hex, d.flags);
     host_alloc_point();
     AdoptedVulkan v;
     v.instance = static_cast<VkInstance>(d.instance);
@@ -61,6 +62,7 @@ VKATTN_API vkattn_status vkattn_context_create_from_vulkan(const vkattn_vulkan_d
     auto handle = std::make_unique<vkattn_context>();
     handle->impl =
         std::make_shared<Context>(Device::adopt(v), (d.flags & VKATTN_CONTEXT_PROFILING) != 0);
+    if (d.flags & VKATTN_CONTEXT_BATCH_INVARIANT) handle->impl->set_batch_invariant();
     *out = handle.release();
   });
 }

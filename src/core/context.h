@@ -26,6 +26,8 @@ class Context {
   Pipelines& pipelines() { return *pipelines_; }
   // Kernel choices forced through the environment, read at creation.
   const KernelOptions& options() const { return options_; }
+  // VKATTN_CONTEXT_BATCH_INVARIANT, set once at creation.
+  void set_batch_invariant() { options_.batch_invariant = true; }
 
   // A small buffer bound where a kernel's optional input is absent.
   const std::shared_ptr<Buffer>& dummy() { return dummy_; }

@@ -38,6 +38,13 @@ struct KernelOptions {
   bool force_f16_math = false;            // VKATTN_FORCE_F16_MATH=1
   bool bad_kernel_name = false;           // VKATTN_ATTN_KERNEL names no family
   uint64_t scratch_bytes = 0;             // VKATTN_SCRATCH_BYTES (0: the default)
+  // VKATTN_CONTEXT_BATCH_INVARIANT (or VKATTN_BATCH_INVARIANT=1, which
+  // runs test suites so): a sequence's key splits, family and variant
+  // depend on its own lengths only (ops/attention/prepare.h PlanPart).
+  bool batch_invariant = false;
+  // Keys per split of a batch-invariant decode-shaped sequence
+  // (VKATTN_ATTN_INVARIANT_SPLIT_KEYS; unset: the device table's).
+  uint32_t invariant_split_keys = kUnset;
   // VKATTN_LOG=kernels: one stderr line per recorded attention dispatch.
   bool log_kernels = false;
 
@@ -61,6 +68,9 @@ struct KernelOptions {
     o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
     o.attn_min_split_keys = env_uint("VKATTN_ATTN_MIN_SPLIT_KEYS", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
+    o.batch_invariant = env_uint("VKATTN_BATCH_INVARIANT", 0) != 0;
+    o.invariant_split_keys = env_uint("VKATTN_ATTN_INVARIANT_SPLIT_KEYS", kUnset);
+    if (o.invariant_split_keys == 0) o.invariant_split_keys = kUnset;
     if (const char* k = std::getenv("VKATTN_ATTN_KERNEL"); k && *k) {
       if (std::strcmp(k, "lanes") == 0)
         o.attn_kernel = 0;

@@ -26,6 +26,19 @@ export LD_PRELOAD=$lib/libEGL.so.1:$lib/libGLdispatch.so.0
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   build/examples/vkattn-info; build/examples/vkattn-bench --variants; } >"$out/info.log" 2>&1
 logs=$(mktemp -d)
+# Issue P1 first: the decode family (the table's choice for decode-shaped
+# calls on GPUs) against tiled on the decode cases, with the kernel log
+# (split counts), then its own test suite; the results lead the summary.
+{ t0=$SECONDS
+  VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench --case 'decode-*' \
+    --case gptoss-decode --case mla-decode --case mixed-step --json "$out/bench_decode.json"
+  echo "== bench decode (table) exit $? in $((SECONDS - t0)) s"
+  VKATTN_ATTN_KERNEL=tiled timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench \
+    --case 'decode-*' --case gptoss-decode --case mla-decode --json "$out/bench_decode_tiled.json"
+  echo "== bench decode forced tiled exit $?"
+  VKATTN_DISABLE_COOPMAT=1 timeout "${TEST_TIMEOUT:-240}" build/tests/test_decode_family \
+    --gtest_filter='-*Slow*'
+  echo "== test_decode_family exit $?"; } >"$out/decode.log" 2>&1
 # The carried validation layer (Debian 12's 1.3.239) predates
 # VK_KHR_cooperative_matrix and reports its feature struct in vkCreateDevice
 # as an error, failing every test; the suites run with the extension off

@@ -478,3 +478,32 @@ def test_gil_is_released_while_a_call_waits(ctx):
     K.close()
     assert elapsed[0] > 0.05, "the call was too short to tell (%.3f s)" % elapsed[0]
     assert stall < elapsed[0] / 2, "main thread stalled %.3f s of a %.3f s call" % (stall, elapsed[0])
+
+
+def test_batch_invariant_context_keeps_a_decodes_bits():
+    """VKATTN_CONTEXT_BATCH_INVARIANT: a decode over 3000 keys gives the
+    same bits alone and as the middle of a batch of decodes."""
+    rng = np.random.default_rng(7)
+    h, hkv, d = 8, 2, 64
+    with vkattn.Context(validation=True, batch_invariant=True) as c:
+        lens = [500, 3000, 1200]
+        ks = [rand(rng, (u, hkv, d)) for u in lens]
+        vs = [rand(rng, (u, hkv, d)) for u in lens]
+        qs = [rand(rng, (1, h, d)) for _ in lens]
+
+        def run(idx):
+            q = np.concatenate([qs[i] for i in idx])
+            k = np.concatenate([ks[i] for i in idx])
+            v = np.concatenate([vs[i] for i in idx])
+            cu_k = np.cumsum([0] + [lens[i] for i in idx])
+            with c.tensor(q) as Q, c.tensor(k) as K, c.tensor(v) as V:
+                o = vkattn.attention_varlen(Q, K, V, np.arange(len(idx) + 1), cu_k, causal=True)
+                r = o.numpy()
+                o.close()
+            return r
+
+        alone = run([1])[0]
+        batch = run([0, 1, 2])[1]
+        assert alone.tobytes() == batch.tobytes()
+        assert c.validation_messages == 0
+

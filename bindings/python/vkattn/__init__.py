@@ -41,6 +41,7 @@ F32, F16, BF16, U8, I32 = _raw.F32, _raw.F16, _raw.BF16, _raw.U8, _raw.I32
 I8, FP8_E4M3 = _raw.I8, _raw.FP8_E4M3
 MASK_NONE, MASK_BOOL, MASK_ADDITIVE = _raw.MASK_NONE, _raw.MASK_BOOL, _raw.MASK_ADDITIVE
 CONTEXT_VALIDATION, CONTEXT_PROFILING = _raw.CONTEXT_VALIDATION, _raw.CONTEXT_PROFILING
+CONTEXT_BATCH_INVARIANT = _raw.CONTEXT_BATCH_INVARIANT
 ROPE_NEOX, ROPE_GPTJ = _raw.ROPE_NEOX, _raw.ROPE_GPTJ
 ROPE_SCALING_NONE, ROPE_SCALING_LINEAR = _raw.ROPE_SCALING_NONE, _raw.ROPE_SCALING_LINEAR
 ROPE_SCALING_LLAMA3, ROPE_SCALING_YARN = _raw.ROPE_SCALING_LLAMA3, _raw.ROPE_SCALING_YARN
@@ -158,12 +159,15 @@ class Context(_Owned):
     """One Vulkan device and its queue. ``device_index`` -1 is the default
     (VKATTN_DEVICE, else the best device); ``validation`` turns on the Khronos
     validation layer (``validation_messages`` counts what it reported);
-    ``profiling`` records GPU time (``last_gpu_time_ns``)."""
+    ``profiling`` records GPU time (``last_gpu_time_ns``); ``batch_invariant``
+    makes a sequence's outputs bit-identical whatever shares its batch
+    (VKATTN_CONTEXT_BATCH_INVARIANT)."""
 
     _kind = "Context"
 
-    def __init__(self, device_index=-1, validation=False, profiling=False):
+    def __init__(self, device_index=-1, validation=False, profiling=False, batch_invariant=False):
         flags = (CONTEXT_VALIDATION if validation else 0) | (CONTEXT_PROFILING if profiling else 0)
+        flags |= CONTEXT_BATCH_INVARIANT if batch_invariant else 0
         self._h = _raw.Context(int(device_index), int(flags))
 
     @property

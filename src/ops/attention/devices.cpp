@@ -60,6 +60,9 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.decode_keys_per_group = 2;
   d.decode_lane_vec4 = 32;
   d.decode_max_tiles = 2;
+  // Batch invariance: splits of 256 keys (a decode over 4096 keys and 8 kv
+  // heads: 128 workgroups; unmeasured).
+  d.invariant_split_keys = 256;
   d.decode_why =
       "GPUs: decode-shaped calls (at most 8 query tokens per sequence) read K/V once per GQA "
       "group with 16-byte loads and a tile in flight (unmeasured: the next GPU run decides)";
@@ -80,6 +83,11 @@ AttentionDefaults attention_defaults(const Device& device) {
     d.coopmat_tile_keys = 16;
     d.decode_default = false;
     d.decode_wg = sg;  // one subgroup
+    // Batch invariance on lavapipe (lanes' decode mode splits each item over
+    // its 8 lanes anyway): splits of 2048 keys cost nothing measurable
+    // against the default (decode-1x4096 4.9 vs 4.8 ms, decode-16x2048 44.3
+    // vs 43.7, decode-1x32768 41.8 vs 41.5); 256 cost 1.5x.
+    d.invariant_split_keys = 2048;
     d.decode_keys_per_group = 8;
     d.decode_lane_vec4 = 32;
     // decode measured on lavapipe (vkattn-bench --reps 5, 2026-11-25):

@@ -48,6 +48,8 @@ struct AttentionDefaults {
   uint32_t decode_lane_vec4;       // q + accumulator vec4 one lane may hold (rows per tile)
   uint32_t decode_max_tiles;
   const char* decode_why;
+  // Batch-invariant contexts: keys per split of a decode-shaped sequence.
+  uint32_t invariant_split_keys;
   const char* why;
 };
 

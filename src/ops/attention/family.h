@@ -131,6 +131,9 @@ extern const AttentionFamilyDesc kDecodeFamily;   // ops/attention/families/deco
 // The decode family serves calls whose sequences have at most this many
 // query tokens each (decodes, speculative verification, short tails).
 constexpr uint32_t kDecodeMaxTokens = 8;
+// The rows a batch-invariant call's prefill part is planned for (its
+// variant is the one a call of very long sequences gets).
+constexpr uint32_t kInvariantPrefillRows = 1u << 20;
 
 // The decode family's shape for a call whose largest tile has max_rows
 // rows (families/decode.cpp): lanes per key row, workgroup, keys per tile

@@ -13,7 +13,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
 }  // namespace
 
 Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const int64_t* cu_k,
-                const std::vector<std::vector<KeySegment>>* segments) {
+                const std::vector<std::vector<KeySegment>>* segments,
+                const std::vector<uint8_t>* include) {
   Plan plan;
   plan.seqs.resize(batch);
   plan.offs.resize(batch);
@@ -28,6 +29,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     sq.mask_off = static_cast<uint32_t>(mask_off);  // low 32 bits (see PlanSeq)
     plan.offs[b] = {static_cast<uint64_t>(cu_q[b]), static_cast<uint64_t>(cu_k[b]), mask_off};
     mask_off += static_cast<uint64_t>(sq.t) * sq.u;
+    if (include && !(*include)[b]) continue;  // planned in the call's other part
     // Token blocks: a tile never spans more tokens than one binding window
     // of q/out (and of the mask's rows) may hold.
     uint64_t toks = sq.t;
@@ -66,7 +68,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
   // Split long key ranges (loop cap) and, while the batch has too few
   // tiles to fill the device, split further (flash-decoding).
   uint64_t parallel_split = 1;
-  if (!plan.tiles.empty() && plan.tiles.size() < s.target_items)
+  if (!s.batch_invariant && !plan.tiles.empty() && plan.tiles.size() < s.target_items)
     parallel_split = ceil_div(s.target_items, plan.tiles.size());
   std::vector<KeySegment> pieces;
   for (PlanTile& t : plan.tiles) {
@@ -82,6 +84,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     const uint64_t by_parallel =
         std::min<uint64_t>(parallel_split, std::max<uint64_t>(1, range / s.min_split_keys));
     n = std::max(n, by_parallel);
+    if (s.fixed_split_keys) n = std::max(n, ceil_div(range, s.fixed_split_keys));
     const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
     // Pieces of the key range: whole, or cut where the pool buffer changes.
     pieces.clear();

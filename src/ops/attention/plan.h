@@ -92,6 +92,13 @@ struct PlanShape {
   // fit one binding window: a tile then spans at most this / u tokens of a
   // sequence with u keys); 0 = no mask.
   uint64_t mask_window_elems = 0;
+  // Batch invariance (VKATTN_CONTEXT_BATCH_INVARIANT): key ranges are cut
+  // only by the loop cap, the pool-buffer boundaries of the sequence's own
+  // pages and, when nonzero, into chunks of at most this many keys; never
+  // by target_items (which would make a sequence's splits depend on the
+  // rest of the batch).
+  bool batch_invariant = false;
+  uint32_t fixed_split_keys = 0;
 };
 
 // A tile: rows [row0, row_end) of (seq, kv_head); its items are
@@ -127,9 +134,12 @@ struct KeySegment {
 
 // cu_q/cu_k: validated prefix sums of batch + 1 entries. segments: per
 // sequence, its keys cut by pool buffer (paged), or null (one buffer).
-// Never refuses: any number of splits is merged by the schedule's combine
-// tree.
+// include: per sequence, whether its rows get tiles (null: all; a
+// batch-invariant call plans its decode-shaped and its other sequences
+// apart). Never refuses: any number of splits is merged by the schedule's
+// combine tree.
 Plan build_plan(const PlanShape& shape, uint32_t batch, const int64_t* cu_q, const int64_t* cu_k,
-                const std::vector<std::vector<KeySegment>>* segments = nullptr);
+                const std::vector<std::vector<KeySegment>>* segments = nullptr,
+                const std::vector<uint8_t>* include = nullptr);
 
 }  // namespace vkattn

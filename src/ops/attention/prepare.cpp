@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/loop_budget.h"
+#include "ops/attention/devices.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {
@@ -104,16 +105,27 @@ VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
   return kind ? VK_FORMAT_R32G32_UINT : VK_FORMAT_R16_UINT;
 }
 
-std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c) {
+std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c, PlanPart part) {
   host_alloc_point();
   const auto& d = c.desc;
   const DeviceCaps& caps = ctx.device().caps();
   auto pp = std::make_shared<PreparedPlan>();
   const uint32_t group = d.num_heads / d.num_kv_heads;
   uint32_t max_rows = 0;
-  for (uint32_t b = 0; b < c.batch; ++b)
-    max_rows = static_cast<uint32_t>(std::min<uint64_t>(
-        UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(c.cu_q[b + 1] - c.cu_q[b]) * group)));
+  std::vector<uint8_t> include;
+  if (part != PlanPart::kAll) include.resize(c.batch);
+  for (uint32_t b = 0; b < c.batch; ++b) {
+    const int64_t t = c.cu_q[b + 1] - c.cu_q[b];
+    if (part != PlanPart::kAll) include[b] = part_of(t) == part ? 1 : 0;
+    max_rows = static_cast<uint32_t>(
+        std::min<uint64_t>(UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(t) * group)));
+  }
+  // A batch-invariant part's variant follows its class, not its sequences.
+  const bool invariant = part != PlanPart::kAll;
+  // (decode: a plain decode's rows, one token x the GQA group, the common case;
+  // a longer decode-shaped sequence takes more tiles of that shape)
+  if (part == PlanPart::kDecode) max_rows = group;
+  if (part == PlanPart::kPrefill) max_rows = kInvariantPrefillRows;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
   pp->var = choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v,
                                      max_rows, kv_dt, group);
@@ -162,6 +174,10 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       group,  d.num_kv_heads,      d.causal != 0, d.window_left,    var.tile_rows(),   var.rows,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
   shape.decode_merge = var.decode_merge;
+  shape.batch_invariant = invariant;
+  if (part == PlanPart::kDecode)
+    shape.fixed_split_keys = KernelOptions::pick(
+        ctx.options().invariant_split_keys, attention_defaults(ctx.device()).invariant_split_keys);
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode
   // family item reads its range once).
@@ -226,8 +242,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c)
       }
     }
   }
-  pp->plan =
-      build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(), c.paged() ? &segments : nullptr);
+  pp->plan = build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(),
+                        c.paged() ? &segments : nullptr, invariant ? &include : nullptr);
   Plan& plan = pp->plan;
   if (c.paged()) {
     // Paged: a sequence's k_off is its first block-table entry.

@@ -11,6 +11,7 @@
 #include "core/binding_window.h"
 #include "core/context.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/family.h"
 #include "ops/attention/plan.h"
 #include "ops/attention/schedule.h"
 #include "ops/attention/variant.h"
@@ -73,6 +74,20 @@ struct PreparedPlan {
   Region items, combine, seqs, table;
 };
 
-std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c);
+// Which sequences of a call a plan serves: all of them, or (batch-invariant
+// contexts, VKATTN_CONTEXT_BATCH_INVARIANT) those with at most
+// kDecodeMaxTokens query tokens or the others. A part's variant comes from
+// its class, not from its sequences (decode: one token x group rows;
+// prefill: kInvariantPrefillRows), and its decode-shaped sequences are
+// split into fixed chunks of keys (KernelOptions::invariant_split_keys).
+enum class PlanPart : uint32_t { kAll = 0, kDecode = 1, kPrefill = 2 };
+
+// The part a sequence of t query tokens belongs to.
+inline PlanPart part_of(int64_t t) {
+  return t <= int64_t(kDecodeMaxTokens) ? PlanPart::kDecode : PlanPart::kPrefill;
+}
+
+std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
+                                           PlanPart part = PlanPart::kAll);
 
 }  // namespace vkattn

@@ -40,8 +40,8 @@ static_assert(sizeof(CombinePush) == 44, "push constants mirror the shader");
 // and q's alignment); where q and out lie (their buffers and offsets: one
 // layer's slice of an engine's activations, the next layer's slice) is
 // bound per call by PassBinder, never taken from the cached plan.
-std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c) {
-  if (!c.step) return prepare_plan(ctx, c);
+std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, PlanPart part) {
+  if (!c.step) return prepare_plan(ctx, c, part);
   const auto& d = c.desc;
   // q's and out's layouts shape the plan (texel kind, window sizes).
   bool ok = false;
@@ -57,9 +57,10 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c) {
                              ql.head,
                              ql.offset % 16,
                              ol.tok,
-                             ol.head};
+                             ol.head,
+                             static_cast<uint64_t>(part)};
   auto it = c.step->plans.find(key);
-  if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c)).first;
+  if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c, part)).first;
   return std::static_pointer_cast<PreparedPlan>(it->second);
 }
 
@@ -336,44 +337,65 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi), c.sinks = packed.input(c.sinks);
   if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
   c.lse = packed.output(c.lse);
-  const std::shared_ptr<PreparedPlan> pp = plan_of(ctx, c);  // plan
-  const Schedule& sched = pp->sched;
-  if (sched.items.empty()) return;
+  // The plans: one, or (batch-invariant contexts) one per part that has
+  // sequences: decode-shaped and the others, each with its own variant.
+  std::vector<std::shared_ptr<PreparedPlan>> plans;
+  if (ctx.options().batch_invariant) {
+    bool has[3] = {false, false, false};
+    for (uint32_t b = 0; b < c.batch; ++b)
+      has[static_cast<uint32_t>(part_of(c.cu_q[b + 1] - c.cu_q[b]))] = true;
+    for (PlanPart part : {PlanPart::kDecode, PlanPart::kPrefill})
+      if (has[static_cast<uint32_t>(part)]) plans.push_back(plan_of(ctx, c, part));
+  } else {
+    plans.push_back(plan_of(ctx, c, PlanPart::kAll));
+  }
+  Context::AttentionStats stats;
+  for (const auto& pp : plans) {
+    uint64_t passes = 0;
+    for (const Wave& wave : pp->sched.waves) passes += wave.fwd.size();
+    stats.tiles += pp->plan.tiles.size(), stats.items += pp->sched.items.size();
+    stats.passes += passes, stats.combine_items += pp->sched.combine.size();
+  }
+  if (stats.items == 0) return;
   host_alloc_point();
-  uint64_t passes = 0;
-  for (const Wave& wave : sched.waves) passes += wave.fwd.size();
-  ctx.last_attention = {pp->plan.tiles.size(), sched.items.size(), passes, sched.combine.size()};
+  ctx.last_attention = stats;
 
   const uint32_t flags = call_flags(c);  // pick
-  const FwdConfig cfg = fwd_config(c, *pp, flags);
   const bool log = ctx.options().log_kernels;
-  if (log && !cfg.var.fallback.empty())
-    std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
-  const AttentionFamilyDesc& family = attention_family(cfg.var.family);
   Pipelines& pipes = ctx.pipelines();
-  const Pipeline& fwd = family.pipeline(pipes, cfg);
-  const Pipeline* combine = sched.combine.empty()
-                                ? nullptr
-                                : &pipes.get(kCombineLayout, {static_cast<uint32_t>(c.q->dtype())});
-
-  // Acquire everything that can fail (descriptor sets, windows), then record.
-  PassBinder bind(ctx, c, *pp, flags);
+  // Acquire everything that can fail (pipelines, descriptor sets, windows),
+  // then record.
   std::vector<PreparedDispatch> prepared;
-  for (const Wave& wave : sched.waves) {
-    for (const FwdPass& pass : wave.fwd) {
-      if (log)  // rows: the pass's query rows; keys: the call's; split: combine items
-        std::fprintf(stderr,
-                     "vkattn: attention family=%s rows=%llu keys=%lld split=%zu items=%u wg=%u "
-                     "R=%u BK=%u L=%u\n",
-                     family.name,
-                     static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
-                                                     pp->units.group),
-                     static_cast<long long>(c.cu_k.back()), sched.combine.size(), pass.count,
-                     cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row);
-      prepared.push_back(bind.fwd(fwd, pass));
+  std::vector<std::unique_ptr<PassBinder>> binders;
+  for (const auto& pp : plans) {
+    const Schedule& sched = pp->sched;
+    if (sched.items.empty()) continue;
+    const FwdConfig cfg = fwd_config(c, *pp, flags);
+    if (log && !cfg.var.fallback.empty())
+      std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
+    const AttentionFamilyDesc& family = attention_family(cfg.var.family);
+    const Pipeline& fwd = family.pipeline(pipes, cfg);
+    const Pipeline* combine =
+        sched.combine.empty() ? nullptr
+                              : &pipes.get(kCombineLayout, {static_cast<uint32_t>(c.q->dtype())});
+    binders.push_back(std::make_unique<PassBinder>(ctx, c, *pp, flags));
+    PassBinder& bind = *binders.back();
+    for (const Wave& wave : sched.waves) {
+      for (const FwdPass& pass : wave.fwd) {
+        if (log)  // rows: the pass's query rows; keys: the call's; split: combine items
+          std::fprintf(stderr,
+                       "vkattn: attention family=%s rows=%llu keys=%lld split=%zu items=%u wg=%u "
+                       "R=%u BK=%u L=%u\n",
+                       family.name,
+                       static_cast<unsigned long long>(
+                           (pass.spans.tokens.hi - pass.spans.tokens.lo) * pp->units.group),
+                       static_cast<long long>(c.cu_k.back()), sched.combine.size(), pass.count,
+                       cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row);
+        prepared.push_back(bind.fwd(fwd, pass));
+      }
+      for (const auto& level : wave.levels)
+        for (const CombinePass& pass : level) prepared.push_back(bind.combine(*combine, pass));
     }
-    for (const auto& level : wave.levels)
-      for (const CombinePass& pass : level) prepared.push_back(bind.combine(*combine, pass));
   }
   packed.record_inputs();
   for (const PreparedDispatch& pd : prepared) pipes.record(ctx.recorder(), pd);

@@ -212,7 +212,13 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
       continue;
     }
     const uint64_t per_item = uint64_t(t.lanes) * t.stride;
-    if (tree_rows(t.splits(), t.stride) <= A) {
+    // Whether and how a tile's partials are merged in chunks depends on
+    // the tile alone (the target arena or its own floor), never on the
+    // other tiles of the batch: the merge order, and so the rounding, of a
+    // sequence is the same in any batch (VKATTN_CONTEXT_BATCH_INVARIANT).
+    const uint64_t At = std::max<uint64_t>(std::min<uint64_t>(limits.arena_rows, A),
+                                           tree_rows(1 + t.lanes, t.stride) + t.stride);
+    if (tree_rows(t.splits(), t.stride) <= At) {
       if (w.used + tree_rows(t.splits(), t.stride) > A) close(w);
       const uint64_t leaf0 = w.used;
       w.used += uint64_t(t.splits()) * t.stride;
@@ -229,8 +235,8 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
     // lane reads a row's every split before it writes that row), the last
     // chunk into out/lse.
     close(w);
-    uint64_t per_chunk = (A / t.stride - 1) / t.lanes;
-    while (per_chunk > 1 && tree_rows(1 + per_chunk * t.lanes, t.stride) + t.stride > A)
+    uint64_t per_chunk = (At / t.stride - 1) / t.lanes;
+    while (per_chunk > 1 && tree_rows(1 + per_chunk * t.lanes, t.stride) + t.stride > At)
       --per_chunk;
     for (uint64_t k0 = 0; k0 < t.n_items; k0 += per_chunk) {
       const uint64_t k1 = std::min<uint64_t>(t.n_items, k0 + per_chunk);

@@ -306,7 +306,10 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     AttentionVariant d = v;
     configure_decode(d, caps, dev, forced, head_dim, head_dim_v, max_rows);
     std::string why;
-    if (max_tokens > kDecodeMaxTokens)
+    if (max_rows >= kInvariantPrefillRows)
+      why = "the batch-invariant part of sequences of more than " +
+            std::to_string(kDecodeMaxTokens) + " query tokens";
+    else if (max_tokens > kDecodeMaxTokens)
       why = "a sequence has " + std::to_string(max_tokens) + " query tokens, more than the " +
             std::to_string(kDecodeMaxTokens) + " of a decode tile";
     else
