@@ -264,6 +264,32 @@ TEST_F(DecodeFamily, ForcedShapes) {
   }
 }
 
+// The full product of the forced shapes (label slow): workgroups 8..32,
+// lanes per key 1..8, keys per tile, rows per tile, shuffles or shared
+// memory, over the d 40 and odd-dim cases.
+TEST_F(DecodeFamily, SlowForcedShapeProduct) {
+  int seed = 900;
+  for (const char* wg : {"8", "16", "32"})
+    for (const char* lpk : {"1", "2", "8"})
+      for (const char* keys : {"1", "2", "4"})  // per key group
+        for (const char* rows : {"1", "4"})
+          for (const char* smem : {"0", "1"}) {
+            const uint32_t groups = uint32_t(std::stoul(wg)) / uint32_t(std::stoul(lpk));
+            const std::string tile = std::to_string(groups * uint32_t(std::stoul(keys)));
+            ScopedEnv::Vars vars = {{"VKATTN_ATTN_WG", wg},
+                                    {"VKATTN_ATTN_LANES_PER_ROW", lpk},
+                                    {"VKATTN_ATTN_TILE_KEYS", tile.c_str()},
+                                    {"VKATTN_ATTN_ROWS", rows},
+                                    {"VKATTN_DISABLE_SUBGROUP_OPS", smem}};
+            AttnCase c = decode_case(40, 8, 2, seed++);
+            c.qdt = VKATTN_F16, c.kdt = VKATTN_F16, c.window = 60;
+            c.mask_type = VKATTN_MASK_BOOL;
+            AttnCase o = decode_case(59, 4, 1, seed++);
+            o.dv = 23, o.kdt = VKATTN_BF16, o.alibi = true, o.softcap = 20.0f;
+            run_on_decode(vars, {c, o});
+          }
+}
+
 // A call with a sequence of more than 8 query tokens is declined with a
 // logged reason and runs on the table's other family.
 TEST_F(DecodeFamily, PrefillIsDeclined) {
