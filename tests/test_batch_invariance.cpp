@@ -6,7 +6,9 @@
 // (ctest runs this file once per family: tests/CMakeLists.txt). Without
 // the flag the same batches cut the sequence's keys differently (the
 // kernel log's split counts), which is what the flag removes.
+#include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -138,8 +140,6 @@ std::vector<std::pair<std::vector<Seq>, size_t>> batches_around(const Seq& x) {
   return r;
 }
 
-}  // namespace
-
 class BatchInvariance : public ::testing::Test {};
 
 // Varlen calls: a decode over 3000 keys, a 5-token verification chunk and
@@ -189,79 +189,117 @@ TEST_F(BatchInvariance, SplitsFollowTheBatchOnlyWithoutTheFlag) {
   EXPECT_EQ(items(true, {x}), items(true, sixteen) / 16);
 }
 
-// Steps over a paged cache: GQA 4, 16-token pages over several pool
-// buffers (VKATTN_KV_BUFFER_BYTES), f16 and int8; a sequence's decode step
-// alone, with other decodes, and with a prefill chunk, in several
-// positions (each step aborted after its attention, so every run sees the
-// same cache).
-TEST_F(BatchInvariance, StepsKeepABatchMembersBits) {
-  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "262144"}});
-  vkattn_context* ctx = invariant_context(true);
-  ASSERT_NE(ctx, nullptr);
-  for (vkattn_dtype dt : {VKATTN_F16, VKATTN_I8}) {
-    SCOPED_TRACE(dt == VKATTN_I8 ? "int8 cache" : "f16 cache");
+// A paged cache of one layer (GQA 4, 16-token pages) on ctx, and steps
+// over it. Token j of a sequence holding data `seed` has the same K, V and
+// q wherever the sequence sits and whatever pages it got.
+struct PagedCache {
+  vkattn_context* ctx;
+  vkattn_kv_cache* cache = nullptr;
+  std::map<int64_t, uint32_t> seed;   // cache id -> its data
+  std::map<int64_t, int32_t> length;  // committed tokens
+
+  PagedCache(vkattn_context* c, vkattn_dtype dt, uint32_t pages) : ctx(c) {
     vkattn_kv_cache_desc cd;
     vkattn_kv_cache_desc_init(&cd);
     cd.num_layers = 1, cd.num_kv_heads = kHkv, cd.head_dim = kD, cd.page_size = 16;
-    cd.num_pages = 600, cd.dtype = dt;
-    vkattn_kv_cache* cache = nullptr;
-    ASSERT_EQ(vkattn_kv_cache_create(ctx, &cd, &cache), VKATTN_SUCCESS) << vkattn_last_error();
-    // Sequences 0..5 of these lengths (not multiples of 16: a decode's new
-    // token lands in its own last page, so every run reads the same pages).
+    cd.num_pages = pages, cd.dtype = dt;
+    EXPECT_EQ(vkattn_kv_cache_create(ctx, &cd, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+  }
+  ~PagedCache() { vkattn_kv_cache_destroy(cache); }
+
+  // One step: t[i] new tokens of sids[i]; committed (prefill) or aborted
+  // after its attention, whose output rows go to *out.
+  void step(const std::vector<int64_t>& sids, const std::vector<int32_t>& t, bool commit,
+            std::vector<float>* out) {
+    int64_t n = 0;
+    for (int32_t x : t) n += x;
+    vkattn_step* st = nullptr;
+    ASSERT_EQ(vkattn_step_begin(cache, uint32_t(sids.size()), sids.data(), t.data(), &st),
+              VKATTN_SUCCESS)
+        << vkattn_last_error();
+    std::vector<float> k, v, q;
+    for (size_t i = 0; i < sids.size(); ++i) {
+      const uint32_t sd = seed.at(sids[i]);
+      const int32_t before = length[sids[i]];
+      for (int32_t j = before; j < before + t[i]; ++j) {
+        for (int e = 0; e < kHkv * kD; ++e)
+          k.push_back(value(sd, 1, uint64_t(j) * kHkv * kD + e)),
+              v.push_back(value(sd, 2, uint64_t(j) * kHkv * kD + e));
+        for (int e = 0; e < kH * kD; ++e) q.push_back(value(sd, 0, uint64_t(j) * kH * kD + e));
+      }
+    }
+    vkattn_tensor* kt = make(ctx, VKATTN_F32, {n, kHkv, kD});
+    vkattn_tensor* vt = make(ctx, VKATTN_F32, {n, kHkv, kD});
+    write_rows(kt, VKATTN_F32, k);
+    write_rows(vt, VKATTN_F32, v);
+    ASSERT_EQ(vkattn_step_append(st, 0, kt, vt), VKATTN_SUCCESS) << vkattn_last_error();
+    if (out) {
+      vkattn_tensor* qt = make(ctx, VKATTN_F32, {n, kH, kD});
+      vkattn_tensor* ot = make(ctx, VKATTN_F32, {n, kH, kD});
+      write_rows(qt, VKATTN_F32, q);
+      vkattn_attention_desc d;
+      vkattn_attention_desc_init(&d);
+      d.num_heads = kH, d.num_kv_heads = kHkv, d.head_dim = kD, d.causal = 1;
+      ASSERT_EQ(vkattn_step_attention(st, 0, &d, qt, ot), VKATTN_SUCCESS) << vkattn_last_error();
+      out->resize(size_t(n) * kH * kD);
+      ASSERT_EQ(vkattn_tensor_read(ot, out->data(), out->size() * 4), VKATTN_SUCCESS);
+      vkattn_tensor_destroy(qt);
+      vkattn_tensor_destroy(ot);
+    }
+    vkattn_tensor_destroy(kt);
+    vkattn_tensor_destroy(vt);
+    if (commit) {
+      ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS) << vkattn_last_error();
+      for (size_t i = 0; i < sids.size(); ++i) length[sids[i]] += t[i];
+    } else {
+      vkattn_step_abort(st);
+    }
+  }
+  void prefill(int64_t id, uint32_t data, int32_t len) {
+    seed[id] = data;
+    step({id}, {len}, true, nullptr);
+  }
+};
+
+// The rows of sequence x in a step's output.
+std::vector<float> rows_of(const std::vector<float>& out, const std::vector<int64_t>& sids,
+                           const std::vector<int32_t>& t, int64_t x) {
+  size_t row = 0, i = 0;
+  for (; sids[i] != x; ++i) row += size_t(t[i]);
+  return std::vector<float>(out.begin() + row * kH * kD, out.begin() + (row + t[i]) * kH * kD);
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+}  // namespace
+
+// Steps over a paged cache whose pools span 16-19 buffers
+// (VKATTN_KV_BUFFER_BYTES), f16 and int8: a sequence's decode step (and a
+// 4-token chunk) alone, with other decodes, and with prefill chunks, in
+// several positions (each step aborted after its attention, so every run
+// sees the same cache); the rows also match a context without the flag.
+TEST_F(BatchInvariance, StepsKeepABatchMembersBits) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "262144"}});
+  vkattn_context* ctx = invariant_context(true);
+  vkattn_context* plain = invariant_context(false);
+  ASSERT_TRUE(ctx && plain);
+  for (vkattn_dtype dt : {VKATTN_F16, VKATTN_I8}) {
+    SCOPED_TRACE(dt == VKATTN_I8 ? "int8 cache" : "f16 cache");
+    PagedCache pc(ctx, dt, 600), pp(plain, dt, 600);
+    // Lengths not multiples of 16: a decode's new token lands in its own
+    // last page, so every run reads the same pages.
     const std::vector<int32_t> lens = {1500, 37, 900, 2501, 3, 700};
-    std::vector<int64_t> ids;
-    for (size_t i = 0; i < lens.size(); ++i) ids.push_back(int64_t(i));
-    auto step = [&](const std::vector<int64_t>& sid, const std::vector<int32_t>& t, bool commit,
-                    std::vector<float>* out) {
-      int64_t n = 0;
-      for (int32_t x : t) n += x;
-      vkattn_step* st = nullptr;
-      ASSERT_EQ(vkattn_step_begin(cache, uint32_t(sid.size()), sid.data(), t.data(), &st),
-                VKATTN_SUCCESS)
-          << vkattn_last_error();
-      std::vector<float> k, v, q;
-      for (size_t i = 0; i < sid.size(); ++i) {
-        // Token j of sequence s: the same K/V/q in every run.
-        const int32_t before = commit ? 0 : lens[size_t(sid[i])];
-        for (int32_t j = before; j < before + t[i]; ++j)
-          for (int e = 0; e < kHkv * kD; ++e)
-            k.push_back(value(uint32_t(sid[i]), 1, uint64_t(j) * kHkv * kD + e)),
-                v.push_back(value(uint32_t(sid[i]), 2, uint64_t(j) * kHkv * kD + e));
-        for (int32_t j = before; j < before + t[i]; ++j)
-          for (int e = 0; e < kH * kD; ++e)
-            q.push_back(value(uint32_t(sid[i]), 0, uint64_t(j) * kH * kD + e));
-      }
-      vkattn_tensor* kt = make(ctx, VKATTN_F32, {n, kHkv, kD});
-      vkattn_tensor* vt = make(ctx, VKATTN_F32, {n, kHkv, kD});
-      write_rows(kt, VKATTN_F32, k);
-      write_rows(vt, VKATTN_F32, v);
-      ASSERT_EQ(vkattn_step_append(st, 0, kt, vt), VKATTN_SUCCESS) << vkattn_last_error();
-      if (out) {
-        vkattn_tensor* qt = make(ctx, VKATTN_F32, {n, kH, kD});
-        vkattn_tensor* ot = make(ctx, VKATTN_F32, {n, kH, kD});
-        write_rows(qt, VKATTN_F32, q);
-        vkattn_attention_desc d;
-        vkattn_attention_desc_init(&d);
-        d.num_heads = kH, d.num_kv_heads = kHkv, d.head_dim = kD, d.causal = 1;
-        ASSERT_EQ(vkattn_step_attention(st, 0, &d, qt, ot), VKATTN_SUCCESS) << vkattn_last_error();
-        out->resize(size_t(n) * kH * kD);
-        ASSERT_EQ(vkattn_tensor_read(ot, out->data(), out->size() * 4), VKATTN_SUCCESS);
-        vkattn_tensor_destroy(qt);
-        vkattn_tensor_destroy(ot);
-      }
-      vkattn_tensor_destroy(kt);
-      vkattn_tensor_destroy(vt);
-      if (commit)
-        ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS) << vkattn_last_error();
-      else
-        vkattn_step_abort(st);
-    };
-    for (size_t i = 0; i < lens.size(); ++i) step({ids[i]}, {lens[i]}, true, nullptr);
-    // Sequence 3's decode row (2501 keys over several buffers) alone, then
-    // in batches; sequence 1's 4-token chunk likewise.
+    for (size_t i = 0; i < lens.size(); ++i)
+      pc.prefill(int64_t(i), uint32_t(i), lens[i]), pp.prefill(int64_t(i), uint32_t(i), lens[i]);
     for (auto [x, tx] : {std::pair<int64_t, int32_t>{3, 1}, {1, 4}}) {
-      std::vector<float> alone;
-      step({x}, {tx}, false, &alone);
+      std::vector<float> alone, reference;
+      pc.step({x}, {tx}, false, &alone);
+      pp.step({x}, {tx}, false, &reference);
+      EXPECT_LT(max_diff(alone, reference), 1e-5) << "sequence " << x;
       const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> batches = {
           {{0, x, 2}, {1, tx, 1}},
           {{x, 0, 2, 5, 4}, {tx, 1, 1, 1, 1}},
@@ -270,19 +308,50 @@ TEST_F(BatchInvariance, StepsKeepABatchMembersBits) {
           {{5, x}, {200, tx}}};
       for (const auto& [sid, t] : batches) {
         std::vector<float> got;
-        step(sid, t, false, &got);
-        size_t row = 0;
-        for (size_t i = 0; sid[i] != x; ++i) row += size_t(t[i]);
-        const std::vector<float> mine(got.begin() + row * kH * kD,
-                                      got.begin() + (row + tx) * kH * kD);
-        Result a{alone, {}}, b{mine, {}};
+        pc.step(sid, t, false, &got);
+        Result a{alone, {}}, b{rows_of(got, sid, t, x), {}};
         EXPECT_TRUE(same_bits(a, b)) << "sequence " << x << " in a step of " << sid.size();
       }
     }
-    vkattn_kv_cache_destroy(cache);
   }
   EXPECT_EQ(validation_messages(ctx), 0u);
   vkattn_context_destroy(ctx);
+  vkattn_context_destroy(plain);
+}
+
+// Where a sequence's pages lie does not move its splits: the same tokens
+// cached first (pages from the first buffers) and again after other
+// sequences (its pages cross buffers elsewhere) give the same bits with
+// the flag (their pages gathered, VKATTN_LOG=kernels says so), different
+// ones without it. (Caller pools gather the same way: test_interop's paged
+// cases under VKATTN_BATCH_INVARIANT=1 VKATTN_BINDING_LIMIT=8192, ctest
+// test_interop.invariant_windows, check the gathered reads.)
+TEST_F(BatchInvariance, PagePlacementDoesNotMoveSplits) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "262144"}});
+  for (bool invariant : {true, false}) {
+    SCOPED_TRACE(invariant ? "with the flag" : "without it");
+    vkattn_context* ctx = invariant_context(invariant);
+    ASSERT_NE(ctx, nullptr);
+    {
+      PagedCache pc(ctx, VKATTN_F16, 400);
+      pc.prefill(0, 7, 1000);  // data 7: pages 0-62 (32-page buffers)
+      // Fillers of 7 pages: each new sequence starts in the buffer with the
+      // most free pages, so they leave 25 free in each later buffer, and
+      // the copy's pages cross buffers after 25 pages, not 32.
+      for (int64_t f = 1; f <= 10; ++f) pc.prefill(f, uint32_t(100 + f), 100);
+      pc.prefill(20, 7, 1000);  // data 7 again
+      std::vector<float> a, b;
+      pc.step({0}, {1}, false, &a);
+      pc.step({20}, {1}, false, &b);
+      Result ra{a, {}}, rb{b, {}};
+      if (invariant)
+        EXPECT_TRUE(same_bits(ra, rb));
+      else
+        EXPECT_FALSE(same_bits(ra, rb)) << "the copies' pages cross buffers at the same keys";
+    }
+    EXPECT_EQ(validation_messages(ctx), 0u);
+    vkattn_context_destroy(ctx);
+  }
 }
 
 // vkattn_context_create takes the flag (create_from_vulkan too:

@@ -190,21 +190,25 @@ typedef struct vkattn_context vkattn_context;
 #define VKATTN_CONTEXT_PROFILING 0x2u
 /** Batch invariance: a sequence's attention outputs (and lse) are
  * bit-identical whatever else shares its call or step, in any position, in
- * decode-only and mixed steps of any size. Without it, key ranges are split
- * to fill the device (about 2 workgroups per compute unit over the whole
- * call) and a call's kernel variant follows its largest sequence, so a
- * sequence's rounding depends on its batch. With it: a decode-shaped
- * sequence (at most 8 query tokens) is split into chunks of a fixed number
- * of keys (GPUs 256, CPU devices 2048; VKATTN_ATTN_INVARIANT_SPLIT_KEYS),
- * other sequences only where a work item must end (lavapipe's loop cap,
- * binding windows); the combine merges a sequence's pieces in an order of
- * its own; and a call's decode-shaped and other sequences are planned apart,
- * each part with the kernel family and variant the device gives that part
- * whatever its lengths (one submission, two passes). A sequence's keys are
- * also cut where its own pages change pool buffer (pools larger than one
- * binding), so it keeps its outputs as long as it keeps its pages. The cost:
- * fewer splits for short batches (on a GPU a single decode over 4096 keys
- * gets 16 splits per kv head instead of filling the device). */
+ * decode-only and mixed steps of any size, and wherever its pages lie.
+ * Without it, key ranges are split to fill the device (about 2 workgroups
+ * per compute unit over the whole call), a call's kernel variant follows its
+ * largest sequence, and keys are cut where a sequence's pages change pool
+ * buffer, so a sequence's rounding depends on its batch. With it: a
+ * decode-shaped sequence (at most 8 query tokens) is split into chunks of a
+ * fixed number of keys (GPUs 256, CPU devices 2048;
+ * VKATTN_ATTN_INVARIANT_SPLIT_KEYS), other sequences only where a work item
+ * must end (lavapipe's loop cap, binding windows); the combine merges a
+ * sequence's pieces in an order of its own; a call's decode-shaped and other
+ * sequences are planned apart, each part with the kernel family and variant
+ * the device gives that part whatever its lengths (one submission, two
+ * passes); and a sequence whose pages lie in several pool buffers (or
+ * caller-pool binding windows) is read from a copy of its pages gathered
+ * into buffers of their own, cut at fixed positions of the sequence. The
+ * cost: fewer splits for short batches (on a GPU a single decode over 4096
+ * keys gets 16 splits per kv head instead of filling the device) and, in
+ * pools larger than one binding, a copy of the pages of sequences that span
+ * bindings. */
 #define VKATTN_CONTEXT_BATCH_INVARIANT 0x4u
 
 /** Descriptor of vkattn_context_create (vkattn_context_desc_init sets its

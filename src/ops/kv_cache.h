@@ -80,6 +80,7 @@ class KvCache {
   // Bytes of one slab (one layer of one page): the page stride in a buffer.
   uint64_t slab_bytes() const { return k_block_ + v_block_; }
   uint32_t num_groups() const { return num_groups_; }
+  uint32_t pages_per_group() const { return pages_per_group_; }
   uint32_t group_of(uint32_t page) const { return page / pages_per_group_; }
   uint32_t local_page(uint32_t page) const { return page % pages_per_group_; }
   // Where layer `l` of page group `g` lives: its buffer, and the byte

@@ -221,6 +221,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     for (uint32_t b = 0; b < c.batch; ++b) {
       const uint64_t uu = static_cast<uint64_t>(c.cu_k[b + 1] - c.cu_k[b]);
       const uint64_t n_pages = (uu + ps - 1) / ps;
+      const size_t t0 = table.size();
       for (uint64_t i = 0; i < n_pages; ++i) {
         uint32_t buf, local;
         if (c.step) {
@@ -239,6 +240,27 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
           seg.back().end = k1;
         else
           seg.push_back({k0, k1, buf});
+      }
+      // Batch invariance: pages in several bindings are gathered (see
+      // PreparedPlan::gathered), in chunks of one binding's pages.
+      if (invariant && include[b] && segments[b].size() > 1) {
+        const uint64_t per = c.step ? c.step->cache().pages_per_group() : wp;
+        auto& seg = segments[b];
+        seg.clear();
+        for (uint64_t i = 0; i < n_pages; ++i) {
+          const uint32_t k0 = static_cast<uint32_t>(i * ps);
+          const uint32_t k1 = static_cast<uint32_t>(std::min(uu, i * ps + ps));
+          if (i % per == 0) {
+            seg.push_back(
+                {k0, k1, PreparedPlan::kGatherBuffer + uint32_t(pp->gather_first.size())});
+            pp->gather_first.push_back(static_cast<uint32_t>(pp->gathered.size()));
+          } else {
+            seg.back().end = k1;
+          }
+          pp->gathered.push_back(c.step ? c.step->seqs()[b].pages[i]
+                                        : c.pools->pages[c.pools->first[b] + i]);
+          table[t0 + i] = static_cast<uint32_t>(i % per);
+        }
       }
     }
   }

@@ -72,6 +72,16 @@ struct PreparedPlan {
   RowLayout q, k, v, out;     // k, v unused when the step's cache holds them
   uint32_t window_pages = 0;  // caller pools: pages of one binding window
   Region items, combine, seqs, table;
+  // Batch invariance: a sequence whose pages change pool buffer (or caller
+  // pool window) is read from copies of its pages gathered into buffers of
+  // their own, chunk c of it (at most one binding's pages, cut at fixed
+  // positions of the sequence) in pass buffer kGatherBuffer + c, so that
+  // its keys are cut where its own length says, never where its pages
+  // happen to lie. gathered: the pages (cache page ids, or the caller's
+  // pool indices) in gathered order; gather_first: chunk c's first entry.
+  static constexpr uint32_t kGatherBuffer = 0x80000000u;
+  std::vector<uint32_t> gathered;
+  std::vector<uint32_t> gather_first;
 };
 
 // Which sequences of a call a plan serves: all of them, or (batch-invariant

@@ -199,6 +199,14 @@ class PassBinder {
     }
     cpush_ = CombinePush{0, d.num_heads, d.num_kv_heads, flags,         d.head_dim_v, 0, 0,
                          0, 0,           push_.out_tok,  push_.out_head};
+    k_page_tx_ = push_.k_page_tx, v_page_tx_ = push_.v_page_tx;
+    if (!pp.gathered.empty()) plan_gathers(ctx);
+  }
+
+  // Batch invariance (PreparedPlan::gathered): the copies of the gathered
+  // pages into buffers of their own, recorded before the passes.
+  void record_gathers() {
+    for (const GatherCopy& g : gather_copies_) rec_.copy_buffer(*g.src, *g.dst, g.regions);
   }
 
   PreparedDispatch fwd(const Pipeline& p, const FwdPass& pass) {
@@ -208,7 +216,22 @@ class PassBinder {
                                   ql_.hi_byte(sp.tokens.lo, sp.tokens.hi), &start);
     push_.q_base = static_cast<uint32_t>(start - ql_.offset / texel_format_bytes(q_fmt_));
     BoundBuffer kb, vb;
-    if (c_.pools) {
+    push_.k_page_tx = k_page_tx_, push_.v_page_tx = v_page_tx_;
+    if (pass.buffer >= PreparedPlan::kGatherBuffer) {
+      // A chunk of gathered pages: its own buffers, local page 0 at 0.
+      const uint32_t chunk = pass.buffer - PreparedPlan::kGatherBuffer;
+      const auto& kbuf = gather_k_[chunk];
+      const auto& vbuf = gather_v_[chunk];
+      kb = texel_window(caps_, Region::whole(kbuf), k_fmt_, 0, kbuf->size(), &start);
+      vb = texel_window(caps_, Region::whole(vbuf), v_fmt_, 0, vbuf->size(), &start);
+      push_.k_base = push_.v_base = 0;
+      push_.k_page_tx = static_cast<uint32_t>(gather_stride_k_ / texel_format_bytes(k_fmt_));
+      push_.v_page_tx = static_cast<uint32_t>(gather_stride_v_ / texel_format_bytes(v_fmt_));
+      push_.k_layer_tx = 0;
+      push_.v_layer_tx = static_cast<uint32_t>(gather_v_off_ / texel_format_bytes(v_fmt_));
+      if (c_.step && c_.step->cache().int8())
+        scales_b_ = storage_window(caps_, Region::whole(kbuf), 0, kbuf->size(), &start);
+    } else if (c_.pools) {
       // pass.buffer is a window of window_pages pages of the pools; the
       // block table holds pages local to it.
       const uint64_t p0 = uint64_t(pass.buffer) * pp_.window_pages;
@@ -286,6 +309,61 @@ class PassBinder {
   }
 
  private:
+  struct GatherCopy {
+    std::shared_ptr<Buffer> src, dst;
+    std::vector<VkBufferCopy> regions;
+  };
+  // Buffers for every chunk of gathered pages and the copies that fill
+  // them: a cache's slabs of this layer (K, V and int8 scales, one buffer,
+  // the cache's page stride), or the caller pools' pages (K and V apart,
+  // a page stride of the page's span rounded to 16 bytes).
+  void plan_gathers(Context& ctx) {
+    const auto& first = pp_.gather_first;
+    std::vector<GatherCopy> by_src;
+    auto add = [&](const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
+                   VkBufferCopy r) {
+      for (GatherCopy& g : gather_copies_)
+        if (g.src == src && g.dst == dst) return g.regions.push_back(r);
+      gather_copies_.push_back({src, dst, {r}});
+    };
+    for (size_t ch = 0; ch < first.size(); ++ch) {
+      const uint32_t p0 = first[ch];
+      const uint32_t p1 =
+          ch + 1 < first.size() ? first[ch + 1] : static_cast<uint32_t>(pp_.gathered.size());
+      if (c_.step) {
+        const KvCache& cache = c_.step->cache();
+        gather_stride_k_ = gather_stride_v_ = cache.slab_bytes();
+        gather_v_off_ = cache.k_block_bytes();
+        auto dst = std::make_shared<Buffer>(
+            ctx.device(), texel_buffer_bytes((p1 - p0) * cache.slab_bytes()), false);
+        rec_.use(dst);
+        for (uint32_t i = p0; i < p1; ++i) {
+          const KvCache::Slabs at = cache.slab_of(c_.layer, pp_.gathered[i]);
+          add(cache.buffers()[at.buffer], dst,
+              {at.offset, uint64_t(i - p0) * cache.slab_bytes(), cache.slab_bytes()});
+        }
+        gather_k_.push_back(dst);
+        gather_v_.push_back(dst);
+      } else {
+        auto one = [&](const Tensor& t, const RowLayout& l, uint64_t* stride) {
+          const uint64_t span = l.page_extent * l.es;
+          *stride = round_up(std::max(l.page, l.page_extent) * l.es, 16);
+          auto dst = std::make_shared<Buffer>(ctx.device(), texel_buffer_bytes((p1 - p0) * *stride),
+                                              false);
+          rec_.use(dst);
+          for (uint32_t i = p0; i < p1; ++i)
+            add(t.buffer(), dst,
+                {l.offset + uint64_t(pp_.gathered[i]) * l.page * l.es, uint64_t(i - p0) * *stride,
+                 span});
+          return dst;
+        };
+        gather_k_.push_back(one(*c_.k, pp_.k, &gather_stride_k_));
+        gather_v_.push_back(one(*c_.v, pp_.v, &gather_stride_v_));
+        gather_v_off_ = 0;
+      }
+    }
+  }
+
   // Out and lse windows of a token span (both passes write them).
   void out_lse(const Span& tokens, BoundBuffer* out_b, BoundBuffer* lse_b, uint32_t* out_base,
                uint32_t* lse_base) {
@@ -317,6 +395,11 @@ class PassBinder {
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};
   CombinePush cpush_{};
+  uint32_t k_page_tx_ = 0, v_page_tx_ = 0;  // the call's page strides
+  // Batch invariance: gathered pages (plan_gathers).
+  std::vector<std::shared_ptr<Buffer>> gather_k_, gather_v_;
+  std::vector<GatherCopy> gather_copies_;
+  uint64_t gather_stride_k_ = 0, gather_stride_v_ = 0, gather_v_off_ = 0;
 };
 
 }  // namespace
@@ -373,6 +456,10 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     const FwdConfig cfg = fwd_config(c, *pp, flags);
     if (log && !cfg.var.fallback.empty())
       std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
+    if (log && !pp->gathered.empty())
+      std::fprintf(stderr,
+                   "vkattn: attention gathered %zu pages in %zu chunks (batch invariance)\n",
+                   pp->gathered.size(), pp->gather_first.size());
     const AttentionFamilyDesc& family = attention_family(cfg.var.family);
     const Pipeline& fwd = family.pipeline(pipes, cfg);
     const Pipeline* combine =
@@ -398,6 +485,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     }
   }
   packed.record_inputs();
+  for (const auto& b : binders) b->record_gathers();
   for (const PreparedDispatch& pd : prepared) pipes.record(ctx.recorder(), pd);
   packed.record_outputs();
 }
