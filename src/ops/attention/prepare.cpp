@@ -243,7 +243,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       }
       // Batch invariance: pages in several bindings are gathered (see
       // PreparedPlan::gathered), in chunks of one binding's pages.
-      if (invariant && include[b] && segments[b].size() > 1) {
+      if (invariant && include[b] && c.cu_q[b + 1] > c.cu_q[b] && segments[b].size() > 1) {
         const uint64_t per = c.step ? c.step->cache().pages_per_group() : wp;
         auto& seg = segments[b];
         seg.clear();
