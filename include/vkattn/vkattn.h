@@ -694,7 +694,11 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * (576: DeepSeek MLA's d 576 / dv 512 with one kv head; d and dv may
  * differ). GQA/MQA: query head h reads kv head h / (num_heads/num_kv_heads).
  *
- * Kernel families (README "Kernels") compute the same result. The coopmat
+ * Kernel families (README "Kernels") compute the same result; which one
+ * serves a call depends on the device and on the call's shape (on GPUs,
+ * calls of at most 8 query tokens per sequence go to the decode family),
+ * and how a call's keys are split depends on the whole batch, unless the
+ * context is VKATTN_CONTEXT_BATCH_INVARIANT. The coopmat
  * family (cooperative matrices: tensor cores; chosen by the device table
  * for prefill with f16 k/v where the driver is known good, never on CPU
  * devices) rounds scale * q and the softmax weights to f16 before its

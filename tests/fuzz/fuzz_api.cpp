@@ -35,6 +35,11 @@ using namespace vkattn_test;
 namespace {
 
 vkattn_context* g_ctx = nullptr;
+// The two contexts inputs run on: without and with
+// VKATTN_CONTEXT_BATCH_INVARIANT (odd-sized inputs; chosen by size so that
+// every corpus input keeps the meaning of its bytes).
+vkattn_context* g_plain = nullptr;
+vkattn_context* g_invariant = nullptr;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "fuzz_api: %s (last error: %s)\n", what.c_str(), vkattn_last_error());
@@ -876,13 +881,19 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   vkattn_context_desc d;
   vkattn_context_desc_init(&d);
   d.flags = VKATTN_CONTEXT_VALIDATION;
-  if (vkattn_context_create(&d, &g_ctx) != VKATTN_SUCCESS) die("vkattn_context_create");
-  std::atexit([] { vkattn_context_destroy(g_ctx); });
+  if (vkattn_context_create(&d, &g_plain) != VKATTN_SUCCESS) die("vkattn_context_create");
+  d.flags = VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_BATCH_INVARIANT;
+  if (vkattn_context_create(&d, &g_invariant) != VKATTN_SUCCESS) die("vkattn_context_create");
+  std::atexit([] {
+    vkattn_context_destroy(g_plain);
+    vkattn_context_destroy(g_invariant);
+  });
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
+  g_ctx = size % 2 ? g_invariant : g_plain;
   {
     Fuzz f(in);
     f.run();
