@@ -10,7 +10,6 @@
 #include <cstring>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -173,12 +172,7 @@ TEST_F(BatchInvariance, SplitsFollowTheBatchOnlyWithoutTheFlag) {
     const std::string log = testing::internal::GetCapturedStderr();
     vkattn_context_destroy(ctx);
     uint64_t n = 0;
-    std::istringstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      const size_t at = line.find(" items=");
-      if (line.rfind("vkattn: attention family=", 0) == 0 && at != std::string::npos)
-        n += std::stoull(line.substr(at + 7));
-    }
+    for (uint64_t x : kernel_log_items(log)) n += x;
     return n;
   };
   const Seq x{1, 1000, 1};

@@ -9,7 +9,6 @@
 // kernel log must show that every dispatch ran on decode (no fallback).
 // The paged suites run forced onto decode as ctest entries
 // (test_step_attention.decode, test_interop.decode; tests/CMakeLists.txt).
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -52,18 +51,6 @@ std::string run_on_decode(const ScopedEnv::Vars& vars, const std::vector<AttnCas
     if (line.rfind("vkattn: attention family=", 0) == 0)
       EXPECT_EQ(line.rfind("vkattn: attention family=decode ", 0), 0u) << line;
   return log;
-}
-
-// The items= counts of the log's forward passes, in order.
-std::vector<int> items_of(const std::string& log) {
-  std::vector<int> n;
-  const std::regex re("family=decode .* items=([0-9]+) ");
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) n.push_back(std::stoi(m[1]));
-  }
-  return n;
 }
 
 AttnCase decode_case(int d, int H, int Hkv, int seed) {
@@ -216,7 +203,8 @@ TEST_F(DecodeFamily, SplitCounts) {
     c.seed = static_cast<uint32_t>(w.items);
     const std::string log = run_on_decode(
         {{"VKATTN_DEVICE_COMPUTE_UNITS", w.cu}, {"VKATTN_ATTN_MIN_SPLIT_KEYS", w.min_keys}}, {c});
-    EXPECT_EQ(items_of(log), std::vector<int>{w.items}) << w.cu << " units\n" << log;
+    EXPECT_EQ(kernel_log_items(log), std::vector<uint64_t>{uint64_t(w.items)}) << w.cu << " units\n"
+                                                                               << log;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,19 @@ inline vkattn_dtype test_kv_dtype(vkattn_dtype own) {
   if (std::strcmp(e, "f32") == 0) return VKATTN_F32;
   ADD_FAILURE() << "VKATTN_TEST_KV_DTYPE=" << e << " names no dtype (f16, bf16, f32)";
   return own;
+}
+
+// The items= of every forward pass a kernel log (VKATTN_LOG=kernels)
+// recorded, in order (work items: tiles x key splits).
+inline std::vector<uint64_t> kernel_log_items(const std::string& log) {
+  std::vector<uint64_t> n;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(" items=");
+    if (line.rfind("vkattn: attention family=", 0) == 0 && at != std::string::npos)
+      n.push_back(std::stoull(line.substr(at + 7)));
+  }
+  return n;
 }
 
 inline vkattn_context* make_context() {

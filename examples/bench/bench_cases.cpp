@@ -163,29 +163,17 @@ double tolerance(const Shape& s) {
   return s.cache_dt == VKATTN_I8 ? 1e-2 : s.cache_dt == VKATTN_FP8_E4M3 ? 5e-2 : kTolF16;
 }
 
-// ---- packed prefill (vkattn_attention_varlen) ------------------------------
-
-bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
-  const std::vector<Seq> seqs = {{t, t, 0, 0}};
-  vkattn_tensor* q = make(ctx, {t, s.H, s.d});
-  vkattn_tensor* k = make(ctx, {t, s.Hkv, s.d});
-  vkattn_tensor* v = make(ctx, {t, s.Hkv, s.v_dim()});
-  vkattn_tensor* o = make(ctx, {t, s.H, s.v_dim()});
-  fill(q, 0, 0, uint64_t(t) * s.H * s.d);
-  fill(k, 1, 0, uint64_t(t) * s.Hkv * s.d);
-  fill(v, 2, 0, uint64_t(t) * s.Hkv * s.v_dim());
-  vkattn_tensor* sinks = make_sinks(ctx, s);
-  vkattn_attention_desc desc;
-  vkattn_attention_desc_init(&desc);
-  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
-  desc.head_dim_v = s.v_dim(), desc.sinks = sinks;
-  int32_t cu[2] = {0, t};
-  auto record = [&] {
-    check(vkattn_attention_varlen(ctx, &desc, 1, cu, cu, q, k, v, o), "attention_varlen");
-  };
+// Verifies a case's f16 output `o` (the rows of `seqs`, as record() wrote
+// them) against the reference, times record(), and fills r's figures and
+// kernel line (max_rows: the call's largest t x group).
+template <typename F>
+bool verify_and_time(vkattn_context* ctx, Result* r, const Shape& s, const std::vector<Seq>& seqs,
+                     vkattn_tensor* o, uint32_t max_rows, F&& record) {
   progress("%s: verifying", r->name.c_str());
   record();
-  std::vector<uint16_t> out(uint64_t(t) * s.H * s.v_dim());
+  uint64_t rows = 0;
+  for (const Seq& q : seqs) rows += uint64_t(q.t);
+  std::vector<uint16_t> out(rows * s.H * s.v_dim());
   check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
   double ref_ms_per_gflop = 0;
   r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
@@ -196,9 +184,39 @@ bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
   r->flops = flops;
   r->bytes = bytes;
   r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-  r->variant = variant_name(ctx, s.d, s.v_dim(), t * (s.H / s.Hkv), s.H / s.Hkv);
-  for (vkattn_tensor* x : {q, k, v, o, sinks}) vkattn_tensor_destroy(x);
+  r->variant = variant_name(ctx, s.d, s.v_dim(), max_rows, s.H / s.Hkv);
   return r->ok = r->max_err <= kTolF16;
+}
+
+// ---- packed attention (vkattn_attention_varlen) ----------------------------
+
+// One sequence of t queries over u keys in dense K/V: a prefill (t = u) or
+// a decode (t = 1).
+bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
+  const std::vector<Seq> seqs = {{t, u, 0, 0}};
+  vkattn_tensor* q = make(ctx, {t, s.H, s.d});
+  vkattn_tensor* k = make(ctx, {u, s.Hkv, s.d});
+  vkattn_tensor* v = make(ctx, {u, s.Hkv, s.v_dim()});
+  vkattn_tensor* o = make(ctx, {t, s.H, s.v_dim()});
+  progress("%s: filling %d keys", r->name.c_str(), u);
+  fill(q, 0, 0, uint64_t(t) * s.H * s.d);
+  fill(k, 1, 0, uint64_t(u) * s.Hkv * s.d);
+  fill(v, 2, 0, uint64_t(u) * s.Hkv * s.v_dim());
+  vkattn_tensor* sinks = make_sinks(ctx, s);
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
+  desc.head_dim_v = s.v_dim(), desc.sinks = sinks;
+  int32_t cu_q[2] = {0, t}, cu_k[2] = {0, u};
+  const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(t * (s.H / s.Hkv)), [&] {
+    check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
+  });
+  for (vkattn_tensor* x : {q, k, v, o, sinks}) vkattn_tensor_destroy(x);
+  return ok;
+}
+
+bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
+  return varlen_case(ctx, r, t, t, s);
 }
 
 // ---- a step over a paged cache ---------------------------------------------
@@ -427,43 +445,6 @@ bool decode_16x2048(vkattn_context* c, Result* r) {
   return paged_layer(c, r, kGqa, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
 }
 
-// One decode over u keys in dense K/V (vkattn_attention_varlen): the
-// bandwidth case without a block table.
-bool dense_decode(vkattn_context* ctx, Result* r, int u, Shape s) {
-  const std::vector<Seq> seqs = {{1, u, 0, 0}};
-  vkattn_tensor* q = make(ctx, {1, s.H, s.d});
-  vkattn_tensor* k = make(ctx, {u, s.Hkv, s.d});
-  vkattn_tensor* v = make(ctx, {u, s.Hkv, s.v_dim()});
-  vkattn_tensor* o = make(ctx, {1, s.H, s.v_dim()});
-  progress("%s: filling %d keys", r->name.c_str(), u);
-  fill(q, 0, 0, uint64_t(s.H) * s.d);
-  fill(k, 1, 0, uint64_t(u) * s.Hkv * s.d);
-  fill(v, 2, 0, uint64_t(u) * s.Hkv * s.v_dim());
-  vkattn_attention_desc desc;
-  vkattn_attention_desc_init(&desc);
-  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
-  desc.head_dim_v = s.v_dim();
-  int32_t cu_q[2] = {0, 1}, cu_k[2] = {0, u};
-  auto record = [&] {
-    check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
-  };
-  progress("%s: verifying", r->name.c_str());
-  record();
-  std::vector<uint16_t> out(uint64_t(s.H) * s.v_dim());
-  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
-  double ref_ms_per_gflop = 0;
-  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
-  progress("%s: timing", r->name.c_str());
-  r->median_ms = time_gpu(ctx, record);
-  double flops, bytes;
-  work(s, seqs, &flops, &bytes);
-  r->flops = flops, r->bytes = bytes;
-  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-  r->variant = variant_name(ctx, s.d, s.v_dim(), s.H / s.Hkv, s.H / s.Hkv);
-  for (vkattn_tensor* x : {q, k, v, o}) vkattn_tensor_destroy(x);
-  return r->ok = r->max_err <= kTolF16;
-}
-
 // n decodes over u keys each in caller page pools (vkattn_attention_paged)
 // of 16-token pages, the pages of every sequence shuffled over the pool
 // (a fixed permutation), as a serving engine's block tables are after a
@@ -503,30 +484,17 @@ bool pooled_decode(vkattn_context* ctx, Result* r, int n, int u, Shape s) {
   vkattn_attention_desc_init(&desc);
   desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
   desc.head_dim_v = s.v_dim();
-  auto record = [&] {
+  const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(s.H / s.Hkv), [&] {
     check(vkattn_attention_paged(ctx, &desc, uint32_t(n), cu_q.data(), lens.data(), indptr.data(),
                                  perm.data(), ps, q, kp, vp, o),
           "attention_paged");
-  };
-  progress("%s: verifying", r->name.c_str());
-  record();
-  std::vector<uint16_t> out(uint64_t(n) * s.H * s.v_dim());
-  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
-  double ref_ms_per_gflop = 0;
-  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
-  progress("%s: timing", r->name.c_str());
-  r->median_ms = time_gpu(ctx, record);
-  double flops, bytes;
-  work(s, seqs, &flops, &bytes);
-  r->flops = flops, r->bytes = bytes;
-  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-  r->variant = variant_name(ctx, s.d, s.v_dim(), s.H / s.Hkv, s.H / s.Hkv);
+  });
   for (vkattn_tensor* t : {q, kp, vp, o}) vkattn_tensor_destroy(t);
-  return r->ok = r->max_err <= kTolF16;
+  return ok;
 }
 
 bool decode_1x32768(vkattn_context* c, Result* r) {
-  return dense_decode(c, r, 32768, kGqa);
+  return varlen_case(c, r, 1, 32768, kGqa);
 }
 bool decode_8x32768_paged(vkattn_context* c, Result* r) {
   return pooled_decode(c, r, 8, 32768, kGqa);

@@ -14,10 +14,11 @@
 //     rows, and a 128-dim f16 row is 16 lanes x 16 bytes.
 //   - The workgroup's NKG = WG / LPK key groups take interleaved keys: a tile
 //     of BC keys gives key group g the keys kt + j * NKG + g, j < KPG.
-//   - The next tile's K/V words (and block-table lookups, 8-bit scales) are
-//     loaded into registers before the current tile's math, so two tiles
-//     are in flight per lane: decode is bound by latency and bandwidth, not
-//     arithmetic.
+//   - The next tile's K/V words (attention_fetch.glsl raw_chunk; decoded
+//     at use by decode_chunk, as fetch_row does for the other families),
+//     block-table lookups and 8-bit scales are loaded into registers before
+//     the current tile's math, so two tiles are in flight per lane: decode
+//     is bound by latency and bandwidth, not arithmetic.
 //   - A score is the sum of the LPK lanes' partial dot products: subgroup
 //     shuffles (DECODE_SUBGROUP_OPS = 1, attention_decode.comp) or shared
 //     memory (attention_decode_smem.comp).
@@ -85,45 +86,6 @@ shared float sh_sum[NKG * R * KPG];
 #include "attention_mask.glsl"
 #include "attention_store.glsl"
 
-// The raw words of unit u of the row at texel `base` (kind 0: four single
-// elements gathered, clamped into the row).
-uvec4 raw_unit(uint which, uint kind, uint dim, uint base, uint u) {
-  if (kind != 0u) return fetch_texel(which, int(base + u));
-  uvec4 w;
-  [[unroll]] for (uint e = 0u; e < 4u; ++e)
-    w[e] = fetch_texel(which, int(base + min(4u * u + e, dim - 1u))).x;
-  return w;
-}
-
-// Chunk e (4 elements) of unit u from its raw words; elements past the
-// head dim are 0. 8-bit codes are not yet scaled (kv_scale).
-vec4 decode_unit(uint kind, uint dim, uvec4 w, uint u, uint e) {
-  if (KDT >= DT_I8) {
-    if (kind == 2u) return decode8x4(KDT, e != 0u ? w.y : w.x);
-    if (kind == 1u) return decode8x4(KDT, w.x);
-    uint g = (w.x & 0xffu) | ((w.y & 0xffu) << 8) | ((w.z & 0xffu) << 16) | ((w.w & 0xffu) << 24);
-    vec4 r = decode8x4(KDT, g);
-    [[unroll]] for (uint x = 0u; x < 4u; ++x) r[x] = 4u * u + x < dim ? r[x] : 0.0;
-    return r;
-  }
-  if (kind == 2u) {
-    uvec2 h = e != 0u ? w.zw : w.xy;
-    if (KDT == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
-    return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
-  }
-  if (kind == 1u) {
-    if (KDT == DT_F32) return uintBitsToFloat(w);
-    if (KDT == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
-  }
-  vec4 r;
-  [[unroll]] for (uint x = 0u; x < 4u; ++x) {
-    float v = KDT == DT_F32 ? uintBitsToFloat(w[x]) : decode16(KDT, w[x] & 0xffffu);
-    r[x] = 4u * u + x < dim ? v : 0.0;
-  }
-  return r;
-}
-
 // Sum of a value over the LPK lanes of a key group (shuffle variant).
 #if DECODE_SUBGROUP_OPS != 0
 float group_sum(float x) {
@@ -189,9 +151,9 @@ void main() {
     uint kb = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);                 \
     uint vb = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);                 \
     [[unroll]] for (uint n = 0u; n < UK; ++n)                                              \
-      KR[j * UK + n] = raw_unit(0u, KVEC, D, kb, min(sl + n * LPK, NUK - 1u));             \
+      KR[j * UK + n] = raw_chunk(0u, KVEC, D, kb, min(sl + n * LPK, NUK - 1u) * CK);       \
     [[unroll]] for (uint n = 0u; n < UV; ++n)                                              \
-      VR[j * UV + n] = raw_unit(1u, VVEC, DV, vb, min(sl + n * LPK, NUV - 1u));            \
+      VR[j * UV + n] = raw_chunk(1u, VVEC, DV, vb, min(sl + n * LPK, NUV - 1u) * CV);      \
     KS[j] = kv_scale(false, sq, it.kv_head, key);                                          \
     VSC[j] = kv_scale(true, sq, it.kv_head, key);                                          \
   }
@@ -214,7 +176,7 @@ void main() {
         uint u = sl + n * LPK;
         bool in_row = FULL_K || u < NUK;  // a clamped unit would count twice
         [[unroll]] for (uint e = 0u; e < CK; ++e) {
-          vec4 kv = decode_unit(KVEC, D, kr[j * UK + n], min(u, NUK - 1u), e);
+          vec4 kv = decode_chunk(KDT, KVEC, D, kr[j * UK + n], min(u, NUK - 1u) * CK + e);
           [[unroll]] for (uint i = 0u; i < R; ++i) {
             float d = dot(q[i * QS + n * CK + e], kv);
             s[i * KPG + j] += in_row ? d : 0.0;
@@ -291,7 +253,8 @@ void main() {
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
       [[unroll]] for (uint n = 0u; n < UV; ++n) {
         [[unroll]] for (uint e = 0u; e < CV; ++e) {
-          vec4 vv = decode_unit(VVEC, DV, vr[j * UV + n], min(sl + n * LPK, NUV - 1u), e);
+          vec4 vv =
+              decode_chunk(KDT, VVEC, DV, vr[j * UV + n], min(sl + n * LPK, NUV - 1u) * CV + e);
           [[unroll]] for (uint i = 0u; i < R; ++i) {
             float p = s[i * KPG + j] * vsc[j];
             acc[i * VS + n * CV + e] += vis[i * KPG + j] ? p * vv : vec4(0.0);

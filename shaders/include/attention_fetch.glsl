@@ -120,51 +120,61 @@ uint out_elem(uint token, uint head) {
   return token * pc.out_tok + head * pc.out_head - pc.out_base;
 }
 
-// Elements [4c, 4c + 4) of the K/V/q row starting at texel `base` (zero
-// beyond the head dim). which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
+// Texel t of k (which 0), v (1) or q (2).
 uvec4 fetch_texel(uint which, int t) {
   return which == 0u ? texelFetch(k_tex, t) : which == 1u ? texelFetch(v_tex, t) : texelFetch(q_tex, t);
 }
 
-vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
-  uint dt = which == 2u ? QDT : KDT;
+// The raw words that hold elements [4c, 4c + 4) of the row starting at
+// texel `base`: its texel (kind 2: 16-byte texels of eight 16-bit or 8-bit
+// elements, so slices c and c ^ 1 share one; kind 1: four elements), or
+// for kind 0 four single elements gathered, clamped into the row.
+// which: 0 = k, 1 = v, 2 = q.
+uvec4 raw_chunk(uint which, uint kind_vec, uint dim, uint base, uint c) {
+  if (kind_vec == 2u) return fetch_texel(which, int(base + c / 2u));
+  if (kind_vec == 1u) return fetch_texel(which, int(base + c));
+  uvec4 w;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e)
+    w[e] = fetch_texel(which, int(base + min(4u * c + e, dim - 1u))).x;
+  return w;
+}
+
+// Elements [4c, 4c + 4) of dtype dt from raw_chunk's words, zero beyond the
+// head dim. 8-bit codes (K/V of an 8-bit cache; kind 2 texels hold 8, kind
+// 1 texels 4, kind 0 one) are not yet scaled (kv_scale).
+vec4 decode_chunk(uint dt, uint kind_vec, uint dim, uvec4 w, uint c) {
   if (dt >= DT_I8) {
-    // 8-bit codes (K/V of an 8-bit cache): kind 2 texels hold 8 (R32G32),
-    // kind 1 texels 4 (R32), kind 0 one (R8); not yet scaled (kv_scale).
-    if (kind_vec == 2u) {
-      uvec4 w = fetch_texel(which, int(base + c / 2u));
-      return decode8x4(dt, (c & 1u) != 0u ? w.y : w.x);
-    }
-    if (kind_vec == 1u) return decode8x4(dt, fetch_texel(which, int(base + c)).x);
-    uint w = 0u;  // kind 0: four single codes gathered into one word
-    [[unroll]] for (uint e = 0u; e < 4u; ++e)
-      w |= (fetch_texel(which, int(base + min(4u * c + e, dim - 1u))).x & 0xffu) << (8u * e);
-    vec4 r = decode8x4(dt, w);
+    if (kind_vec == 2u) return decode8x4(dt, (c & 1u) != 0u ? w.y : w.x);
+    if (kind_vec == 1u) return decode8x4(dt, w.x);
+    uint g = 0u;  // kind 0: four single codes gathered into one word
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) g |= (w[e] & 0xffu) << (8u * e);
+    vec4 r = decode8x4(dt, g);
     [[unroll]] for (uint e = 0u; e < 4u; ++e) r[e] = 4u * c + e < dim ? r[e] : 0.0;
     return r;
   }
   if (kind_vec == 2u) {
-    // 16-bit data, dim % 8 == 0: one 16-byte texel holds 8 elements (slices
-    // c and c ^ 1 fetch the same texel; the compiler merges the fetches).
-    uvec4 w = fetch_texel(which, int(base + c / 2u));
     uvec2 h = (c & 1u) != 0u ? w.zw : w.xy;
     if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
     return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
   }
   if (kind_vec == 1u) {
-    uvec4 w = fetch_texel(which, int(base + c));
     if (dt == DT_F32) return uintBitsToFloat(w);
     if (dt == DT_F16) return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
     return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
   }
   vec4 r;
   [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-    uint col = 4u * c + e;
-    uint w = fetch_texel(which, int(base + min(col, dim - 1u))).x;
-    float x = dt == DT_F32 ? uintBitsToFloat(w) : decode16(dt, w & 0xffffu);
-    r[e] = col < dim ? x : 0.0;
+    float x = dt == DT_F32 ? uintBitsToFloat(w[e]) : decode16(dt, w[e] & 0xffffu);
+    r[e] = 4u * c + e < dim ? x : 0.0;
   }
   return r;
+}
+
+// Elements [4c, 4c + 4) of the K/V/q row starting at texel `base` (zero
+// beyond the head dim). which: 0 = k, 1 = v, 2 = q (q has its own dtype QDT).
+vec4 fetch_row(uint kind_vec, uint dim, uint base, uint c, uint which) {
+  return decode_chunk(which == 2u ? QDT : KDT, kind_vec, dim,
+                      raw_chunk(which, kind_vec, dim, base, c), c);
 }
 
 #endif

@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/loop_budget.h"
-#include "ops/attention/devices.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {
@@ -175,9 +174,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
   shape.decode_merge = var.decode_merge;
   shape.batch_invariant = invariant;
-  if (part == PlanPart::kDecode)
-    shape.fixed_split_keys = KernelOptions::pick(
-        ctx.options().invariant_split_keys, attention_defaults(ctx.device()).invariant_split_keys);
+  if (part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode
   // family item reads its range once).
@@ -217,20 +214,38 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     // uu + ps must not wrap (it emptied the block table: every sequence
     // read page 0).
     const uint64_t ps = u.page_size, wp = pp->window_pages;
+    // Page i of sequence b; the binding a page lies in (the cache's page
+    // group, or a window of the caller's pools) and its index there.
+    auto page_of = [&](uint32_t b, uint64_t i) -> uint32_t {
+      return c.step ? c.step->seqs()[b].pages[i] : c.pools->pages[c.pools->first[b] + i];
+    };
+    auto binding_of = [&](uint32_t page) -> uint32_t {
+      return c.step ? c.step->cache().group_of(page) : static_cast<uint32_t>(page / wp);
+    };
+    auto local_of = [&](uint32_t page) -> uint32_t {
+      return c.step ? c.step->cache().local_page(page) : static_cast<uint32_t>(page % wp);
+    };
+    const uint64_t per = c.step ? c.step->cache().pages_per_group() : wp;
     segments.resize(c.batch);
     for (uint32_t b = 0; b < c.batch; ++b) {
       const uint64_t uu = static_cast<uint64_t>(c.cu_k[b + 1] - c.cu_k[b]);
       const uint64_t n_pages = (uu + ps - 1) / ps;
-      const size_t t0 = table.size();
+      // Batch invariance: a sequence whose pages lie in several bindings is
+      // read from gathered copies (PreparedPlan::gathered), in chunks of one
+      // binding's pages from its first page on.
+      bool gather = false;
+      if (invariant && include[b] && c.cu_q[b + 1] > c.cu_q[b])
+        for (uint64_t i = 1; i < n_pages && !gather; ++i)
+          gather = binding_of(page_of(b, i)) != binding_of(page_of(b, 0));
+      const uint32_t chunk0 = static_cast<uint32_t>(pp->gather_first.size());
       for (uint64_t i = 0; i < n_pages; ++i) {
-        uint32_t buf, local;
-        if (c.step) {
-          const KvCache& cache = c.step->cache();
-          const uint32_t page = c.step->seqs()[b].pages[i];
-          buf = cache.group_of(page), local = cache.local_page(page);
-        } else {
-          const uint32_t page = c.pools->pages[c.pools->first[b] + i];
-          buf = static_cast<uint32_t>(page / wp), local = static_cast<uint32_t>(page % wp);
+        const uint32_t page = page_of(b, i);
+        uint32_t buf = binding_of(page), local = local_of(page);
+        if (gather) {
+          buf = PreparedPlan::kGatherBuffer + chunk0 + static_cast<uint32_t>(i / per);
+          local = static_cast<uint32_t>(i % per);
+          if (local == 0) pp->gather_first.push_back(static_cast<uint32_t>(pp->gathered.size()));
+          pp->gathered.push_back(page);
         }
         table.push_back(local);
         auto& seg = segments[b];
@@ -240,27 +255,6 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
           seg.back().end = k1;
         else
           seg.push_back({k0, k1, buf});
-      }
-      // Batch invariance: pages in several bindings are gathered (see
-      // PreparedPlan::gathered), in chunks of one binding's pages.
-      if (invariant && include[b] && c.cu_q[b + 1] > c.cu_q[b] && segments[b].size() > 1) {
-        const uint64_t per = c.step ? c.step->cache().pages_per_group() : wp;
-        auto& seg = segments[b];
-        seg.clear();
-        for (uint64_t i = 0; i < n_pages; ++i) {
-          const uint32_t k0 = static_cast<uint32_t>(i * ps);
-          const uint32_t k1 = static_cast<uint32_t>(std::min(uu, i * ps + ps));
-          if (i % per == 0) {
-            seg.push_back(
-                {k0, k1, PreparedPlan::kGatherBuffer + uint32_t(pp->gather_first.size())});
-            pp->gather_first.push_back(static_cast<uint32_t>(pp->gathered.size()));
-          } else {
-            seg.back().end = k1;
-          }
-          pp->gathered.push_back(c.step ? c.step->seqs()[b].pages[i]
-                                        : c.pools->pages[c.pools->first[b] + i]);
-          table[t0 + i] = static_cast<uint32_t>(i % per);
-        }
       }
     }
   }

@@ -89,7 +89,7 @@ struct PreparedPlan {
 // kDecodeMaxTokens query tokens or the others. A part's variant comes from
 // its class, not from its sequences (decode: one token x group rows;
 // prefill: kInvariantPrefillRows), and its decode-shaped sequences are
-// split into fixed chunks of keys (KernelOptions::invariant_split_keys).
+// split into fixed chunks of keys (AttentionVariant::invariant_split_keys).
 enum class PlanPart : uint32_t { kAll = 0, kDecode = 1, kPrefill = 2 };
 
 // The part a sequence of t query tokens belongs to.

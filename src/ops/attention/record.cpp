@@ -319,21 +319,26 @@ class PassBinder {
   // a page stride of the page's span rounded to 16 bytes).
   void plan_gathers(Context& ctx) {
     const auto& first = pp_.gather_first;
-    std::vector<GatherCopy> by_src;
     auto add = [&](const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
                    VkBufferCopy r) {
       for (GatherCopy& g : gather_copies_)
         if (g.src == src && g.dst == dst) return g.regions.push_back(r);
       gather_copies_.push_back({src, dst, {r}});
     };
+    if (c_.step) {
+      gather_stride_k_ = gather_stride_v_ = c_.step->cache().slab_bytes();
+      gather_v_off_ = c_.step->cache().k_block_bytes();
+    } else {
+      gather_stride_k_ = round_up(std::max(pp_.k.page, pp_.k.page_extent) * pp_.k.es, 16);
+      gather_stride_v_ = round_up(std::max(pp_.v.page, pp_.v.page_extent) * pp_.v.es, 16);
+      gather_v_off_ = 0;
+    }
     for (size_t ch = 0; ch < first.size(); ++ch) {
       const uint32_t p0 = first[ch];
       const uint32_t p1 =
           ch + 1 < first.size() ? first[ch + 1] : static_cast<uint32_t>(pp_.gathered.size());
       if (c_.step) {
         const KvCache& cache = c_.step->cache();
-        gather_stride_k_ = gather_stride_v_ = cache.slab_bytes();
-        gather_v_off_ = cache.k_block_bytes();
         auto dst = std::make_shared<Buffer>(
             ctx.device(), texel_buffer_bytes((p1 - p0) * cache.slab_bytes()), false);
         rec_.use(dst);
@@ -345,21 +350,18 @@ class PassBinder {
         gather_k_.push_back(dst);
         gather_v_.push_back(dst);
       } else {
-        auto one = [&](const Tensor& t, const RowLayout& l, uint64_t* stride) {
-          const uint64_t span = l.page_extent * l.es;
-          *stride = round_up(std::max(l.page, l.page_extent) * l.es, 16);
-          auto dst = std::make_shared<Buffer>(ctx.device(), texel_buffer_bytes((p1 - p0) * *stride),
-                                              false);
+        auto one = [&](const Tensor& t, const RowLayout& l, uint64_t stride) {
+          auto dst =
+              std::make_shared<Buffer>(ctx.device(), texel_buffer_bytes((p1 - p0) * stride), false);
           rec_.use(dst);
           for (uint32_t i = p0; i < p1; ++i)
             add(t.buffer(), dst,
-                {l.offset + uint64_t(pp_.gathered[i]) * l.page * l.es, uint64_t(i - p0) * *stride,
-                 span});
+                {l.offset + uint64_t(pp_.gathered[i]) * l.page * l.es, uint64_t(i - p0) * stride,
+                 l.page_extent * l.es});
           return dst;
         };
-        gather_k_.push_back(one(*c_.k, pp_.k, &gather_stride_k_));
-        gather_v_.push_back(one(*c_.v, pp_.v, &gather_stride_v_));
-        gather_v_off_ = 0;
+        gather_k_.push_back(one(*c_.k, pp_.k, gather_stride_k_));
+        gather_v_.push_back(one(*c_.v, pp_.v, gather_stride_v_));
       }
     }
   }
@@ -424,11 +426,12 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   // sequences: decode-shaped and the others, each with its own variant.
   std::vector<std::shared_ptr<PreparedPlan>> plans;
   if (ctx.options().batch_invariant) {
-    bool has[3] = {false, false, false};
-    for (uint32_t b = 0; b < c.batch; ++b)
-      has[static_cast<uint32_t>(part_of(c.cu_q[b + 1] - c.cu_q[b]))] = true;
     for (PlanPart part : {PlanPart::kDecode, PlanPart::kPrefill})
-      if (has[static_cast<uint32_t>(part)]) plans.push_back(plan_of(ctx, c, part));
+      for (uint32_t b = 0; b < c.batch; ++b)
+        if (part_of(c.cu_q[b + 1] - c.cu_q[b]) == part) {
+          plans.push_back(plan_of(ctx, c, part));
+          break;
+        }
   } else {
     plans.push_back(plan_of(ctx, c, PlanPart::kAll));
   }

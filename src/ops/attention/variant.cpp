@@ -13,16 +13,6 @@
 namespace vkattn {
 
 namespace {
-uint32_t pow2_at_least(uint32_t x) {
-  uint32_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-uint32_t pow2_at_most(uint32_t x) {
-  uint32_t p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
 // Tiles of at most this many rows take tiled's decode shape.
 constexpr uint32_t kTiledDecodeRows = 8;
 }  // namespace
@@ -256,6 +246,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   // 916 ms, BK 8 629 ms).
   v.block_keys = (cpu && !decode && v.unroll_d) ? 4 : 8;
   v.target_items = dev.target_items;
+  v.invariant_split_keys =
+      KernelOptions::pick(forced.invariant_split_keys, dev.invariant_split_keys);
   // lavapipe gives each thread a contiguous chunk of a dispatch's
   // workgroups: heaviest-first order put the heavy half of a causal
   // prefill on one thread.

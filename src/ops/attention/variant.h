@@ -38,6 +38,18 @@ namespace vkattn {
 class Device;
 struct KernelOptions;
 
+// Powers of two the variant shapes round to.
+inline uint32_t pow2_at_least(uint32_t x) {
+  uint32_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+inline uint32_t pow2_at_most(uint32_t x) {
+  uint32_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
 // Kernel families (ops/attention/family.h).
 enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1, kCoopmat = 2, kDecode = 3 };
 
@@ -51,10 +63,13 @@ struct AttentionVariant {
   uint32_t max_keys = 8192;       // per lane of a work item (lavapipe loop cap)
   uint32_t target_items = 1;      // parallelism wanted from one dispatch
   uint32_t min_split_keys = 256;  // never split into smaller chunks
-  uint32_t decode_min_keys = 0;   // tiles of <= R rows over this many keys: decode mode
-  bool decode_merge = false;      // decode-mode lanes merge in shared memory (fits, and allowed)
-  bool all_features = false;      // compile every optional transform in (FEATURES = all)
-  uint32_t static_chunks = 0;     // ScheduleLimits::static_chunks
+  // Batch-invariant contexts: keys per split of a decode-shaped sequence
+  // (the device table's, or VKATTN_ATTN_INVARIANT_SPLIT_KEYS).
+  uint32_t invariant_split_keys = 256;
+  uint32_t decode_min_keys = 0;  // tiles of <= R rows over this many keys: decode mode
+  bool decode_merge = false;     // decode-mode lanes merge in shared memory (fits, and allowed)
+  bool all_features = false;     // compile every optional transform in (FEATURES = all)
+  uint32_t static_chunks = 0;    // ScheduleLimits::static_chunks
   // tiled: lanes that share a row (each holds 1/L of its head dims), keys
   // per shared-memory tile, and whether the dot products are summed with
   // subgroup shuffles (else through shared memory).

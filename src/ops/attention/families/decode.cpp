@@ -51,16 +51,6 @@ struct DecodeSpec {
 };
 static_assert(sizeof(DecodeSpec) == 13 * 4, "attention_decode.glsl has 13 constants");
 
-uint32_t pow2_at_least(uint32_t x) {
-  uint32_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-uint32_t pow2_at_most(uint32_t x) {
-  uint32_t p = 1;
-  while (p * 2 <= x) p *= 2;
-  return p;
-}
 uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
 }
@@ -173,20 +163,19 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
   // rolled: R 32 x 8 keys per tile over 700 keys passed the cap, measured),
   // an n-iteration loop costing n + 1 (core/loop_budget.h). Units per lane
   // as UK x 1 chunk (an upper bound of UK x CK's loops); kind-0 units add
-  // their 4-element gathers.
+  // their 4-element gathers; a key's sum as LPK iterations (the shared-
+  // memory sums; the shuffles take log2 LPK).
   auto L = [](uint64_t n) { return loop_cost(n); };
   const uint64_t lpk = std::max<uint32_t>(v.lanes_per_row, 1);
   const uint64_t nkg = std::max<uint64_t>(v.wg / lpk, 1);
   const uint64_t kpg = std::max<uint64_t>(v.tile_keys / nkg, 1), R = std::max(v.rows, 1u);
   const DecodeLane lane = decode_lane(head_dim, head_dim_v, static_cast<uint32_t>(lpk));
   const uint64_t uk = lane.qs, uv = lane.vs, rk = R * kpg;
-  uint64_t log2_lpk = 0;
-  while ((1ull << log2_lpk) < lpk) ++log2_lpk;
   const uint64_t load = L(kpg) + kpg * (L(uk) + uk * L(4) + L(uv) + uv * L(4));
   const uint64_t per_tile = 1 + load + L(rk) + L(kpg) + kpg * (L(uk) + uk * (L(4) + L(R))) + L(rk) +
-                            rk * L(std::max(log2_lpk, lpk)) + L(rk) + L(kpg) + kpg * L(R) + L(R) +
-                            R * 2 * L(kpg) + L(R) + R * L(uv) + L(kpg) +
-                            kpg * (L(uv) + uv * (L(4) + L(R))) + L(kpg * uk) + L(kpg * uv) + L(kpg);
+                            rk * L(lpk) + L(rk) + L(kpg) + kpg * L(R) + L(R) + R * 2 * L(kpg) +
+                            L(R) + R * L(uv) + L(kpg) + kpg * (L(uv) + uv * (L(4) + L(R))) +
+                            L(kpg * uk) + L(kpg * uv) + L(kpg);
   const uint64_t fixed = L(R) + R * (L(uk) + uk * L(4) + L(uv)) + load + L(R) +
                          R * (2 * L(nkg) + L(uv)) + L(nkg) * (1 + 2 * R * L(uv)) + L(R) +
                          R * L(uv) * L(4);
