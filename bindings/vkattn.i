@@ -415,6 +415,28 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     vkattnx_ok(vkattn_context_validation_messages(self, &n));
     return (int64_t)n;
   }
+  /* vkattn_context_self_check: raises where no family passed (UNSUPPORTED). */
+  void m_selfCheck(const vkattn_attention_desc* desc, int32_t qDtype, int32_t kvDtype,
+                   int32_t paged, int64_t queryTokens) {
+    VKATTNX_OPEN(self, "Context", );
+    if (queryTokens < 1 || queryTokens > (1 << 24)) {
+      vkattnx_fail("vkattn: query_tokens must be 1 .. 2^24, got %lld", (long long)queryTokens);
+      return;
+    }
+    vkattnx_ok(vkattn_context_self_check(self, desc, (vkattn_dtype)qDtype, (vkattn_dtype)kvDtype,
+                                         paged ? 1u : 0u, (uint32_t)queryTokens));
+  }
+  /* vkattn_context_self_check_counts: passed (failed = 0) or failed (1). */
+  int64_t m_selfCheckCount(int32_t family, int32_t failed) {
+    uint32_t p = 0, f = 0;
+    VKATTNX_OPEN(self, "Context", 0);
+    if (family < 0) {
+      vkattnx_fail("vkattn: family %d is not an attention family", (int)family);
+      return 0;
+    }
+    vkattnx_ok(vkattn_context_self_check_counts(self, (uint32_t)family, &p, &f));
+    return failed ? (int64_t)f : (int64_t)p;
+  }
   /* GPU nanoseconds of the last completed submission (PROFILING only). */
   int64_t m_lastGpuTimeNs() {
     uint64_t ns = 0;

@@ -6,9 +6,20 @@
 # announced by a fallback line saying why FAMILY declined that call.
 # Prints the counts and each distinct fallback reason; the rest of CMD's
 # stderr passes through.
+#
+# A fallback because FAMILY failed its self-check (ops/attention/
+# self_check.h) is a failure, not a decline: FAMILY gave wrong answers.
+# tools/expect-family.sh --faulted FAMILY CMD [ARGS...] asserts the
+# opposite, for runs under VKATTN_FAULT_KERNEL=FAMILY: CMD passes, nothing
+# ran on FAMILY, and the log names FAMILY's failed self-check.
 set -uo pipefail
+faulted=0
+if [ "${1:-}" = --faulted ]; then
+  faulted=1
+  shift
+fi
 if [ $# -lt 2 ]; then
-  echo "usage: tools/expect-family.sh FAMILY CMD [ARGS...]" >&2
+  echo "usage: tools/expect-family.sh [--faulted] FAMILY CMD [ARGS...]" >&2
   exit 2
 fi
 family=$1
@@ -18,11 +29,12 @@ trap 'rm -f "$log"' EXIT
 VKATTN_LOG=kernels "$@" 2>"$log"
 rc=$?
 grep -v '^vkattn: attention ' "$log" >&2
-awk -v f="$family" '
+awk -v f="$family" -v faulted="$faulted" '
   $1 == "vkattn:" && $2 == "attention" && $3 == "fallback" {
     # vkattn: attention fallback from <a> to <b>: <reason>
     to = $7; sub(/:$/, "", to)
     if ($5 == f) { instead = to; reason[$0]++ } else { instead = "" }
+    if ($5 == f && index($0, "self-check failed")) checkfail++
     next
   }
   $1 == "vkattn:" && $2 == "attention" && $3 ~ /^family=/ {
@@ -36,8 +48,14 @@ awk -v f="$family" '
     for (m in moved) printf ", %d on %s after %s declined", moved[m], m, f
     printf "\n"
     for (r in reason) printf "expect-family:   %dx %s\n", reason[r], r
+    if (faulted) {
+      if (on > 0) print "expect-family: " on " dispatch(es) ran on the faulted " f > "/dev/stderr"
+      if (checkfail == 0) print "expect-family: no failed self-check of " f " was logged" > "/dev/stderr"
+      exit (on == 0 && checkfail > 0 && bad == 0) ? 0 : 1
+    }
+    if (checkfail) print "expect-family: " f " failed its self-check " checkfail " time(s)" > "/dev/stderr"
     if (on == 0) print "expect-family: nothing ran on " f > "/dev/stderr"
-    exit (on > 0 && bad == 0) ? 0 : 1
+    exit (on > 0 && bad == 0 && checkfail == 0) ? 0 : 1
   }' "$log"
 check=$?
 [ $rc -ne 0 ] && exit $rc

@@ -110,6 +110,27 @@ static void print_kernels(vkattn_context* ctx) {
   printf("]}");
 }
 
+/* What the first-use self-checks recorded for ctx's device, driver and
+ * build, per kernel family: text, or the "self_check" object of --json. */
+static void print_self_checks(vkattn_context* ctx) {
+  static const char* const names[4] = {"lanes", "tiled", "coopmat", "decode"};
+  uint32_t f, passed, failed;
+  if (!json) printf("self-check results (this device, driver and vkattn build):\n");
+  for (f = 0; f < 4; ++f) {
+    if (vkattn_context_self_check_counts(ctx, f, &passed, &failed) != VKATTN_SUCCESS)
+      passed = failed = 0;
+    if (json)
+      printf("%s\"%s\": {\"passed\": %u, \"failed\": %u}", f ? ", " : "{", names[f], passed,
+             failed);
+    else if (passed + failed == 0)
+      printf("  %-8s unchecked\n", names[f]);
+    else
+      printf("  %-8s %u pipeline(s) passed, %u failed%s\n", names[f], passed, failed,
+             failed ? " (never used on this device)" : "");
+  }
+  if (json) printf("}");
+}
+
 int main(int argc, char** argv) {
   uint32_t n = 0, i;
   int same;
@@ -159,10 +180,13 @@ int main(int argc, char** argv) {
     json_string(info.name);
     printf(", \"kernels\": ");
     print_kernels(ctx);
+    printf(", \"self_check\": ");
+    print_self_checks(ctx);
     json_state = 2;
   } else {
     printf("default device: %s\n", info.name);
     print_kernels(ctx);
+    print_self_checks(ctx);
   }
   for (i = 0; i < 15; ++i) x[i] = (float)i * 0.5f;
   if (check(vkattn_tensor_create(ctx, VKATTN_F32, 2, shape, &t), "vkattn_tensor_create") ||

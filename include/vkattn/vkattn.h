@@ -839,6 +839,62 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
                                                 vkattn_tensor* lse_b, vkattn_tensor* out,
                                                 vkattn_tensor* lse);
 
+/**
+ * Self-check at first use (README "Self-check"). The first time a context
+ * is about to record an attention pipeline (kernel family and
+ * specialization: head dims, dtypes, texel widths, paged or not, the
+ * transforms compiled in) that has not been checked on this device, driver
+ * and build of vkattn, vkattn runs that pipeline on vkattn's own queue on
+ * a small known-answer problem of the same specialization and compares it
+ * with a host reference. A pipeline that fails is never used: the call
+ * runs on the next family that passes its own check (coopmat, then tiled,
+ * then lanes; lanes falls back to tiled; decode to the device table's
+ * family), and when none is left it fails with VKATTN_ERROR_UNSUPPORTED
+ * naming the failed checks: a wrong kernel never reaches a caller's
+ * output. VKATTN_LOG=kernels logs "attention fallback from <a> to <b>:
+ * self-check failed (max err <e>)"; without it one line per process says
+ * "vkattn: self-check failed: family=<a> ...; using <b>". A check costs one
+ * small dispatch per new pipeline; a failed check changes no caller tensor.
+ *
+ * Results are kept beside the pipeline cache (VKATTN_PIPELINE_CACHE_DIR,
+ * else $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn; an empty
+ * VKATTN_PIPELINE_CACHE_DIR keeps them in memory only) in
+ * self-check-<device uuid>.txt, keyed by device UUID, driver version and a
+ * build id of vkattn (a hash of its SPIR-V and version); a file of another
+ * device, driver or build, or a damaged one, is ignored with one logged
+ * line and rewritten. VKATTN_SELF_CHECK=0 turns checks off.
+ * VKATTN_FAULT_KERNEL=<family>[,<family>] makes those families' kernels
+ * write wrong outputs, to watch the checks catch them.
+ *
+ * External mode: nothing is submitted there, so a pipeline first met in
+ * external mode runs unchecked (logged once). Engines check up front with
+ * vkattn_context_self_check, or run each call shape once before
+ * vkattn_context_begin_external.
+ */
+
+/** Runs now the self-checks of the pipelines a call with `desc` would
+ * record: q and out of `q_dtype`, K/V of `kv_dtype` (paged = 1: a paged
+ * call, over a cache or caller pools; VKATTN_I8 and VKATTN_FP8_E4M3 need
+ * paged = 1), sequences of `query_tokens` query tokens (1 for decode; the
+ * family depends on it). The transforms desc names are checked too
+ * (softcap, ALiBi, mask_type, lse and sinks by their presence; the tensors
+ * are not read); a padded call's key_mask is not representable here: run
+ * one such call first. Returns VKATTN_SUCCESS when such a call would run
+ * on a checked family (a failed family is replaced, as for a call),
+ * VKATTN_ERROR_UNSUPPORTED when every family failed. Refused in external
+ * mode. */
+VKATTN_API vkattn_status vkattn_context_self_check(vkattn_context* ctx,
+                                                   const vkattn_attention_desc* desc,
+                                                   vkattn_dtype q_dtype, vkattn_dtype kv_dtype,
+                                                   uint32_t paged, uint32_t query_tokens);
+
+/** Self-check results recorded for this context's device, driver and
+ * build: the pipelines of kernel family `family` (0 lanes, 1 tiled,
+ * 2 coopmat, 3 decode) that passed and that failed (vkattn-info lists
+ * them). */
+VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, uint32_t family,
+                                                          uint32_t* passed, uint32_t* failed);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */

@@ -21,6 +21,11 @@ layout(std430, binding = 13) readonly buffer Sinks {
   float sinks[];  // [H], read when F_SINKS is set
 };
 
+// VKATTN_FAULT_KERNEL: FEATURES bit 30 makes this pipeline's outputs wrong
+// on purpose (every row and partial off by one), so that its self-check
+// can be watched failing (ops/attention/self_check.h). Never set otherwise.
+const bool FAULT_OUTPUT = (FEATURES & 0xc0000000u) == 0x40000000u;  // not the default ~0u
+
 // The factor a final (not partial) row of head `head` is multiplied by,
 // with its lse updated: 1 without sinks.
 float final_row_factor(uint head, inout float lse) {
@@ -29,6 +34,7 @@ float final_row_factor(uint head, inout float lse) {
 
 // Elements [4c, 4c + 4) of a normalized partial row (arena row prow).
 void store_part4(uint prow, uint c, vec4 o) {
+  if (FAULT_OUTPUT) o += vec4(1.0);
   [[unroll]] for (uint e = 0u; e < 4u; ++e) {
     if (4u * c + e < DV) part_o[prow * DV + 4u * c + e] = o[e];
   }
@@ -38,6 +44,7 @@ void store_part4(uint prow, uint c, vec4 o) {
 // (window-relative), in the output dtype. Odd 16-bit rows share words with
 // their neighbours: atomics.
 void store_out4(uint base, uint c, vec4 o) {
+  if (FAULT_OUTPUT) o += vec4(1.0);
   if (QDT == DT_F32) {
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       if (4u * c + e < DV) out_w[base + 4u * c + e] = floatBitsToUint(o[e]);

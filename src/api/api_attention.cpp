@@ -4,6 +4,7 @@
 #include "api/firewall.h"
 #include "api/handles.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/self_check.h"
 #include "ops/rope.h"
 
 using namespace vkattn;
@@ -144,6 +145,27 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
     ctx->impl->recorder().check_alive();
     record_attention_merge(*ctx->impl, impl(out_a), impl(lse_a), impl(out_b), impl(lse_b),
                            impl(out), impl(lse));
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_self_check(vkattn_context* ctx,
+                                                   const vkattn_attention_desc* desc,
+                                                   vkattn_dtype q_dtype, vkattn_dtype kv_dtype,
+                                                   uint32_t paged, uint32_t query_tokens) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(desc);
+    self_check_up_front(*ctx->impl, desc, q_dtype, kv_dtype, paged, query_tokens);
+  });
+}
+
+VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, uint32_t family,
+                                                          uint32_t* passed, uint32_t* failed) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(passed);
+    VKATTN_REQUIRE_ARG(failed);
+    self_check_counts(*ctx->impl, family, passed, failed);
   });
 }
 

@@ -4,7 +4,7 @@ namespace vkattn {
 
 Context::Context(int32_t device_index, bool validation, bool profile)
     : device_(Device::create(device_index, validation)),
-      pipelines_(std::make_unique<Pipelines>(*device_)),
+      pipelines_(std::make_shared<Pipelines>(*device_)),
       recorder_(std::make_unique<Recorder>(*device_, profile)),
       dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
   dummy_->stub = true;
@@ -12,10 +12,36 @@ Context::Context(int32_t device_index, bool validation, bool profile)
 
 Context::Context(std::shared_ptr<Device> device, bool profile)
     : device_(std::move(device)),
-      pipelines_(std::make_unique<Pipelines>(*device_)),
+      pipelines_(std::make_shared<Pipelines>(*device_)),
       recorder_(std::make_unique<Recorder>(*device_, profile)),
       dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
   dummy_->stub = true;
+}
+
+Context::Context(Context& parent, ForChecks)
+    : options_(parent.options_),
+      is_checker_(true),
+      device_(parent.device_),
+      pipelines_(parent.pipelines_),
+      checks_(parent.checks_),
+      recorder_(std::make_unique<Recorder>(*device_, false, /*inject_faults=*/false)),
+      dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
+  dummy_->stub = true;
+  options_.batch_invariant = false;
+  options_.log_kernels = false;  // a check's dispatches are not the caller's (self_check logs them)
+}
+
+CheckRecords& Context::check_records() {
+  if (!checks_) checks_ = std::make_shared<CheckRecords>(*device_);
+  return *checks_;
+}
+
+const std::shared_ptr<Context>& Context::checker() {
+  if (!checker_) {
+    check_records();
+    checker_ = std::make_shared<Context>(*this, ForChecks{});
+  }
+  return checker_;
 }
 
 std::shared_ptr<Buffer> Context::scratch(uint64_t bytes) {

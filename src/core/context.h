@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
+#include "core/check_records.h"
 #include "core/device.h"
 #include "core/kernel_options.h"
 #include "core/pipeline.h"
@@ -17,6 +19,12 @@ class Context {
   Context(int32_t device_index, bool validation, bool profile);
   // On a device vkattn adopted (Device::adopt).
   Context(std::shared_ptr<Device> device, bool profile);
+  // The private context a parent's self-checks run on
+  // (ops/attention/self_check.h): the parent's device and pipelines, its
+  // own recorder, scratch and submissions (never ordered after the
+  // parent's recorded work, never counted by VKATTN_FAULT_DEVICE_LOST).
+  struct ForChecks {};
+  Context(Context& parent, ForChecks);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -24,6 +32,12 @@ class Context {
   Device& device() { return *device_; }
   Recorder& recorder() { return *recorder_; }
   Pipelines& pipelines() { return *pipelines_; }
+  // The self-check results of this device (core/check_records.h), loaded
+  // at first use; shared with the checker context.
+  CheckRecords& check_records();
+  // The context self-checks run on, created at first use.
+  const std::shared_ptr<Context>& checker();
+  bool is_checker() const { return is_checker_; }
   // Kernel choices forced through the environment, read at creation.
   const KernelOptions& options() const { return options_; }
   // VKATTN_CONTEXT_BATCH_INVARIANT, set once at creation.
@@ -46,12 +60,15 @@ class Context {
 
  private:
   KernelOptions options_ = KernelOptions::from_env();
+  bool is_checker_ = false;
   // Destroyed in reverse: the recorder waits for the GPU first.
   std::shared_ptr<Device> device_;
-  std::unique_ptr<Pipelines> pipelines_;
+  std::shared_ptr<Pipelines> pipelines_;
+  std::shared_ptr<CheckRecords> checks_;
   std::unique_ptr<Recorder> recorder_;
   std::shared_ptr<Buffer> dummy_;
   std::shared_ptr<Buffer> scratch_;
+  std::shared_ptr<Context> checker_;  // destroyed first: its work drains on its own recorder
 };
 
 }  // namespace vkattn

@@ -256,7 +256,7 @@ void Device::init_caps() {
     uint32_t shaderCoreCount;
     uint32_t shaderWarpsPerCore;
   } arm_core{static_cast<VkStructureType>(1000497001), nullptr, 0, 0, 0};
-  bool coopmat_offered = false;
+  bool coopmat_offered = false, sgsc_offered = false;
   {
     uint32_t n = 0;
     vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, nullptr);
@@ -275,12 +275,25 @@ void Device::init_caps() {
         sg.pNext = &arm_core;
       } else if (std::strcmp(e.extensionName, kCoopmatExtension) == 0) {
         coopmat_offered = true;
+      } else if (std::strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0) {
+        sgsc_offered = true;
       }
     }
   }
+  VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sgsc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
+  if (sgsc_offered) {
+    sgsc.pNext = m3.pNext;
+    m3.pNext = &sgsc;
+  }
+  // The device's identity (self-check results are kept per device UUID).
+  VkPhysicalDeviceIDProperties idp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  idp.pNext = m3.pNext;
+  m3.pNext = &idp;
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &m3;
   vki_.vkGetPhysicalDeviceProperties2(physical_, &p2);
+  std::memcpy(caps_.device_uuid, idp.deviceUUID, sizeof(caps_.device_uuid));
   vki_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
   DeviceCaps& c = caps_;
@@ -305,6 +318,21 @@ void Device::init_caps() {
   c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                        (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.prefer_host_visible = info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
+  // Subgroup size control: what the device supports (the device's creation
+  // enables it, an adopted device keeps what its creator enabled).
+  if (sgsc_offered) {
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT f{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &f;
+    vki_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+    c.full_subgroups = f.computeFullSubgroups != VK_FALSE;
+    c.subgroup_size_control = f.subgroupSizeControl != VK_FALSE &&
+                              (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                              sgsc.minSubgroupSize <= c.subgroup_size &&
+                              c.subgroup_size <= sgsc.maxSubgroupSize;
+    c.min_subgroup_size = sgsc.minSubgroupSize, c.max_subgroup_size = sgsc.maxSubgroupSize;
+  }
   c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
   if (nv_sm.shaderSMCount)
     c.compute_units = nv_sm.shaderSMCount;
@@ -395,6 +423,15 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
     d->f12_.pNext = &d->coopmat_features_;
     d->extension_names_.push_back(kCoopmatExtension);
   }
+  // Subgroup size control where offered (the coopmat family asks for full
+  // subgroups of the size its matrix shapes were queried for).
+  if (c.full_subgroups || c.subgroup_size_control) {
+    d->sgsc_features_.computeFullSubgroups = c.full_subgroups ? VK_TRUE : VK_FALSE;
+    d->sgsc_features_.subgroupSizeControl = c.subgroup_size_control ? VK_TRUE : VK_FALSE;
+    d->sgsc_features_.pNext = d->f12_.pNext;
+    d->f12_.pNext = &d->sgsc_features_;
+    d->extension_names_.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
   for (const std::string& e : d->extension_names_) d->enabled_extensions_.push_back(e.c_str());
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &d->features2_;
@@ -443,7 +480,7 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   }
   // What the caller enabled: the features chain (Vulkan cannot be asked).
   bool timeline = false, f16 = false, storage16 = false, memory_model = false, device_scope = false,
-       coopmat = false;
+       coopmat = false, full_sg = false, sg_size = false;
   int guard = 0;
   if (v.features) {
     require(v.features->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
@@ -469,6 +506,18 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
         case kCoopmatFeaturesSType:
           coopmat |= reinterpret_cast<const CoopmatFeatures*>(p)->cooperativeMatrix != 0;
           break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT: {
+          auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeaturesEXT*>(p);
+          full_sg |= f->computeFullSubgroups != 0;
+          sg_size |= f->subgroupSizeControl != 0;
+          break;
+        }
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES: {
+          auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan13Features*>(p);
+          full_sg |= f->computeFullSubgroups != 0;
+          sg_size |= f->subgroupSizeControl != 0;
+          break;
+        }
         case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
           timeline |= reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(p)
                           ->timelineSemaphore != 0;
@@ -515,9 +564,22 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
     d->coopmat_features_.cooperativeMatrix = VK_TRUE;
     d->f12_.pNext = &d->coopmat_features_;
   }
+  if (full_sg || sg_size) {
+    d->sgsc_features_.computeFullSubgroups = full_sg ? VK_TRUE : VK_FALSE;
+    d->sgsc_features_.subgroupSizeControl = sg_size ? VK_TRUE : VK_FALSE;
+    d->sgsc_features_.pNext = d->f12_.pNext;
+    d->f12_.pNext = &d->sgsc_features_;
+  }
   d->enabled_features_ = &d->features2_;
   d->queue_family_ = v.queue_family;
   d->init_caps();
+  // Subgroup size control only as the caller enabled it (its extension, or
+  // Vulkan 1.3's features on a 1.3 device).
+  bool sgsc_ext = d->info_.api_version >= VK_API_VERSION_1_3 && v.api_version >= VK_API_VERSION_1_3;
+  for (const std::string& e : d->extension_names_)
+    sgsc_ext |= e == VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+  d->caps_.full_subgroups = d->caps_.full_subgroups && full_sg && sgsc_ext;
+  d->caps_.subgroup_size_control = d->caps_.subgroup_size_control && sg_size && sgsc_ext;
   d->caps_.shader_float16 = d->caps_.shader_float16 && f16;
   d->caps_.storage_16bit = d->caps_.storage_16bit && storage16;
   // Cooperative matrices only as the caller enabled them.

@@ -36,6 +36,13 @@ struct DeviceCaps {
   uint64_t min_texel_offset_alignment = 1;
   uint64_t max_allocation_size = 0;
   float timestamp_period_ns = 0.0f;  // 0 if the queue has no timestamps
+  uint8_t device_uuid[16] = {};      // VkPhysicalDeviceIDProperties::deviceUUID
+  // VK_EXT_subgroup_size_control (core in Vulkan 1.3), as enabled on the
+  // device: pipelines may require full subgroups (computeFullSubgroups)
+  // and a subgroup size in [min, max] (subgroupSizeControl, for compute).
+  bool full_subgroups = false;
+  bool subgroup_size_control = false;
+  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
   bool shader_float16 = false;
   bool storage_16bit = false;
   // Subgroup shuffles (subgroupShuffleXor) in compute shaders.
@@ -160,6 +167,8 @@ class Device : public std::enable_shared_from_this<Device> {
   VkPhysicalDeviceVulkan11Features f11_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceVulkan12Features f12_{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   CoopmatFeatures coopmat_features_;
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sgsc_features_{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
   const VkPhysicalDeviceFeatures2* enabled_features_ = nullptr;
   std::vector<const char*> enabled_extensions_;  // into extension_names_
   std::vector<std::string> extension_names_;

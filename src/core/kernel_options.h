@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/env.h"
 
@@ -47,10 +48,29 @@ struct KernelOptions {
   uint32_t invariant_split_keys = kUnset;
   // VKATTN_LOG=kernels: one stderr line per recorded attention dispatch.
   bool log_kernels = false;
+  // VKATTN_SELF_CHECK=0: attention pipelines run without their first-use
+  // check (ops/attention/self_check.h).
+  bool self_check = true;
+  // VKATTN_FAULT_KERNEL=<family>[,<family>...]: those families' kernels
+  // write wrong outputs (a specialization constant), so the self-check
+  // can be watched catching them; bit (1 << id), ids as attn_kernel.
+  uint32_t fault_kernels = 0;
+  bool bad_fault_name = false;  // VKATTN_FAULT_KERNEL names no family
 
   // `forced` if set, else `fallback`.
   static uint32_t pick(uint32_t forced, uint32_t fallback) {
     return forced == kUnset ? fallback : forced;
+  }
+
+  // An attention family's id from its name (lanes 0, tiled 1, coopmat 2,
+  // decode 3); unset for no name, and *bad set for an unknown one.
+  static uint32_t family_id(const char* name, bool* bad) {
+    if (!name || !*name) return kUnset;
+    const char* names[] = {"lanes", "tiled", "coopmat", "decode"};
+    for (uint32_t i = 0; i < 4; ++i)
+      if (std::strcmp(name, names[i]) == 0) return i;
+    *bad = true;
+    return kUnset;
   }
 
   static KernelOptions from_env() {
@@ -71,18 +91,16 @@ struct KernelOptions {
     o.batch_invariant = env_uint("VKATTN_BATCH_INVARIANT", 0) != 0;
     o.invariant_split_keys = env_uint("VKATTN_ATTN_INVARIANT_SPLIT_KEYS", kUnset);
     if (o.invariant_split_keys == 0) o.invariant_split_keys = kUnset;
-    if (const char* k = std::getenv("VKATTN_ATTN_KERNEL"); k && *k) {
-      if (std::strcmp(k, "lanes") == 0)
-        o.attn_kernel = 0;
-      else if (std::strcmp(k, "tiled") == 0)
-        o.attn_kernel = 1;
-      else if (std::strcmp(k, "coopmat") == 0)
-        o.attn_kernel = 2;
-      else if (std::strcmp(k, "decode") == 0)
-        o.attn_kernel = 3;
-      else
-        o.bad_kernel_name = true;
-    }
+    o.attn_kernel = family_id(std::getenv("VKATTN_ATTN_KERNEL"), &o.bad_kernel_name);
+    if (const char* f = std::getenv("VKATTN_FAULT_KERNEL"))
+      for (const char* p = f; *p;) {
+        const char* e = std::strchr(p, ',');
+        const std::string name(p, e ? e : p + std::strlen(p));
+        const uint32_t id = family_id(name.c_str(), &o.bad_fault_name);
+        if (id != kUnset) o.fault_kernels |= 1u << id;
+        p = e ? e + 1 : p + name.size();
+      }
+    o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);

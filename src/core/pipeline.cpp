@@ -23,17 +23,44 @@ VkDescriptorType descriptor_type(BindingKind k) {
   return k == BindingKind::kStorageBuffer ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
                                           : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
 }
+}  // namespace
 
 void make_dirs(const std::string& path) {
   for (size_t i = 1; i < path.size(); ++i)
     if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
   mkdir(path.c_str(), 0755);
 }
-}  // namespace
+
+std::string cache_dir() {
+  if (const char* e = std::getenv("VKATTN_PIPELINE_CACHE_DIR")) return e;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vkattn";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vkattn";
+  return "";
+}
+
+uint64_t build_id() {
+  static const uint64_t id = [] {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a, 64-bit
+    auto mix = [&](uint32_t w) {
+      for (int i = 0; i < 4; ++i) h = (h ^ ((w >> (8 * i)) & 0xffu)) * 1099511628211ull;
+    };
+    mix((VKATTN_VERSION_MAJOR << 20) | (VKATTN_VERSION_MINOR << 10) | VKATTN_VERSION_PATCH);
+    size_t n = 0;
+    const ShaderBlob* all = all_shaders(&n);
+    for (size_t i = 0; i < n; ++i) {
+      for (const char* c = all[i].name; *c; ++c) mix(static_cast<uint8_t>(*c));
+      for (size_t w = 0; w < all[i].count; ++w) mix(all[i].words[w]);
+    }
+    return h;
+  }();
+  return id;
+}
 
 Pipelines::Pipelines(Device& device) : device_(device) {
   const char* log = std::getenv("VKATTN_LOG");
   log_compile_ = log && std::strstr(log, "compile") != nullptr;
+  if (const char* f = std::getenv("VKATTN_FULL_SUBGROUPS"))
+    allow_full_subgroups_ = std::strcmp(f, "0") != 0;
   std::vector<char> data;
   std::string path = cache_path();
   if (!path.empty()) {
@@ -55,17 +82,8 @@ Pipelines::Pipelines(Device& device) : device_(device) {
 
 std::string Pipelines::cache_path() const {
   // VKATTN_PIPELINE_CACHE_DIR="" turns the disk cache off.
-  std::string dir;
-  if (const char* e = std::getenv("VKATTN_PIPELINE_CACHE_DIR")) {
-    dir = e;
-    if (dir.empty()) return "";
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir = std::string(x) + "/vkattn";
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir = std::string(h) + "/.cache/vkattn";
-  } else {
-    return "";
-  }
+  const std::string dir = cache_dir();
+  if (dir.empty()) return "";
   const auto& info = device_.info();
   char name[128];
   std::snprintf(name, sizeof(name), "/pipelines-%04x-%04x-%08x.bin", info.vendor_id, info.device_id,
@@ -111,6 +129,7 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
   host_alloc_point();
   Pipeline p;
   p.layout = &layout;
+  p.spec = spec;
   std::vector<VkDescriptorSetLayoutBinding> binds;
   for (uint32_t i = 0; i < layout.bindings.size(); ++i)
     binds.push_back(
@@ -147,6 +166,23 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+    // Full subgroups of the reported size (VUID-RuntimeSpirv-
+    // OpTypeCooperativeMatrixKHR-10770 asks for full subgroups before
+    // SPIR-V 1.6; the matrix shapes were queried for that size).
+    const DeviceCaps& caps = device_.caps();
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rs{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+    if (layout.full_subgroups && allow_full_subgroups_) {
+      if (caps.full_subgroups) {
+        ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+        p.full_subgroups = true;
+      }
+      if (caps.subgroup_size_control && caps.subgroup_size) {
+        rs.requiredSubgroupSize = caps.subgroup_size;
+        ci.stage.pNext = &rs;
+        p.required_subgroup_size = caps.subgroup_size;
+      }
+    }
     ci.layout = p.pipeline_layout;
     const auto t0 = std::chrono::steady_clock::now();
     check_vk(vk.vkCreateComputePipelines(dev, cache_, 1, &ci, vk_allocator(), &p.pipeline),
@@ -156,7 +192,12 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::string sp;
       for (uint32_t v : spec) sp += (sp.empty() ? "" : ",") + std::to_string(v);
-      std::fprintf(stderr, "vkattn: compile %s [%s] %.0f ms\n", layout.shader, sp.c_str(), ms);
+      std::fprintf(stderr, "vkattn: compile %s [%s]%s%s %.0f ms\n", layout.shader, sp.c_str(),
+                   p.full_subgroups ? " full-subgroups" : "",
+                   p.required_subgroup_size
+                       ? (" subgroup-size " + std::to_string(p.required_subgroup_size)).c_str()
+                       : "",
+                   ms);
     }
     vk.vkDestroyShaderModule(dev, module, vk_allocator());
     module = VK_NULL_HANDLE;

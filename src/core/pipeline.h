@@ -28,6 +28,11 @@ struct KernelLayout {
   const char* shader;  // name of shaders/<name>.comp
   std::vector<BindingKind> bindings;
   uint32_t push_bytes;
+  // Created with full subgroups of the device's reported subgroup size
+  // where the device enabled subgroup size control (the coopmat family:
+  // the size its matrix shapes were queried for); VKATTN_FULL_SUBGROUPS=0
+  // turns it off (a variant the GPU campaign compares).
+  bool full_subgroups = false;
 };
 
 struct Pipeline {
@@ -35,6 +40,10 @@ struct Pipeline {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
+  std::vector<uint32_t> spec;  // its specialization constants (what a self-check is keyed by)
+  // Created requiring full subgroups / this subgroup size (0: neither).
+  uint32_t required_subgroup_size = 0;
+  bool full_subgroups = false;
 };
 
 // What one binding points at. For texel bindings `format` is the view format
@@ -89,6 +98,7 @@ class Pipelines {
   // VKATTN_LOG=compile: one stderr line per pipeline created (shader,
   // specialization constants, milliseconds in vkCreateComputePipelines).
   bool log_compile_ = false;
+  bool allow_full_subgroups_ = true;  // VKATTN_FULL_SUBGROUPS (default 1)
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<std::pair<std::string, std::vector<uint32_t>>, Pipeline> pipelines_;
 };
@@ -103,5 +113,18 @@ struct ShaderBlob {
   size_t count;
 };
 const ShaderBlob* find_shader(const std::string& name);
+// Every embedded shader.
+const ShaderBlob* all_shaders(size_t* count);
+// This build of vkattn: a hash of every embedded SPIR-V word and the
+// version, so a changed kernel is never taken for a checked one.
+uint64_t build_id();
+
+// The folder of vkattn's per-device caches (pipelines, self-check
+// results): VKATTN_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/vkattn, else
+// $HOME/.cache/vkattn; "" (VKATTN_PIPELINE_CACHE_DIR set empty, or no
+// home) keeps them in memory only.
+std::string cache_dir();
+// Creates `path` and its parents (errors ignored: writes then fail).
+void make_dirs(const std::string& path);
 
 }  // namespace vkattn

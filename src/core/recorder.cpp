@@ -18,10 +18,11 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 }
 }  // namespace
 
-Recorder::Recorder(Device& device, bool profile)
+Recorder::Recorder(Device& device, bool profile, bool inject_faults)
     : device_(device),
       profile_(profile && device.caps().timestamp_period_ns > 0),
-      submitter_(device, [this](std::unique_ptr<Batch> b) { recycle(std::move(b)); }) {
+      submitter_(
+          device, [this](std::unique_ptr<Batch> b) { recycle(std::move(b)); }, inject_faults) {
   VkCommandPoolCreateInfo ci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   ci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   ci.queueFamilyIndex = device.queue_family();

@@ -46,7 +46,9 @@ struct HostSlice {
 class Recorder {
  public:
   // profile: write GPU timestamps around every submission.
-  Recorder(Device& device, bool profile);
+  // inject_faults = false: VKATTN_FAULT_DEVICE_LOST does not count this
+  // recorder's submissions (a self-check's private recorder).
+  Recorder(Device& device, bool profile, bool inject_faults = true);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;

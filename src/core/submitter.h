@@ -39,7 +39,8 @@ class Device;
 class Submitter {
  public:
   using Queue = std::deque<std::unique_ptr<Batch>>;
-  Submitter(Device& device, std::function<void(std::unique_ptr<Batch>)> recycle);
+  Submitter(Device& device, std::function<void(std::unique_ptr<Batch>)> recycle,
+            bool inject_faults = true);
   Submitter(const Submitter&) = delete;
   Submitter& operator=(const Submitter&) = delete;
 

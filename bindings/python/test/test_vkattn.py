@@ -507,3 +507,30 @@ def test_batch_invariant_context_keeps_a_decodes_bits():
         assert alone.tobytes() == batch.tobytes()
         assert c.validation_messages == 0
 
+
+
+def test_self_check_replaces_a_faulted_family(tmp_path, monkeypatch):
+    """VKATTN_FAULT_KERNEL=lanes: the up-front check finds lanes wrong and
+    tiled right, records both, and a call is served right by tiled."""
+    monkeypatch.setenv("VKATTN_PIPELINE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VKATTN_ATTN_KERNEL", "lanes")
+    monkeypatch.setenv("VKATTN_FAULT_KERNEL", "lanes")
+    c = vkattn.Context(validation=True)
+    try:
+        c.self_check(q_dtype=vkattn.F32, kv_dtype=vkattn.F32, query_tokens=5,
+                     num_heads=4, num_kv_heads=2, head_dim=40, causal=True)
+        res = c.self_check_results
+        assert res["lanes"][1] >= 1 and res["tiled"][0] >= 1, res
+        rng = np.random.default_rng(3)
+        q = rng.standard_normal((5, 4, 40)).astype(np.float32)
+        k = rng.standard_normal((9, 2, 40)).astype(np.float32)
+        v = rng.standard_normal((9, 2, 40)).astype(np.float32)
+        out = vkattn.attention_varlen(c.tensor(q), c.tensor(k), c.tensor(v), [0, 5], [0, 9],
+                                      causal=True)
+        want, _ = ref_attention(q, k, v, causal=True)
+        np.testing.assert_allclose(out.numpy(), want, atol=1e-4)
+        with pytest.raises(vkattn.Error):
+            c.self_check(query_tokens=0, num_heads=4, num_kv_heads=2, head_dim=40)
+        assert c.validation_messages == 0
+    finally:
+        c.close()

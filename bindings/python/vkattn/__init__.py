@@ -183,6 +183,25 @@ class Context(_Owned):
     def last_gpu_time_ns(self):
         return self._handle().lastGpuTimeNs()
 
+    def self_check(self, q_dtype=F16, kv_dtype=F16, paged=False, query_tokens=1, **desc):
+        """Runs now the first-use self-checks (README "Self-check") of the
+        pipelines a call with this descriptor (AttentionDesc keywords:
+        num_heads, num_kv_heads, head_dim, causal, softcap, ...), dtypes,
+        paged or not and query tokens per sequence would use; raises
+        vkattn.Error (UNSUPPORTED) when every family failed. Call it before
+        external mode, where checks cannot run."""
+        d = AttentionDesc(**desc)
+        self._handle().selfCheck(d._native(), _vk_dtype(q_dtype), _vk_dtype(kv_dtype),
+                                 1 if paged else 0, int(query_tokens))
+
+    @property
+    def self_check_results(self):
+        """{family: (passed, failed)}: the pipelines each kernel family
+        passed and failed on this device, driver and build."""
+        h = self._handle()
+        return {name: (h.selfCheckCount(i, 0), h.selfCheckCount(i, 1))
+                for i, name in enumerate(("lanes", "tiled", "coopmat", "decode"))}
+
     def flush(self):
         """Submits recorded work without waiting."""
         self._handle().flush()

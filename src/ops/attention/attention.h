@@ -18,6 +18,7 @@
 namespace vkattn {
 
 class Step;
+struct FwdConfig;
 
 // Everything a forward call needs, already in packed ("varlen") form.
 struct AttentionCall {
@@ -38,6 +39,9 @@ struct AttentionCall {
     std::vector<uint64_t> first;  // batch entries
   };
   std::shared_ptr<Pools> pools;
+  // A self-check's call (ops/attention/self_check.h): runs exactly this
+  // pipeline configuration (variant and texel widths), never checked itself.
+  const FwdConfig* pinned = nullptr;
   bool paged() const { return step != nullptr || pools != nullptr; }
   vkattn_dtype kv_dtype() const;
 };

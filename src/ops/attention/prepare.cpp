@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/loop_budget.h"
+#include "ops/attention/self_check.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {
@@ -104,43 +105,97 @@ VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
   return kind ? VK_FORMAT_R32G32_UINT : VK_FORMAT_R16_UINT;
 }
 
+uint32_t call_flags(const AttentionCall& c) {
+  const auto& d = c.desc;
+  uint32_t flags = 0;
+  if (d.causal) flags |= kFlagCausal;
+  if (d.window_left >= 0) flags |= kFlagWindow;
+  if (d.softcap > 0.0f) flags |= kFlagSoftcap;
+  if (c.alibi) flags |= kFlagAlibi;
+  if (d.mask_type == VKATTN_MASK_BOOL) flags |= kFlagMaskBool;
+  if (d.mask_type == VKATTN_MASK_ADDITIVE) flags |= kFlagMaskAdd;
+  if (!c.key_valid.empty()) flags |= kFlagKeyValid;
+  if (c.lse) flags |= kFlagWriteLse;
+  if (c.sinks) flags |= kFlagSinks;
+  bool ok = false;
+  const RowLayout o = row_layout(*c.out, &ok);
+  if (c.out->dtype() != VKATTN_F32 && ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2))
+    flags |= kFlagOutOdd;
+  return flags;
+}
+
+FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedPlan& pp,
+                     uint32_t flags) {
+  FwdConfig cfg;
+  cfg.var = pp.var;
+  cfg.head_dim = c.desc.head_dim, cfg.head_dim_v = c.desc.head_dim_v;
+  cfg.q_dtype = c.q->dtype(), cfg.kv_dtype = c.kv_dtype();
+  cfg.qvec = pp.qvec, cfg.kvec = pp.kvec, cfg.vvec = pp.vvec;
+  cfg.paged = c.paged();
+  cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
+  if (ctx.options().fault_kernels >> static_cast<uint32_t>(pp.var.family) & 1u)
+    cfg.features |= kFeatureFault;
+  return cfg;
+}
+
+void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, PreparedPlan& pp) {
+  const auto& d = c.desc;
+  const uint32_t group = d.num_heads / d.num_kv_heads;
+  uint32_t max_rows = 0;
+  for (uint32_t b = 0; b < c.batch; ++b) {
+    const int64_t t = c.cu_q[b + 1] - c.cu_q[b];
+    max_rows = static_cast<uint32_t>(
+        std::min<uint64_t>(UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(t) * group)));
+  }
+  // A batch-invariant part's variant follows its class, not its sequences.
+  // (decode: a plain decode's rows, one token x the GQA group, the common case;
+  // a longer decode-shaped sequence takes more tiles of that shape)
+  if (part == PlanPart::kDecode) max_rows = group;
+  if (part == PlanPart::kPrefill) max_rows = kInvariantPrefillRows;
+  const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
+  // Row layouts (record_attention packed what they cannot address).
+  bool ok = false;
+  pp.q = row_layout(*c.q, &ok);
+  pp.out = row_layout(*c.out, &ok);
+  if (c.pools)
+    pp.k = pool_layout(*c.k, &ok), pp.v = pool_layout(*c.v, &ok);
+  else if (!c.step)
+    pp.k = row_layout(*c.k, &ok), pp.v = row_layout(*c.v, &ok);
+  // The variant and its texel widths (a self-check's call: the pinned ones).
+  auto choose = [&](const KernelOptions& opts) {
+    pp.var = c.pinned ? c.pinned->var
+                      : choose_attention_variant(ctx.device(), opts, d.head_dim, d.head_dim_v,
+                                                 max_rows, kv_dt, group);
+    const bool scalar = pp.var.scalar_fetch;
+    pp.kvec = texel_kind(kv_dt, d.head_dim, scalar);
+    pp.vvec = texel_kind(kv_dt, d.head_dim_v, scalar);
+    pp.qvec = aligned_kind(texel_kind(q_dt, d.head_dim, scalar), pp.q);
+    if (!c.step) pp.kvec = aligned_kind(pp.kvec, pp.k), pp.vvec = aligned_kind(pp.vvec, pp.v);
+    if (c.pinned) {
+      pp.qvec = std::min(pp.qvec, c.pinned->qvec);
+      pp.kvec = std::min(pp.kvec, c.pinned->kvec), pp.vvec = std::min(pp.vvec, c.pinned->vvec);
+    }
+  };
+  choose(ctx.options());
+  if (!c.pinned) settle_checked_variant(ctx, c, pp, choose);
+}
+
 std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c, PlanPart part) {
   host_alloc_point();
   const auto& d = c.desc;
   const DeviceCaps& caps = ctx.device().caps();
   auto pp = std::make_shared<PreparedPlan>();
   const uint32_t group = d.num_heads / d.num_kv_heads;
-  uint32_t max_rows = 0;
   std::vector<uint8_t> include;
-  if (part != PlanPart::kAll) include.resize(c.batch);
-  for (uint32_t b = 0; b < c.batch; ++b) {
-    const int64_t t = c.cu_q[b + 1] - c.cu_q[b];
-    if (part != PlanPart::kAll) include[b] = part_of(t) == part ? 1 : 0;
-    max_rows = static_cast<uint32_t>(
-        std::min<uint64_t>(UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(t) * group)));
+  if (part != PlanPart::kAll) {
+    include.resize(c.batch);
+    for (uint32_t b = 0; b < c.batch; ++b)
+      include[b] = part_of(c.cu_q[b + 1] - c.cu_q[b]) == part ? 1 : 0;
   }
-  // A batch-invariant part's variant follows its class, not its sequences.
   const bool invariant = part != PlanPart::kAll;
-  // (decode: a plain decode's rows, one token x the GQA group, the common case;
-  // a longer decode-shaped sequence takes more tiles of that shape)
-  if (part == PlanPart::kDecode) max_rows = group;
-  if (part == PlanPart::kPrefill) max_rows = kInvariantPrefillRows;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
-  pp->var = choose_attention_variant(ctx.device(), ctx.options(), d.head_dim, d.head_dim_v,
-                                     max_rows, kv_dt, group);
+  choose_variant(ctx, c, part, *pp);
   const AttentionVariant& var = pp->var;
-  // Row layouts (record_attention packed what they cannot address).
-  bool ok = false;
-  pp->q = row_layout(*c.q, &ok);
-  pp->out = row_layout(*c.out, &ok);
-  if (c.pools)
-    pp->k = pool_layout(*c.k, &ok), pp->v = pool_layout(*c.v, &ok);
-  else if (!c.step)
-    pp->k = row_layout(*c.k, &ok), pp->v = row_layout(*c.v, &ok);
-  pp->kvec = texel_kind(kv_dt, d.head_dim, var.scalar_fetch);
-  pp->vvec = texel_kind(kv_dt, d.head_dim_v, var.scalar_fetch);
-  pp->qvec = aligned_kind(texel_kind(q_dt, d.head_dim, var.scalar_fetch), pp->q);
-  if (!c.step) pp->kvec = aligned_kind(pp->kvec, pp->k), pp->vvec = aligned_kind(pp->vvec, pp->v);
 
   // What one token / key / mask element costs in each binding.
   CallUnits& u = pp->units;

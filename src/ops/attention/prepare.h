@@ -97,6 +97,22 @@ inline PlanPart part_of(int64_t t) {
   return t <= int64_t(kDecodeMaxTokens) ? PlanPart::kDecode : PlanPart::kPrefill;
 }
 
+// The call's runtime flags (kFlag*: ops/attention/plan.h).
+uint32_t call_flags(const AttentionCall& c);
+// The pipeline configuration of a prepared plan: its variant, the call's
+// dims, dtypes and transforms (VKATTN_FAULT_KERNEL adds kFeatureFault to
+// the faulted family's, ops/attention/self_check.h).
+FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedPlan& pp,
+                     uint32_t flags);
+
+// pp.var (and pp's row layouts and texel widths) for `c`'s sequences of
+// `part`: chosen (ops/attention/variant.h), then every unchecked pipeline
+// self-checked and a failed family replaced (ops/attention/self_check.h).
+void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, PreparedPlan& pp);
+
+// Plans `c` (its sequences of `part`): the variant (ops/attention/variant.h;
+// every unchecked pipeline is self-checked first and a failed family
+// replaced, ops/attention/self_check.h), schedule and device copy.
 std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
                                            PlanPart part = PlanPart::kAll);
 

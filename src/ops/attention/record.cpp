@@ -64,36 +64,6 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
   return std::static_pointer_cast<PreparedPlan>(it->second);
 }
 
-uint32_t call_flags(const AttentionCall& c) {
-  const auto& d = c.desc;
-  uint32_t flags = 0;
-  if (d.causal) flags |= kFlagCausal;
-  if (d.window_left >= 0) flags |= kFlagWindow;
-  if (d.softcap > 0.0f) flags |= kFlagSoftcap;
-  if (c.alibi) flags |= kFlagAlibi;
-  if (d.mask_type == VKATTN_MASK_BOOL) flags |= kFlagMaskBool;
-  if (d.mask_type == VKATTN_MASK_ADDITIVE) flags |= kFlagMaskAdd;
-  if (!c.key_valid.empty()) flags |= kFlagKeyValid;
-  if (c.lse) flags |= kFlagWriteLse;
-  if (c.sinks) flags |= kFlagSinks;
-  bool ok = false;
-  const RowLayout o = row_layout(*c.out, &ok);
-  if (c.out->dtype() != VKATTN_F32 && ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2))
-    flags |= kFlagOutOdd;
-  return flags;
-}
-
-FwdConfig fwd_config(const AttentionCall& c, const PreparedPlan& pp, uint32_t flags) {
-  FwdConfig cfg;
-  cfg.var = pp.var;
-  cfg.head_dim = c.desc.head_dim, cfg.head_dim_v = c.desc.head_dim_v;
-  cfg.q_dtype = c.q->dtype(), cfg.kv_dtype = c.kv_dtype();
-  cfg.qvec = pp.qvec, cfg.kvec = pp.kvec, cfg.vvec = pp.vvec;
-  cfg.paged = c.paged();
-  cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
-  return cfg;
-}
-
 // Binds the passes of one call: every tensor as a window of what a pass
 // touches, with the window bases in the push constants. q's and out's row
 // layouts are this call's (a step's plan may come from another layer). Every family's
@@ -456,7 +426,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   for (const auto& pp : plans) {
     const Schedule& sched = pp->sched;
     if (sched.items.empty()) continue;
-    const FwdConfig cfg = fwd_config(c, *pp, flags);
+    const FwdConfig cfg = fwd_config(ctx, c, *pp, flags);
     if (log && !cfg.var.fallback.empty())
       std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
     if (log && !pp->gathered.empty())
@@ -465,6 +435,8 @@ void record_attention(Context& ctx, const AttentionCall& call) {
                    pp->gathered.size(), pp->gather_first.size());
     const AttentionFamilyDesc& family = attention_family(cfg.var.family);
     const Pipeline& fwd = family.pipeline(pipes, cfg);
+    if (c.pinned && &fwd != &attention_family(c.pinned->var.family).pipeline(pipes, *c.pinned))
+      fail(VKATTN_ERROR_INTERNAL, "a self-check ran another pipeline than the one it checks");
     const Pipeline* combine =
         sched.combine.empty() ? nullptr
                               : &pipes.get(kCombineLayout, {static_cast<uint32_t>(c.q->dtype())});

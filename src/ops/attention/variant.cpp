@@ -276,6 +276,10 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
   v.decode_merge = K::pick(forced.attn_decode_merge, dev.lanes_decode_merge ? 1 : 0) != 0 &&
                    merge_bytes <= caps.max_shared_memory;
+  if (forced.bad_fault_name)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT,
+         "VKATTN_FAULT_KERNEL names no kernel family (lanes, tiled, coopmat or decode, "
+         "comma-separated)");
   if (forced.bad_kernel_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "VKATTN_ATTN_KERNEL names no kernel family (lanes, tiled, coopmat or decode)");

@@ -1,0 +1,60 @@
+// What the kernels' self-checks found on this device and driver (issue P2;
+// the checks themselves: ops/attention/self_check.h). One entry per
+// pipeline (shader and specialization constants): passed or failed, and
+// the largest error the check measured.
+//
+// Kept beside the pipeline cache (core/pipeline.h cache_dir(); an empty
+// VKATTN_PIPELINE_CACHE_DIR keeps them in memory only) in
+// self-check-<device uuid>.txt, whose first line names the device UUID,
+// the driver version and vkattn's build id (build_id()): a file of another
+// device, driver or build, a truncated or corrupt one, is ignored with one
+// logged line (its pipelines are checked again), never an error. Writes
+// merge the entries on disk with this process's and replace the file with
+// rename(): two processes checking at once never leave a torn file (at
+// worst one's newest entries are checked again by a later process).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace vkattn {
+
+class Device;
+
+class CheckRecords {
+ public:
+  enum Status : uint32_t { kUnchecked = 0, kPassed = 1, kFailed = 2 };
+  struct Entry {
+    Status status = kUnchecked;
+    double max_err = 0;
+  };
+
+  // Loads the device's file (if any).
+  explicit CheckRecords(const Device& device);
+
+  // A pipeline's key: its shader and specialization constants, and how it
+  // was created (full subgroups, a required subgroup size).
+  static std::string key(const char* shader, const std::vector<uint32_t>& spec,
+                         bool full_subgroups = false, uint32_t subgroup_size = 0);
+
+  Entry find(const std::string& key) const;
+  // Records a result and writes the file (failures to write are ignored:
+  // the result still holds for this process).
+  void put(const std::string& key, Entry e);
+  std::map<std::string, Entry> all() const;
+  const std::string& path() const { return path_; }
+  // Why the file on disk was ignored at load ("" if it was not).
+  const std::string& ignored() const { return ignored_; }
+
+ private:
+  // Parses `path_`; false (and why) when it is not this device's.
+  bool load(std::map<std::string, Entry>* out, std::string* why) const;
+  std::string path_, header_, ignored_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace vkattn

@@ -1,0 +1,423 @@
+#include "ops/attention/self_check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/attention/devices.h"
+#include "ops/attention/prepare.h"
+#include "ops/kv_cache.h"
+#include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
+
+namespace vkattn {
+
+namespace {
+
+// One stderr line per process for each key (failed checks, skipped ones).
+bool first_time(const std::string& what) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  return said.insert(what).second;
+}
+
+// Uniform in [-1, 1), deterministic.
+struct Rng {
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  float next() {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return static_cast<float>((s >> 40) * (1.0 / (1ull << 23))) - 1.0f;
+  }
+};
+
+std::shared_ptr<Tensor> new_tensor(const std::shared_ptr<Context>& ctx, vkattn_dtype dt,
+                                   std::initializer_list<int64_t> shape) {
+  return std::make_shared<Tensor>(ctx, dt, static_cast<uint32_t>(shape.size()), shape.begin());
+}
+
+// Random values rounded to `dt`, written to a new tensor; the rounded
+// values are returned in *host.
+std::shared_ptr<Tensor> random_tensor(const std::shared_ptr<Context>& ctx, vkattn_dtype dt,
+                                      std::initializer_list<int64_t> shape, Rng& rng,
+                                      std::vector<float>* host) {
+  auto t = new_tensor(ctx, dt, shape);
+  host->resize(static_cast<size_t>(t->numel()));
+  for (float& x : *host) x = vkattn_ref::round_to(dt, rng.next());
+  const std::vector<uint8_t> bytes = vkattn_ref::encode_bytes(dt, *host);
+  t->write(bytes.data());
+  return t;
+}
+
+std::vector<float> read_floats(Tensor& t) {
+  std::vector<uint8_t> bytes(t.nbytes());
+  t.read(bytes.data());
+  return vkattn_ref::decode_bytes(t.dtype(), bytes);
+}
+
+// The largest error of `got` against `want`, in units of the tolerance of
+// the kernel's arithmetic (so 1 is the limit): NaN counts as infinite.
+double scaled_error(const std::vector<float>& got, const std::vector<double>& want, double abs_tol,
+                    double rel_tol) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = want[i], g = got[i];
+    if (std::isinf(w) && g == w) continue;
+    const double e = std::fabs(g - w);
+    if (!(e == e)) return INFINITY;
+    worst = std::max(worst, e / (abs_tol + rel_tol * std::fabs(w)));
+  }
+  return worst;
+}
+
+}  // namespace
+
+CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, const FwdConfig& cfg) {
+  const std::shared_ptr<Context>& ctx = parent.checker();
+  const AttentionVariant& var = cfg.var;
+  const uint32_t d = cfg.head_dim, dv = cfg.head_dim_v;
+  // Two kv heads, a GQA group like the call's (at most 4).
+  const uint32_t hkv = 2;
+  const uint32_t group =
+      std::clamp<uint32_t>(c.desc.num_heads / std::max(c.desc.num_kv_heads, 1u), 1, 4);
+  const uint32_t H = hkv * group;
+  // Keys: two tiles and a ragged tail, and a short sequence.
+  const uint32_t tile =
+      std::max<uint32_t>(1, var.family == AttentionFamily::kLanes ? var.block_keys : var.tile_keys);
+  const int32_t t[2] = {3, 1};
+  const int32_t u[2] = {static_cast<int32_t>(2 * tile + 5), static_cast<int32_t>(tile / 2 + 3)};
+  const int32_t cu_q[3] = {0, t[0], t[0] + t[1]};
+  const int32_t cu_k[3] = {0, u[0], u[0] + u[1]};
+  const int64_t tq = cu_q[2], tk = cu_k[2];
+  Rng rng;
+
+  AttentionCall k;  // the check's call
+  k.pinned = &cfg;
+  k.batch = 2;
+  k.cu_q.assign(cu_q, cu_q + 3);
+  k.cu_k.assign(cu_k, cu_k + 3);
+  vkattn_attention_desc& desc = k.desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = H, desc.num_kv_heads = hkv, desc.head_dim = d, desc.head_dim_v = dv;
+  desc.scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  desc.causal = c.desc.causal;
+  desc.window_left = c.desc.window_left >= 0 ? std::min<int32_t>(c.desc.window_left, tile + 1) : -1;
+  ref::AttentionParams p;
+  p.num_heads = static_cast<int>(H), p.num_kv_heads = static_cast<int>(hkv);
+  p.head_dim = static_cast<int>(d), p.head_dim_v = static_cast<int>(dv);
+  p.scale = desc.scale, p.causal = desc.causal != 0, p.window_left = desc.window_left;
+
+  std::vector<float> hq, hk, hv, hmask, halibi, hsinks;
+  std::vector<uint8_t> hbool;
+  std::vector<int32_t> hvalid;
+  auto q = random_tensor(ctx, cfg.q_dtype, {tq, H, d}, rng, &hq);
+  auto out = new_tensor(ctx, cfg.q_dtype, {tq, H, dv});
+  k.q = q.get(), k.out = out.get();
+  std::shared_ptr<Tensor> lse, mask, alibi, sinks;
+  if (c.lse) {
+    lse = new_tensor(ctx, VKATTN_F32, {tq, H});
+    k.lse = lse.get();
+  }
+  if (c.sinks) {
+    sinks = random_tensor(ctx, VKATTN_F32, {H}, rng, &hsinks);
+    k.sinks = sinks.get(), p.sinks = hsinks.data();
+  }
+  // The transforms compiled in run in the check.
+  const uint32_t f = cfg.features;
+  if (f & kFlagSoftcap) {
+    desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
+    p.softcap = desc.softcap;
+  }
+  if (f & kFlagAlibi) {
+    alibi = random_tensor(ctx, VKATTN_F32, {H}, rng, &halibi);
+    for (float& s : halibi) s = 0.25f + 0.125f * s;  // positive slopes
+    alibi->write(halibi.data());
+    k.alibi = alibi.get(), p.alibi_slopes = halibi.data();
+  }
+  const int64_t mask_elems = int64_t(t[0]) * u[0] + int64_t(t[1]) * u[1];
+  if (f & kFlagMaskBool) {
+    desc.mask_type = VKATTN_MASK_BOOL;
+    hbool.resize(mask_elems);
+    for (uint8_t& m : hbool) m = rng.next() > -0.6f ? 1 : 0;
+    mask = new_tensor(ctx, VKATTN_U8, {mask_elems});
+    mask->write(hbool.data());
+    k.mask = mask.get(), p.mask_type = 1, p.bool_mask = hbool.data();
+  } else if (f & kFlagMaskAdd) {
+    desc.mask_type = VKATTN_MASK_ADDITIVE;
+    hmask.resize(mask_elems);
+    for (float& m : hmask) m = rng.next() > 0.7f ? -INFINITY : 0.5f * rng.next();
+    mask = new_tensor(ctx, VKATTN_F32, {mask_elems});
+    mask->write(hmask.data());
+    k.mask = mask.get(), p.mask_type = 2, p.add_mask = hmask.data();
+  }
+  if (f & kFlagKeyValid) {
+    k.key_valid.resize(tk);
+    hvalid.resize(tk);
+    for (int64_t i = 0; i < tk; ++i) hvalid[i] = k.key_valid[i] = rng.next() > -0.7f ? 1 : 0;
+    p.key_valid = hvalid.data();
+  }
+
+  // K and V: dense, in caller pools (paged 16/32-bit caches), or in a
+  // cache of the call's 8-bit dtype (appended, then read back, so the
+  // reference sees exactly the codes and scales the kernel reads).
+  std::shared_ptr<Tensor> kt, vt;
+  std::shared_ptr<KvCache> cache;
+  std::unique_ptr<Step> step;
+  if (!cfg.paged) {
+    kt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, d}, rng, &hk);
+    vt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, dv}, rng, &hv);
+    k.k = kt.get(), k.v = vt.get();
+  } else if (!is_8bit(cfg.kv_dtype)) {
+    // Pages of 4 tokens in a shuffled order.
+    const uint32_t ps = 4;
+    const uint32_t n0 = (u[0] + ps - 1) / ps, n1 = (u[1] + ps - 1) / ps, np = n0 + n1;
+    auto pools = std::make_shared<AttentionCall::Pools>();
+    pools->page_size = ps;
+    for (uint32_t i = 0; i < np; ++i) pools->pages.push_back((i * 7 + 3) % np);
+    if (std::gcd(7u, np) != 1)
+      for (uint32_t i = 0; i < np; ++i) pools->pages[i] = np - 1 - i;
+    pools->first = {0, n0};
+    std::vector<float> pk, pv;
+    kt = random_tensor(ctx, cfg.kv_dtype, {np, ps, hkv, d}, rng, &pk);
+    vt = random_tensor(ctx, cfg.kv_dtype, {np, ps, hkv, dv}, rng, &pv);
+    hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
+    for (uint32_t b = 0; b < 2; ++b)
+      for (int32_t j = 0; j < u[b]; ++j) {
+        const uint64_t page = pools->pages[pools->first[b] + j / ps], slot = j % ps;
+        const uint64_t row = cu_k[b] + j;
+        std::copy_n(&pk[(page * ps + slot) * hkv * d], hkv * d, &hk[row * hkv * d]);
+        std::copy_n(&pv[(page * ps + slot) * hkv * dv], hkv * dv, &hv[row * hkv * dv]);
+      }
+    k.pools = pools;
+    k.k = kt.get(), k.v = vt.get();
+  } else {
+    vkattn_kv_cache_desc cd;
+    vkattn_kv_cache_desc_init(&cd);
+    cd.num_layers = 1, cd.num_kv_heads = hkv, cd.head_dim = d, cd.head_dim_v = dv;
+    cd.page_size = 4, cd.dtype = cfg.kv_dtype;
+    cd.num_pages = static_cast<uint32_t>((u[0] + 3) / 4 + (u[1] + 3) / 4 + 2);
+    cache = std::make_shared<KvCache>(ctx, cd);
+    if (cache->fp8()) {
+      const float ks[2] = {1.0f / 64, 1.0f / 32}, vs[2] = {1.0f / 32, 1.0f / 64};
+      cache->set_scales(0, hkv, ks, vs);
+    }
+    const int64_t ids[2] = {1, 2};
+    auto append = [&](const int32_t* n) {
+      auto s = std::make_unique<Step>(cache, 2, ids, n);
+      std::vector<float> tmp;
+      const int64_t rows = n[0] + n[1];
+      auto kn = random_tensor(ctx, VKATTN_F32, {rows, hkv, d}, rng, &tmp);
+      auto vn = random_tensor(ctx, VKATTN_F32, {rows, hkv, dv}, rng, &tmp);
+      s->append(0, kn.get(), vn.get());
+      return s;
+    };
+    const int32_t before[2] = {u[0] - t[0], u[1] - t[1]};
+    append(before)->commit();
+    step = append(t);
+    k.step = step.get(), k.layer = 0;
+  }
+  record_attention(*ctx, k);
+  if (cache) {
+    // The keys as the cache holds them, once the step is committed.
+    step->commit();
+    const int64_t ids[2] = {1, 2};
+    hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
+    for (uint32_t b = 0; b < 2; ++b) {
+      std::vector<uint8_t> kc(size_t(u[b]) * hkv * d), vc(size_t(u[b]) * hkv * dv);
+      std::vector<float> ksc(size_t(u[b]) * hkv), vsc(size_t(u[b]) * hkv);
+      cache->read(0, ids[b], 0, u[b], kc.data(), kc.size(), vc.data(), vc.size());
+      cache->read_scales(0, ids[b], 0, u[b], ksc.data(), vsc.data());
+      for (int32_t j = 0; j < u[b]; ++j)
+        for (uint32_t h = 0; h < hkv; ++h) {
+          const size_t r = size_t(j) * hkv + h, o = size_t(cu_k[b] + j) * hkv + h;
+          for (uint32_t e = 0; e < d; ++e)
+            hk[o * d + e] = vkattn_ref::dequantize(cfg.kv_dtype, kc[r * d + e], ksc[r]);
+          for (uint32_t e = 0; e < dv; ++e)
+            hv[o * dv + e] = vkattn_ref::dequantize(cfg.kv_dtype, vc[r * dv + e], vsc[r]);
+        }
+    }
+  }
+  const std::vector<float> got = read_floats(*out);
+  std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
+  ref::attention_varlen(p, 2, cu_q, cu_k, hq.data(), hk.data(), hv.data(), want_f.data(),
+                        lse_f.data());
+  // Tolerance: f32 end to end, or 16-bit inputs, f16 arithmetic or an
+  // output rounded to 16 bits (errors of a few ulp of f16 at |x| <= 1).
+  const bool narrow = cfg.q_dtype != VKATTN_F32 || cfg.kv_dtype != VKATTN_F32 || var.f16_math ||
+                      var.family == AttentionFamily::kCoopmat;
+  const double abs_tol = narrow ? 2e-2 : 1e-3, rel_tol = narrow ? 2e-2 : 1e-3;
+  double err =
+      scaled_error(got, std::vector<double>(want_f.begin(), want_f.end()), abs_tol, rel_tol);
+  if (lse) {
+    const std::vector<float> got_lse = read_floats(*lse);
+    err = std::max(err, scaled_error(got_lse, std::vector<double>(lse_f.begin(), lse_f.end()),
+                                     abs_tol, rel_tol));
+  }
+  return {err <= 1.0 ? CheckRecords::kPassed : CheckRecords::kFailed, err * abs_tol};
+}
+
+CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdConfig& cfg) {
+  if (!ctx.options().self_check || ctx.is_checker()) return {CheckRecords::kPassed, 0};
+  const AttentionFamilyDesc& family = attention_family(cfg.var.family);
+  const Pipeline& pipe = family.pipeline(ctx.pipelines(), cfg);
+  const std::string key = CheckRecords::key(pipe.layout->shader, pipe.spec, pipe.full_subgroups,
+                                            pipe.required_subgroup_size);
+  CheckRecords& records = ctx.check_records();
+  CheckRecords::Entry e = records.find(key);
+  if (e.status != CheckRecords::kUnchecked) return e;
+  if (ctx.recorder().external()) {
+    if (first_time(records.path() + " external " + key))
+      std::fprintf(stderr,
+                   "vkattn: attention family=%s runs unchecked in external mode (its self-check "
+                   "needs vkattn's own queue: run one call outside external mode first)\n",
+                   family.name);
+    return {CheckRecords::kPassed, 0};
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  e = run_self_check(ctx, c, cfg);
+  records.put(key, e);
+  if (ctx.options().log_kernels)
+    std::fprintf(
+        stderr, "vkattn: self-check family=%s %s (max err %.3g) in %.1f ms: %s\n", family.name,
+        e.status == CheckRecords::kPassed ? "passed" : "FAILED", e.max_err,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+        key.c_str());
+  return e;
+}
+
+void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& pp,
+                            const std::function<void(const KernelOptions&)>& rechoose) {
+  if (!ctx.options().self_check || ctx.is_checker()) return;
+  using F = AttentionFamily;
+  const AttentionDefaults dev = attention_defaults(ctx.device());
+  KernelOptions opts = ctx.options();
+  uint32_t failed = 0;    // bit per family: its check failed
+  uint32_t excluded = 0;  // ... or it was asked for and declined the call
+  std::string failures, fallback = pp.var.fallback;
+  const uint32_t flags = call_flags(c);
+  for (;;) {
+    const F fam = pp.var.family;
+    CheckRecords::Entry e{CheckRecords::kFailed, 0};
+    if (!(failed >> static_cast<uint32_t>(fam) & 1)) {
+      e = self_check(ctx, c, fwd_config(ctx, c, pp, flags));
+      if (e.status == CheckRecords::kPassed) {
+        pp.var.fallback = fallback;
+        return;
+      }
+      failed |= 1u << static_cast<uint32_t>(fam);
+      char err[64];
+      std::snprintf(err, sizeof(err), "max err %.3g", e.max_err);
+      failures += (failures.empty() ? "" : "; ") + std::string(attention_family(fam).name) + " (" +
+                  err + ")";
+    }
+    // The next family in the table's order of preference.
+    std::vector<F> order;
+    if (fam == F::kDecode && (dev.family == F::kLanes || dev.family == F::kTiled))
+      order.push_back(dev.family);
+    order.push_back(F::kTiled);
+    order.push_back(F::kLanes);
+    F next = fam;
+    for (F o : order)
+      if (!((failed | excluded) >> static_cast<uint32_t>(o) & 1)) {
+        next = o;
+        break;
+      }
+    if (next == fam)
+      fail(VKATTN_ERROR_UNSUPPORTED,
+           "no attention kernel family passed its self-check on this device for this call "
+           "(head dims ",
+           c.desc.head_dim, "/", c.desc.head_dim_v, ", q ", dtype_name(c.q->dtype()), ", K/V ",
+           dtype_name(c.kv_dtype()), "): ", failures);
+    const std::string why = std::string(attention_family(fam).name) + " to " +
+                            attention_family(next).name + ": self-check failed (" +
+                            failures.substr(failures.rfind('(') + 1);
+    if (!ctx.options().log_kernels && first_time(ctx.check_records().path() + " " + why))
+      std::fprintf(
+          stderr, "vkattn: self-check failed: family=%s head dims %u/%u q %s K/V %s %s; using %s\n",
+          attention_family(fam).name, c.desc.head_dim, c.desc.head_dim_v, dtype_name(c.q->dtype()),
+          dtype_name(c.kv_dtype()),
+          failures.substr(failures.rfind('(') + 1, failures.size() - failures.rfind('(') - 2)
+              .c_str(),
+          attention_family(next).name);
+    fallback += (fallback.empty() ? "" : "; ") + why;
+    opts.attn_kernel = static_cast<uint32_t>(next);
+    rechoose(opts);
+    if (pp.var.family != next) excluded |= 1u << static_cast<uint32_t>(next);
+    if (!pp.var.fallback.empty()) fallback += "; " + pp.var.fallback;
+  }
+}
+
+void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn_dtype q_dt,
+                         vkattn_dtype kv_dt, uint32_t paged, uint32_t query_tokens) {
+  AttentionCall c;
+  c.desc = check_attention_desc(desc);
+  const auto& d = c.desc;
+  auto require = [](bool ok, const char* what) {
+    if (!ok) fail(VKATTN_ERROR_INVALID_ARGUMENT, what);
+  };
+  require(q_dt == VKATTN_F32 || q_dt == VKATTN_F16 || q_dt == VKATTN_BF16,
+          "q_dtype must be f32, f16 or bf16");
+  require(kv_dt == VKATTN_F32 || kv_dt == VKATTN_F16 || kv_dt == VKATTN_BF16 ||
+              (paged && is_8bit(kv_dt)),
+          "kv_dtype must be f32, f16 or bf16, or (paged) i8 or fp8_e4m3");
+  require(paged <= 1, "paged must be 0 or 1");
+  require(query_tokens >= 1 && query_tokens <= (1u << 24), "query_tokens must be 1 .. 2^24");
+  require(!ctx.recorder().external(),
+          "self-checks run on vkattn's own queue: call this before vkattn_context_begin_external");
+  ctx.recorder().check_alive();
+  // The call's shape: one sequence of query_tokens tokens; tensors as the
+  // call's dtypes (dense: their widest texels), the transforms its desc names.
+  const int64_t t = query_tokens;
+  std::vector<std::shared_ptr<Tensor>> keep;
+  auto tensor = [&](vkattn_dtype dt, std::initializer_list<int64_t> shape) {
+    keep.push_back(std::make_shared<Tensor>(ctx.checker(), dt, static_cast<uint32_t>(shape.size()),
+                                            shape.begin()));
+    return keep.back().get();
+  };
+  c.batch = 1;
+  c.cu_q = {0, t};
+  c.cu_k = {0, t};
+  // (One head each: the texel widths and flags a call gets depend on the
+  // head dims and dtypes, not on the head counts, which stay the desc's.)
+  c.q = tensor(q_dt, {1, 1, d.head_dim});
+  c.out = tensor(q_dt, {1, 1, d.head_dim_v});
+  if (paged) {
+    c.pools = std::make_shared<AttentionCall::Pools>();
+    c.pools->page_size = 16;
+    c.k = tensor(kv_dt, {1, 16, 1, d.head_dim});
+    c.v = tensor(kv_dt, {1, 16, 1, d.head_dim_v});
+  } else {
+    c.k = tensor(kv_dt, {1, 1, d.head_dim});
+    c.v = tensor(kv_dt, {1, 1, d.head_dim_v});
+  }
+  Tensor* any = c.q;  // stands for the optional tensors the desc names
+  if (d.alibi_slopes) c.alibi = any;
+  if (d.lse) c.lse = any;
+  if (d.mask) c.mask = any;
+  if (d.sinks) c.sinks = any;
+  PreparedPlan pp;
+  const PlanPart part = ctx.options().batch_invariant ? part_of(t) : PlanPart::kAll;
+  choose_variant(ctx, c, part, pp);
+}
+
+void self_check_counts(Context& ctx, uint32_t family, uint32_t* passed, uint32_t* failed) {
+  if (family > static_cast<uint32_t>(AttentionFamily::kDecode))
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "family ", family,
+         " is not an attention family (0 lanes, 1 tiled, 2 coopmat, 3 decode)");
+  // Each family's shaders, by name.
+  const char* prefix[] = {"attention_fwd:", "attention_tiled",
+                          "attention_coopmat:", "attention_decode"};
+  *passed = *failed = 0;
+  for (const auto& kv : ctx.check_records().all())
+    if (kv.first.rfind(prefix[family], 0) == 0)
+      ++*(kv.second.status == CheckRecords::kPassed ? passed : failed);
+}
+
+}  // namespace vkattn

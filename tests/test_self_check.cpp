@@ -1,0 +1,448 @@
+// The first-use self-check (src/ops/attention/self_check.h): a family
+// whose kernel is wrong (VKATTN_FAULT_KERNEL) never reaches a caller's
+// output; results are kept per device, driver and build beside the
+// pipeline cache, and every file that is not this device's is ignored with
+// a logged line; two processes checking at once leave a valid file;
+// external mode runs unchecked pipelines unchecked. Every test keeps its
+// results in a folder of its own (VKATTN_PIPELINE_CACHE_DIR), so nothing a
+// developer or another test ran decides what is checked here.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention_case.h"
+#include "engine_fixture.h"
+#include "reference/attention_ref.h"
+#include "test_util.h"
+
+using namespace vkattn_test;
+
+namespace {
+
+// A fresh folder for the pipeline cache and the self-check results.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/vkattn-selfcheck-XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+std::string results_file(const std::string& dir) {
+  std::string found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("self-check-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
+        found = dir + "/" + n;
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+// A file this build of vkattn would write: its header, lines of
+// "pass|fail <err> <shader>:<spec>", and "end".
+bool valid_results(const std::string& text, size_t* entries) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("vkattn-self-check 1 device=", 0) != 0) return false;
+  *entries = 0;
+  while (std::getline(in, line)) {
+    if (line == "end") return !std::getline(in, line);
+    std::istringstream l(line);
+    std::string st, key;
+    double err;
+    if (!(l >> st >> err >> key) || (st != "pass" && st != "fail") || key.find(':') == 0)
+      return false;
+    ++*entries;
+  }
+  return false;
+}
+
+struct Result {
+  vkattn_status status = VKATTN_SUCCESS;
+  std::string message;
+  double max_err = 0;      // against the reference
+  bool untouched = false;  // out still holds what it held before the call
+};
+
+// One small causal f32 call (2 sequences, GQA 2) compared with the
+// reference; `ctx` takes the environment it was created under.
+Result run_call(vkattn_context* ctx, int d = 40, bool softcap = false) {
+  const int H = 4, Hkv = 2;
+  const std::vector<int32_t> cu_q = {0, 5, 6}, cu_k = {0, 37, 50};
+  const int tq = cu_q.back(), tk = cu_k.back();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto fill = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = uni(rng);
+    return v;
+  };
+  const std::vector<float> q = fill(size_t(tq) * H * d), k = fill(size_t(tk) * Hkv * d),
+                           v = fill(size_t(tk) * Hkv * d);
+  std::vector<float> out(size_t(tq) * H * d, 42.0f);
+  auto make = [&](std::vector<int64_t> shape, const std::vector<float>& data) {
+    vkattn_tensor* t = nullptr;
+    EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, shape.data(), &t), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_tensor_write(t, data.data(), data.size() * 4), VKATTN_SUCCESS);
+    return t;
+  };
+  vkattn_tensor* tq_ = make({tq, H, d}, q);
+  vkattn_tensor* tk_ = make({tk, Hkv, d}, k);
+  vkattn_tensor* tv_ = make({tk, Hkv, d}, v);
+  vkattn_tensor* to_ = make({tq, H, d}, out);
+  vkattn_attention_desc ad;
+  vkattn_attention_desc_init(&ad);
+  ad.num_heads = H, ad.num_kv_heads = Hkv, ad.head_dim = d, ad.causal = 1;
+  if (softcap) ad.softcap = 20.0f;
+  Result r;
+  r.status = vkattn_attention_varlen(ctx, &ad, 2, cu_q.data(), cu_k.data(), tq_, tk_, tv_, to_);
+  if (r.status != VKATTN_SUCCESS) r.message = vkattn_last_error();
+  std::vector<float> got(out.size());
+  EXPECT_EQ(vkattn_tensor_read(to_, got.data(), got.size() * 4), VKATTN_SUCCESS);
+  r.untouched = got == out;
+  vkattn::ref::AttentionParams p;
+  p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.causal = true;
+  if (softcap) p.softcap = 20.0;
+  std::vector<float> want(out.size()), lse(size_t(tq) * H);
+  vkattn::ref::attention_varlen(p, 2, cu_q.data(), cu_k.data(), q.data(), k.data(), v.data(),
+                                want.data(), lse.data());
+  for (size_t i = 0; i < want.size(); ++i)
+    r.max_err = std::max(r.max_err, double(std::fabs(got[i] - want[i])));
+  for (vkattn_tensor* t : {tq_, tk_, tv_, to_}) vkattn_tensor_destroy(t);
+  return r;
+}
+
+// Runs `body` on a validated context created under `env` plus this test's
+// cache folder, with stderr captured; returns what was printed.
+template <class F>
+std::string with_context(const std::string& dir, ScopedEnv::Vars env, F body) {
+  env.emplace_back("VKATTN_PIPELINE_CACHE_DIR", dir.c_str());
+  ScopedEnv scoped(env);
+  testing::internal::CaptureStderr();
+  {
+    ForcedContext fc;
+    if (fc.ctx) body(fc.ctx);
+  }
+  return testing::internal::GetCapturedStderr();
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+}  // namespace
+
+// Each family forced and faulted: the call is right (served by the next
+// family), the failed check is named once without VKATTN_LOG and on every
+// call's fallback line with it, and the result file records the failure.
+class FaultedFamily : public testing::TestWithParam<const char*> {};
+
+TEST_P(FaultedFamily, NeverReachesTheCaller) {
+  const std::string fam = GetParam();
+  TempDir dir;
+  const std::string log = with_context(
+      dir.path, {{"VKATTN_ATTN_KERNEL", GetParam()}, {"VKATTN_FAULT_KERNEL", GetParam()}},
+      [&](vkattn_context* ctx) {
+        // decode serves calls of at most 8 query tokens per sequence: run_call's.
+        for (int i = 0; i < 2; ++i) {
+          const Result r = run_call(ctx);
+          ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+          EXPECT_LT(r.max_err, 1e-4);
+        }
+      });
+  EXPECT_TRUE(contains(log, "vkattn: self-check failed: family=" + fam)) << log;
+  size_t n = 0;
+  const std::string text = slurp(results_file(dir.path));
+  EXPECT_TRUE(valid_results(text, &n)) << text;
+  EXPECT_TRUE(contains(text, "\nfail ")) << text;
+  EXPECT_TRUE(contains(text, "\npass ")) << text;  // the family that served it
+  // With the kernel log: the fallback line of every call names the check.
+  const std::string klog = with_context(dir.path,
+                                        {{"VKATTN_ATTN_KERNEL", GetParam()},
+                                         {"VKATTN_FAULT_KERNEL", GetParam()},
+                                         {"VKATTN_LOG", "kernels"}},
+                                        [&](vkattn_context* ctx) {
+                                          const Result r = run_call(ctx);
+                                          ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+                                          EXPECT_LT(r.max_err, 1e-4);
+                                        });
+  EXPECT_TRUE(contains(klog, "vkattn: attention fallback from " + fam + " to ")) << klog;
+  EXPECT_TRUE(contains(klog, ": self-check failed (max err ")) << klog;
+  EXPECT_FALSE(contains(klog, "family=" + fam + " rows=")) << klog;
+}
+
+INSTANTIATE_TEST_SUITE_P(SelfCheck, FaultedFamily, testing::Values("lanes", "tiled", "decode"));
+
+// The check is what protects the caller: without it the faulted kernel's
+// output (off by one) is what the call returns.
+TEST(SelfCheck, WithoutChecksAFaultyKernelIsWrong) {
+  TempDir dir;
+  with_context(dir.path,
+               {{"VKATTN_ATTN_KERNEL", "lanes"},
+                {"VKATTN_FAULT_KERNEL", "lanes"},
+                {"VKATTN_SELF_CHECK", "0"}},
+               [&](vkattn_context* ctx) {
+                 const Result r = run_call(ctx);
+                 ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+                 EXPECT_GT(r.max_err, 0.5);
+               });
+  EXPECT_EQ(results_file(dir.path), "");  // nothing was checked
+}
+
+// Every family that could serve the call fails: UNSUPPORTED naming the
+// failed checks, and out keeps what it held.
+TEST(SelfCheck, NoPassingFamilyIsUnsupported) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_FAULT_KERNEL", "lanes,tiled"}}, [&](vkattn_context* ctx) {
+    const Result r = run_call(ctx);
+    EXPECT_EQ(r.status, VKATTN_ERROR_UNSUPPORTED);
+    EXPECT_TRUE(contains(r.message, "self-check")) << r.message;
+    EXPECT_TRUE(contains(r.message, "lanes (max err")) << r.message;
+    EXPECT_TRUE(contains(r.message, "tiled (max err")) << r.message;
+    EXPECT_TRUE(r.untouched);
+    // The context still works for what passes (another specialization).
+    EXPECT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
+  });
+  EXPECT_FALSE(contains(slurp(results_file(dir.path)), "\npass "));
+}
+
+TEST(SelfCheck, UnknownFaultNameIsRefused) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_FAULT_KERNEL", "lanes,bogus"}}, [&](vkattn_context* ctx) {
+    const Result r = run_call(ctx);
+    EXPECT_EQ(r.status, VKATTN_ERROR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(r.message, "VKATTN_FAULT_KERNEL")) << r.message;
+  });
+}
+
+// A later context takes the recorded results instead of checking again: a
+// result file saying the (correct) lanes pipeline failed sends the call to
+// tiled, which is then checked and recorded.
+TEST(SelfCheck, RecordedResultsAreUsedByLaterContexts) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_ATTN_KERNEL", "lanes"}},
+               [&](vkattn_context* ctx) { ASSERT_EQ(run_call(ctx).status, VKATTN_SUCCESS); });
+  const std::string path = results_file(dir.path);
+  std::string text = slurp(path);
+  size_t n = 0;
+  ASSERT_TRUE(valid_results(text, &n)) << text;
+  ASSERT_TRUE(contains(text, "pass ") && contains(text, " attention_fwd:")) << text;
+  for (size_t at; (at = text.find("\npass ")) != std::string::npos;) text.replace(at, 6, "\nfail ");
+  spit(path, text);
+  const std::string log =
+      with_context(dir.path, {{"VKATTN_ATTN_KERNEL", "lanes"}}, [&](vkattn_context* ctx) {
+        const Result r = run_call(ctx);
+        ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+        EXPECT_LT(r.max_err, 1e-4);
+      });
+  EXPECT_TRUE(contains(log, "self-check failed: family=lanes")) << log;
+  EXPECT_TRUE(contains(slurp(path), " attention_tiled:")) << slurp(path);
+}
+
+// Files that are not this device's, driver's and build's, or that are
+// damaged, are ignored with one line naming why; the call is checked again,
+// right, and the file rewritten whole.
+TEST(SelfCheck, ForeignStaleCorruptAndTruncatedFilesAreIgnored) {
+  TempDir dir;
+  with_context(dir.path, {},
+               [&](vkattn_context* ctx) { ASSERT_EQ(run_call(ctx).status, VKATTN_SUCCESS); });
+  const std::string path = results_file(dir.path);
+  const std::string good = slurp(path);
+  const std::string header = good.substr(0, good.find('\n'));
+  struct Damage {
+    const char* name;
+    std::string text;
+    const char* why;
+  };
+  auto replace_field = [&](const char* field, const char* value) {
+    std::string t = good;
+    const size_t at = t.find(field) + std::strlen(field);
+    t.replace(at, t.find_first_of(" \n", at) - at, value);
+    return t;
+  };
+  const std::vector<Damage> cases = {
+      {"foreign device", replace_field("device=", "00112233445566778899aabbccddeeff"),
+       "another device"},
+      {"stale build", replace_field("build=", "0123456789abcdef"), "another device, driver"},
+      {"other driver", replace_field("driver=", "deadbeef"), "another device, driver"},
+      {"corrupt", header + "\npass banana\nend\n", "corrupt line"},
+      {"truncated", good.substr(0, good.rfind("end")), "truncated"},
+      {"not ours", "hello\n", "not a self-check file"},
+  };
+  for (const Damage& c : cases) {
+    SCOPED_TRACE(c.name);
+    spit(path, c.text);
+    const std::string log = with_context(dir.path, {}, [&](vkattn_context* ctx) {
+      const Result r = run_call(ctx, 40, /*softcap=*/true);  // a new pipeline: a write
+      ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+      EXPECT_LT(r.max_err, 1e-4);
+    });
+    EXPECT_TRUE(contains(log, "vkattn: ignoring self-check results")) << log;
+    EXPECT_TRUE(contains(log, c.why)) << log;
+    const std::string now = slurp(path);
+    size_t n = 0;
+    EXPECT_TRUE(valid_results(now, &n)) << now;
+    EXPECT_EQ(now.substr(0, now.find('\n')), header);
+    EXPECT_GE(n, 1u);
+  }
+}
+
+// A child of TwoProcessesLeaveAValidFile (run with
+// --gtest_also_run_disabled_tests): checks several specializations.
+TEST(SelfCheck, DISABLED_ChildChecksSeveralPipelines) {
+  ForcedContext fc;
+  ASSERT_NE(fc.ctx, nullptr);
+  for (int d : {24, 32, 40, 48})
+    for (bool softcap : {false, true}) {
+      const Result r = run_call(fc.ctx, d, softcap);
+      ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+      EXPECT_LT(r.max_err, 1e-4);
+    }
+}
+
+TEST(SelfCheck, TwoProcessesLeaveAValidFile) {
+  TempDir dir;
+  char exe[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
+  const std::string child = std::string("VKATTN_PIPELINE_CACHE_DIR='") + dir.path + "' '" + exe +
+                            "' --gtest_also_run_disabled_tests "
+                            "--gtest_filter=SelfCheck.DISABLED_ChildChecksSeveralPipelines "
+                            ">/dev/null 2>&1";
+  const std::string both = "(" + child + ") & a=$!; (" + child + "); b=$?; wait $a && exit $b";
+  ASSERT_EQ(std::system(("sh -c \"" + both + "\"").c_str()), 0);
+  size_t n = 0;
+  const std::string text = slurp(results_file(dir.path));
+  EXPECT_TRUE(valid_results(text, &n)) << text;
+  // Each child wrote all 8 of its pipelines, merged with what it found.
+  EXPECT_GE(n, 8u) << text;
+  EXPECT_FALSE(contains(text, "\nfail ")) << text;
+}
+
+// External mode: nothing may be submitted, so an unchecked pipeline runs
+// unchecked (logged once); a context that ran the same call outside
+// external mode first has it checked, and a failed family is replaced.
+class SelfCheckExternal : public Engine {};
+
+TEST_F(SelfCheckExternal, UncheckedPipelinesRunUncheckedAndCheckedOnesAreKept) {
+  TempDir dir;
+  ScopedEnv env({{"VKATTN_PIPELINE_CACHE_DIR", dir.path.c_str()},
+                 {"VKATTN_ATTN_KERNEL", "lanes"},
+                 {"VKATTN_FAULT_KERNEL", "lanes"}});
+  for (bool checked_first : {false, true}) {
+    SCOPED_TRACE(checked_first ? "checked first" : "unchecked");
+    vkattn_vulkan_desc vd = desc_for(device, queue);
+    vkattn_context* ctx = nullptr;
+    ASSERT_EQ(vkattn_context_create_from_vulkan(&vd, &ctx), VKATTN_SUCCESS) << vkattn_last_error();
+    const int T = 4, H = 2, d = 40;
+    const int64_t shape[3] = {T, H, d};
+    std::vector<float> x(T * H * d, 0.5f), y(T * H * d, 0.0f);
+    vkattn_tensor *q = nullptr, *out = nullptr;
+    ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, shape, &q), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, shape, &out), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_write(q, x.data(), x.size() * 4), VKATTN_SUCCESS);
+    vkattn_attention_desc ad;
+    vkattn_attention_desc_init(&ad);
+    ad.num_heads = H, ad.num_kv_heads = H, ad.head_dim = d, ad.causal = 1;
+    const int32_t cu[2] = {0, T};
+    if (checked_first) {  // the same call outside external mode: checked, lanes replaced
+      ASSERT_EQ(vkattn_attention_varlen(ctx, &ad, 1, cu, cu, q, q, q, out), VKATTN_SUCCESS)
+          << vkattn_last_error();
+      ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
+    }
+    testing::internal::CaptureStderr();
+    VkCommandBuffer cmd = begin_commands();
+    ASSERT_EQ(vkattn_context_begin_external(ctx, cmd), VKATTN_SUCCESS) << vkattn_last_error();
+    EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, T),
+                   "vkattn_context_begin_external");
+    ASSERT_EQ(vkattn_attention_varlen(ctx, &ad, 1, cu, cu, q, q, q, out), VKATTN_SUCCESS)
+        << vkattn_last_error();
+    VkSemaphore sem = timeline_semaphore();
+    ASSERT_EQ(vkattn_context_end_external(ctx, (uint64_t)sem, 1), VKATTN_SUCCESS);
+    const std::string log = testing::internal::GetCapturedStderr();
+    table.vkEndCommandBuffer(cmd);
+    submit(cmd, sem, 1);
+    wait(sem, 1);
+    ASSERT_EQ(vkattn_tensor_read(out, y.data(), y.size() * 4), VKATTN_SUCCESS);
+    // Every value is v = 0.5 where right; the faulted kernel adds 1.
+    const float want = checked_first ? 0.5f : 1.5f;
+    for (float v : y) ASSERT_NEAR(v, want, 1e-5);
+    EXPECT_EQ(contains(log, "runs unchecked in external mode"), !checked_first) << log;
+    vkattn_tensor_destroy(q);
+    vkattn_tensor_destroy(out);
+    uint32_t msgs = 0;
+    EXPECT_EQ(vkattn_context_validation_messages(ctx, &msgs), VKATTN_SUCCESS);
+    vkattn_context_destroy(ctx);
+  }
+}
+
+// vkattn_context_self_check checks what a call would run, up front: a
+// faulted family is found and recorded before any call, and the call that
+// follows is right; bad arguments are refused with a message.
+TEST(SelfCheck, UpFrontCheckFindsAFaultedFamilyBeforeAnyCall) {
+  TempDir dir;
+  with_context(
+      dir.path, {{"VKATTN_ATTN_KERNEL", "lanes"}, {"VKATTN_FAULT_KERNEL", "lanes"}},
+      [&](vkattn_context* ctx) {
+        vkattn_attention_desc ad;
+        vkattn_attention_desc_init(&ad);
+        ad.num_heads = 4, ad.num_kv_heads = 2, ad.head_dim = 40, ad.causal = 1;
+        ASSERT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 5), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        uint32_t passed = 0, failed = 0;
+        ASSERT_EQ(vkattn_context_self_check_counts(ctx, 0, &passed, &failed), VKATTN_SUCCESS);
+        EXPECT_EQ(passed, 0u);
+        EXPECT_GE(failed, 1u);
+        ASSERT_EQ(vkattn_context_self_check_counts(ctx, 1, &passed, &failed), VKATTN_SUCCESS);
+        EXPECT_GE(passed, 1u);
+        EXPECT_EQ(failed, 0u);
+        // 8-bit caches (paged), decode-shaped: checked through a cache.
+        ASSERT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F16, VKATTN_I8, 1, 1), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        const Result r = run_call(ctx);
+        ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+        EXPECT_LT(r.max_err, 1e-4);
+        // Bad arguments.
+        EXPECT_INVALID(vkattn_context_self_check(ctx, nullptr, VKATTN_F32, VKATTN_F32, 0, 1),
+                       "desc");
+        EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_I8, VKATTN_F32, 0, 1), "q_dtype");
+        EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_I8, 0, 1),
+                       "kv_dtype");
+        EXPECT_INVALID(
+            vkattn_context_self_check(ctx, &ad, VKATTN_F32, static_cast<vkattn_dtype>(99), 1, 1),
+            "kv_dtype");
+        EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 2, 1), "paged");
+        EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 0),
+                       "query_tokens");
+        ad.num_kv_heads = 3;
+        EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 1),
+                       "num_kv_heads");
+        EXPECT_INVALID(vkattn_context_self_check_counts(ctx, 4, &passed, &failed), "family");
+        EXPECT_INVALID(vkattn_context_self_check_counts(ctx, 0, nullptr, &failed), "passed");
+      });
+}
