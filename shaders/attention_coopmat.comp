@@ -14,16 +14,32 @@
 //      chunk's K columns of the tile in shared memory as f16 (zero beyond
 //      the key range, padding keys and the head dim), and q's (scaled, f16)
 //      unless the whole head dim fits one chunk (then q is staged once);
-//      S is stored to shared memory as f32;
+//      S is stored to shared memory as f32 (the accumulators' only way out);
 //   2. the subgroup's lanes take its rows one each: transforms and
 //      visibility exactly as attention_mask.glsl says (a hidden score is
 //      -inf), the online-softmax update, P as f16, the row's rescale alpha;
-//   3. O rows (f32, shared memory: KHR fragments are opaque, so a per-row
-//      rescale goes through memory) times alpha, then O += P V, DVC columns
-//      of V at a time: the chunk's V columns, f16, zero for keys no row of
-//      the item sees (so a 0 in P never meets a NaN in V). A NaN in V at a
-//      key that some row of the tile sees reaches the tile's other rows too
-//      (0 * NaN), as in every tensor-core attention.
+//   3. O rows (f32 in shared memory, touched by scalar code only: KHR
+//      fragments are opaque, so a per-row rescale goes through memory)
+//      times alpha, then O += P V, DVC columns of V at a time: the chunk's
+//      V columns, f16, zero for keys no row of the item sees (so a 0 in P
+//      never meets a NaN in V); each P V product starts from zero in a
+//      fresh accumulator, is stored, and the lanes add it to O. A NaN in V
+//      at a key that some row of the tile sees reaches the tile's other
+//      rows too (0 * NaN), as in every tensor-core attention.
+//
+// The Vulkan rules the matrices follow (../shared/GPU-KERNELS.md §2; an
+// H100 gave wrong answers when they did not): every array a coopMatLoad
+// or coopMatStore touches is of 4-vectors (f16vec4 for f16 operands, vec4
+// for the f32 scores and products), offsets and strides are counted in
+// those vectors and are multiples of 16 bytes (rows padded by 2 f16vec4,
+// as ggml's cm1), a barrier with shared-memory semantics sits between
+// every write and the load that reads it, no accumulator is ever loaded
+// back from memory (the two H100 symptoms: an accumulator reloaded from a
+// scalar float array read 0 or garbage; S missed the last two head-dim
+// elements, as a 4-byte-misaligned scalar f16 row would), the pipeline
+// asks for full subgroups of the size the shapes were queried for where
+// the device allows it (src/ops/attention/families/coopmat.cpp), and the
+// SPIR-V is not optimized (CMakeLists.txt).
 // The chunks (DC, DVC) keep MLA's d 576 / dv 512 within 32 KiB: the host
 // narrows them only when the whole head dims do not fit (src/ops/attention/variant.cpp).
 // Tile shape (TM, TN, TK) comes from the device's cooperative-matrix
@@ -67,12 +83,22 @@ const uint DVC4 = DVC / 4u;
 const bool Q_ONCE = DC == DP;  // q staged once, not per tile and chunk
 const uint ROWS = NSG * TM;    // rows of a work item
 
-shared float16_t sh_q[ROWS * DC];  // a chunk of q's columns
-shared float16_t sh_k[BC * DC];    // the tile's K, the same columns
-shared float16_t sh_v[BC * DVC];   // the tile's V, a chunk of columns
-shared float sh_s[ROWS * BC];      // scores, then hidden ones as -inf
-shared float16_t sh_p[ROWS * BC];  // exp(s - m)
-shared float sh_o[ROWS * DVP];     // unnormalized output rows
+// Row strides of the matrix arrays, in their vectors: whole rows plus a
+// pad of 16 bytes (2 f16vec4, 1 vec4) against bank conflicts. DC, DVC and
+// BC are multiples of 8 (TK and TN are), so every f16vec4 stride and
+// offset below is even: 16-byte aligned.
+const uint QS = DC / 4u + 2u;   // f16vec4 per staged q or K row
+const uint VS = DVC / 4u + 2u;  // f16vec4 per staged V row
+const uint PS = BC / 4u + 2u;   // f16vec4 per P row
+const uint SS = BC / 4u + 1u;   // vec4 per score row
+const uint OS = DVC / 4u + 1u;  // vec4 per P V product row
+shared f16vec4 sh_q[ROWS * QS];  // a chunk of q's columns
+shared f16vec4 sh_k[BC * QS];    // the tile's K, the same columns
+shared f16vec4 sh_v[BC * VS];    // the tile's V, a chunk of columns
+shared vec4 sh_s[ROWS * SS];     // scores (stored), then masked ones as -inf
+shared f16vec4 sh_p[ROWS * PS];  // exp(s - m)
+shared vec4 sh_pv[ROWS * OS];    // P V of one V chunk (stored, read by the lanes)
+shared float sh_o[ROWS * DVP];   // unnormalized output rows (scalar code only)
 shared float sh_m[ROWS], sh_l[ROWS], sh_alpha[ROWS];
 const uint KW = (BC + 31u) / 32u;  // words of a per-key bit mask
 shared uint sh_kseen[KW];  // bit j: some row of the work item sees key kt + j
@@ -93,7 +119,7 @@ void stage_q(Item it, Seq sq, uint G, uint row_lim, uint c0) {
     vec4 q = vec4(0.0);
     if (r < row_lim && c < D4)
       q = fetch_row(QVEC, D, q_texel(sq.q_off + r / G, it.kv_head * G + r % G), c, 2u) * pc.scale;
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_q[rr * DC + 4u * cl + e] = float16_t(q[e]);
+    sh_q[rr * QS + cl] = f16vec4(q);
   }
 }
 
@@ -136,7 +162,7 @@ void main() {
           k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c,
                         0u) *
               kv_scale(false, sq, it.kv_head, key);  // 8-bit caches: dequantized into the f16 tile
-        [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_k[j * DC + 4u * cl + e] = float16_t(k[e]);
+        sh_k[j * QS + cl] = f16vec4(k);
       }
       if (c0 == 0u)
         for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
@@ -147,14 +173,15 @@ void main() {
         for (uint kk = 0u; kk < nk; ++kk) {
           MAT_A a;
           MAT_B b;
-          coopMatLoad(a, sh_q, r0 * DC + kk * TK, DC, gl_CooperativeMatrixLayoutRowMajor);
-          coopMatLoad(b, sh_k, nb * TN * DC + kk * TK, DC, gl_CooperativeMatrixLayoutColumnMajor);
+          coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(b, sh_k, nb * TN * QS + kk * (TK / 4u), QS,
+                      gl_CooperativeMatrixLayoutColumnMajor);
           sc[nb] = coopMatMulAdd(a, b, sc[nb]);
         }
       }
     }
     [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb)
-      coopMatStore(sc[nb], sh_s, r0 * BC + nb * TN, BC, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatStore(sc[nb], sh_s, r0 * SS + nb * (TN / 4u), SS, gl_CooperativeMatrixLayoutRowMajor);
     memoryBarrierShared();
     barrier();
 
@@ -170,7 +197,7 @@ void main() {
       [[unroll]] for (uint w = 0u; w < KW; ++w) seen[w] = 0u;
       for (uint j = 0u; j < BC; ++j) {
         uint key = kt + j, kc = min(key, it.k_end - 1u);
-        float s = sh_s[rr * BC + j];
+        float s = sh_s[rr * SS + j / 4u][j % 4u];
         if (uses(F_SOFTCAP)) s = soft_capped(s);
         if (uses(F_ALIBI)) s += alibi_bias(head, pos, int(key));
         bool v = ok && key < it.k_end && in_causal_window(pos, int(key), causal, windowed);
@@ -183,7 +210,7 @@ void main() {
         }
         s = v ? s : NEG_INF;
         seen[j >> 5] |= v ? 1u << (j & 31u) : 0u;
-        sh_s[rr * BC + j] = s;
+        sh_s[rr * SS + j / 4u][j % 4u] = s;
         bm = max(bm, s);
       }
       [[unroll]] for (uint w = 0u; w < KW; ++w) {
@@ -193,8 +220,8 @@ void main() {
       float base = bm == NEG_INF ? 0.0 : bm;
       float alpha = exp(m_old - base), sum = 0.0;
       for (uint j = 0u; j < BC; ++j) {
-        float16_t p = float16_t(exp(sh_s[rr * BC + j] - base));
-        sh_p[rr * BC + j] = p;
+        float16_t p = float16_t(exp(sh_s[rr * SS + j / 4u][j % 4u] - base));
+        sh_p[rr * PS + j / 4u][j % 4u] = p;
         sum += float(p);  // the sum of what P V multiplies
       }
       sh_l[rr] = sh_l[rr] * alpha + sum;
@@ -221,22 +248,31 @@ void main() {
           v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
                         1u) *
               kv_scale(true, sq, it.kv_head, key);
-        [[unroll]] for (uint e = 0u; e < 4u; ++e) sh_v[j * DVC + 4u * cl + e] = float16_t(v[e]);
+        sh_v[j * VS + cl] = f16vec4(v);
       }
       memoryBarrierShared();
       barrier();
       const uint nn = min(DVC, DVP - v0) / TN;  // the last chunk may be narrower
       for (uint nb = 0u; nb < nn; ++nb) {
-        MAT_C o;
-        coopMatLoad(o, sh_o, r0 * DVP + v0 + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+        MAT_C o = MAT_C(0.0);  // never loaded from memory
         for (uint kb = 0u; kb < BC / TK; ++kb) {
           MAT_A a;
           MAT_B b;
-          coopMatLoad(a, sh_p, r0 * BC + kb * TK, BC, gl_CooperativeMatrixLayoutRowMajor);
-          coopMatLoad(b, sh_v, kb * TK * DVC + nb * TN, DVC, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS,
+                      gl_CooperativeMatrixLayoutRowMajor);
           o = coopMatMulAdd(a, b, o);
         }
-        coopMatStore(o, sh_o, r0 * DVP + v0 + nb * TN, DVP, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatStore(o, sh_pv, r0 * OS + nb * (TN / 4u), OS, gl_CooperativeMatrixLayoutRowMajor);
+      }
+      // The products are in memory; the lanes add them to O (each subgroup
+      // its own rows).
+      memoryBarrierShared();
+      barrier();
+      const uint cols = nn * TN;
+      for (uint x = lane; x < TM * cols; x += nl) {
+        const uint i = x / cols, c = x % cols;
+        sh_o[(r0 + i) * DVP + v0 + c] += sh_pv[(r0 + i) * OS + c / 4u][c % 4u];
       }
     }
   }

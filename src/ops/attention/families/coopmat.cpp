@@ -15,7 +15,8 @@ namespace vkattn {
 
 namespace {
 
-const KernelLayout kCoopmatLayout{"attention_coopmat", fwd_bindings(), sizeof(FwdPush)};
+const KernelLayout kCoopmatLayout{"attention_coopmat", fwd_bindings(), sizeof(FwdPush),
+                                  /*full_subgroups=*/true};
 
 // attention_coopmat.comp's specialization constants, in constant_id order.
 struct CoopmatSpec {
@@ -73,13 +74,18 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 }
 
 // attention_coopmat.comp's shared arrays: a chunk of q and of the K tile's
-// columns and one of V's (f16), scores (f32), P (f16), O (f32, all DVP
-// columns), m, l, alpha per row, and a seen bit per key.
+// columns and one of V's (f16), scores (f32), P (f16), a P V product chunk
+// (f32), O (f32, all DVP columns), m, l, alpha per row, and a seen bit per
+// key.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const CoopmatDims d = coopmat_dims(cfg);
   const uint64_t rows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
-  return rows * d.dc * 2 + bc * d.dc * 2 + bc * d.dvc * 2 + rows * bc * (4 + 2) + rows * d.dvp * 4 +
+  // Rows of 4-vectors padded by 16 bytes (attention_coopmat.comp QS, VS,
+  // PS: 2 f16vec4; SS, OS: 1 vec4).
+  const uint64_t qs = (d.dc / 4 + 2) * 8, vs = (d.dvc / 4 + 2) * 8, ps = (bc / 4 + 2) * 8;
+  const uint64_t ss = (bc / 4 + 1) * 16, os = (d.dvc / 4 + 1) * 16;
+  return rows * qs + bc * qs + bc * vs + rows * ss + rows * ps + rows * os + rows * d.dvp * 4 +
          rows * 12 + (bc + 31) / 32 * 4;
 }
 
