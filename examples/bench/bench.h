@@ -38,6 +38,12 @@ struct Peaks {
   double read_kinds[3] = {0, 0, 0};
   std::string read_kind_shapes[3];  // the pattern and workgroup that won, per kind
   double submit_us = 0;             // submit + wait of a tiny dispatch, host clock
+  // f16 cooperative-matrix throughput, f32 accumulation (GFLOP/s; 0 where
+  // the device offers no usable VK_KHR_cooperative_matrix or the build has
+  // no coopmat shaders), and the shape that won.
+  double matrix_gflops = 0;
+  std::string matrix_shape;
+  uint32_t matrix_m = 0, matrix_n = 0, matrix_k = 0, matrix_wg = 0, matrix_acc = 0;
   // The winning shapes, so the peaks can be measured again beside a case.
   uint32_t fma_wg = 0, fma_acc = 0, fma_unroll = 0;
   uint32_t read_kind_wg[3] = {0, 0, 0}, read_kind_pattern[3] = {0, 0, 0};
@@ -45,6 +51,8 @@ struct Peaks {
   uint64_t read_bytes = 0;
 };
 Peaks measure_peaks(vkattn_context* ctx);
+// This build embeds the f16 matrix peak's shader (-DVKATTN_COOPMAT=ON).
+bool matrix_peak_built();
 // The FMA peak, the read bound and the f16 storage read measured again in
 // their winning shapes (a second or so): a CPU device's speed drifts with
 // its host (here up to ~2x between minutes), so each case is compared

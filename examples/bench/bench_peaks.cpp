@@ -16,6 +16,8 @@
 
 #include "api/handles.h"
 #include "bench.h"
+#include "core/coopmat.h"
+#include "core/device.h"
 #include "core/pipeline.h"
 
 namespace bench {
@@ -67,6 +69,46 @@ double fma_gflops(vkattn_context* ctx, uint32_t wg, uint32_t acc, uint32_t unrol
   }
   ms = time_gpu(ctx, once, std::max(3, g_reps / 2));
   return double(groups * wg) * rounds * acc * 2.0 / (ms * 1e6);
+}
+
+const KernelLayout kMatrix{"peak_coopmat",
+                           {BindingKind::kStorageBuffer},
+                           8,
+                           /*full_subgroups=*/true};
+
+// GFLOP/s of peak_coopmat.comp at one shape (m x n x k matrices, `acc`
+// accumulators per subgroup, a workgroup of `wg` lanes), or 0 if its sums
+// are wrong.
+double matrix_gflops(vkattn_context* ctx, uint32_t wg, uint32_t m, uint32_t n, uint32_t k,
+                     uint32_t acc) {
+  Context& c = *ctx->impl;
+  constexpr uint32_t kUnroll = 4, kIters = 64;
+  const uint32_t sg = std::max<uint32_t>(c.device().caps().subgroup_size, 1);
+  const uint64_t per_group = wg / sg, max_groups = 1u << 16;
+  auto out = std::make_shared<Buffer>(c.device(), max_groups * per_group * m * n * 4, true);
+  const Pipeline& pipe = c.pipelines().get(kMatrix, {wg, m, n, k, acc, kUnroll});
+  // alpha = 1/16: every product k / 256, every sum a multiple of 1/256
+  // far below 2^24 ulps: exact.
+  struct {
+    uint32_t iters;
+    float alpha;
+  } push{kIters, 1.0f / 16};
+  BoundBuffer b;
+  b.buffer = out;
+  uint64_t groups = 1;
+  auto once = [&] { c.pipelines().dispatch(c.recorder(), pipe, {b}, &push, sizeof(push), groups); };
+  double ms = time_gpu(ctx, once, 1, 0);
+  while (ms < 20.0 && groups * 2 <= max_groups) {
+    groups *= 2;
+    ms = time_gpu(ctx, once, 1, 0);
+  }
+  const double want = double(acc) * kIters * kUnroll * k / 256.0;
+  const float* got = reinterpret_cast<const float*>(out->mapped());
+  const uint64_t last = groups * per_group * m * n - 1;
+  for (uint64_t i : {uint64_t(0), last / 2, last})
+    if (!got || got[i] != want) return 0;
+  ms = time_gpu(ctx, once, std::max(3, g_reps / 2));
+  return double(groups * per_group) * kIters * kUnroll * acc * 2.0 * m * n * k / (ms * 1e6);
 }
 
 // GB/s of peak_read.comp for one kind, pattern (span: per-lane spans, else
@@ -162,6 +204,10 @@ double native_fma_gflops() {
 
 }  // namespace
 
+bool matrix_peak_built() {
+  return find_shader(kMatrix.shader) != nullptr;
+}
+
 Peaks measure_peaks(vkattn_context* ctx) {
   Context& c = *ctx->impl;
   const DeviceCaps& caps = c.device().caps();
@@ -224,6 +270,27 @@ Peaks measure_peaks(vkattn_context* ctx) {
       p.read_gbps = p.read_kinds[kind];
       p.read_kind = kind;
       p.read_shape = p.read_kind_shapes[kind];
+    }
+  }
+  // f16 matrices, f32 accumulation, operands streamed from shared memory
+  // (shaders/peak_coopmat.comp): the shapes the coopmat family takes (N and
+  // K multiples of 8), 4 subgroups a workgroup, 4 or 8 accumulators.
+  if (find_shader(kMatrix.shader) && caps.coopmat.usable() && caps.subgroup_size) {
+    for (const CoopmatShape& s : caps.coopmat.f16_shapes) {
+      if (s.n % 8 != 0 || s.k % 8 != 0 || s.m == 0 || s.m > 64 || s.n > 64 || s.k > 64) continue;
+      const uint32_t wg =
+          std::min(4 * caps.subgroup_size,
+                   caps.max_workgroup_invocations / caps.subgroup_size * caps.subgroup_size);
+      for (uint32_t acc : {4u, 8u}) {
+        progress("peaks: f16 matrices %ux%ux%u, %u accumulators", s.m, s.n, s.k, acc);
+        const double g = matrix_gflops(ctx, wg, s.m, s.n, s.k, acc);
+        if (g <= p.matrix_gflops) continue;
+        p.matrix_gflops = g;
+        p.matrix_m = s.m, p.matrix_n = s.n, p.matrix_k = s.k, p.matrix_wg = wg, p.matrix_acc = acc;
+        std::snprintf(shape, sizeof(shape), "%ux%ux%u f16 -> f32, %u accumulators, workgroup %u",
+                      s.m, s.n, s.k, acc, wg);
+        p.matrix_shape = shape;
+      }
     }
   }
   // Submit + wait of one tiny dispatch, host wall clock.

@@ -26,7 +26,36 @@ export LD_PRELOAD=$lib/libEGL.so.1:$lib/libGLdispatch.so.0
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   build/examples/vkattn-info; build/examples/vkattn-bench --variants; } >"$out/info.log" 2>&1
 logs=$(mktemp -d)
-# Issue P1 first: the decode family (the table's choice for decode-shaped
+# Issue P2 first: the rebuilt coopmat shader (vector-typed shared arrays, no
+# accumulator reload) on small known-answer cases: the first-use self-check
+# of every coopmat pipeline the attention suite's head-dim, GQA and mask
+# cases build (checks in memory: VKATTN_PIPELINE_CACHE_DIR empty), once per
+# creation variant (full subgroups of the reported size, then without);
+# each "self-check family=coopmat passed|FAILED (max err e)" line is the
+# evidence. Then the prefill cases on coopmat, on tiled, and in PyTorch.
+{ for fs in 1 0; do
+    t0=$SECONDS
+    VKATTN_FULL_SUBGROUPS=$fs VKATTN_PIPELINE_CACHE_DIR= VKATTN_ATTN_KERNEL=coopmat \
+      VKATTN_TEST_KV_DTYPE=f16 VKATTN_LOG=kernels,compile timeout "${TEST_TIMEOUT:-240}" \
+      build/tests/test_attention --gtest_filter='*HeadDims*:*GqaAndMqa*:*AdditiveMasks*' 2>&1 |
+      grep -E "self-check|fallback|compile attention_coopmat|^\[  (FAILED|PASSED)" | sort | uniq -c
+    echo "== coopmat self-checks, VKATTN_FULL_SUBGROUPS=$fs, in $((SECONDS - t0)) s"
+  done
+  VKATTN_ATTN_KERNEL=coopmat VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" \
+    build/examples/vkattn-bench --case 'prefill-*' --json "$out/bench_prefill_coopmat.json"
+  echo "== bench prefill coopmat exit $?"
+  VKATTN_ATTN_KERNEL=tiled timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench \
+    --case 'prefill-*' --json "$out/bench_prefill_tiled.json"
+  echo "== bench prefill tiled exit $?"
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    timeout "${BENCH_TIMEOUT:-180}" python3 tools/bench_torch.py --case 'prefill-*' \
+      --json "$out/torch_prefill.json"
+    echo "== bench_torch prefill exit $?"
+    python3 tools/compare_bench.py "$out/bench_prefill_coopmat.json" "$out/torch_prefill.json"
+  fi
+  python3 tools/compare_bench.py "$out/bench_prefill_tiled.json" "$out/bench_prefill_coopmat.json"
+} >"$out/coopmat.log" 2>&1
+# Issue P1: the decode family (the table's choice for decode-shaped
 # calls on GPUs) against tiled on the decode cases, with the kernel log
 # (split counts), then its own test suite; the results lead the summary.
 { t0=$SECONDS
