@@ -91,7 +91,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 16)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 17)) {
         case 0:
         case 1:
           begin();
@@ -135,6 +135,9 @@ class Fuzz {
           break;
         case 15:
           vkattn_fuzz::external_sequence(in_, g_ctx);
+          break;
+        case 16:
+          self_check();
           break;
         default:
           bad_calls();
@@ -746,6 +749,28 @@ class Fuzz {
   }
 
   // NULL handles and pointers, wrong sizes, zero-sized and absurd shapes.
+  // vkattn_context_self_check with a descriptor, dtypes, paged flag and
+  // query tokens from the input: valid ones pass (no family is faulted
+  // here), anything else is refused with INVALID_ARGUMENT.
+  void self_check() {
+    bool valid = true;
+    vkattn_attention_desc d = desc(&valid);
+    // Every value of the enum's range (0, U8 and I32 are not attention dtypes).
+    const vkattn_dtype q_dt = static_cast<vkattn_dtype>(in_.ConsumeIntegralInRange<int>(0, 7));
+    const vkattn_dtype kv_dt = static_cast<vkattn_dtype>(in_.ConsumeIntegralInRange<int>(0, 7));
+    const uint32_t paged = in_.ConsumeIntegralInRange<uint32_t>(0, 2);
+    const uint32_t t = in_.ConsumeBool() ? in_.ConsumeIntegral<uint32_t>()
+                                         : in_.ConsumeIntegralInRange<uint32_t>(0, 12);
+    auto is_float = [](vkattn_dtype x) {
+      return x == VKATTN_F32 || x == VKATTN_F16 || x == VKATTN_BF16;
+    };
+    valid = valid && is_float(q_dt) && paged <= 1 && t >= 1 && t <= (1u << 24) &&
+            (is_float(kv_dt) || (paged == 1 && (kv_dt == VKATTN_I8 || kv_dt == VKATTN_FP8_E4M3)));
+    const vkattn_status s = vkattn_context_self_check(g_ctx, &d, q_dt, kv_dt, paged, t);
+    if (valid) return expect_ok(s, "context_self_check");
+    expect_rejected(s, "context_self_check(bad)");
+  }
+
   void bad_calls() {
     int64_t shape[4] = {in_.ConsumeBool() ? in_.ConsumeIntegral<int64_t>()
                                           : in_.ConsumeIntegralInRange<int64_t>(-2, 1 << 16),

@@ -50,6 +50,12 @@ struct AttentionCall {
 // INVALID_ARGUMENT naming the field.
 vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc);
 
+// The descriptor's optional tensors (lse, mask, alibi_slopes, sinks) into
+// c, and their checks that do not depend on a call's shapes (context,
+// contiguity, dtypes, [H] sinks and slopes, a mask where mask_type says).
+void take_optional_tensors(AttentionCall& c);
+void check_optional_tensors(Context& ctx, const AttentionCall& c);
+
 // The public entry points' validation: build a call or throw.
 AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, uint32_t batch,
                                const int32_t* cu_q, const int32_t* cu_k, Tensor* q, Tensor* k,

@@ -397,11 +397,10 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
     c.k = tensor(kv_dt, {1, 1, d.head_dim});
     c.v = tensor(kv_dt, {1, 1, d.head_dim_v});
   }
-  Tensor* any = c.q;  // stands for the optional tensors the desc names
-  if (d.alibi_slopes) c.alibi = any;
-  if (d.lse) c.lse = any;
-  if (d.mask) c.mask = any;
-  if (d.sinks) c.sinks = any;
+  // The desc's optional tensors, checked as a call checks them (their
+  // presence decides the transforms; they are not read).
+  take_optional_tensors(c);
+  check_optional_tensors(ctx, c);
   PreparedPlan pp;
   const PlanPart part = ctx.options().batch_invariant ? part_of(t) : PlanPart::kAll;
   choose_variant(ctx, c, part, pp);

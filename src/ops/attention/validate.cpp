@@ -60,21 +60,15 @@ namespace {
 
 // Checks the dtypes and the shapes that do not depend on the layout.
 void check_tensors(Context& ctx, const AttentionCall& c) {
-  const auto& d = c.desc;
   const bool paged = c.step != nullptr;  // caller pools check k/v as tensors
   if (paged)
     require(c.q && c.out, "q and out must not be NULL");
   else
     require(c.q && c.k && c.v && c.out, "q, k, v and out must not be NULL");
-  for (auto [t, n] : {std::pair<Tensor*, const char*>{c.q, "q"},
-                      {c.k, "k"},
-                      {c.v, "v"},
-                      {c.out, "out"},
-                      {c.lse, "desc->lse"},
-                      {c.mask, "desc->mask"},
-                      {c.alibi, "desc->alibi_slopes"},
-                      {c.sinks, "desc->sinks"}})
+  for (auto [t, n] :
+       {std::pair<Tensor*, const char*>{c.q, "q"}, {c.k, "k"}, {c.v, "v"}, {c.out, "out"}})
     require_same_context(ctx, t, n);
+  check_optional_tensors(ctx, c);
   require(is_float(c.q->dtype()), "q must be f32, f16 or bf16, got ", dtype_name(c.q->dtype()));
   require(c.out->dtype() == c.q->dtype(), "out must have q's dtype ", dtype_name(c.q->dtype()),
           ", got ", dtype_name(c.out->dtype()));
@@ -93,6 +87,17 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
   require(!elements_overlap(c.out, c.lse), "out and lse must not alias (overlap) each other");
   require(!self_overlapping(*c.out),
           "out is a view whose elements overlap (a zero or interleaved stride)");
+}
+
+}  // namespace
+
+void check_optional_tensors(Context& ctx, const AttentionCall& c) {
+  const auto& d = c.desc;
+  for (auto [t, n] : {std::pair<Tensor*, const char*>{c.lse, "desc->lse"},
+                      {c.mask, "desc->mask"},
+                      {c.alibi, "desc->alibi_slopes"},
+                      {c.sinks, "desc->sinks"}})
+    require_same_context(ctx, t, n);
   for (auto [t, n] : {std::pair<Tensor*, const char*>{c.lse, "desc->lse"},
                       {c.mask, "desc->mask"},
                       {c.alibi, "desc->alibi_slopes"},
@@ -128,6 +133,8 @@ void take_optional_tensors(AttentionCall& c) {
   c.lse = impl(c.desc.lse), c.mask = impl(c.desc.mask);
   c.alibi = impl(c.desc.alibi_slopes), c.sinks = impl(c.desc.sinks);
 }
+
+namespace {
 
 // The descriptor and layout-independent checks both entry points share.
 AttentionCall start_call(Context& ctx, const vkattn_attention_desc* desc, Tensor* q, Tensor* k,
