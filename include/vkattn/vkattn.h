@@ -851,20 +851,22 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * then lanes; lanes falls back to tiled; decode to the device table's
  * family), and when none is left it fails with VKATTN_ERROR_UNSUPPORTED
  * naming the failed checks: a wrong kernel never reaches a caller's
- * output. VKATTN_LOG=kernels logs "attention fallback from <a> to <b>:
- * self-check failed (max err <e>)"; without it one line per process says
- * "vkattn: self-check failed: family=<a> ...; using <b>". A check costs one
- * small dispatch per new pipeline; a failed check changes no caller tensor.
+ * output. VKATTN_LOG=kernels logs "attention fallback from A to B:
+ * self-check failed (max err E)" (A, B: families); without it one line per
+ * process says "vkattn: self-check failed: family=A ...; using B". A check
+ * costs one small dispatch per new pipeline; a failed check changes no
+ * caller tensor.
  *
  * Results are kept beside the pipeline cache (VKATTN_PIPELINE_CACHE_DIR,
  * else $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn; an empty
  * VKATTN_PIPELINE_CACHE_DIR keeps them in memory only) in
- * self-check-<device uuid>.txt, keyed by device UUID, driver version and a
+ * self-check-UUID.txt (the device UUID in hex), keyed by device UUID, driver version and a
  * build id of vkattn (a hash of its SPIR-V and version); a file of another
  * device, driver or build, or a damaged one, is ignored with one logged
  * line and rewritten. VKATTN_SELF_CHECK=0 turns checks off.
- * VKATTN_FAULT_KERNEL=<family>[,<family>] makes those families' kernels
- * write wrong outputs, to watch the checks catch them.
+ * VKATTN_FAULT_KERNEL=FAMILY[,FAMILY] (lanes, tiled, coopmat, decode)
+ * makes those families' kernels write wrong outputs, to watch the checks
+ * catch them.
  *
  * External mode: nothing is submitted there, so a pipeline first met in
  * external mode runs unchecked (logged once). Engines check up front with

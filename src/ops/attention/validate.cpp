@@ -65,10 +65,15 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
     require(c.q && c.out, "q and out must not be NULL");
   else
     require(c.q && c.k && c.v && c.out, "q, k, v and out must not be NULL");
-  for (auto [t, n] :
-       {std::pair<Tensor*, const char*>{c.q, "q"}, {c.k, "k"}, {c.v, "v"}, {c.out, "out"}})
+  for (auto [t, n] : {std::pair<Tensor*, const char*>{c.q, "q"},
+                      {c.k, "k"},
+                      {c.v, "v"},
+                      {c.out, "out"},
+                      {c.lse, "desc->lse"},
+                      {c.mask, "desc->mask"},
+                      {c.alibi, "desc->alibi_slopes"},
+                      {c.sinks, "desc->sinks"}})
     require_same_context(ctx, t, n);
-  check_optional_tensors(ctx, c);
   require(is_float(c.q->dtype()), "q must be f32, f16 or bf16, got ", dtype_name(c.q->dtype()));
   require(c.out->dtype() == c.q->dtype(), "out must have q's dtype ", dtype_name(c.q->dtype()),
           ", got ", dtype_name(c.out->dtype()));
@@ -87,6 +92,7 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
   require(!elements_overlap(c.out, c.lse), "out and lse must not alias (overlap) each other");
   require(!self_overlapping(*c.out),
           "out is a view whose elements overlap (a zero or interleaved stride)");
+  check_optional_tensors(ctx, c);
 }
 
 }  // namespace
