@@ -897,6 +897,58 @@ VKATTN_API vkattn_status vkattn_context_self_check(vkattn_context* ctx,
 VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, uint32_t family,
                                                           uint32_t* passed, uint32_t* failed);
 
+/**
+ * Tuning on the user's own GPU (README "Tuning"). vkattn_tune measures, on
+ * this context's device, the candidate kernel configurations of every
+ * family the device can run for each shape class of a set of cases
+ * (vkattn-bench's: prefill by head dims and dtypes, decode by GQA group and
+ * keys, dense or paged), within a time budget: the device table's own
+ * choice first, then the others cheapest to compile first, each one
+ * self-checked and its answers checked against a host reference on sampled
+ * rows before it is timed (GPU timestamps: a warm-up, then the median of
+ * five). A candidate that fails either check is never chosen. The fastest
+ * is recorded per class in the device's tuning file (VKATTN_TUNING_FILE,
+ * else tuning-UUID.txt beside the pipeline cache), which every context of
+ * the device loads when it is created and uses before the device table
+ * (VKATTN_TUNING=0 ignores it; a kernel choice forced through the
+ * environment wins over it). A class is a call's prefill or decode shape,
+ * head dims, GQA group, q and K/V dtypes, paged or not, and its longest
+ * sequence's keys rounded down to a power of two; in a batch-invariant
+ * context the keys are left out, so a tuned choice never depends on the
+ * batch. No compile or run is ever started after the budget is spent (one
+ * candidate under way may finish past it).
+ */
+
+/** Progress of vkattn_tune: `case_name` the case, `candidate` the kernel
+ * options a candidate forces ("-": the device table's choice; "winner: ..."
+ * once per case for the one recorded), `ms` its median GPU time, or a
+ * negative value when it was not timed (-1: failed its self-check or its
+ * answer check; -2: not valid on this device). */
+typedef void (*vkattn_tune_progress)(void* user, const char* case_name, const char* candidate,
+                                     double ms);
+
+/** What vkattn_tune measures. */
+typedef struct vkattn_tune_desc {
+  uint32_t struct_size;     /**< sizeof(vkattn_tune_desc); 0 is rejected */
+  double seconds;           /**< budget, wall clock, > 0 (compiles count) */
+  uint32_t num_cases;       /**< entries of `cases`; 0 = every default case */
+  const char* const* cases; /**< fnmatch patterns over the case names (vkattn-bench's) */
+  vkattn_tune_progress progress; /**< optional */
+  void* user;                    /**< handed to progress */
+  uint32_t reserved[4];          /**< must be 0 */
+} vkattn_tune_desc;
+
+/** Defaults: 60 seconds, every case, no progress callback. */
+VKATTN_API void vkattn_tune_desc_init(vkattn_tune_desc* desc);
+
+/** Runs the tuning (above) on ctx's device and writes the winners; the
+ * device table's choice is always among the candidates measured. A pattern
+ * that matches no case is INVALID_ARGUMENT. Refused in external mode. */
+VKATTN_API vkattn_status vkattn_tune(vkattn_context* ctx, const vkattn_tune_desc* desc);
+
+/** The name of default tuning case `index` (NULL past the last). */
+VKATTN_API const char* vkattn_tune_case_name(uint32_t index);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */

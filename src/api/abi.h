@@ -31,6 +31,7 @@ constexpr uint32_t kKvCacheDescSizes[] = {48};        // 0.1
 constexpr uint32_t kDeviceInfoSizes[] = {824};        // 0.1
 constexpr uint32_t kRopeDescSizes[] = {72};           // 0.3 (issue M)
 constexpr uint32_t kVulkanDescSizes[] = {80};         // 0.2 (issue F)
+constexpr uint32_t kTuneDescSizes[] = {64};           // 0.3 (issue P3)
 
 template <size_t N>
 bool shipped_size(const uint32_t (&sizes)[N], uint32_t size) {

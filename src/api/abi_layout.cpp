@@ -103,4 +103,14 @@ VKATTN_PIN(vkattn_vulkan_desc, enabled_extensions, 64);
 VKATTN_PIN(vkattn_vulkan_desc, flags, 72);
 VKATTN_PIN(vkattn_vulkan_desc, reserved, 76);
 
+static_assert(sizeof(vkattn_tune_desc) == 64, "vkattn_tune_desc size");
+VKATTN_PIN(vkattn_tune_desc, struct_size, 0);
+VKATTN_PIN(vkattn_tune_desc, seconds, 8);
+VKATTN_PIN(vkattn_tune_desc, num_cases, 16);
+VKATTN_PIN(vkattn_tune_desc, cases, 24);
+VKATTN_PIN(vkattn_tune_desc, progress, 32);
+VKATTN_PIN(vkattn_tune_desc, user, 40);
+VKATTN_PIN(vkattn_tune_desc, reserved, 48);
+static_assert(vkattn::kTuneDescSizes[0] == sizeof(vkattn_tune_desc), "sizes list");
+
 #endif

@@ -1,10 +1,13 @@
 // extern "C" shims for the attention entry points.
+#include <cmath>
 #include <cstring>
 
+#include "api/abi.h"
 #include "api/firewall.h"
 #include "api/handles.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/self_check.h"
+#include "ops/attention/tune.h"
 #include "ops/rope.h"
 
 using namespace vkattn;
@@ -166,6 +169,36 @@ VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, u
     VKATTN_REQUIRE_ARG(passed);
     VKATTN_REQUIRE_ARG(failed);
     self_check_counts(*ctx->impl, family, passed, failed);
+  });
+}
+
+VKATTN_API void vkattn_tune_desc_init(vkattn_tune_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+  desc->seconds = 60.0;
+}
+
+VKATTN_API const char* vkattn_tune_case_name(uint32_t index) {
+  return tune_case_name(index);
+}
+
+VKATTN_API vkattn_status vkattn_tune(vkattn_context* ctx, const vkattn_tune_desc* desc) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    const vkattn_tune_desc d =
+        read_desc(desc, kTuneDescSizes, &vkattn_tune_desc_init, "desc", "vkattn_tune_desc_init");
+    for (uint32_t r : d.reserved) require(r == 0, "desc->reserved must be 0");
+    require(std::isfinite(d.seconds) && d.seconds > 0 && d.seconds <= 1e6,
+            "desc->seconds must be > 0 (at most 1e6)");
+    require(d.num_cases == 0 || d.cases != nullptr, "desc->cases is NULL but num_cases is ",
+            d.num_cases);
+    for (uint32_t i = 0; i < d.num_cases; ++i)
+      require(d.cases[i] != nullptr, "desc->cases[", i, "] is NULL");
+    require(!ctx->impl->recorder().external(),
+            "tuning runs on vkattn's own queue: call it outside external mode");
+    ctx->impl->recorder().check_alive();
+    run_tuning(*ctx->impl, d);
   });
 }
 

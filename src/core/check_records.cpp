@@ -1,11 +1,7 @@
 #include "core/check_records.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "core/device.h"
@@ -14,31 +10,19 @@
 namespace vkattn {
 
 namespace {
-constexpr const char* kMagic = "vkattn-self-check 1";
-
-std::string hex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += d[p[i] >> 4], s += d[p[i] & 15];
-  return s;
+std::string records_path(const Device& device) {
+  const std::string dir = cache_dir();
+  return dir.empty() ? "" : dir + "/self-check-" + DeviceFile::uuid_hex(device) + ".txt";
 }
 }  // namespace
 
-CheckRecords::CheckRecords(const Device& device) {
-  const auto& caps = device.caps();
-  const std::string uuid = hex(caps.device_uuid, sizeof(caps.device_uuid));
-  char head[160];
-  std::snprintf(head, sizeof(head), "%s device=%s driver=%08x build=%016llx", kMagic, uuid.c_str(),
-                device.info().driver_version, static_cast<unsigned long long>(build_id()));
-  header_ = head;
-  const std::string dir = cache_dir();
-  if (dir.empty()) return;
-  path_ = dir + "/self-check-" + uuid + ".txt";
+CheckRecords::CheckRecords(const Device& device)
+    : file_(device, "self-check", records_path(device)) {
   std::string why;
   if (!load(&entries_, &why) && !why.empty()) {
     ignored_ = why;
     std::fprintf(stderr, "vkattn: ignoring self-check results %s: %s (checking again)\n",
-                 path_.c_str(), why.c_str());
+                 file_.path().c_str(), why.c_str());
   }
 }
 
@@ -56,24 +40,10 @@ std::string CheckRecords::key(const char* shader, const std::vector<uint32_t>& s
 }
 
 bool CheckRecords::load(std::map<std::string, Entry>* out, std::string* why) const {
-  std::ifstream f(path_);
-  if (!f) return false;  // none yet: nothing to say
-  std::string line;
-  if (!std::getline(f, line) || line.rfind(kMagic, 0) != 0) {
-    *why = "not a self-check file";
-    return false;
-  }
-  if (line != header_) {
-    *why = "written for another device, driver or vkattn build (" + line + ")";
-    return false;
-  }
+  std::vector<std::string> lines;
+  if (!file_.load(&lines, why)) return false;
   std::map<std::string, Entry> got;
-  bool ended = false;
-  while (std::getline(f, line)) {
-    if (line == "end") {
-      ended = true;
-      break;
-    }
+  for (const std::string& line : lines) {
     std::istringstream in(line);
     std::string status, key;
     double err = 0;
@@ -83,10 +53,6 @@ bool CheckRecords::load(std::map<std::string, Entry>* out, std::string* why) con
       return false;
     }
     got[key] = Entry{status == "pass" ? kPassed : kFailed, err};
-  }
-  if (!ended) {
-    *why = "truncated (no end line)";
-    return false;
   }
   *out = std::move(got);
   return true;
@@ -106,36 +72,23 @@ std::map<std::string, CheckRecords::Entry> CheckRecords::all() const {
 void CheckRecords::put(const std::string& key, Entry e) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_[key] = e;
-  if (path_.empty()) return;
+  if (file_.path().empty()) return;
   // Merge what other processes wrote meanwhile (ours win), then replace
   // the file whole.
   std::map<std::string, Entry> disk;
   std::string why;
   if (load(&disk, &why))
     for (const auto& kv : disk) entries_.emplace(kv.first, kv.second);
-  make_dirs(path_.substr(0, path_.rfind('/')));
-  static std::atomic<uint64_t> serial{0};
-  const std::string tmp = path_ + ".tmp" + std::to_string(::getpid()) + "." +
-                          std::to_string(serial.fetch_add(1)) + "." +
-                          std::to_string(reinterpret_cast<uintptr_t>(this));
-  {
-    std::ofstream f(tmp);
-    f << header_ << "\n";
-    char err[32];
-    for (const auto& kv : entries_) {
-      if (kv.second.status == kUnchecked) continue;
-      std::snprintf(err, sizeof(err), "%.6g",
-                    std::isfinite(kv.second.max_err) ? kv.second.max_err : 1e30);
-      f << (kv.second.status == kPassed ? "pass " : "fail ") << err << " " << kv.first << "\n";
-    }
-    f << "end\n";
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return;
-    }
+  std::vector<std::string> lines;
+  char err[32];
+  for (const auto& kv : entries_) {
+    if (kv.second.status == kUnchecked) continue;
+    std::snprintf(err, sizeof(err), "%.6g",
+                  std::isfinite(kv.second.max_err) ? kv.second.max_err : 1e30);
+    lines.push_back(std::string(kv.second.status == kPassed ? "pass " : "fail ") + err + " " +
+                    kv.first);
   }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) std::remove(tmp.c_str());
+  file_.write(lines);
 }
 
 }  // namespace vkattn

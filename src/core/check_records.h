@@ -3,15 +3,15 @@
 // pipeline (shader and specialization constants): passed or failed, and
 // the largest error the check measured.
 //
-// Kept beside the pipeline cache (core/pipeline.h cache_dir(); an empty
-// VKATTN_PIPELINE_CACHE_DIR keeps them in memory only) in
-// self-check-<device uuid>.txt, whose first line names the device UUID,
-// the driver version and vkattn's build id (build_id()): a file of another
-// device, driver or build, a truncated or corrupt one, is ignored with one
-// logged line (its pipelines are checked again), never an error. Writes
-// merge the entries on disk with this process's and replace the file with
-// rename(): two processes checking at once never leave a torn file (at
-// worst one's newest entries are checked again by a later process).
+// Kept beside the pipeline cache in self-check-<device uuid>.txt
+// (core/device_file.h: the first line names the device UUID, the driver
+// version and vkattn's build id; an empty VKATTN_PIPELINE_CACHE_DIR keeps
+// them in memory only): a file of another device, driver or build, a
+// truncated or corrupt one, is ignored with one logged line (its pipelines
+// are checked again), never an error. Writes merge the entries on disk
+// with this process's and replace the file with rename(): two processes
+// checking at once never leave a torn file (at worst one's newest entries
+// are checked again by a later process).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "core/device_file.h"
 
 namespace vkattn {
 
@@ -45,14 +47,15 @@ class CheckRecords {
   // the result still holds for this process).
   void put(const std::string& key, Entry e);
   std::map<std::string, Entry> all() const;
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   // Why the file on disk was ignored at load ("" if it was not).
   const std::string& ignored() const { return ignored_; }
 
  private:
   // Parses `path_`; false (and why) when it is not this device's.
   bool load(std::map<std::string, Entry>* out, std::string* why) const;
-  std::string path_, header_, ignored_;
+  DeviceFile file_;
+  std::string ignored_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };

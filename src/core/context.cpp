@@ -5,6 +5,7 @@ namespace vkattn {
 Context::Context(int32_t device_index, bool validation, bool profile)
     : device_(Device::create(device_index, validation)),
       pipelines_(std::make_shared<Pipelines>(*device_)),
+      tuning_(std::make_shared<TuningFile>(*device_)),
       recorder_(std::make_unique<Recorder>(*device_, profile)),
       dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
   dummy_->stub = true;
@@ -13,6 +14,7 @@ Context::Context(int32_t device_index, bool validation, bool profile)
 Context::Context(std::shared_ptr<Device> device, bool profile)
     : device_(std::move(device)),
       pipelines_(std::make_shared<Pipelines>(*device_)),
+      tuning_(std::make_shared<TuningFile>(*device_)),
       recorder_(std::make_unique<Recorder>(*device_, profile)),
       dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
   dummy_->stub = true;
@@ -24,11 +26,25 @@ Context::Context(Context& parent, ForChecks)
       device_(parent.device_),
       pipelines_(parent.pipelines_),
       checks_(parent.checks_),
+      tuning_(parent.tuning_),
       recorder_(std::make_unique<Recorder>(*device_, false, /*inject_faults=*/false)),
       dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
   dummy_->stub = true;
   options_.batch_invariant = false;
   options_.log_kernels = false;  // a check's dispatches are not the caller's (self_check logs them)
+}
+
+Context::Context(Context& parent, ForTuning)
+    : options_(parent.options_),
+      is_tuner_(true),
+      device_(parent.device_),
+      pipelines_(parent.pipelines_),
+      checks_((parent.check_records(), parent.checks_)),
+      tuning_(parent.tuning_),
+      recorder_(std::make_unique<Recorder>(*device_, true, /*inject_faults=*/false)),
+      dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
+  dummy_->stub = true;
+  options_.log_kernels = false;
 }
 
 CheckRecords& Context::check_records() {

@@ -11,6 +11,7 @@
 #include "core/kernel_options.h"
 #include "core/pipeline.h"
 #include "core/recorder.h"
+#include "core/tuning_file.h"
 
 namespace vkattn {
 
@@ -25,6 +26,10 @@ class Context {
   // parent's recorded work, never counted by VKATTN_FAULT_DEVICE_LOST).
   struct ForChecks {};
   Context(Context& parent, ForChecks);
+  // The tuner's context: the same, with GPU timestamps, self-checked calls
+  // and the parent's check records.
+  struct ForTuning {};
+  Context(Context& parent, ForTuning);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -38,6 +43,15 @@ class Context {
   // The context self-checks run on, created at first use.
   const std::shared_ptr<Context>& checker();
   bool is_checker() const { return is_checker_; }
+  // The tuner's context measures the device table's choice: it never
+  // applies tuned choices itself.
+  bool is_tuner() const { return is_tuner_; }
+  // The tuned kernel choices of this device (core/tuning_file.h), loaded
+  // when the context is created.
+  TuningFile& tuning() { return *tuning_; }
+  // The tuner's own context (ops/attention/tune.h) switches options per
+  // candidate.
+  void set_options(const KernelOptions& o) { options_ = o; }
   // Kernel choices forced through the environment, read at creation.
   const KernelOptions& options() const { return options_; }
   // VKATTN_CONTEXT_BATCH_INVARIANT, set once at creation.
@@ -61,10 +75,12 @@ class Context {
  private:
   KernelOptions options_ = KernelOptions::from_env();
   bool is_checker_ = false;
+  bool is_tuner_ = false;
   // Destroyed in reverse: the recorder waits for the GPU first.
   std::shared_ptr<Device> device_;
   std::shared_ptr<Pipelines> pipelines_;
   std::shared_ptr<CheckRecords> checks_;
+  std::shared_ptr<TuningFile> tuning_;
   std::unique_ptr<Recorder> recorder_;
   std::shared_ptr<Buffer> dummy_;
   std::shared_ptr<Buffer> scratch_;

@@ -57,6 +57,18 @@ struct KernelOptions {
   uint32_t fault_kernels = 0;
   bool bad_fault_name = false;  // VKATTN_FAULT_KERNEL names no family
 
+  // Some attention kernel choice is forced through the environment (then
+  // the environment wins over tuned choices: VKATTN_LOG=kernels says
+  // source=env).
+  bool forces_attention() const {
+    for (uint32_t v : {attn_wg, attn_rows, attn_block_keys, attn_scalar_fetch, attn_unroll_d,
+                       attn_split_keys, attn_target_items, attn_decode_min_keys, attn_decode_merge,
+                       attn_kernel, attn_min_split_keys, attn_subgroups, attn_lanes_per_row,
+                       attn_tile_keys, attn_double_buffer, attn_head_chunk})
+      if (v != kUnset) return true;
+    return disable_subgroup_ops || force_f16_math || bad_kernel_name;
+  }
+
   // `forced` if set, else `fallback`.
   static uint32_t pick(uint32_t forced, uint32_t fallback) {
     return forced == kUnset ? fallback : forced;

@@ -9,6 +9,7 @@
 #include "core/faults.h"
 #include "core/loop_budget.h"
 #include "ops/attention/self_check.h"
+#include "ops/attention/tune.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {
@@ -176,8 +177,21 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
       pp.kvec = std::min(pp.kvec, c.pinned->kvec), pp.vvec = std::min(pp.vvec, c.pinned->vvec);
     }
   };
-  choose(ctx.options());
-  if (!c.pinned) settle_checked_variant(ctx, c, pp, choose);
+  // Tuned choices of this call's class before the device table, unless
+  // the environment forces one (ops/attention/tune.h).
+  KernelOptions opts = ctx.options();
+  pp.source = "table";
+  if (c.pinned) {
+    pp.source = "check";
+  } else if (opts.forces_attention()) {
+    pp.source = "env";
+  } else if (ctx.tuning().enabled() && !ctx.is_tuner()) {
+    TuningFile::Entry e;
+    if (ctx.tuning().find(tune_class(c, part), &e) && TuningFile::apply(e.options, &opts))
+      pp.source = "tuned";
+  }
+  choose(opts);
+  if (!c.pinned) settle_checked_variant(ctx, c, pp, opts, choose);
 }
 
 std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c, PlanPart part) {

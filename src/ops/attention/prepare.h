@@ -69,7 +69,11 @@ struct PreparedPlan {
   AttentionVariant var;
   CallUnits units;
   uint32_t qvec = 0, kvec = 0, vvec = 0;
-  RowLayout q, k, v, out;     // k, v unused when the step's cache holds them
+  RowLayout q, k, v, out;  // k, v unused when the step's cache holds them
+  // Where the variant came from (VKATTN_LOG=kernels source=): "table",
+  // "tuned" (the device's tuning file), "env" (forced), "check" (a
+  // self-check's pinned variant).
+  const char* source = "table";
   uint32_t window_pages = 0;  // caller pools: pages of one binding window
   Region items, combine, seqs, table;
   // Batch invariance: a sequence whose pages change pool buffer (or caller

@@ -447,12 +447,13 @@ void record_attention(Context& ctx, const AttentionCall& call) {
         if (log)  // rows: the pass's query rows; keys: the call's; split: combine items
           std::fprintf(stderr,
                        "vkattn: attention family=%s rows=%llu keys=%lld split=%zu items=%u wg=%u "
-                       "R=%u BK=%u L=%u\n",
+                       "R=%u BK=%u L=%u source=%s\n",
                        family.name,
                        static_cast<unsigned long long>(
                            (pass.spans.tokens.hi - pass.spans.tokens.lo) * pp->units.group),
                        static_cast<long long>(c.cu_k.back()), sched.combine.size(), pass.count,
-                       cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row);
+                       cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
+                       pp->source);
         prepared.push_back(bind.fwd(fwd, pass));
       }
       for (const auto& level : wave.levels)

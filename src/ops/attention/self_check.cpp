@@ -293,11 +293,12 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
 }
 
 void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& pp,
+                            const KernelOptions& base,
                             const std::function<void(const KernelOptions&)>& rechoose) {
   if (!ctx.options().self_check || ctx.is_checker()) return;
   using F = AttentionFamily;
   const AttentionDefaults dev = attention_defaults(ctx.device());
-  KernelOptions opts = ctx.options();
+  KernelOptions opts = base;
   uint32_t failed = 0;    // bit per family: its check failed
   uint32_t excluded = 0;  // ... or it was asked for and declined the call
   std::string failures, fallback = pp.var.fallback;

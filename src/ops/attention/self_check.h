@@ -49,8 +49,10 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
 
 // Settles pp.var on a family whose pipeline for `c` passed its check:
 // `rechoose(options)` chooses pp.var (and its texel widths) again with a
-// family forced in `options`. Throws UNSUPPORTED when every family failed.
+// family forced in `options` (`base`, the options pp.var was chosen with,
+// plus that family). Throws UNSUPPORTED when every family failed.
 void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& pp,
+                            const KernelOptions& base,
                             const std::function<void(const KernelOptions&)>& rechoose);
 
 // vkattn_context_self_check: the checks a call with this descriptor,

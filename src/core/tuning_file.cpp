@@ -1,0 +1,154 @@
+#include "core/tuning_file.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/device.h"
+#include "core/env.h"
+#include "core/pipeline.h"
+
+namespace vkattn {
+
+namespace {
+
+std::string tuning_path(const Device& device) {
+  if (const char* f = std::getenv("VKATTN_TUNING_FILE"); f && *f) return f;
+  const std::string dir = cache_dir();
+  return dir.empty() ? "" : dir + "/tuning-" + DeviceFile::uuid_hex(device) + ".txt";
+}
+
+// The knobs an entry may set: its name in the file and the field.
+struct Knob {
+  const char* name;
+  uint32_t KernelOptions::*field;
+};
+const Knob kKnobs[] = {
+    {"kernel", &KernelOptions::attn_kernel},
+    {"wg", &KernelOptions::attn_wg},
+    {"rows", &KernelOptions::attn_rows},
+    {"block_keys", &KernelOptions::attn_block_keys},
+    {"unroll_d", &KernelOptions::attn_unroll_d},
+    {"lanes_per_row", &KernelOptions::attn_lanes_per_row},
+    {"tile_keys", &KernelOptions::attn_tile_keys},
+    {"double_buffer", &KernelOptions::attn_double_buffer},
+    {"subgroups", &KernelOptions::attn_subgroups},
+    {"min_split_keys", &KernelOptions::attn_min_split_keys},
+    {"target_items", &KernelOptions::attn_target_items},
+};
+const char* const kFamilies[] = {"lanes", "tiled", "coopmat", "decode"};
+
+}  // namespace
+
+TuningFile::TuningFile(const Device& device) : file_(device, "tuning", tuning_path(device)) {
+  enabled_ = env_uint("VKATTN_TUNING", 1) != 0;
+  if (!enabled_) return;
+  std::string why;
+  if (!load(&entries_, &why) && !why.empty())
+    std::fprintf(stderr, "vkattn: ignoring tuning file %s: %s (using the device table)\n",
+                 file_.path().c_str(), why.c_str());
+}
+
+bool TuningFile::apply(const std::string& options, KernelOptions* o) {
+  if (options == "-") return true;
+  KernelOptions t = *o;
+  std::istringstream in(options);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    if (name == "f16_math") {
+      if (value != "0" && value != "1") return false;
+      t.force_f16_math = value == "1";
+      t.disable_f16_math = value == "0";
+      continue;
+    }
+    if (name == "subgroup_ops") {
+      if (value != "0" && value != "1") return false;
+      t.disable_subgroup_ops = value == "0";
+      continue;
+    }
+    const Knob* k = nullptr;
+    for (const Knob& c : kKnobs)
+      if (name == c.name) k = &c;
+    if (!k) return false;
+    uint32_t v = KernelOptions::kUnset;
+    if (k->field == &KernelOptions::attn_kernel) {
+      for (uint32_t i = 0; i < 4; ++i)
+        if (value == kFamilies[i]) v = i;
+    } else if (!value.empty() && value.size() < 10 &&
+               value.find_first_not_of("0123456789") == std::string::npos) {
+      v = static_cast<uint32_t>(std::stoul(value));
+    }
+    if (v == KernelOptions::kUnset) return false;
+    t.*(k->field) = v;
+  }
+  *o = t;
+  return true;
+}
+
+std::string TuningFile::describe(const KernelOptions& o) {
+  std::string s;
+  auto add = [&](const std::string& item) { s += (s.empty() ? "" : ",") + item; };
+  for (const Knob& k : kKnobs) {
+    const uint32_t v = o.*(k.field);
+    if (v == KernelOptions::kUnset) continue;
+    add(std::string(k.name) + "=" +
+        (k.field == &KernelOptions::attn_kernel && v < 4 ? kFamilies[v] : std::to_string(v)));
+  }
+  if (o.force_f16_math) add("f16_math=1");
+  if (o.disable_subgroup_ops) add("subgroup_ops=0");
+  return s.empty() ? "-" : s;
+}
+
+bool TuningFile::load(std::map<std::string, Entry>* out, std::string* why) const {
+  std::vector<std::string> lines;
+  if (!file_.load(&lines, why)) return false;
+  std::map<std::string, Entry> got;
+  for (const std::string& line : lines) {
+    std::istringstream in(line);
+    std::string key, options;
+    Entry e;
+    KernelOptions probe;
+    if (!(in >> key >> options >> e.ms >> e.table_ms) || !apply(options, &probe)) {
+      *why = "corrupt line \"" + line.substr(0, 80) + "\"";
+      return false;
+    }
+    e.options = options;
+    got[key] = e;
+  }
+  *out = std::move(got);
+  return true;
+}
+
+bool TuningFile::find(const std::string& key, Entry* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+std::map<std::string, TuningFile::Entry> TuningFile::all() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_;
+}
+
+void TuningFile::put(const std::string& key, const Entry& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[key] = e;
+  std::map<std::string, Entry> disk;
+  std::string why;
+  if (load(&disk, &why))
+    for (const auto& kv : disk) entries_.emplace(kv.first, kv.second);
+  std::vector<std::string> lines;
+  char t[64];
+  for (const auto& kv : entries_) {
+    std::snprintf(t, sizeof(t), " %.6g %.6g", kv.second.ms, kv.second.table_ms);
+    lines.push_back(kv.first + " " + kv.second.options + t);
+  }
+  file_.write(lines);
+}
+
+}  // namespace vkattn

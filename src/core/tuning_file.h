@@ -1,0 +1,56 @@
+// Tuned kernel choices kept per device (issue P3; ops/attention/tune.h
+// measures them): for each shape class of attention calls, the kernel
+// options its winner forces (the VKATTN_ATTN_* knobs of
+// core/kernel_options.h, as "kernel=tiled,lanes_per_row=8"; "-" when the
+// device table's own choice won), its median time and the table's.
+//
+// The file: VKATTN_TUNING_FILE, else tuning-<device uuid>.txt beside the
+// pipeline cache (core/device_file.h: device UUID, driver version and
+// build id in its first line; a shipped, read-only file works). A context
+// loads it when it is created; a missing file is silent, a file of another
+// device, driver or build or a damaged one is ignored with one logged line,
+// never an error; VKATTN_TUNING=0 ignores it. Writes merge what is on disk
+// (this process's entries win) and replace the file atomically.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/device_file.h"
+#include "core/kernel_options.h"
+
+namespace vkattn {
+
+class Device;
+
+class TuningFile {
+ public:
+  struct Entry {
+    std::string options;  // "-" or "name=value,..."
+    double ms = 0, table_ms = 0;
+  };
+  explicit TuningFile(const Device& device);
+
+  // The entry of a class key (false: none).
+  bool find(const std::string& key, Entry* out) const;
+  void put(const std::string& key, const Entry& e);  // and write the file
+  std::map<std::string, Entry> all() const;
+  const std::string& path() const { return file_.path(); }
+  bool enabled() const { return enabled_; }
+
+  // Applies an entry's options to `o` (false, o unchanged, if the text is
+  // not a list of known name=value pairs).
+  static bool apply(const std::string& options, KernelOptions* o);
+  // The options a candidate forces, as the file writes them ("-": none).
+  static std::string describe(const KernelOptions& o);
+
+ private:
+  bool load(std::map<std::string, Entry>* out, std::string* why) const;
+  DeviceFile file_;
+  bool enabled_ = true;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace vkattn

@@ -1,0 +1,426 @@
+// Tuning on the device (src/ops/attention/tune.h, src/core/tuning_file.h):
+// vkattn_tune measures candidates within a budget and records a winner per
+// class that a later context uses before the device table (kernel log
+// source=tuned); damaged, foreign or stale tuning files are ignored with a
+// logged line and right answers; VKATTN_TUNING=0 and forced options win
+// over the file; a candidate that fails its self-check is never chosen;
+// two tuners at once leave a valid file. Every test keeps its files in a
+// folder of its own (VKATTN_PIPELINE_CACHE_DIR), so nothing a developer
+// tuned changes what is tested.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "reference/attention_ref.h"
+#include "test_util.h"
+
+using namespace vkattn_test;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/vkattn-tuning-XXXXXX";
+    path = mkdtemp(t);
+    // The build's pipeline cache, so candidates compile as fast as the
+    // suites' kernels do (the tuning file itself starts empty).
+    const char* cache = std::getenv("VKATTN_PIPELINE_CACHE_DIR");
+    if (cache && *cache)
+      std::system(
+          ("cp " + std::string(cache) + "/pipelines-* '" + path + "/' 2>/dev/null").c_str());
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+std::string tuning_file(const std::string& dir) {
+  std::string found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("tuning-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
+        found = dir + "/" + n;
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// The entries of a valid tuning file (false if it is not one).
+bool valid_tuning(const std::string& text, size_t* entries) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("vkattn-tuning 1 device=", 0) != 0) return false;
+  *entries = 0;
+  while (std::getline(in, line)) {
+    if (line == "end") return !std::getline(in, line);
+    std::istringstream l(line);
+    std::string key, opts;
+    double ms, table_ms;
+    if (!(l >> key >> opts >> ms >> table_ms) || key.find('/') == std::string::npos) return false;
+    ++*entries;
+  }
+  return false;
+}
+
+struct Event {
+  std::string name, candidate;
+  double ms;
+  double at;  // seconds since the tuning started
+};
+
+struct Events {
+  std::vector<Event> list;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+};
+
+void record_event(void* user, const char* name, const char* candidate, double ms) {
+  auto* e = static_cast<Events*>(user);
+  const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - e->t0).count();
+  e->list.push_back({name, candidate, ms, at});
+}
+
+vkattn_status tune(vkattn_context* ctx, double seconds, const char* pattern, Events* ev) {
+  vkattn_tune_desc d;
+  vkattn_tune_desc_init(&d);
+  d.seconds = seconds;
+  const char* cases[1] = {pattern};
+  d.num_cases = pattern ? 1 : 0;
+  d.cases = pattern ? cases : nullptr;
+  d.progress = &record_event;
+  d.user = ev;
+  ev->t0 = std::chrono::steady_clock::now();
+  return vkattn_tune(ctx, &d);
+}
+
+// A decode-16x512 call (16 sequences of one token over 512 keys in caller
+// pools of 16-token pages, 32/8 heads, d 128, f16): max error against the
+// reference, and the kernel log.
+struct CallResult {
+  vkattn_status status = VKATTN_SUCCESS;
+  double max_err = 0;
+};
+
+CallResult decode_call(vkattn_context* ctx) {
+  const int B = 16, H = 32, Hkv = 8, d = 128, u = 512, ps = 16, per = u / ps, np = B * per;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto f16 = [&](size_t n, std::vector<float>* host) {
+    host->resize(n);
+    std::vector<uint16_t> bits(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float x = uni(rng);
+      uint16_t h;
+      // f32 -> f16, round to nearest even, for values in [-1, 1].
+      uint32_t b;
+      std::memcpy(&b, &x, 4);
+      const uint32_t sign = (b >> 16) & 0x8000u;
+      int exp = int((b >> 23) & 0xff) - 127 + 15;
+      uint32_t mant = b & 0x7fffffu;
+      if (exp <= 0) {
+        h = uint16_t(sign);
+      } else {
+        uint32_t m = mant >> 13, rest = mant & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (m & 1))) ++m;
+        if (m == 0x400u) m = 0, ++exp;
+        h = uint16_t(sign | (uint32_t(exp) << 10) | m);
+      }
+      bits[i] = h;
+      const int e2 = (h >> 10) & 0x1f;
+      const float mag = e2 == 0 ? 0.0f : std::ldexp(1.0f + float(h & 0x3ff) / 1024.0f, e2 - 15);
+      (*host)[i] = (h & 0x8000u) ? -mag : mag;
+    }
+    return bits;
+  };
+  std::vector<float> hq, hk, hv;
+  const auto bq = f16(size_t(B) * H * d, &hq);
+  const auto bk = f16(size_t(np) * ps * Hkv * d, &hk);
+  const auto bv = f16(size_t(np) * ps * Hkv * d, &hv);
+  auto make = [&](std::vector<int64_t> shape, const std::vector<uint16_t>* data) {
+    vkattn_tensor* t = nullptr;
+    EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F16, uint32_t(shape.size()), shape.data(), &t),
+              VKATTN_SUCCESS);
+    if (data) EXPECT_EQ(vkattn_tensor_write(t, data->data(), data->size() * 2), VKATTN_SUCCESS);
+    return t;
+  };
+  vkattn_tensor* q = make({B, H, d}, &bq);
+  vkattn_tensor* kp = make({np, ps, Hkv, d}, &bk);
+  vkattn_tensor* vp = make({np, ps, Hkv, d}, &bv);
+  vkattn_tensor* out = make({B, H, d}, nullptr);
+  std::vector<int32_t> cu_q(B + 1), lens(B, u), indptr(B + 1), pages(np);
+  for (int b = 0; b <= B; ++b) cu_q[b] = b, indptr[b] = b * per;
+  for (int i = 0; i < np; ++i) pages[i] = (i * 37 + 11) % np;  // a permutation (gcd(37, 512) = 1)
+  vkattn_attention_desc ad;
+  vkattn_attention_desc_init(&ad);
+  ad.num_heads = H, ad.num_kv_heads = Hkv, ad.head_dim = d;
+  CallResult r;
+  r.status = vkattn_attention_paged(ctx, &ad, B, cu_q.data(), lens.data(), indptr.data(),
+                                    pages.data(), ps, q, kp, vp, out);
+  if (r.status == VKATTN_SUCCESS) {
+    std::vector<uint16_t> ob(size_t(B) * H * d);
+    EXPECT_EQ(vkattn_tensor_read(out, ob.data(), ob.size() * 2), VKATTN_SUCCESS);
+    std::vector<float> kk(size_t(u) * Hkv * d), vv(size_t(u) * Hkv * d), want(size_t(H) * d),
+        lse(H);
+    vkattn::ref::AttentionParams p;
+    p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d;
+    for (int b = 0; b < B; b += 5) {
+      for (int j = 0; j < u; ++j) {
+        const size_t page = pages[b * per + j / ps], slot = j % ps;
+        std::copy_n(&hk[(page * ps + slot) * Hkv * d], Hkv * d, &kk[size_t(j) * Hkv * d]);
+        std::copy_n(&hv[(page * ps + slot) * Hkv * d], Hkv * d, &vv[size_t(j) * Hkv * d]);
+      }
+      const int32_t cq[2] = {0, 1}, ck[2] = {0, u};
+      vkattn::ref::attention_varlen(p, 1, cq, ck, &hq[size_t(b) * H * d], kk.data(), vv.data(),
+                                    want.data(), lse.data());
+      for (int e = 0; e < H * d; ++e) {
+        const uint16_t h = ob[size_t(b) * H * d + e];
+        const int e2 = (h >> 10) & 0x1f;
+        const float mag = e2 == 0 ? 0.0f : std::ldexp(1.0f + float(h & 0x3ff) / 1024.0f, e2 - 15);
+        r.max_err = std::max(r.max_err, std::fabs(double((h & 0x8000u) ? -mag : mag) - want[e]));
+      }
+    }
+  }
+  for (vkattn_tensor* t : {q, kp, vp, out}) vkattn_tensor_destroy(t);
+  return r;
+}
+
+// Runs `body` on a validated context created under `env` and this test's
+// folder, with stderr captured; returns what was printed.
+template <class F>
+std::string with_context(const std::string& dir, ScopedEnv::Vars env, F body) {
+  env.emplace_back("VKATTN_PIPELINE_CACHE_DIR", dir.c_str());
+  ScopedEnv scoped(env);
+  testing::internal::CaptureStderr();
+  {
+    ForcedContext fc;
+    if (fc.ctx) body(fc.ctx);
+  }
+  return testing::internal::GetCapturedStderr();
+}
+
+const char* kClass = "decode/d128/dv128/g4/q=f16/kv=f16/paged/k512";
+
+}  // namespace
+
+// A tuning run records a winner for the class of decode-16x512; a later
+// context's call of that class says source=tuned and is right.
+TEST(Tuning, WinnerIsUsedByALaterContext) {
+  TempDir dir;
+  Events ev;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    ASSERT_EQ(tune(ctx, 8, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  ASSERT_FALSE(ev.list.empty());
+  EXPECT_EQ(ev.list.front().candidate, "-");  // the device table's choice first
+  EXPECT_EQ(ev.list.back().candidate.rfind("winner: ", 0), 0u);
+  size_t n = 0;
+  const std::string text = slurp(tuning_file(dir.path));
+  ASSERT_TRUE(valid_tuning(text, &n)) << text;
+  EXPECT_EQ(n, 1u);
+  EXPECT_TRUE(contains(text, kClass)) << text;
+  const std::string log =
+      with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+        const CallResult r = decode_call(ctx);
+        ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
+        EXPECT_LT(r.max_err, 2e-3);
+      });
+  EXPECT_TRUE(contains(log, "source=tuned")) << log;
+  EXPECT_FALSE(contains(log, "source=table")) << log;
+}
+
+// A file naming another configuration (tiled) for the class: the call runs
+// it; VKATTN_TUNING=0 and a forced family win over the file.
+TEST(Tuning, FileEntriesChooseTheKernel) {
+  TempDir dir;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    Events ev;
+    ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  const std::string path = tuning_file(dir.path);
+  std::string text = slurp(path);
+  const size_t at = text.find(kClass);
+  ASSERT_NE(at, std::string::npos) << text;
+  const size_t opt = at + std::strlen(kClass) + 1;
+  text.replace(opt, text.find(' ', opt) - opt, "kernel=tiled,lanes_per_row=8");
+  spit(path, text);
+  auto run = [&](ScopedEnv::Vars env) {
+    env.emplace_back("VKATTN_LOG", "kernels");
+    return with_context(dir.path, env, [&](vkattn_context* ctx) {
+      const CallResult r = decode_call(ctx);
+      ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
+      EXPECT_LT(r.max_err, 2e-3);
+    });
+  };
+  const std::string tuned = run({});
+  EXPECT_TRUE(contains(tuned, "family=tiled") && contains(tuned, "source=tuned")) << tuned;
+  const std::string off = run({{"VKATTN_TUNING", "0"}});
+  EXPECT_TRUE(contains(off, "source=table") && !contains(off, "family=tiled")) << off;
+  const std::string env = run({{"VKATTN_ATTN_KERNEL", "lanes"}});
+  EXPECT_TRUE(contains(env, "family=lanes") && contains(env, "source=env")) << env;
+}
+
+// Damaged, foreign and stale files: one logged line, the device table's
+// choice (source=table), right answers.
+TEST(Tuning, DamagedForeignAndStaleFilesAreIgnored) {
+  TempDir dir;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    Events ev;
+    ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  const std::string path = tuning_file(dir.path);
+  const std::string good = slurp(path);
+  const std::string header = good.substr(0, good.find('\n'));
+  auto replace_field = [&](const char* field, const char* value) {
+    std::string t = good;
+    const size_t at = t.find(field) + std::strlen(field);
+    t.replace(at, t.find_first_of(" \n", at) - at, value);
+    return t;
+  };
+  struct Damage {
+    const char* name;
+    std::string text;
+    const char* why;
+  };
+  const std::vector<Damage> cases = {
+      {"foreign device", replace_field("device=", "00112233445566778899aabbccddeeff"),
+       "another device"},
+      {"stale build", replace_field("build=", "0123456789abcdef"), "another device, driver"},
+      {"other driver", replace_field("driver=", "deadbeef"), "another device, driver"},
+      {"corrupt", header + "\n" + kClass + " kernel=banana 1 2\nend\n", "corrupt line"},
+      {"truncated", good.substr(0, good.rfind("end")), "truncated"},
+      {"not ours", "hello\n", "not a tuning file"},
+  };
+  for (const Damage& c : cases) {
+    SCOPED_TRACE(c.name);
+    spit(path, c.text);
+    const std::string log =
+        with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+          const CallResult r = decode_call(ctx);
+          ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
+          EXPECT_LT(r.max_err, 2e-3);
+        });
+    EXPECT_TRUE(contains(log, "vkattn: ignoring tuning file")) << log;
+    EXPECT_TRUE(contains(log, c.why)) << log;
+    EXPECT_TRUE(contains(log, "source=table")) << log;
+  }
+}
+
+// The table's choice faulted (VKATTN_FAULT_KERNEL on its family): it and
+// every candidate of that family fail their self-checks and are never
+// chosen.
+TEST(Tuning, CandidatesFailingTheirChecksAreNeverChosen) {
+  TempDir dir;
+  Events ev;
+  const char* table_family = "lanes";  // lavapipe's device table
+  with_context(dir.path, {{"VKATTN_FAULT_KERNEL", table_family}}, [&](vkattn_context* ctx) {
+    ASSERT_EQ(tune(ctx, 12, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  bool table_failed = false;
+  for (const Event& e : ev.list) {
+    if (e.candidate == "-") table_failed = e.ms == -1;
+    if (contains(e.candidate, std::string("kernel=") + table_family) &&
+        e.candidate.rfind("winner", 0) != 0)
+      EXPECT_EQ(e.ms, -1) << e.candidate;
+  }
+  EXPECT_TRUE(table_failed);
+  const std::string text = slurp(tuning_file(dir.path));
+  size_t n = 0;
+  ASSERT_TRUE(valid_tuning(text, &n)) << text;
+  EXPECT_FALSE(contains(text, std::string(kClass) + " - ")) << text;
+  EXPECT_FALSE(contains(text, std::string("kernel=") + table_family)) << text;
+}
+
+// No candidate starts after the budget: each report but the last comes
+// before the deadline (the one under way may end past it).
+TEST(Tuning, BudgetIsHeld) {
+  TempDir dir;
+  Events ev;
+  const double budget = 4;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    ASSERT_EQ(tune(ctx, budget, nullptr, &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  ASSERT_FALSE(ev.list.empty());
+  std::vector<double> ends;
+  for (const Event& e : ev.list)
+    if (e.candidate.rfind("winner", 0) != 0 && e.ms != -2) ends.push_back(e.at);
+  for (size_t i = 0; i + 1 < ends.size(); ++i) EXPECT_LT(ends[i], budget + 0.5) << i;
+}
+
+TEST(Tuning, BadDescriptorsAreRefused) {
+  TempDir dir;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    Events ev;
+    EXPECT_INVALID(tune(ctx, 0, "decode-16x512", &ev), "seconds");
+    EXPECT_INVALID(tune(ctx, -1, "decode-16x512", &ev), "seconds");
+    EXPECT_INVALID(tune(ctx, NAN, "decode-16x512", &ev), "seconds");
+    EXPECT_INVALID(tune(ctx, 1, "no-such-case*", &ev), "matches no case");
+    vkattn_tune_desc d;
+    vkattn_tune_desc_init(&d);
+    d.num_cases = 2;
+    EXPECT_INVALID(vkattn_tune(ctx, &d), "cases is NULL");
+    d.num_cases = 0;
+    d.reserved[1] = 1;
+    EXPECT_INVALID(vkattn_tune(ctx, &d), "reserved");
+    d.reserved[1] = 0;
+    d.struct_size = 3;
+    EXPECT_INVALID(vkattn_tune(ctx, &d), "struct_size");
+    EXPECT_INVALID(vkattn_tune(ctx, nullptr), "desc");
+    EXPECT_EQ(vkattn_tune_case_name(0) != nullptr, true);
+    EXPECT_EQ(vkattn_tune_case_name(1000), nullptr);
+  });
+}
+
+// A child of TwoTunersLeaveAValidFile (run with
+// --gtest_also_run_disabled_tests): tunes the case VKATTN_TEST_TUNE_CASE names.
+TEST(Tuning, DISABLED_ChildTunes) {
+  ForcedContext fc;
+  ASSERT_NE(fc.ctx, nullptr);
+  Events ev;
+  ASSERT_EQ(tune(fc.ctx, 6, std::getenv("VKATTN_TEST_TUNE_CASE"), &ev), VKATTN_SUCCESS)
+      << vkattn_last_error();
+}
+
+TEST(Tuning, TwoTunersLeaveAValidFile) {
+  TempDir dir;
+  char exe[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
+  auto child = [&](const char* c) {
+    return std::string("VKATTN_TEST_TUNE_CASE=") + c + " VKATTN_PIPELINE_CACHE_DIR='" + dir.path +
+           "' '" + exe +
+           "' --gtest_also_run_disabled_tests --gtest_filter=Tuning.DISABLED_ChildTunes "
+           ">/dev/null 2>&1";
+  };
+  const std::string both = "(" + child("decode-16x512") + ") & a=$!; (" + child("decode-1x4096") +
+                           "); b=$?; wait $a && exit $b";
+  ASSERT_EQ(std::system(("sh -c \"" + both + "\"").c_str()), 0);
+  size_t n = 0;
+  const std::string text = slurp(tuning_file(dir.path));
+  EXPECT_TRUE(valid_tuning(text, &n)) << text;
+  EXPECT_GE(n, 1u) << text;
+}
