@@ -120,6 +120,29 @@ static void vkattnx_transfer(vkattn_tensor* t, void* data, int64_t count, size_t
 
 #define VKATTNX_IS16(t) \
   (vkattn_tensor_dtype(t) == VKATTN_F16 || vkattn_tensor_dtype(t) == VKATTN_BF16)
+
+/* vkattn_tune's progress as text lines "case\tcandidate\tms\n". */
+struct vkattnx_text {
+  char* s;
+  size_t n, cap;
+};
+static void vkattnx_tune_line(void* user, const char* name, const char* cand, double ms) {
+  struct vkattnx_text* t = (struct vkattnx_text*)user;
+  char line[512];
+  int len = snprintf(line, sizeof line, "%s\t%s\t%.6g\n", name, cand, ms);
+  if (len <= 0) return;
+  if ((size_t)len >= sizeof line) len = (int)sizeof line - 1;
+  if (t->n + (size_t)len + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 4096;
+    while (cap < t->n + (size_t)len + 1) cap *= 2;
+    char* s = (char*)realloc(t->s, cap);
+    if (!s) return;
+    t->s = s, t->cap = cap;
+  }
+  memcpy(t->s + t->n, line, (size_t)len);
+  t->n += (size_t)len;
+  t->s[t->n] = 0;
+}
 %}
 
 %include <stdint.i>
@@ -277,6 +300,7 @@ struct vkattn_context {};
 struct vkattn_tensor {};
 
 %newobject vkattn_context::m_deviceInfo;
+%newobject vkattn_context::m_tune;
 %newobject vkattnx_device_info;
 
 
@@ -425,6 +449,36 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     }
     vkattnx_ok(vkattn_context_self_check(self, desc, (vkattn_dtype)qDtype, (vkattn_dtype)kvDtype,
                                          paged ? 1u : 0u, (uint32_t)queryTokens));
+  }
+  /* vkattn_tune over comma-separated case patterns ("" = every case):
+   * the progress as lines "case\tcandidate\tms". */
+  char* m_tune(double seconds, const char* cases) {
+    struct vkattnx_text t = {NULL, 0, 0};
+    const char* pats[64];
+    char buf[2048];
+    uint32_t n = 0;
+    vkattn_tune_desc d;
+    VKATTNX_OPEN(self, "Context", NULL);
+    snprintf(buf, sizeof buf, "%s", cases ? cases : "");
+    for (char* p = buf; *p && n < 64;) {
+      char* e = strchr(p, ',');
+      if (e) *e = 0;
+      if (*p) pats[n++] = p;
+      if (!e) break;
+      p = e + 1;
+    }
+    vkattn_tune_desc_init(&d);
+    d.seconds = seconds;
+    d.num_cases = n;
+    d.cases = n ? pats : NULL;
+    d.progress = vkattnx_tune_line;
+    d.user = &t;
+    if (!vkattnx_ok(vkattn_tune(self, &d))) {
+      free(t.s);
+      return NULL;
+    }
+    if (!t.s) t.s = (char*)calloc(1, 1);
+    return t.s;
   }
   /* vkattn_context_self_check_counts: passed (failed = 0) or failed (1). */
   int64_t m_selfCheckCount(int32_t family, int32_t failed) {

@@ -112,6 +112,21 @@ for opt in VKATTN_ATTN_DOUBLE_BUFFER VKATTN_FORCE_F16_MATH; do
     --json "$out/bench_$n.json" >>"$out/bench.log" 2>&1
   echo "== bench $opt=1 exit $?" >>"$out/bench.log"
 done
+# Issue P3: tune on this GPU (every default case, TUNE_SECONDS), then the
+# bench again with the tuning file it wrote (source=tuned in the kernel
+# log); compare_bench.py prints tuned / table per case. The tuning file is
+# kept in OUTDIR: its entries are the measured defaults for this device.
+{ mkdir -p "$out/cache"
+  t0=$SECONDS
+  VKATTN_PIPELINE_CACHE_DIR="$out/cache" timeout "$(( ${TUNE_SECONDS:-240} + 60 ))" \
+    build/examples/vkattn-tune --seconds "${TUNE_SECONDS:-240}" --json "$out/tune.json"
+  echo "== vkattn-tune exit $? in $((SECONDS - t0)) s"
+  VKATTN_PIPELINE_CACHE_DIR="$out/cache" VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" \
+    build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench_tuned.json" 2>&1 |
+    grep -vE "^vkattn: attention (family|fallback)" ; echo "== bench tuned exit $?"
+  python3 tools/compare_bench.py "$out/bench.json" "$out/bench_tuned.json"
+  cp "$out"/cache/tuning-*.txt "$out"/ 2>/dev/null
+} >"$out/tune.log" 2>&1
 t0=$SECONDS
 timeout "${FORCED_TIMEOUT:-240}" build/tests/test_attention --gtest_filter='*ForcedVariants*' \
   >"$logs/forced.log" 2>&1

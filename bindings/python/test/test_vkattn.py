@@ -534,3 +534,21 @@ def test_self_check_replaces_a_faulted_family(tmp_path, monkeypatch):
         assert c.validation_messages == 0
     finally:
         c.close()
+
+
+def test_tune_records_a_winner_that_a_later_context_uses(tmp_path, monkeypatch):
+    """A tuning run on decode-16x512 reports the device table's choice
+    first and one winner, and writes the device's tuning file."""
+    monkeypatch.setenv("VKATTN_PIPELINE_CACHE_DIR", str(tmp_path))
+    c = vkattn.Context(validation=True)
+    try:
+        rows = c.tune(seconds=2, cases="decode-16x512")
+        assert rows[0][0] == "decode-16x512" and rows[0][1] == "-", rows
+        assert [r for r in rows if r[1].startswith("winner: ")], rows
+        files = list(tmp_path.glob("tuning-*.txt"))
+        assert len(files) == 1 and "decode/d128" in files[0].read_text()
+        with pytest.raises(vkattn.Error):
+            c.tune(seconds=1, cases="no-such-case")
+        assert c.validation_messages == 0
+    finally:
+        c.close()

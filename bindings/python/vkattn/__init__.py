@@ -194,6 +194,24 @@ class Context(_Owned):
         self._handle().selfCheck(d._native(), _vk_dtype(q_dtype), _vk_dtype(kv_dtype),
                                  1 if paged else 0, int(query_tokens))
 
+    def tune(self, seconds=60, cases=None):
+        """Tunes this device's kernel choices (README "Tuning";
+        vkattn_tune): the candidates of the default cases whose names match
+        ``cases`` (fnmatch patterns; None = every case) within ``seconds``,
+        each self-checked and answer-checked before it is timed; the
+        winners go to the device's tuning file, which every later context
+        uses. Returns the progress as (case, candidate, ms) tuples
+        (candidate "-": the device table's choice; "winner: ...": the one
+        recorded; ms < 0: not timed)."""
+        if isinstance(cases, str):
+            cases = [cases]
+        text = self._handle().tune(float(seconds), ",".join(cases or []))
+        rows = []
+        for line in (text or "").splitlines():
+            name, cand, ms = line.split("\t")
+            rows.append((name, cand, float(ms)))
+        return rows
+
     @property
     def self_check_results(self):
         """{family: (passed, failed)}: the pipelines each kernel family
