@@ -56,6 +56,7 @@ cmake --build "$work/cmake-consumer" >/dev/null
 # The tools.
 vkattn-info --json | python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["round_trip"] == "ok", d; print("vkattn-info --json:", d["default_device"])'
 vkattn-bench --variants >"$work/variants.txt"  # (not piped to head: SIGPIPE under pipefail)
+vkattn-tune --list >"$work/tune-cases.txt" && grep -q '^decode-16x512$' "$work/tune-cases.txt"
 head -n 2 "$work/variants.txt"
 command -v vkattn-plot-bench vkattn-compare-bench >/dev/null
 echo "deb-check: packages installed, C consumer built with pkg-config and CMake and run, tools run"
