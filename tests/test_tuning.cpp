@@ -424,3 +424,33 @@ TEST(Tuning, TwoTunersLeaveAValidFile) {
   EXPECT_TRUE(valid_tuning(text, &n)) << text;
   EXPECT_GE(n, 1u) << text;
 }
+
+// A batch-invariant context tunes classes that leave the keys out (the
+// part decides prefill or decode), so a tuned choice never depends on
+// what else is in the batch; a later batch-invariant context uses it.
+TEST(Tuning, BatchInvariantClassesLeaveTheKeysOut) {
+  TempDir dir;
+  Events ev;
+  with_context(dir.path, {{"VKATTN_BATCH_INVARIANT", "1"}}, [&](vkattn_context* ctx) {
+    ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  const std::string text = slurp(tuning_file(dir.path));
+  size_t n = 0;
+  ASSERT_TRUE(valid_tuning(text, &n)) << text;
+  EXPECT_TRUE(contains(text, "decode/d128/dv128/g4/q=f16/kv=f16/paged/inv ")) << text;
+  EXPECT_FALSE(contains(text, "/k512")) << text;
+  const std::string log = with_context(
+      dir.path, {{"VKATTN_BATCH_INVARIANT", "1"}, {"VKATTN_LOG", "kernels"}},
+      [&](vkattn_context* ctx) {
+        const CallResult r = decode_call(ctx);
+        ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
+        EXPECT_LT(r.max_err, 2e-3);
+      });
+  EXPECT_TRUE(contains(log, "source=tuned")) << log;
+  // The same file means nothing to a context that is not batch-invariant.
+  const std::string plain =
+      with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+        ASSERT_EQ(decode_call(ctx).status, VKATTN_SUCCESS) << vkattn_last_error();
+      });
+  EXPECT_TRUE(contains(plain, "source=table")) << plain;
+}
