@@ -113,6 +113,13 @@ stage_bench() {
   t0=$SECONDS
   VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench.json" >"$out/bench.log" 2>&1
   echo "== bench exit $? in $((SECONDS - t0)) s" >>"$out/bench.log"
+  # Every case through PyTorch on the same GPU, where it is installed.
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    timeout "${BENCH_TIMEOUT:-180}" python3 tools/bench_torch.py --json "$out/torch.json" \
+      >>"$out/bench.log" 2>&1
+    echo "== bench_torch exit $?" >>"$out/bench.log"
+    python3 tools/compare_bench.py "$out/bench.json" "$out/torch.json" >>"$out/bench.log" 2>&1
+  fi
   # The tiled options no GPU has measured yet, each against the run above
   # (tools/compare_bench.py A B prints the ratios).
   # coopmat (issue COOP): the table picks it for prefill on NVIDIA (Ampere+),

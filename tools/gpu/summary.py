@@ -126,6 +126,20 @@ def main(argv):
                                                        a[name]["median_ms"] / b[name]["median_ms"]))
     else:
         print("(no tune stage)")
+    full_torch = load_json(os.path.join(out, "torch.json"))
+    print("\n## Every case against PyTorch\n")
+    if bench and full_torch:
+        a, b = cases(bench), cases(full_torch)
+        print("| case | vkattn ms | torch ms (%s) | torch / vkattn |" %
+              (full_torch.get("backend") or "?"))
+        print("|---|---|---|---|")
+        for name in a:
+            if name in b and a[name].get("median_ms") and b[name].get("median_ms"):
+                print("| %s | %.3f | %.3f | %.2f |" % (name, a[name]["median_ms"],
+                                                       b[name]["median_ms"],
+                                                       b[name]["median_ms"] / a[name]["median_ms"]))
+    else:
+        print("(no PyTorch run)")
     torch = load_json(os.path.join(out, "torch_prefill.json"))
     print("\n## Prefill: coopmat, tiled and PyTorch\n")
     cm = cases(load_json(os.path.join(out, "bench_prefill_coopmat.json")))
