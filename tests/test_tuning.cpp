@@ -439,13 +439,13 @@ TEST(Tuning, BatchInvariantClassesLeaveTheKeysOut) {
   ASSERT_TRUE(valid_tuning(text, &n)) << text;
   EXPECT_TRUE(contains(text, "decode/d128/dv128/g4/q=f16/kv=f16/paged/inv ")) << text;
   EXPECT_FALSE(contains(text, "/k512")) << text;
-  const std::string log = with_context(
-      dir.path, {{"VKATTN_BATCH_INVARIANT", "1"}, {"VKATTN_LOG", "kernels"}},
-      [&](vkattn_context* ctx) {
-        const CallResult r = decode_call(ctx);
-        ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
-        EXPECT_LT(r.max_err, 2e-3);
-      });
+  const std::string log =
+      with_context(dir.path, {{"VKATTN_BATCH_INVARIANT", "1"}, {"VKATTN_LOG", "kernels"}},
+                   [&](vkattn_context* ctx) {
+                     const CallResult r = decode_call(ctx);
+                     ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
+                     EXPECT_LT(r.max_err, 2e-3);
+                   });
   EXPECT_TRUE(contains(log, "source=tuned")) << log;
   // The same file means nothing to a context that is not batch-invariant.
   const std::string plain =
@@ -453,4 +453,19 @@ TEST(Tuning, BatchInvariantClassesLeaveTheKeysOut) {
         ASSERT_EQ(decode_call(ctx).status, VKATTN_SUCCESS) << vkattn_last_error();
       });
   EXPECT_TRUE(contains(plain, "source=table")) << plain;
+}
+
+// 8-bit caches are classes of their own (the K/V dtype): tuned over a
+// cache appended and read back, the answers checked against what it holds.
+TEST(Tuning, EightBitCachesAreClassesOfTheirOwn) {
+  TempDir dir;
+  Events ev;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    ASSERT_EQ(tune(ctx, 1, "decode-16x2048-int8", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  ASSERT_FALSE(ev.list.empty());
+  EXPECT_EQ(ev.list.front().candidate, "-");
+  EXPECT_GE(ev.list.front().ms, 0) << "the table's choice failed its checks on an int8 cache";
+  const std::string text = slurp(tuning_file(dir.path));
+  EXPECT_TRUE(contains(text, "decode/d128/dv128/g4/q=f16/kv=i8/paged/k2048 ")) << text;
 }

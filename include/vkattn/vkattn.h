@@ -902,7 +902,7 @@ VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, u
  * this context's device, the candidate kernel configurations of every
  * family the device can run for each shape class of a set of cases
  * (vkattn-bench's: prefill by head dims and dtypes, decode by GQA group and
- * keys, dense or paged), within a time budget: the device table's own
+ * keys, dense or paged, int8 and fp8 caches), within a time budget: the device table's own
  * choice first, then the others cheapest to compile first, each one
  * self-checked and its answers checked against a host reference on sampled
  * rows before it is timed (GPU timestamps: a warm-up, then the median of

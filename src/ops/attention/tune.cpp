@@ -14,6 +14,7 @@
 #include "core/tuning_file.h"
 #include "ops/attention/devices.h"
 #include "ops/attention/family.h"
+#include "ops/kv_cache.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
 
@@ -31,7 +32,8 @@ struct TuneCase {
   const char* name;
   uint32_t H, Hkv, d, dv;
   bool paged, causal;
-  uint32_t batch, t, u;  // batch sequences of t query tokens over u keys
+  uint32_t batch, t, u;          // batch sequences of t query tokens over u keys
+  vkattn_dtype kv = VKATTN_F16;  // 8-bit: a cache of that dtype (paged)
 };
 const TuneCase kCases[] = {
     {"prefill-1k-8h-causal", 8, 8, 128, 128, false, true, 1, 1024, 1024},
@@ -42,6 +44,8 @@ const TuneCase kCases[] = {
     {"chunk-512-over-1536", 32, 8, 128, 128, true, true, 1, 512, 2048},
     {"decode-1x4096", 32, 8, 128, 128, true, false, 1, 1, 4096},
     {"decode-16x2048", 32, 8, 128, 128, true, false, 16, 1, 2048},
+    {"decode-16x2048-int8", 32, 8, 128, 128, true, false, 16, 1, 2048, VKATTN_I8},
+    {"decode-16x2048-fp8", 32, 8, 128, 128, true, false, 16, 1, 2048, VKATTN_FP8_E4M3},
     {"decode-16x512", 32, 8, 128, 128, true, false, 16, 1, 512},
     {"decode-1x32768", 32, 8, 128, 128, false, false, 1, 1, 32768},
     {"gptoss-decode", 64, 8, 64, 64, true, false, 16, 1, 2048},
@@ -126,6 +130,8 @@ std::string signature(const AttentionVariant& v) {
 // (rounded to f16), the call, and host copies for the reference.
 struct Problem {
   std::vector<std::shared_ptr<Tensor>> keep;
+  std::shared_ptr<KvCache> cache;  // 8-bit cases
+  std::unique_ptr<Step> step;      // open while the candidates run
   AttentionCall call;
   std::vector<float> hq, hk, hv;  // packed [T, H, d], [U, Hkv, d|dv]
   std::vector<int32_t> cu_q, cu_k;
@@ -171,6 +177,63 @@ void build_problem(const std::shared_ptr<Context>& ctx, const TuneCase& tc, Prob
   if (!tc.paged) {
     c.k = tensor({U, tc.Hkv, tc.d}, p->hk);
     c.v = tensor({U, tc.Hkv, tc.dv}, p->hv);
+    return;
+  }
+  if (is_8bit(tc.kv)) {
+    // A cache of that dtype: each sequence's first u - t keys appended and
+    // committed, then its t new ones in a step; committed and read back
+    // (the reference sees the codes and scales the kernels read); then cut
+    // back and the same rows appended again in the step the candidates
+    // run on.
+    vkattn_kv_cache_desc cd;
+    vkattn_kv_cache_desc_init(&cd);
+    cd.num_layers = 1, cd.num_kv_heads = tc.Hkv, cd.head_dim = tc.d, cd.head_dim_v = tc.dv;
+    cd.page_size = 16, cd.dtype = tc.kv;
+    cd.num_pages = tc.batch * ((tc.u + 15) / 16 + 1);
+    p->cache = std::make_shared<KvCache>(ctx, cd);
+    if (p->cache->fp8()) {
+      const std::vector<float> scales(tc.Hkv, 1.0f / 128);
+      p->cache->set_scales(0, tc.Hkv, scales.data(), scales.data());
+    }
+    std::vector<int64_t> ids(tc.batch);
+    for (uint32_t b = 0; b < tc.batch; ++b) ids[b] = b + 1;
+    auto rows = [&](uint32_t n, uint32_t dim) {
+      const std::vector<float> x = fill(size_t(n) * tc.batch * tc.Hkv * dim);
+      std::vector<float> f32(x.begin(), x.end());
+      auto t = std::make_shared<Tensor>(
+          ctx, VKATTN_F32, 3,
+          std::initializer_list<int64_t>{int64_t(n) * tc.batch, tc.Hkv, dim}.begin());
+      t->write(f32.data());
+      p->keep.push_back(t);
+      return t.get();
+    };
+    auto step = [&](uint32_t n, Tensor* k, Tensor* v) {
+      const std::vector<int32_t> t(tc.batch, int32_t(n));
+      auto s = std::make_unique<Step>(p->cache, tc.batch, ids.data(), t.data());
+      s->append(0, k, v);
+      return s;
+    };
+    step(tc.u - tc.t, rows(tc.u - tc.t, tc.d), rows(tc.u - tc.t, tc.dv))->commit();
+    Tensor* kn = rows(tc.t, tc.d);
+    Tensor* vn = rows(tc.t, tc.dv);
+    step(tc.t, kn, vn)->commit();
+    for (uint32_t b = 0; b < tc.batch; ++b) {
+      std::vector<uint8_t> kc(size_t(tc.u) * tc.Hkv * tc.d), vc(size_t(tc.u) * tc.Hkv * tc.dv);
+      std::vector<float> ks(size_t(tc.u) * tc.Hkv), vs(size_t(tc.u) * tc.Hkv);
+      p->cache->read(0, ids[b], 0, int32_t(tc.u), kc.data(), kc.size(), vc.data(), vc.size());
+      p->cache->read_scales(0, ids[b], 0, int32_t(tc.u), ks.data(), vs.data());
+      for (size_t r = 0; r < size_t(tc.u) * tc.Hkv; ++r) {
+        const size_t o = size_t(p->cu_k[b]) * tc.Hkv + r;
+        for (uint32_t e = 0; e < tc.d; ++e)
+          p->hk[o * tc.d + e] = vkattn_ref::dequantize(tc.kv, kc[r * tc.d + e], ks[r]);
+        for (uint32_t e = 0; e < tc.dv; ++e)
+          p->hv[o * tc.dv + e] = vkattn_ref::dequantize(tc.kv, vc[r * tc.dv + e], vs[r]);
+      }
+      p->cache->truncate(ids[b], int32_t(tc.u - tc.t));
+    }
+    p->step = step(tc.t, kn, vn);
+    c.step = p->step.get();
+    c.layer = 0;
     return;
   }
   // Caller pools of 16-token pages, every sequence's pages in a shuffled
@@ -312,8 +375,8 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
       // Candidates that come out as one already measured, or that this
       // device cannot run, are skipped.
       try {
-        const AttentionVariant v = choose_attention_variant(parent.device(), opts, tc.d, tc.dv,
-                                                            max_rows, VKATTN_F16, group);
+        const AttentionVariant v =
+            choose_attention_variant(parent.device(), opts, tc.d, tc.dv, max_rows, tc.kv, group);
         if (!v.fallback.empty() && k > 0) {
           progress(tc.name, name, -2);
           continue;
@@ -324,6 +387,7 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
         continue;
       }
       ctx->set_options(opts);
+      if (p.call.step) p.call.step->plans.clear();  // a step keeps its plans: not across candidates
       double ms = -1;
       try {
         // The first run compiles, self-checks (a failed family moves the
@@ -332,9 +396,9 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
         AttentionCall call = p.call;
         PreparedPlan probe;
         choose_variant(*ctx, call, part, probe);
-        if (probe.var.family != choose_attention_variant(parent.device(), opts, tc.d, tc.dv,
-                                                         max_rows, VKATTN_F16, group)
-                                    .family)
+        if (probe.var.family !=
+            choose_attention_variant(parent.device(), opts, tc.d, tc.dv, max_rows, tc.kv, group)
+                .family)
           throw Error(VKATTN_ERROR_UNSUPPORTED, "self-check failed");
         record_attention(*ctx, call);
         std::vector<uint8_t> bytes(p.call.out->nbytes());
