@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attention_case.h"
+#include "cache_folder.h"
 #include "engine_fixture.h"
 #include "reference/attention_ref.h"
 #include "test_util.h"
@@ -29,39 +30,8 @@ using namespace vkattn_test;
 
 namespace {
 
-// A fresh folder for the pipeline cache and the self-check results.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/vkattn-selfcheck-XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
-
 std::string results_file(const std::string& dir) {
-  std::string found;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.rfind("self-check-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
-        found = dir + "/" + n;
-    }
-    closedir(d);
-  }
-  return found;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
+  return file_named(dir, "self-check-");
 }
 
 // A file this build of vkattn would write: its header, lines of
@@ -136,24 +106,6 @@ Result run_call(vkattn_context* ctx, int d = 40, bool softcap = false) {
     r.max_err = std::max(r.max_err, double(std::fabs(got[i] - want[i])));
   for (vkattn_tensor* t : {tq_, tk_, tv_, to_}) vkattn_tensor_destroy(t);
   return r;
-}
-
-// Runs `body` on a validated context created under `env` plus this test's
-// cache folder, with stderr captured; returns what was printed.
-template <class F>
-std::string with_context(const std::string& dir, ScopedEnv::Vars env, F body) {
-  env.emplace_back("VKATTN_PIPELINE_CACHE_DIR", dir.c_str());
-  ScopedEnv scoped(env);
-  testing::internal::CaptureStderr();
-  {
-    ForcedContext fc;
-    if (fc.ctx) body(fc.ctx);
-  }
-  return testing::internal::GetCapturedStderr();
-}
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
 }
 
 }  // namespace

@@ -21,55 +21,17 @@
 #include <string>
 #include <vector>
 
+#include "cache_folder.h"
 #include "reference/attention_ref.h"
+#include "reference/dtype_util.h"
 #include "test_util.h"
 
 using namespace vkattn_test;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/vkattn-tuning-XXXXXX";
-    path = mkdtemp(t);
-    // The build's pipeline cache, so candidates compile as fast as the
-    // suites' kernels do (the tuning file itself starts empty).
-    const char* cache = std::getenv("VKATTN_PIPELINE_CACHE_DIR");
-    if (cache && *cache)
-      std::system(
-          ("cp " + std::string(cache) + "/pipelines-* '" + path + "/' 2>/dev/null").c_str());
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
-
 std::string tuning_file(const std::string& dir) {
-  std::string found;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.rfind("tuning-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
-        found = dir + "/" + n;
-    }
-    closedir(d);
-  }
-  return found;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-}
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
+  return file_named(dir, "tuning-");
 }
 
 // The entries of a valid tuning file (false if it is not one).
@@ -131,30 +93,13 @@ CallResult decode_call(vkattn_context* ctx) {
   const int B = 16, H = 32, Hkv = 8, d = 128, u = 512, ps = 16, per = u / ps, np = B * per;
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  // Random f16 values (bits), and the f32 they stand for in *host.
   auto f16 = [&](size_t n, std::vector<float>* host) {
     host->resize(n);
     std::vector<uint16_t> bits(n);
     for (size_t i = 0; i < n; ++i) {
-      const float x = uni(rng);
-      uint16_t h;
-      // f32 -> f16, round to nearest even, for values in [-1, 1].
-      uint32_t b;
-      std::memcpy(&b, &x, 4);
-      const uint32_t sign = (b >> 16) & 0x8000u;
-      int exp = int((b >> 23) & 0xff) - 127 + 15;
-      uint32_t mant = b & 0x7fffffu;
-      if (exp <= 0) {
-        h = uint16_t(sign);
-      } else {
-        uint32_t m = mant >> 13, rest = mant & 0x1fffu;
-        if (rest > 0x1000u || (rest == 0x1000u && (m & 1))) ++m;
-        if (m == 0x400u) m = 0, ++exp;
-        h = uint16_t(sign | (uint32_t(exp) << 10) | m);
-      }
-      bits[i] = h;
-      const int e2 = (h >> 10) & 0x1f;
-      const float mag = e2 == 0 ? 0.0f : std::ldexp(1.0f + float(h & 0x3ff) / 1024.0f, e2 - 15);
-      (*host)[i] = (h & 0x8000u) ? -mag : mag;
+      bits[i] = vkattn_ref::f32_to_f16(uni(rng));
+      (*host)[i] = vkattn_ref::f16_to_f32(bits[i]);
     }
     return bits;
   };
@@ -199,29 +144,13 @@ CallResult decode_call(vkattn_context* ctx) {
       vkattn::ref::attention_varlen(p, 1, cq, ck, &hq[size_t(b) * H * d], kk.data(), vv.data(),
                                     want.data(), lse.data());
       for (int e = 0; e < H * d; ++e) {
-        const uint16_t h = ob[size_t(b) * H * d + e];
-        const int e2 = (h >> 10) & 0x1f;
-        const float mag = e2 == 0 ? 0.0f : std::ldexp(1.0f + float(h & 0x3ff) / 1024.0f, e2 - 15);
-        r.max_err = std::max(r.max_err, std::fabs(double((h & 0x8000u) ? -mag : mag) - want[e]));
+        const float got = vkattn_ref::f16_to_f32(ob[size_t(b) * H * d + e]);
+        r.max_err = std::max(r.max_err, std::fabs(double(got) - want[e]));
       }
     }
   }
   for (vkattn_tensor* t : {q, kp, vp, out}) vkattn_tensor_destroy(t);
   return r;
-}
-
-// Runs `body` on a validated context created under `env` and this test's
-// folder, with stderr captured; returns what was printed.
-template <class F>
-std::string with_context(const std::string& dir, ScopedEnv::Vars env, F body) {
-  env.emplace_back("VKATTN_PIPELINE_CACHE_DIR", dir.c_str());
-  ScopedEnv scoped(env);
-  testing::internal::CaptureStderr();
-  {
-    ForcedContext fc;
-    if (fc.ctx) body(fc.ctx);
-  }
-  return testing::internal::GetCapturedStderr();
 }
 
 const char* kClass = "decode/d128/dv128/g4/q=f16/kv=f16/paged/k512";
@@ -231,7 +160,7 @@ const char* kClass = "decode/d128/dv128/g4/q=f16/kv=f16/paged/k512";
 // A tuning run records a winner for the class of decode-16x512; a later
 // context's call of that class says source=tuned and is right.
 TEST(Tuning, WinnerIsUsedByALaterContext) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   Events ev;
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
     ASSERT_EQ(tune(ctx, 8, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
@@ -257,7 +186,7 @@ TEST(Tuning, WinnerIsUsedByALaterContext) {
 // A file naming another configuration (tiled) for the class: the call runs
 // it; VKATTN_TUNING=0 and a forced family win over the file.
 TEST(Tuning, FileEntriesChooseTheKernel) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
     Events ev;
     ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
@@ -288,7 +217,7 @@ TEST(Tuning, FileEntriesChooseTheKernel) {
 // Damaged, foreign and stale files: one logged line, the device table's
 // choice (source=table), right answers.
 TEST(Tuning, DamagedForeignAndStaleFilesAreIgnored) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
     Events ev;
     ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
@@ -335,7 +264,7 @@ TEST(Tuning, DamagedForeignAndStaleFilesAreIgnored) {
 // every candidate of that family fail their self-checks and are never
 // chosen.
 TEST(Tuning, CandidatesFailingTheirChecksAreNeverChosen) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   Events ev;
   const char* table_family = "lanes";  // lavapipe's device table
   with_context(dir.path, {{"VKATTN_FAULT_KERNEL", table_family}}, [&](vkattn_context* ctx) {
@@ -363,7 +292,7 @@ TEST(Tuning, CandidatesFailingTheirChecksAreNeverChosen) {
 // No candidate starts after the budget: each report but the last comes
 // before the deadline (the one under way may end past it).
 TEST(Tuning, BudgetIsHeld) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   Events ev;
   const double budget = 4;
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
@@ -377,7 +306,7 @@ TEST(Tuning, BudgetIsHeld) {
 }
 
 TEST(Tuning, BadDescriptorsAreRefused) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
     Events ev;
     EXPECT_INVALID(tune(ctx, 0, "decode-16x512", &ev), "seconds");
@@ -411,7 +340,7 @@ TEST(Tuning, DISABLED_ChildTunes) {
 }
 
 TEST(Tuning, TwoTunersLeaveAValidFile) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   char exe[4096] = {};
   ASSERT_GT(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
   auto child = [&](const char* c) {
@@ -433,7 +362,7 @@ TEST(Tuning, TwoTunersLeaveAValidFile) {
 // part decides prefill or decode), so a tuned choice never depends on
 // what else is in the batch; a later batch-invariant context uses it.
 TEST(Tuning, BatchInvariantClassesLeaveTheKeysOut) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   Events ev;
   with_context(dir.path, {{"VKATTN_BATCH_INVARIANT", "1"}}, [&](vkattn_context* ctx) {
     ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
@@ -462,7 +391,7 @@ TEST(Tuning, BatchInvariantClassesLeaveTheKeysOut) {
 // 8-bit caches are classes of their own (the K/V dtype): tuned over a
 // cache appended and read back, the answers checked against what it holds.
 TEST(Tuning, EightBitCachesAreClassesOfTheirOwn) {
-  TempDir dir;
+  TempDir dir(/*with_pipelines=*/true);
   Events ev;
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
     ASSERT_EQ(tune(ctx, 1, "decode-16x2048-int8", &ev), VKATTN_SUCCESS) << vkattn_last_error();

@@ -48,14 +48,12 @@ class CheckRecords {
   void put(const std::string& key, Entry e);
   std::map<std::string, Entry> all() const;
   const std::string& path() const { return file_.path(); }
-  // Why the file on disk was ignored at load ("" if it was not).
-  const std::string& ignored() const { return ignored_; }
 
  private:
-  // Parses `path_`; false (and why) when it is not this device's.
+  // Parses the file's entries; false (and why) when it is not this
+  // device's or is damaged.
   bool load(std::map<std::string, Entry>* out, std::string* why) const;
   DeviceFile file_;
-  std::string ignored_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
 };

@@ -20,31 +20,21 @@ Context::Context(std::shared_ptr<Device> device, bool profile)
   dummy_->stub = true;
 }
 
-Context::Context(Context& parent, ForChecks)
+Context::Context(Context& parent, Role role)
     : options_(parent.options_),
-      is_checker_(true),
-      device_(parent.device_),
-      pipelines_(parent.pipelines_),
-      checks_(parent.checks_),
-      tuning_(parent.tuning_),
-      recorder_(std::make_unique<Recorder>(*device_, false, /*inject_faults=*/false)),
-      dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
-  dummy_->stub = true;
-  options_.batch_invariant = false;
-  options_.log_kernels = false;  // a check's dispatches are not the caller's (self_check logs them)
-}
-
-Context::Context(Context& parent, ForTuning)
-    : options_(parent.options_),
-      is_tuner_(true),
+      is_checker_(role == Role::kChecker),
+      is_tuner_(role == Role::kTuner),
       device_(parent.device_),
       pipelines_(parent.pipelines_),
       checks_((parent.check_records(), parent.checks_)),
       tuning_(parent.tuning_),
-      recorder_(std::make_unique<Recorder>(*device_, true, /*inject_faults=*/false)),
+      recorder_(std::make_unique<Recorder>(*device_, /*profile=*/role == Role::kTuner,
+                                           /*inject_faults=*/false)),
       dummy_(std::make_shared<Buffer>(*device_, texel_buffer_bytes(256), false)) {
   dummy_->stub = true;
+  // Its dispatches are not the caller's (self_check and tune log their own).
   options_.log_kernels = false;
+  if (role == Role::kChecker) options_.batch_invariant = false;
 }
 
 CheckRecords& Context::check_records() {
@@ -53,10 +43,7 @@ CheckRecords& Context::check_records() {
 }
 
 const std::shared_ptr<Context>& Context::checker() {
-  if (!checker_) {
-    check_records();
-    checker_ = std::make_shared<Context>(*this, ForChecks{});
-  }
+  if (!checker_) checker_ = std::make_shared<Context>(*this, Role::kChecker);
   return checker_;
 }
 

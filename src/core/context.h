@@ -20,16 +20,15 @@ class Context {
   Context(int32_t device_index, bool validation, bool profile);
   // On a device vkattn adopted (Device::adopt).
   Context(std::shared_ptr<Device> device, bool profile);
-  // The private context a parent's self-checks run on
-  // (ops/attention/self_check.h): the parent's device and pipelines, its
-  // own recorder, scratch and submissions (never ordered after the
-  // parent's recorded work, never counted by VKATTN_FAULT_DEVICE_LOST).
-  struct ForChecks {};
-  Context(Context& parent, ForChecks);
-  // The tuner's context: the same, with GPU timestamps, self-checked calls
-  // and the parent's check records.
-  struct ForTuning {};
-  Context(Context& parent, ForTuning);
+  // A private context of a parent's: the parent's device, pipelines,
+  // check records and tuning file, its own recorder, scratch and
+  // submissions (never ordered after the parent's recorded work, never
+  // counted by VKATTN_FAULT_DEVICE_LOST). kChecker: where self-checks run
+  // (ops/attention/self_check.h; never checked itself); kTuner: where
+  // vkattn_tune measures (ops/attention/tune.h; GPU timestamps, calls
+  // self-checked, tuned choices never applied).
+  enum class Role { kChecker, kTuner };
+  Context(Context& parent, Role role);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

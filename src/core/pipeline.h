@@ -44,6 +44,10 @@ struct Pipeline {
   // Created requiring full subgroups / this subgroup size (0: neither).
   uint32_t required_subgroup_size = 0;
   bool full_subgroups = false;
+  // Its self-check result once known (ops/attention/self_check.h; 0: not
+  // yet looked up), so a call does not look it up again.
+  mutable uint32_t check_status = 0;
+  mutable double check_max_err = 0;
 };
 
 // What one binding points at. For texel bindings `format` is the view format

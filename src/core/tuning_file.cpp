@@ -88,20 +88,6 @@ bool TuningFile::apply(const std::string& options, KernelOptions* o) {
   return true;
 }
 
-std::string TuningFile::describe(const KernelOptions& o) {
-  std::string s;
-  auto add = [&](const std::string& item) { s += (s.empty() ? "" : ",") + item; };
-  for (const Knob& k : kKnobs) {
-    const uint32_t v = o.*(k.field);
-    if (v == KernelOptions::kUnset) continue;
-    add(std::string(k.name) + "=" +
-        (k.field == &KernelOptions::attn_kernel && v < 4 ? kFamilies[v] : std::to_string(v)));
-  }
-  if (o.force_f16_math) add("f16_math=1");
-  if (o.disable_subgroup_ops) add("subgroup_ops=0");
-  return s.empty() ? "-" : s;
-}
-
 bool TuningFile::load(std::map<std::string, Entry>* out, std::string* why) const {
   std::vector<std::string> lines;
   if (!file_.load(&lines, why)) return false;
@@ -128,6 +114,11 @@ bool TuningFile::find(const std::string& key, Entry* out) const {
   if (it == entries_.end()) return false;
   *out = it->second;
   return true;
+}
+
+bool TuningFile::empty() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.empty();
 }
 
 std::map<std::string, TuningFile::Entry> TuningFile::all() const {

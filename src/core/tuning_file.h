@@ -36,14 +36,14 @@ class TuningFile {
   bool find(const std::string& key, Entry* out) const;
   void put(const std::string& key, const Entry& e);  // and write the file
   std::map<std::string, Entry> all() const;
+  // No entries (calls then skip computing their class).
+  bool empty() const;
   const std::string& path() const { return file_.path(); }
   bool enabled() const { return enabled_; }
 
   // Applies an entry's options to `o` (false, o unchanged, if the text is
   // not a list of known name=value pairs).
   static bool apply(const std::string& options, KernelOptions* o);
-  // The options a candidate forces, as the file writes them ("-": none).
-  static std::string describe(const KernelOptions& o);
 
  private:
   bool load(std::map<std::string, Entry>* out, std::string* why) const;

@@ -38,6 +38,18 @@ def cases(d):
     return {c["name"]: c for c in (d or {}).get("cases", [])}
 
 
+def ratio_table(a_json, b_json, a_head, b_head, ratio_head, order=None):
+    """The cases both files timed: A's and B's median ms and A / B, in
+    the order of `order` (default A)."""
+    a, b = cases(a_json), cases(b_json)
+    print("| case | %s | %s | %s |" % (a_head, b_head, ratio_head))
+    print("|---|---|---|---|")
+    for name in cases(order or a_json):
+        ta, tb = a.get(name, {}).get("median_ms"), b.get(name, {}).get("median_ms")
+        if ta and tb:
+            print("| %s | %.3f | %.3f | %.2f |" % (name, ta, tb, ta / tb))
+
+
 def fmt(x, spec="%.3f"):
     return spec % x if isinstance(x, (int, float)) else "-"
 
@@ -116,28 +128,14 @@ def main(argv):
     tuned = load_json(os.path.join(out, "bench_tuned.json"))
     print("\n## Tuned against the device table\n")
     if bench and tuned:
-        a, b = cases(bench), cases(tuned)
-        print("| case | table ms | tuned ms | table / tuned |")
-        print("|---|---|---|---|")
-        for name in a:
-            if name in b and a[name].get("median_ms") and b[name].get("median_ms"):
-                print("| %s | %.3f | %.3f | %.2f |" % (name, a[name]["median_ms"],
-                                                       b[name]["median_ms"],
-                                                       a[name]["median_ms"] / b[name]["median_ms"]))
+        ratio_table(bench, tuned, "table ms", "tuned ms", "table / tuned")
     else:
         print("(no tune stage)")
     full_torch = load_json(os.path.join(out, "torch.json"))
     print("\n## Every case against PyTorch\n")
     if bench and full_torch:
-        a, b = cases(bench), cases(full_torch)
-        print("| case | vkattn ms | torch ms (%s) | torch / vkattn |" %
-              (full_torch.get("backend") or "?"))
-        print("|---|---|---|---|")
-        for name in a:
-            if name in b and a[name].get("median_ms") and b[name].get("median_ms"):
-                print("| %s | %.3f | %.3f | %.2f |" % (name, a[name]["median_ms"],
-                                                       b[name]["median_ms"],
-                                                       b[name]["median_ms"] / a[name]["median_ms"]))
+        ratio_table(full_torch, bench, "torch ms (%s)" % (full_torch.get("backend") or "?"),
+                    "vkattn ms", "torch / vkattn", order=bench)
     else:
         print("(no PyTorch run)")
     torch = load_json(os.path.join(out, "torch_prefill.json"))

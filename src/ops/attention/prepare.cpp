@@ -185,7 +185,7 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     pp.source = "check";
   } else if (opts.forces_attention()) {
     pp.source = "env";
-  } else if (ctx.tuning().enabled() && !ctx.is_tuner()) {
+  } else if (ctx.tuning().enabled() && !ctx.is_tuner() && !ctx.tuning().empty()) {
     TuningFile::Entry e;
     if (ctx.tuning().find(tune_class(c, part), &e) && TuningFile::apply(e.options, &opts))
       pp.source = "tuned";

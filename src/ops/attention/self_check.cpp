@@ -79,6 +79,21 @@ double scaled_error(const std::vector<float>& got, const std::vector<double>& wa
 
 }  // namespace
 
+void read_dequantized(KvCache& cache, int64_t id, uint32_t u, float* k, float* v) {
+  const auto& cd = cache.desc();
+  const size_t rows = size_t(u) * cd.num_kv_heads, d = cd.head_dim, dv = cd.head_dim_v;
+  std::vector<uint8_t> kc(rows * d), vc(rows * dv);
+  std::vector<float> ks(rows), vs(rows);
+  cache.read(0, id, 0, int32_t(u), kc.data(), kc.size(), vc.data(), vc.size());
+  cache.read_scales(0, id, 0, int32_t(u), ks.data(), vs.data());
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t e = 0; e < d; ++e)
+      k[r * d + e] = vkattn_ref::dequantize(cd.dtype, kc[r * d + e], ks[r]);
+    for (size_t e = 0; e < dv; ++e)
+      v[r * dv + e] = vkattn_ref::dequantize(cd.dtype, vc[r * dv + e], vs[r]);
+  }
+}
+
 CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, const FwdConfig& cfg) {
   const std::shared_ptr<Context>& ctx = parent.checker();
   const AttentionVariant& var = cfg.var;
@@ -229,20 +244,9 @@ CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, cons
     step->commit();
     const int64_t ids[2] = {1, 2};
     hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
-    for (uint32_t b = 0; b < 2; ++b) {
-      std::vector<uint8_t> kc(size_t(u[b]) * hkv * d), vc(size_t(u[b]) * hkv * dv);
-      std::vector<float> ksc(size_t(u[b]) * hkv), vsc(size_t(u[b]) * hkv);
-      cache->read(0, ids[b], 0, u[b], kc.data(), kc.size(), vc.data(), vc.size());
-      cache->read_scales(0, ids[b], 0, u[b], ksc.data(), vsc.data());
-      for (int32_t j = 0; j < u[b]; ++j)
-        for (uint32_t h = 0; h < hkv; ++h) {
-          const size_t r = size_t(j) * hkv + h, o = size_t(cu_k[b] + j) * hkv + h;
-          for (uint32_t e = 0; e < d; ++e)
-            hk[o * d + e] = vkattn_ref::dequantize(cfg.kv_dtype, kc[r * d + e], ksc[r]);
-          for (uint32_t e = 0; e < dv; ++e)
-            hv[o * dv + e] = vkattn_ref::dequantize(cfg.kv_dtype, vc[r * dv + e], vsc[r]);
-        }
-    }
+    for (uint32_t b = 0; b < 2; ++b)
+      read_dequantized(*cache, ids[b], uint32_t(u[b]), &hk[size_t(cu_k[b]) * hkv * d],
+                       &hv[size_t(cu_k[b]) * hkv * dv]);
   }
   const std::vector<float> got = read_floats(*out);
   std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
@@ -267,11 +271,17 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
   if (!ctx.options().self_check || ctx.is_checker()) return {CheckRecords::kPassed, 0};
   const AttentionFamilyDesc& family = attention_family(cfg.var.family);
   const Pipeline& pipe = family.pipeline(ctx.pipelines(), cfg);
+  auto known = [&](const CheckRecords::Entry& e) {
+    pipe.check_status = e.status, pipe.check_max_err = e.max_err;
+    return e;
+  };
+  if (pipe.check_status != CheckRecords::kUnchecked)
+    return {static_cast<CheckRecords::Status>(pipe.check_status), pipe.check_max_err};
   const std::string key = CheckRecords::key(pipe.layout->shader, pipe.spec, pipe.full_subgroups,
                                             pipe.required_subgroup_size);
   CheckRecords& records = ctx.check_records();
   CheckRecords::Entry e = records.find(key);
-  if (e.status != CheckRecords::kUnchecked) return e;
+  if (e.status != CheckRecords::kUnchecked) return known(e);
   if (ctx.recorder().external()) {
     if (first_time(records.path() + " external " + key))
       std::fprintf(stderr,
@@ -281,7 +291,7 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
     return {CheckRecords::kPassed, 0};
   }
   const auto t0 = std::chrono::steady_clock::now();
-  e = run_self_check(ctx, c, cfg);
+  e = known(run_self_check(ctx, c, cfg));
   records.put(key, e);
   if (ctx.options().log_kernels)
     std::fprintf(
@@ -302,19 +312,21 @@ void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& 
   uint32_t failed = 0;    // bit per family: its check failed
   uint32_t excluded = 0;  // ... or it was asked for and declined the call
   std::string failures, fallback = pp.var.fallback;
+  std::string err_of[4];  // per family: "max err e" of its failed check
   const uint32_t flags = call_flags(c);
   for (;;) {
     const F fam = pp.var.family;
-    CheckRecords::Entry e{CheckRecords::kFailed, 0};
-    if (!(failed >> static_cast<uint32_t>(fam) & 1)) {
-      e = self_check(ctx, c, fwd_config(ctx, c, pp, flags));
+    const uint32_t f = static_cast<uint32_t>(fam);
+    if (!(failed >> f & 1)) {
+      const CheckRecords::Entry e = self_check(ctx, c, fwd_config(ctx, c, pp, flags));
       if (e.status == CheckRecords::kPassed) {
         pp.var.fallback = fallback;
         return;
       }
-      failed |= 1u << static_cast<uint32_t>(fam);
+      failed |= 1u << f;
       char err[64];
       std::snprintf(err, sizeof(err), "max err %.3g", e.max_err);
+      err_of[f] = err;
       failures += (failures.empty() ? "" : "; ") + std::string(attention_family(fam).name) + " (" +
                   err + ")";
     }
@@ -337,16 +349,12 @@ void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& 
            c.desc.head_dim, "/", c.desc.head_dim_v, ", q ", dtype_name(c.q->dtype()), ", K/V ",
            dtype_name(c.kv_dtype()), "): ", failures);
     const std::string why = std::string(attention_family(fam).name) + " to " +
-                            attention_family(next).name + ": self-check failed (" +
-                            failures.substr(failures.rfind('(') + 1);
+                            attention_family(next).name + ": self-check failed (" + err_of[f] + ")";
     if (!ctx.options().log_kernels && first_time(ctx.check_records().path() + " " + why))
       std::fprintf(
           stderr, "vkattn: self-check failed: family=%s head dims %u/%u q %s K/V %s %s; using %s\n",
           attention_family(fam).name, c.desc.head_dim, c.desc.head_dim_v, dtype_name(c.q->dtype()),
-          dtype_name(c.kv_dtype()),
-          failures.substr(failures.rfind('(') + 1, failures.size() - failures.rfind('(') - 2)
-              .c_str(),
-          attention_family(next).name);
+          dtype_name(c.kv_dtype()), err_of[f].c_str(), attention_family(next).name);
     fallback += (fallback.empty() ? "" : "; ") + why;
     opts.attn_kernel = static_cast<uint32_t>(next);
     rechoose(opts);

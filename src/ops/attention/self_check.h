@@ -34,10 +34,16 @@
 namespace vkattn {
 
 struct PreparedPlan;
+class KvCache;
 
 // FwdConfig::features bit of VKATTN_FAULT_KERNEL (attention_store.glsl
 // FAULT_OUTPUT).
 constexpr uint32_t kFeatureFault = 0x40000000u;
+
+// Keys [0, u) of sequence `id` in layer 0 of an 8-bit cache as attention
+// reads them (codes x scales), into k [u, Hkv, d] and v [u, Hkv, dv]: the
+// reference of a check (and of vkattn_tune) over a cache.
+void read_dequantized(KvCache& cache, int64_t id, uint32_t u, float* k, float* v);
 
 // Runs the check of the pipeline `cfg` (for a call like `c`) now, on ctx's
 // checker context, and returns what it found (not recorded anywhere).

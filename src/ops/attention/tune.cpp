@@ -14,6 +14,7 @@
 #include "core/tuning_file.h"
 #include "ops/attention/devices.h"
 #include "ops/attention/family.h"
+#include "ops/attention/self_check.h"
 #include "ops/kv_cache.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
@@ -21,10 +22,6 @@
 namespace vkattn {
 
 namespace {
-
-const char* dt_name(vkattn_dtype dt) {
-  return dtype_name(dt);
-}
 
 // One default case: vkattn-bench's shapes (examples/bench/bench_cases.cpp),
 // K/V dense or in caller pools of 16-token pages ("paged").
@@ -53,63 +50,43 @@ const TuneCase kCases[] = {
     {"mla-decode", 16, 1, 576, 512, true, false, 16, 1, 1024},
 };
 
-// The candidates of a family: the options each forces, and a rough
-// compile cost (lavapipe compiles long unrolled bodies slowly) that orders
-// them cheapest first.
+// The candidates of a family: the options each forces (the tuning file's
+// text, core/tuning_file.h), and a rough compile cost (lavapipe compiles
+// long unrolled bodies slowly) that orders them cheapest first.
 struct Candidate {
-  KernelOptions opts;
+  std::string options;
   double cost = 0;
 };
 
 std::vector<Candidate> candidates(const DeviceCaps& caps, const TuneCase& tc, bool decode) {
   std::vector<Candidate> out;
-  auto add = [&](double cost, auto set) {
-    Candidate c;
-    set(c.opts);
-    c.cost = cost;
-    out.push_back(c);
-  };
+  auto add = [&](double cost, const std::string& options) { out.push_back({options, cost}); };
+  auto num = [](uint32_t v) { return std::to_string(v); };
   const double dv4 = (tc.d + tc.dv) / 4.0;
-  using K = KernelOptions;
   // lanes: rows per lane and keys per block (decode: rows follow the tile).
   for (uint32_t rows : decode ? std::vector<uint32_t>{0} : std::vector<uint32_t>{1, 2, 4, 8})
     for (uint32_t bk : {4u, 8u})
-      add(10 + (rows ? rows : 2) * dv4 * bk / 8, [&](K& o) {
-        o.attn_kernel = static_cast<uint32_t>(AttentionFamily::kLanes);
-        if (rows) o.attn_rows = rows;
-        o.attn_block_keys = bk;
-      });
+      add(10 + (rows ? rows : 2) * dv4 * bk / 8,
+          "kernel=lanes" + (rows ? ",rows=" + num(rows) : "") + ",block_keys=" + num(bk));
   // tiled: lanes per row and keys per tile; f16 arithmetic where offered.
   for (uint32_t L : {4u, 8u, 16u})
     for (uint32_t tk : {16u, 32u})
-      for (bool f16 : {false, true}) {
-        if (f16 && !caps.shader_float16) continue;
-        add(40 + dv4 / L * tk / 4, [&](K& o) {
-          o.attn_kernel = static_cast<uint32_t>(AttentionFamily::kTiled);
-          o.attn_lanes_per_row = L;
-          o.attn_tile_keys = tk;
-          o.force_f16_math = f16;
-        });
-      }
+      for (bool f16 : {false, true})
+        if (!f16 || caps.shader_float16)
+          add(40 + dv4 / L * tk / 4, "kernel=tiled,lanes_per_row=" + num(L) +
+                                         ",tile_keys=" + num(tk) + (f16 ? ",f16_math=1" : ""));
   // decode: lanes per key row and the shortest split.
   if (decode)
     for (uint32_t L : {4u, 8u, 16u})
       for (uint32_t split : {64u, 128u, 256u})
-        add(30 + dv4 / L, [&](K& o) {
-          o.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
-          o.attn_lanes_per_row = L;
-          o.attn_min_split_keys = split;
-        });
+        add(30 + dv4 / L,
+            "kernel=decode,lanes_per_row=" + num(L) + ",min_split_keys=" + num(split));
   // coopmat: subgroups and keys per tile (f16 K/V only; the family
   // declines the rest).
   if (!decode && caps.coopmat.usable() && coopmat_built())
     for (uint32_t sgs : {1u, 2u, 4u})
       for (uint32_t tk : {16u, 32u, 64u})
-        add(200 + sgs * tk, [&](K& o) {
-          o.attn_kernel = static_cast<uint32_t>(AttentionFamily::kCoopmat);
-          o.attn_subgroups = sgs;
-          o.attn_tile_keys = tk;
-        });
+        add(200 + sgs * tk, "kernel=coopmat,subgroups=" + num(sgs) + ",tile_keys=" + num(tk));
   std::stable_sort(out.begin(), out.end(),
                    [](const Candidate& a, const Candidate& b) { return a.cost < b.cost; });
   return out;
@@ -218,17 +195,8 @@ void build_problem(const std::shared_ptr<Context>& ctx, const TuneCase& tc, Prob
     Tensor* vn = rows(tc.t, tc.dv);
     step(tc.t, kn, vn)->commit();
     for (uint32_t b = 0; b < tc.batch; ++b) {
-      std::vector<uint8_t> kc(size_t(tc.u) * tc.Hkv * tc.d), vc(size_t(tc.u) * tc.Hkv * tc.dv);
-      std::vector<float> ks(size_t(tc.u) * tc.Hkv), vs(size_t(tc.u) * tc.Hkv);
-      p->cache->read(0, ids[b], 0, int32_t(tc.u), kc.data(), kc.size(), vc.data(), vc.size());
-      p->cache->read_scales(0, ids[b], 0, int32_t(tc.u), ks.data(), vs.data());
-      for (size_t r = 0; r < size_t(tc.u) * tc.Hkv; ++r) {
-        const size_t o = size_t(p->cu_k[b]) * tc.Hkv + r;
-        for (uint32_t e = 0; e < tc.d; ++e)
-          p->hk[o * tc.d + e] = vkattn_ref::dequantize(tc.kv, kc[r * tc.d + e], ks[r]);
-        for (uint32_t e = 0; e < tc.dv; ++e)
-          p->hv[o * tc.dv + e] = vkattn_ref::dequantize(tc.kv, vc[r * tc.dv + e], vs[r]);
-      }
+      read_dequantized(*p->cache, ids[b], tc.u, &p->hk[size_t(p->cu_k[b]) * tc.Hkv * tc.d],
+                       &p->hv[size_t(p->cu_k[b]) * tc.Hkv * tc.dv]);
       p->cache->truncate(ids[b], int32_t(tc.u - tc.t));
     }
     p->step = step(tc.t, kn, vn);
@@ -305,8 +273,8 @@ std::string tune_class(const AttentionCall& c, PlanPart part) {
       part == PlanPart::kAll ? max_t <= int64_t(kDecodeMaxTokens) : part == PlanPart::kDecode;
   char s[160];
   std::snprintf(s, sizeof(s), "%s/d%u/dv%u/g%u/q=%s/kv=%s/%s", decode ? "decode" : "prefill",
-                d.head_dim, d.head_dim_v, d.num_heads / d.num_kv_heads, dt_name(c.q->dtype()),
-                dt_name(c.kv_dtype()), c.paged() ? "paged" : "dense");
+                d.head_dim, d.head_dim_v, d.num_heads / d.num_kv_heads, dtype_name(c.q->dtype()),
+                dtype_name(c.kv_dtype()), c.paged() ? "paged" : "dense");
   std::string key = s;
   if (part != PlanPart::kAll) return key + "/inv";
   uint64_t k = 64;  // the largest power of two <= the keys, at least 64
@@ -337,7 +305,7 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
   auto progress = [&](const char* name, const std::string& cand, double ms) {
     if (desc.progress) desc.progress(desc.user, name, cand.c_str(), ms);
   };
-  auto ctx = std::make_shared<Context>(parent, Context::ForTuning{});
+  auto ctx = std::make_shared<Context>(parent, Context::Role::kTuner);
   const KernelOptions base = parent.options();
   const DeviceCaps& caps = parent.device().caps();
   for (size_t ci = 0; ci < cases.size(); ++ci) {
@@ -356,7 +324,7 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
                               : part == PlanPart::kPrefill ? kInvariantPrefillRows
                                                            : tc.t * group;
     // The device table's choice first (always measured), then the others.
-    std::vector<Candidate> list{Candidate{}};
+    std::vector<Candidate> list{Candidate{"-", 0}};
     for (const Candidate& c : candidates(caps, tc, decode)) list.push_back(c);
     std::set<std::string> seen;
     double best_ms = 0, table_ms = 0;
@@ -365,15 +333,13 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
       // A case started before the deadline always measures the table's
       // choice; no other candidate starts past its share.
       if (k > 0 && elapsed() >= std::min(deadline, desc.seconds)) break;
+      // Only the knobs a candidate sets; the rest as the context has them.
+      const std::string& name = list[k].options;
       KernelOptions opts = base;
-      if (k > 0) {
-        // Only the knobs a candidate sets; the rest as the context has them.
-        const std::string text = TuningFile::describe(list[k].opts);
-        TuningFile::apply(text, &opts);
-      }
-      const std::string name = k == 0 ? "-" : TuningFile::describe(list[k].opts);
+      TuningFile::apply(name, &opts);
       // Candidates that come out as one already measured, or that this
       // device cannot run, are skipped.
+      AttentionFamily family;
       try {
         const AttentionVariant v =
             choose_attention_variant(parent.device(), opts, tc.d, tc.dv, max_rows, tc.kv, group);
@@ -382,6 +348,7 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
           continue;
         }
         if (!seen.insert(signature(v)).second) continue;
+        family = v.family;
       } catch (const Error&) {
         progress(tc.name, name, -2);
         continue;
@@ -396,10 +363,7 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
         AttentionCall call = p.call;
         PreparedPlan probe;
         choose_variant(*ctx, call, part, probe);
-        if (probe.var.family !=
-            choose_attention_variant(parent.device(), opts, tc.d, tc.dv, max_rows, tc.kv, group)
-                .family)
-          throw Error(VKATTN_ERROR_UNSUPPORTED, "self-check failed");
+        if (probe.var.family != family) throw Error(VKATTN_ERROR_UNSUPPORTED, "self-check failed");
         record_attention(*ctx, call);
         std::vector<uint8_t> bytes(p.call.out->nbytes());
         p.call.out->read(bytes.data());

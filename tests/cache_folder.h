@@ -1,0 +1,82 @@
+// Helpers of the suites that test vkattn's per-device files (the
+// self-check results, the tuning file): a folder of the test's own for
+// VKATTN_PIPELINE_CACHE_DIR, its files read and written whole, and a
+// context created under it with stderr captured.
+#pragma once
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "test_util.h"
+
+namespace vkattn_test {
+
+// A fresh folder under /tmp, removed at the end of the test;
+// `with_pipelines` copies the build's pipeline cache into it (when the
+// suite runs with one), so kernels compile as fast as the suites' do.
+struct TempDir {
+  std::string path;
+  explicit TempDir(bool with_pipelines = false) {
+    char t[] = "/tmp/vkattn-test-XXXXXX";
+    path = mkdtemp(t);
+    const char* cache = std::getenv("VKATTN_PIPELINE_CACHE_DIR");
+    if (with_pipelines && cache && *cache)
+      std::system(
+          ("cp " + std::string(cache) + "/pipelines-* '" + path + "/' 2>/dev/null").c_str());
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// The file of `dir` named <prefix>*.txt ("" if none).
+inline std::string file_named(const std::string& dir, const std::string& prefix) {
+  std::string found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind(prefix, 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
+        found = dir + "/" + n;
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline void spit(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+inline bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// Runs `body` on a validated context created under `env` and `dir` as its
+// cache folder, with stderr captured; returns what was printed.
+template <class F>
+std::string with_context(const std::string& dir, ScopedEnv::Vars env, F body) {
+  env.emplace_back("VKATTN_PIPELINE_CACHE_DIR", dir.c_str());
+  ScopedEnv scoped(env);
+  testing::internal::CaptureStderr();
+  {
+    ForcedContext fc;
+    if (fc.ctx) body(fc.ctx);
+  }
+  return testing::internal::GetCapturedStderr();
+}
+
+}  // namespace vkattn_test
