@@ -6,6 +6,28 @@
 // f32 through shared memory. Built only with -DVKATTN_COOPMAT=ON; the
 // matrix shape comes from the device (core/coopmat.h); f16 K/V only (other
 // dtypes decline, and the variant chooser hands them to `tiled`, logged).
+//
+// Budget (reasoned, not measured: no GPU has run this shader yet), for an
+// NVIDIA GPU's 16x16x16 shape, 32-lane subgroups, 48 KiB of shared memory
+// per workgroup, d = dv = 128, f16 K/V, the table's NSG 4 and BC 32:
+//   - shared memory (coopmat_shared_bytes): at NSG 4 the arrays need about
+//     115 KB (the P V product chunk and O, 64 rows x 128 f32 each, are two
+//     thirds of it), so the fit loop in variant.cpp halves NSG to 1: 16 rows,
+//     one subgroup, about 42 KB a workgroup, 5 workgroups (5 subgroups) per
+//     228 KB SM, limited by shared memory, not registers;
+//   - registers per lane: S for BC/TN = 2 accumulators (16 f32), one A and
+//     one B fragment (16 f16 lanes' worth, 8 registers), the P V
+//     accumulator (8), and the softmax scalars: about 64;
+//   - loads in flight per lane: the K and V staging loops issue one 16-byte
+//     fetch per iteration, BC x DC / 4 / WG = 32 per tile, a few in flight
+//     (no double buffering);
+//   - matrix work per shared byte: per tile 2 x 16 x 32 x 128 MACs over
+//     16 KB of staged K/V plus the A/B fragment reads (q 4 KB, P 1 KB, the
+//     products 2 KB): about 5 MACs per shared byte, far below what tensor
+//     cores need to be busy, so the first GPU run is expected to show this
+//     layout shared-memory bound. What would change it: O in accumulators
+//     instead of shared memory, DVC chunks narrower than 128 (sh_pv), and
+//     the keys-per-subgroup layout (ggml cm1: 4 subgroups x 16 keys).
 #include <algorithm>
 
 #include "core/pipeline.h"
