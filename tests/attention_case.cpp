@@ -61,9 +61,9 @@ std::string AttnCase::name() const {
   std::ostringstream os;
   os << "H" << H << "/" << Hkv << " d" << d << " dv" << (dv ? dv : d) << " q" << dt_name(qdt)
      << " kv" << dt_name(kdt) << (causal ? " causal" : "") << " win" << window
-     << (softcap > 0 ? " softcap" : "") << (alibi ? " alibi" : "") << (sinks ? " sinks" : "")
-     << " mask" << mask_type << (padded ? (left_pad ? " padded-left" : " padded-right") : "")
-     << " seqs";
+     << (softcap > 0 ? " softcap " + std::to_string(softcap) : "") << (alibi ? " alibi" : "")
+     << (sinks ? " sinks" : "") << " mask" << mask_type
+     << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
   for (auto [t, u] : seqs) os << " " << t << "x" << u;
   return os.str();
 }

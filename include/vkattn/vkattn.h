@@ -736,7 +736,7 @@ typedef struct vkattn_attention_desc {
   float scale;           /**< 0 = 1/sqrt(head_dim) */
   uint32_t causal;       /**< 0 or 1, bottom-right aligned */
   int32_t window_left;   /**< -1 = none, else >= 0 */
-  float softcap;         /**< 0 = off, else > 0 */
+  float softcap;         /**< 0 = off, else > 0 (below FLT_MIN acts as FLT_MIN) */
   uint32_t mask_type;    /**< vkattn_mask_type */
   /* Optional tensors (NULL = absent); borrowed for the call only. */
   vkattn_tensor* alibi_slopes; /**< [H] f32; optional (NULL = absent), borrowed for the call */
@@ -929,10 +929,10 @@ typedef void (*vkattn_tune_progress)(void* user, const char* case_name, const ch
 
 /** What vkattn_tune measures. */
 typedef struct vkattn_tune_desc {
-  uint32_t struct_size;     /**< sizeof(vkattn_tune_desc); 0 is rejected */
-  double seconds;           /**< budget, wall clock, > 0 (compiles count) */
-  uint32_t num_cases;       /**< entries of `cases`; 0 = every default case */
-  const char* const* cases; /**< fnmatch patterns over the case names (vkattn-bench's) */
+  uint32_t struct_size;          /**< sizeof(vkattn_tune_desc); 0 is rejected */
+  double seconds;                /**< budget, wall clock, > 0 (compiles count) */
+  uint32_t num_cases;            /**< entries of `cases`; 0 = every default case */
+  const char* const* cases;      /**< fnmatch patterns over the case names (vkattn-bench's) */
   vkattn_tune_progress progress; /**< optional */
   void* user;                    /**< handed to progress */
   uint32_t reserved[4];          /**< must be 0 */

@@ -43,9 +43,23 @@ float mask_bias(uint midx) {
   return LOAD_ELEM(mask_w, pc.mask_dtype, midx);
 }
 
-// F_SOFTCAP: softcap * tanh(s / softcap).
+// F_SOFTCAP: softcap * tanh(s / softcap), to a few f32 ulp over the whole
+// line. The builtin tanh may be (e^2y - 1) / (e^2y + 1) (Mesa's lowering
+// is), which returns 0 for |y| < 2^-25 and loses most digits below 1e-3,
+// so a cap far above the logits would flatten them. Below |y| = 1/8 the
+// odd series is taken as s * (1 - y^2/3 + ...) (next term 62/2835 y^8,
+// under 2e-9 relative there), so a y that underflows or is flushed to 0
+// (cap near FLT_MAX) still gives s; above, 1 - e^-2|y| has lost at most 3
+// bits. Infinite |y| gives +-softcap, NaN stays NaN. The host raises a
+// cap below FLT_MIN to FLT_MIN (record.cpp), so s / softcap is never 0/0.
 float soft_capped(float s) {
-  return pc.softcap * tanh(s / pc.softcap);
+  const float y = s / pc.softcap, a = abs(y);
+  if (a < 0.125) {
+    const float y2 = y * y;
+    return s * (1.0 + y2 * (-1.0 / 3.0 + y2 * (2.0 / 15.0 + y2 * (-17.0 / 315.0))));
+  }
+  const float e = exp(-2.0 * a);
+  return pc.softcap * (sign(y) * ((1.0 - e) / (1.0 + e)));
 }
 
 // F_ALIBI: the bias of query head `head` at position pos for key `key`.

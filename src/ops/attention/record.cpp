@@ -5,6 +5,7 @@
 // that fits the device. Everything that can fail is acquired before the
 // first command is recorded.
 #include <algorithm>
+#include <cfloat>
 #include <cstdio>
 #include <cstring>
 
@@ -128,7 +129,9 @@ class PassBinder {
     push_.num_kv_heads = d.num_kv_heads;
     push_.flags = flags;
     push_.scale = d.scale;
-    push_.softcap = d.softcap;
+    // A denormal cap may be flushed to 0 on the GPU (0/0 at s = 0); at
+    // FLT_MIN every capped logit is within 1.2e-38 of 0 either way.
+    push_.softcap = d.softcap > 0.0f ? std::max(d.softcap, FLT_MIN) : 0.0f;
     push_.window_left = d.window_left;
     push_.mask_dtype = c.mask ? static_cast<uint32_t>(c.mask->dtype()) : 0u;
     if (c.pools) {
