@@ -44,9 +44,10 @@ float mask_bias(uint midx) {
 }
 
 // F_SOFTCAP: softcap * tanh(s / softcap), to a few f32 ulp over the whole
-// line. The builtin tanh may be (e^2y - 1) / (e^2y + 1) (Mesa's lowering
-// is), which returns 0 for |y| < 2^-25 and loses most digits below 1e-3,
-// so a cap far above the logits would flatten them. Below |y| = 1/8 the
+// line. The builtin tanh may go through exponentials (Mesa's spirv-to-NIR
+// lowers it to (e^y - e^-y) / (e^y + e^-y)), which returns 0 for
+// |y| < 2^-25 and loses most digits below 1e-3, so a cap far above the
+// logits would flatten them. Below |y| = 1/8 the
 // odd series is taken as s * (1 - y^2/3 + ...) (next term 62/2835 y^8,
 // under 2e-9 relative there), so a y that underflows or is flushed to 0
 // (cap near FLT_MAX) still gives s; above, 1 - e^-2|y| has lost at most 3
