@@ -49,6 +49,24 @@ inline std::string file_named(const std::string& dir, const std::string& prefix)
   return found;
 }
 
+// The entries of a per-device file vkattn would write (core/device_file.h):
+// its first line "vkattn-<what> 1 device=...", entry lines each accepted
+// by `entry_ok`, then "end" and nothing after (false if it is not one).
+template <typename EntryOk>
+bool valid_device_file(const std::string& text, const std::string& what, EntryOk entry_ok,
+                       size_t* entries) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("vkattn-" + what + " 1 device=", 0) != 0) return false;
+  *entries = 0;
+  while (std::getline(in, line)) {
+    if (line == "end") return !std::getline(in, line);
+    if (!entry_ok(line)) return false;
+    ++*entries;
+  }
+  return false;
+}
+
 inline std::string slurp(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;

@@ -37,20 +37,13 @@ std::string results_file(const std::string& dir) {
 // A file this build of vkattn would write: its header, lines of
 // "pass|fail <err> <shader>:<spec>", and "end".
 bool valid_results(const std::string& text, size_t* entries) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line.rfind("vkattn-self-check 1 device=", 0) != 0) return false;
-  *entries = 0;
-  while (std::getline(in, line)) {
-    if (line == "end") return !std::getline(in, line);
+  auto entry_ok = [](const std::string& line) {
     std::istringstream l(line);
     std::string st, key;
     double err;
-    if (!(l >> st >> err >> key) || (st != "pass" && st != "fail") || key.find(':') == 0)
-      return false;
-    ++*entries;
-  }
-  return false;
+    return (l >> st >> err >> key) && (st == "pass" || st == "fail") && key.find(':') != 0;
+  };
+  return valid_device_file(text, "self-check", entry_ok, entries);
 }
 
 struct Result {

@@ -36,19 +36,13 @@ std::string tuning_file(const std::string& dir) {
 
 // The entries of a valid tuning file (false if it is not one).
 bool valid_tuning(const std::string& text, size_t* entries) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line.rfind("vkattn-tuning 1 device=", 0) != 0) return false;
-  *entries = 0;
-  while (std::getline(in, line)) {
-    if (line == "end") return !std::getline(in, line);
+  auto entry_ok = [](const std::string& line) {
     std::istringstream l(line);
     std::string key, opts;
     double ms, table_ms;
-    if (!(l >> key >> opts >> ms >> table_ms) || key.find('/') == std::string::npos) return false;
-    ++*entries;
-  }
-  return false;
+    return (l >> key >> opts >> ms >> table_ms) && key.find('/') != std::string::npos;
+  };
+  return valid_device_file(text, "tuning", entry_ok, entries);
 }
 
 struct Event {
