@@ -450,22 +450,44 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     vkattnx_ok(vkattn_context_self_check(self, desc, (vkattn_dtype)qDtype, (vkattn_dtype)kvDtype,
                                          paged ? 1u : 0u, (uint32_t)queryTokens));
   }
-  /* vkattn_tune over comma-separated case patterns ("" = every case):
-   * the progress as lines "case\tcandidate\tms". */
+  /* vkattn_tune over comma-separated case patterns ("" = every case; an
+   * empty pattern in a list is a caller error, never "every case"): the
+   * progress as lines "case\tcandidate\tms". Patterns are passed whole,
+   * however many and however long. */
   char* m_tune(double seconds, const char* cases) {
     struct vkattnx_text t = {NULL, 0, 0};
-    const char* pats[64];
-    char buf[2048];
+    const char** pats = NULL;
+    char* buf = NULL;
     uint32_t n = 0;
+    size_t len = cases ? strlen(cases) : 0, most = 1;
     vkattn_tune_desc d;
+    vkattn_status st;
     VKATTNX_OPEN(self, "Context", NULL);
-    snprintf(buf, sizeof buf, "%s", cases ? cases : "");
-    for (char* p = buf; *p && n < 64;) {
-      char* e = strchr(p, ',');
-      if (e) *e = 0;
-      if (*p) pats[n++] = p;
-      if (!e) break;
-      p = e + 1;
+    for (size_t i = 0; i < len; ++i) most += cases[i] == ',';
+    if (len > 0) {
+      buf = (char*)malloc(len + 1);
+      pats = (const char**)malloc(most * sizeof(*pats));
+      if (!buf || !pats) {
+        free(buf);
+        free(pats);
+        vkattnx_fail("vkattn: out of host memory for %zu case patterns", most);
+        return NULL;
+      }
+      memcpy(buf, cases, len + 1);
+      for (char* p = buf;;) {
+        char* e = strchr(p, ',');
+        if (e) *e = 0;
+        if (!*p) {
+          free(buf);
+          free(pats);
+          vkattnx_fail("vkattn: case pattern %u is empty (pass no patterns to tune every case)",
+                       (unsigned)n);
+          return NULL;
+        }
+        pats[n++] = p;
+        if (!e) break;
+        p = e + 1;
+      }
     }
     vkattn_tune_desc_init(&d);
     d.seconds = seconds;
@@ -473,7 +495,10 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     d.cases = n ? pats : NULL;
     d.progress = vkattnx_tune_line;
     d.user = &t;
-    if (!vkattnx_ok(vkattn_tune(self, &d))) {
+    st = vkattn_tune(self, &d);
+    free(buf);
+    free(pats);
+    if (!vkattnx_ok(st)) {
       free(t.s);
       return NULL;
     }

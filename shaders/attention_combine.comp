@@ -5,7 +5,8 @@
 // A level of the schedule's combine tree writes a partial again (dst !=
 // NO_SLOT), the last level writes out/lse. A split that saw no key (lse
 // -inf) has weight 0 and is skipped, never multiplied (its row may hold
-// anything).
+// anything). A split whose lse is NaN (a visible NaN or +inf score), or a
+// +inf lse (exp(inf - inf)), makes the row's out and lse NaN.
 //
 // Loop cost per lane (lavapipe's cap; src/ops/attention/validate.cpp
 // combine_fan_in): ceil(stride / 64) rows, each 2 (n_slots + 1) + (DV + 1)
@@ -50,11 +51,17 @@ void main() {
     uint r = it.row0 + lr;
     if (r >= row_end) break;
     float mx = NEG_INF;
-    for (uint s = 0u; s < it.n_slots; ++s) mx = max(mx, part_lse[it.src + s * it.stride + lr]);
+    bool nan_row = false;
+    for (uint s = 0u; s < it.n_slots; ++s) {
+      float x = part_lse[it.src + s * it.stride + lr];
+      mx = max(mx, x);
+      nan_row = nan_row || isnan(x);
+    }
     float total = 0.0;
     if (mx != NEG_INF)
       for (uint s = 0u; s < it.n_slots; ++s) total += exp(part_lse[it.src + s * it.stride + lr] - mx);
-    float lse = mx == NEG_INF ? NEG_INF : mx + log(total);
+    nan_row = nan_row || isnan(total);
+    float lse = nan_row ? NAN_F : mx == NEG_INF ? NEG_INF : mx + log(total);
     // The last level joins the head's sink (once per row, API.md "Models").
     float f = 1.0;
     if (it.dst == NO_SLOT && (pc.flags & F_SINKS) != 0u)
@@ -70,7 +77,7 @@ void main() {
           if (w > 0.0) o += w * part_o[prow * DV + e];
         }
       }
-      o *= f;
+      o = nan_row ? NAN_F : o * f;
       if (it.dst != NO_SLOT) {
         part_o[(it.dst + lr) * DV + e] = o;
       } else if (QDT == DT_F32) {

@@ -284,9 +284,8 @@ void main() {
     uint i = x / DV4, c = x % DV4, rr = r0 + i, r = it.row0 + rr;
     if (r >= row_lim) continue;
     uint tok = r / G, head = it.kv_head * G + r % G;
-    float l = sh_l[rr];
-    float inv = l > 0.0 ? 1.0 / l : 0.0;
-    float lse = l > 0.0 ? sh_m[rr] + log(l) : NEG_INF;
+    vec2 nl = row_norm(sh_m[rr], sh_l[rr]);
+    float inv = nl.x, lse = nl.y;
     uint o0 = rr * DVP + 4u * c;
     vec4 o = vec4(sh_o[o0], sh_o[o0 + 1u], sh_o[o0 + 2u], sh_o[o0 + 3u]) * inv;
     if (it.slot != NO_SLOT) {

@@ -96,8 +96,10 @@ const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
     }                                                                                   \
   }
 
-// q row i, head-dim slice c, pre-scaled (rows past the tile read row 0).
-#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow, (c), 2u) * pc.scale;
+// q row i, head-dim slice c (rows past the tile read row 0). The scale
+// multiplies the dot product, not q: scale * q may overflow where
+// scale * dot(q, k) does not.
+#define Q_LOAD(i, c) q[(i) * D4 + (c)] = fetch_row(QVEC, D, qrow, (c), 2u);
 
 // Normalized partial row i, slice c, of a split key range.
 #define PART_STORE(i, c) store_part4(prow, (c), acc[(i) * DV4 + (c)] * inv);
@@ -179,6 +181,7 @@ void main() {
         [[unroll]] for (uint i = 0u; i < R; ++i) s[i * BK + j] *= ks;
       }
     }
+    [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] *= pc.scale;
     // Transforms, each compiled in only when FEATURES has it (uses()).
     if (uses(F_SOFTCAP)) {
       [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = soft_capped(s[x]);
@@ -279,7 +282,8 @@ void main() {
     float w[WG];
     [[unroll]] for (uint s = 0u; s < WG; ++s) {
       vec2 ml = sh_ml[s * R + i];
-      w[s] = ml.y > 0.0 ? exp(ml.x - M) : 0.0;
+      // A lane whose l is NaN (a visible NaN or +inf score) makes L NaN.
+      w[s] = ml.y > 0.0 ? exp(ml.x - M) : (isnan(ml.y) ? NAN_F : 0.0);
       L += w[s] * ml.y;
     }
     [[dont_unroll]] for (uint c = 0u; c < DV4; ++c) {
@@ -298,8 +302,8 @@ void main() {
 
   [[unroll]] for (uint i = 0u; i < R; ++i) {
     if (row_ok[i]) {
-      float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
-      float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
+      vec2 nl = row_norm(m[i], l[i]);
+      float inv = nl.x, lse = nl.y;
       if (it.slot != NO_SLOT) {
         uint prow = merged ? it.slot + lane : it.slot + (sub * (WG / LK) + grp) * R + i;
         if (UNROLL_D != 0u) {

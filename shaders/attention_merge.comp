@@ -3,7 +3,8 @@
 // out = (e^la * a + e^lb * b) / (e^la + e^lb), lse = log(e^la + e^lb).
 // One invocation per 32-bit word of out (1 f32 or 2 f16/bf16 elements) and
 // per lse row of this dispatch's chunk of rows. A side with lse = -inf is
-// never multiplied (its out may hold anything); both -inf gives 0 and -inf.
+// never multiplied (its out may hold anything); both -inf gives 0 and -inf;
+// a NaN lse on either side gives NaN out and lse.
 // out may alias out_a: each word is read and written by the same
 // invocation only. Bindings are windows (src/ops/attention/merge.cpp): the
 // chunk's first word is out_skip words into the out windows, its first row
@@ -36,6 +37,7 @@ layout(push_constant) uniform Push {
 // Weights of a and b for chunk row r: wa, wb, merged lse.
 vec3 weights(uint r) {
   float la = lse_a[pc.lse_skip + r], lb = lse_b[pc.lse_skip + r];
+  if (isnan(la) || isnan(lb)) return vec3(uintBitsToFloat(0x7fc00000u));
   if (la == NEG_INF && lb == NEG_INF) return vec3(0.0, 0.0, NEG_INF);
   if (la == NEG_INF) return vec3(0.0, 1.0, lb);
   if (lb == NEG_INF) return vec3(1.0, 0.0, la);
@@ -49,6 +51,7 @@ float merge_elem(uint e, uint a_bits, uint b_bits, bool is16) {
   vec3 w = weights(e / pc.dv);
   float a = is16 ? decode16(DTYPE, a_bits) : uintBitsToFloat(a_bits);
   float b = is16 ? decode16(DTYPE, b_bits) : uintBitsToFloat(b_bits);
+  if (isnan(w.x)) return w.x;  // a NaN lse (or +inf on both sides)
   // Select, never multiply, a side with weight 0: it may hold NaN.
   if (w.x == 0.0 && w.y == 0.0) return 0.0;
   if (w.x == 0.0) return b;

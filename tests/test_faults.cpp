@@ -390,6 +390,15 @@ TEST(Faults, DeviceLossIsStickyAndLocal) {
   int32_t i32 = 0;
   vkattn_device_info info;
   vkattn_device_info_init(&info);
+  uint32_t u32b = 0;
+  uint64_t u64 = 0, u64b = 0, u64c = 0;
+  vkattn_vulkan_desc vd;
+  vkattn_vulkan_desc_init(&vd);
+  vkattn_tensor* t3 = nullptr;
+  vkattn_step* st2 = nullptr;
+  int64_t id2 = 2;
+  vkattn_tune_desc td;
+  vkattn_tune_desc_init(&td);
   const vkattn_status calls[] = {
       vkattn_tensor_create(lost, VKATTN_F32, 1, &n, &t2),
       vkattn_tensor_write(t, x.data(), 256),
@@ -404,10 +413,31 @@ TEST(Faults, DeviceLossIsStickyAndLocal) {
       vkattn_kv_cache_fork(cache, 1, 2),
       vkattn_step_append(st, 0, kv, kv),
       vkattn_step_commit(st),
+      // E4 defect 7: the self-check counts succeeded after the loss; so
+      // did these.
+      vkattn_context_self_check_counts(lost, 0, &u32, &u32b),
+      vkattn_context_self_check(lost, &desc, VKATTN_F32, VKATTN_F32, 0, 1),
+      vkattn_context_get_vulkan(lost, &vd),
+      vkattn_context_begin_external(lost, reinterpret_cast<void*>(uintptr_t(1))),
+      vkattn_context_end_external(lost, 1, 1),
+      vkattn_context_flush_with(lost, 0, 0, 0, 0),
+      vkattn_context_validation_messages(lost, &u32),
+      vkattn_context_last_gpu_time(lost, &u64),
+      vkattn_tensor_get_vk_buffer(t, &u64, &u64b, &u64c),
+      vkattn_tensor_view(t, 0, 1, &n, nullptr, &t3),
+      vkattn_attention_merge(lost, t, t, t, t, t, nullptr),
+      vkattn_kv_cache_truncate(cache, 1, 0),
+      vkattn_kv_cache_remove(cache, 1),
+      vkattn_kv_cache_read(cache, 0, 1, 0, 1, y.data(), 256, y.data(), 256),
+      vkattn_step_begin(cache, 1, &id2, &tok, &st2),
+      vkattn_step_attention(st, 0, &desc, t, t),
+      vkattn_tune(lost, &td),
   };
   for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); ++i)
     EXPECT_EQ(calls[i], VKATTN_ERROR_DEVICE_LOST) << "call " << i;
   EXPECT_EQ(t2, nullptr);
+  EXPECT_EQ(t3, nullptr);
+  EXPECT_EQ(st2, nullptr);
   // The other context is untouched.
   vkattn_tensor* ok = nullptr;
   ASSERT_EQ(vkattn_tensor_create(other, VKATTN_F32, 1, &n, &ok), VKATTN_SUCCESS);

@@ -482,3 +482,61 @@ TEST_F(RealLimits, SlowPlanListAboveTheStorageRange) {
   c.with_lse = false;
   run_attention_case(ctx, c);
 }
+
+// E4 defect 8: binding limits between 64 and 527 bytes. Absent optional
+// inputs (ALiBi slopes, sinks, fp8 scales, RoPE tables) were bound as the
+// whole 528-byte dummy buffer, which no planner window accounts for: a
+// tiny call failed with VKATTN_ERROR_INTERNAL (so did the split arena's
+// stub and absent padding flags). Only what a shader may read is bound
+// now: tiny calls (with and without ALiBi and sinks) and an fp8 cache's
+// append and attention run and are right down to 64 bytes; what cannot
+// fit one binding is UNSUPPORTED with a reason (core/binding_window.h
+// small_input), never INTERNAL.
+TEST(Reliability, SmallBindingLimitsBindOnlyWhatIsRead) {
+  for (const char* lim : {"64", "128", "256", "527"}) {
+    SCOPED_TRACE(std::string("VKATTN_BINDING_LIMIT=") + lim);
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_BINDING_LIMIT", lim}});
+    vkattn_context* ctx = make_context();
+    ASSERT_NE(ctx, nullptr);
+    AttnCase c;
+    c.H = 2, c.Hkv = 1, c.d = 4;
+    c.seqs = {{1, 3}, {2, 2}};
+    run_attention_case(ctx, c);
+    c.alibi = true, c.sinks = true;
+    run_attention_case(ctx, c);
+    // An fp8 cache: the scale table is bound for what it holds.
+    KvShape s;
+    s.layers = 1, s.hkv = 1, s.d = 4, s.dv = 4, s.page_size = 4, s.pages = 8;
+    s.dtype = VKATTN_FP8_E4M3;
+    vkattn_kv_cache* cache = make_cache(ctx, s);
+    const float ks = 1.0f / 64, vs = 1.0f / 32;
+    ASSERT_EQ(vkattn_kv_cache_set_scales(cache, 0, 1, &ks, &vs), VKATTN_SUCCESS)
+        << vkattn_last_error();
+    append_const(ctx, cache, s, 1, 6, 0.5f);
+    int64_t id = 1;
+    int32_t one = 1;
+    vkattn_step* st = nullptr;
+    ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &one, &st), VKATTN_SUCCESS);
+    vkattn_tensor* kn = make_tensor(ctx, VKATTN_F32, {1, 1, 4});
+    const std::vector<float> half(4, 0.5f);
+    ASSERT_EQ(vkattn_tensor_write(kn, half.data(), 16), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_step_append(st, 0, kn, kn), VKATTN_SUCCESS) << vkattn_last_error();
+    vkattn_tensor* q = make_tensor(ctx, VKATTN_F32, {1, 2, 4});
+    vkattn_tensor* o = make_tensor(ctx, VKATTN_F32, {1, 2, 4});
+    ASSERT_EQ(vkattn_tensor_write(q, std::vector<float>(8, 1.0f).data(), 32), VKATTN_SUCCESS);
+    vkattn_attention_desc d;
+    vkattn_attention_desc_init(&d);
+    d.num_heads = 2, d.num_kv_heads = 1, d.head_dim = 4;
+    ASSERT_EQ(vkattn_step_attention(st, 0, &d, q, o), VKATTN_SUCCESS) << vkattn_last_error();
+    std::vector<float> got(8);
+    ASSERT_EQ(vkattn_tensor_read(o, got.data(), 32), VKATTN_SUCCESS);
+    // Equal scores over 7 keys (every K 0.5, exact in fp8 at 1/64): V is
+    // -0.5 six times and 0.5 once.
+    for (float x : got) EXPECT_NEAR(x, -2.5f / 7, 1e-4);
+    ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
+    for (vkattn_tensor* t : {kn, q, o}) vkattn_tensor_destroy(t);
+    vkattn_kv_cache_destroy(cache);
+    EXPECT_EQ(validation_messages(ctx), 0u);
+    vkattn_context_destroy(ctx);
+  }
+}

@@ -391,3 +391,86 @@ TEST(SelfCheck, UpFrontCheckFindsAFaultedFamilyBeforeAnyCall) {
         EXPECT_INVALID(vkattn_context_self_check_counts(ctx, 0, nullptr, &failed), "passed");
       });
 }
+
+// E4 defect 6 (siblings): the up-front check takes a mask_type without a
+// mask tensor (the header: the optional tensors are not read; a mask's
+// shape depends on lengths the check has not), checking the masked
+// pipeline; a mask tensor that is given is still checked as a call checks
+// it.
+TEST(SelfCheck, UpFrontCheckTakesAMaskTypeWithoutAMask) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+    vkattn_attention_desc ad;
+    vkattn_attention_desc_init(&ad);
+    ad.num_heads = 4, ad.num_kv_heads = 2, ad.head_dim = 8;
+    for (vkattn_mask_type m : {VKATTN_MASK_BOOL, VKATTN_MASK_ADDITIVE}) {
+      ad.mask_type = m;
+      EXPECT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 3), VKATTN_SUCCESS)
+          << vkattn_last_error();
+    }
+    // A BOOL mask_type with an f32 mask tensor: refused as a call refuses it.
+    vkattn_tensor* mask = nullptr;
+    const int64_t n = 4;
+    ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 1, &n, &mask), VKATTN_SUCCESS);
+    ad.mask_type = VKATTN_MASK_BOOL, ad.mask = mask;
+    EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 3), "u8");
+    vkattn_tensor_destroy(mask);
+  });
+}
+
+// E4 defect 6 (siblings): a 16-bit pipeline's check also writes an output
+// whose rows start in the middle of a 32-bit word (the odd-row store path,
+// a runtime flag of the same pipeline). With that path faulted
+// (VKATTN_FAULT_ODD_STORES=1) every family fails its check: the call is
+// refused and its output untouched, where it used to pass a check of the
+// even path and write wrong values.
+TEST(SelfCheck, OddRowStoresAreChecked) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_FAULT_ODD_STORES", "1"}}, [&](vkattn_context* ctx) {
+    const int64_t T = 3, H = 2, d = 8, U = 20;
+    vkattn_tensor *q = nullptr, *k = nullptr, *base = nullptr, *out = nullptr;
+    const int64_t qs[3] = {T, H, d}, ks[3] = {U, 1, d}, bs[1] = {T * H * d + 2};
+    ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F16, 3, qs, &q), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F16, 3, ks, &k), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F16, 1, bs, &base), VKATTN_SUCCESS);
+    const std::vector<uint16_t> ones(size_t(U) * d, 0x3c00), mark(size_t(T) * H * d + 2, 0x4248);
+    ASSERT_EQ(vkattn_tensor_write(q, ones.data(), size_t(T) * H * d * 2), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_write(k, ones.data(), ones.size() * 2), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_write(base, mark.data(), mark.size() * 2), VKATTN_SUCCESS);
+    // out: a view one element into `base`.
+    ASSERT_EQ(vkattn_tensor_view(base, 1, 3, qs, nullptr, &out), VKATTN_SUCCESS)
+        << vkattn_last_error();
+    vkattn_attention_desc ad;
+    vkattn_attention_desc_init(&ad);
+    ad.num_heads = H, ad.num_kv_heads = 1, ad.head_dim = d;
+    const int32_t cu_q[2] = {0, int32_t(T)}, cu_k[2] = {0, int32_t(U)};
+    EXPECT_EQ(vkattn_attention_varlen(ctx, &ad, 1, cu_q, cu_k, q, k, k, out),
+              VKATTN_ERROR_UNSUPPORTED)
+        << "a wrong odd-row store reached the caller";
+    std::vector<uint16_t> got(mark.size());
+    ASSERT_EQ(vkattn_tensor_read(base, got.data(), got.size() * 2), VKATTN_SUCCESS);
+    EXPECT_EQ(got, mark) << "the refused call wrote its output";
+    for (vkattn_tensor* t : {q, k, out, base}) vkattn_tensor_destroy(t);
+  });
+}
+
+// E4 defect 5 (sibling): a results file that cannot be written (its
+// folder's parent is a file) is said once per process and never fails the
+// call that triggered the check.
+TEST(SelfCheck, AnUnwritableResultsFileNeverFailsACall) {
+  TempDir dir;
+  spit(dir.path + "/a-file", "x");
+  const std::string bad = dir.path + "/a-file/cache";
+  auto run = [&] {
+    return with_context(bad, {}, [&](vkattn_context* ctx) {
+      const Result r = run_call(ctx, 12);
+      ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+      EXPECT_LT(r.max_err, 1e-4);
+    });
+  };
+  const std::string first = run();
+  EXPECT_TRUE(contains(first, "vkattn: cannot save self-check results")) << first;
+  EXPECT_TRUE(contains(first, "Not a directory")) << first;
+  const std::string second = run();
+  EXPECT_FALSE(contains(second, "cannot save self-check results")) << second;
+}

@@ -396,3 +396,136 @@ TEST(Tuning, EightBitCachesAreClassesOfTheirOwn) {
   const std::string text = slurp(tuning_file(dir.path));
   EXPECT_TRUE(contains(text, "decode/d128/dv128/g4/q=f16/kv=i8/paged/k2048 ")) << text;
 }
+
+namespace {
+
+// A valid tuning file of this device, driver and build in `dir` (a short
+// tuning run), with class `key`'s entry set to `options`.
+std::string file_with_entry(const std::string& dir, const std::string& key,
+                            const std::string& options) {
+  std::string path = tuning_file(dir);
+  if (path.empty()) {
+    with_context(dir, {}, [&](vkattn_context* ctx) {
+      Events ev;
+      ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+    });
+    path = tuning_file(dir);
+  }
+  std::string text = slurp(path);
+  const std::string line = key + " " + options + " 1 2\n";
+  const size_t at = text.find("\n" + key + " ");
+  if (at != std::string::npos)
+    text.replace(at + 1, text.find('\n', at + 1) - at, line);
+  else
+    text.insert(text.rfind("end\n"), line);
+  spit(path, text);
+  return path;
+}
+
+}  // namespace
+
+// E4 defects 1 and 2: a tuning entry is a suggestion. Entries whose values
+// are out of range (lanes_per_row=0 killed every process making a decode
+// call of the class: SIGFPE), that the chosen family refuses, or that this
+// device cannot run are ignored with one line per process and entry
+// (naming the file and the entry); the call takes the device table's
+// choice and is right.
+TEST(Tuning, EntriesTheDeviceCannotRunAreIgnored) {
+  TempDir dir(/*with_pipelines=*/true);
+  const char* entries[] = {"kernel=decode,lanes_per_row=0",
+                           "rows=100000",
+                           "block_keys=0",
+                           "wg=0",
+                           "kernel=tiled,tile_keys=1000",
+                           "kernel=tiled,rows=32",
+                           "kernel=lanes,target_items=0",
+                           "kernel=coopmat,subgroups=99"};
+  for (const char* e : entries) {
+    SCOPED_TRACE(e);
+    const std::string path = file_with_entry(dir.path, kClass, e);
+    auto run = [&] {
+      return with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+        const CallResult r = decode_call(ctx);
+        ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
+        EXPECT_LT(r.max_err, 2e-3);
+      });
+    };
+    const std::string log = run();
+    EXPECT_TRUE(contains(log, "vkattn: tuning file " + path + ": ignoring entry \"" +
+                                  std::string(kClass) + " " + e + "\""))
+        << log;
+    EXPECT_TRUE(contains(log, "source=table")) << log;
+    EXPECT_FALSE(contains(log, "source=tuned")) << log;
+    // Once per process and entry.
+    const std::string again = run();
+    EXPECT_FALSE(contains(again, "ignoring entry")) << again;
+    EXPECT_TRUE(contains(again, "source=table")) << again;
+  }
+}
+
+// A damaged file is said once per process, not at every context.
+TEST(Tuning, AnIgnoredFileIsLoggedOncePerProcess) {
+  TempDir dir;
+  const std::string path = dir.path + "/tuning.txt";
+  spit(path, "hello\n");
+  auto make = [&] {
+    return with_context(dir.path, {{"VKATTN_TUNING_FILE", path.c_str()}}, [](vkattn_context*) {});
+  };
+  const std::string first = make();
+  EXPECT_TRUE(contains(first, "vkattn: ignoring tuning file " + path)) << first;
+  const std::string second = make();
+  EXPECT_FALSE(contains(second, "ignoring tuning file")) << second;
+}
+
+// E4 defect 5: VKATTN_TUNING_FILE with a bare name means the current
+// folder (it made a directory of that name and wrote nothing, while
+// vkattn_tune returned success); a write that fails fails vkattn_tune with
+// UNSUPPORTED naming the path and the OS's reason.
+TEST(Tuning, BareFileNameIsInTheCurrentFolderAndFailedWritesFail) {
+  TempDir dir(/*with_pipelines=*/true);
+  char cwd[4096] = {};
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(chdir(dir.path.c_str()), 0);
+  with_context(dir.path, {{"VKATTN_TUNING_FILE", "bare-tuning.txt"}}, [&](vkattn_context* ctx) {
+    Events ev;
+    EXPECT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+  });
+  ASSERT_EQ(chdir(cwd), 0);
+  size_t n = 0;
+  const std::string text = slurp(dir.path + "/bare-tuning.txt");
+  EXPECT_TRUE(valid_tuning(text, &n)) << text;
+  EXPECT_EQ(n, 1u);
+  // A folder that cannot be made (its parent is a file): UNSUPPORTED.
+  spit(dir.path + "/a-file", "x");
+  const std::string bad = dir.path + "/a-file/tuning.txt";
+  with_context(dir.path, {{"VKATTN_TUNING_FILE", bad.c_str()}}, [&](vkattn_context* ctx) {
+    Events ev;
+    EXPECT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_ERROR_UNSUPPORTED);
+    EXPECT_TRUE(contains(vkattn_last_error(), bad)) << vkattn_last_error();
+    EXPECT_TRUE(contains(vkattn_last_error(), "Not a directory")) << vkattn_last_error();
+  });
+}
+
+// E4 defect 6: vkattn_context_self_check covers the pipelines a call of
+// the shape could run at any key count: a tuning entry for the 2048-key
+// class of a decode (whose check used to build a call of one key, class
+// k64) is checked up front, so a faulted family there is caught before an
+// engine's external-mode call over 2048 keys could run it unchecked.
+TEST(Tuning, UpFrontCheckCoversEveryKeyClass) {
+  TempDir dir(/*with_pipelines=*/true);
+  const std::string k2048 = "decode/d128/dv128/g4/q=f16/kv=f16/paged/k2048";
+  file_with_entry(dir.path, k2048, "kernel=tiled,lanes_per_row=8");
+  vkattn_attention_desc d;
+  vkattn_attention_desc_init(&d);
+  d.num_heads = 32, d.num_kv_heads = 8, d.head_dim = 128;
+  uint32_t passed = 0, failed = 0;
+  const std::string log = with_context(
+      dir.path, {{"VKATTN_FAULT_KERNEL", "tiled"}, {"VKATTN_LOG", "kernels"}},
+      [&](vkattn_context* ctx) {
+        EXPECT_EQ(vkattn_context_self_check(ctx, &d, VKATTN_F16, VKATTN_F16, 1, 1), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        ASSERT_EQ(vkattn_context_self_check_counts(ctx, 1, &passed, &failed), VKATTN_SUCCESS);
+      });
+  EXPECT_GE(failed, 1u) << "the tuned tiled pipeline of class k2048 was not checked\n" << log;
+  EXPECT_TRUE(contains(log, "self-check family=tiled FAILED")) << log;
+}

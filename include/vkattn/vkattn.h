@@ -674,7 +674,8 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * sink is a logit no scale, softcap, ALiBi or mask touches; it joins every
  * row's softmax denominator and adds no value, so rows sum to less than
  * one. A row with no visible key gives out = 0 and lse = sinks[h]. A sink
- * of -inf is no sink; +inf and NaN give undefined rows. Every attention
+ * of -inf is no sink; a sink of +inf or NaN makes every row of its head
+ * that sees a key NaN (out and lse), as the formula gives. Every attention
  * and step entry point honours it; a split over keys made inside vkattn
  * applies it once. A caller that splits the keys itself and joins the parts
  * with vkattn_attention_merge passes sinks to exactly one of the parts.
@@ -687,6 +688,21 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * padding positions may hold NaN/Inf without reaching any visible output.
  * A query row with no visible key gives out = 0 and lse = -inf. t = 0,
  * u = 0 and batch = 0 are legal (nothing is recorded for empty work).
+ *
+ * Non-finite scores, in every kernel family and however a call's keys are
+ * split (the rule the f64 reference of src/reference follows): a visible
+ * S[i,j] of -inf adds nothing (a row whose visible scores are all -inf is
+ * a row with no visible key); a visible S[i,j] that is NaN or +inf makes
+ * query i's out and lse NaN (exp(NaN), exp(inf - inf)); every merge of
+ * partial results keeps a NaN lse NaN (vkattn_attention_merge included).
+ * S is computed in f32 as scale times the dot product, never as a product
+ * of scale * q with k: it is finite whenever every product q_c * k_c, the
+ * dot product and scale * dot are finite in f32, for any finite scale. The
+ * variants that compute in f16 (the coopmat family; tiled with f16
+ * arithmetic: VKATTN_FORCE_F16_MATH or the device table) multiply q by
+ * scale first, in f16, as tensor-core FlashAttention does: they need
+ * |scale * q| <= 65504 and the products within f16's range, and a larger
+ * value follows the rule above as the inf or NaN it becomes.
  *
  * Dtypes: q and out share one of f32/f16/bf16; k and v share q's dtype or
  * f16/bf16 (f32 q over f16 k/v is fine); accumulation is f32; results are
@@ -832,7 +848,9 @@ VKATTN_API vkattn_status vkattn_paged_append_rope(vkattn_context* ctx, const vka
  * sets (shared prefix + suffix, split-KV): outs [n, H, dv] of one dtype,
  * lses [n, H] f32. out may alias out_a or out_b and lse may alias lse_a or
  * lse_b; lse may be NULL. A side whose lse is -inf is returned unchanged
- * from the other (its out may hold anything). A 16-bit out with an odd
+ * from the other (its out may hold anything); a NaN lse on either side
+ * gives NaN out and lse (a +inf lse: NaN, unless the other side is -inf).
+ * A 16-bit out with an odd
  * element count leaves the element after it (the caller's) unchanged. */
 VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tensor* out_a,
                                                 vkattn_tensor* lse_a, vkattn_tensor* out_b,
@@ -863,7 +881,16 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * self-check-UUID.txt (the device UUID in hex), keyed by device UUID, driver version and a
  * build id of vkattn (a hash of its SPIR-V and version); a file of another
  * device, driver or build, or a damaged one, is ignored with one logged
- * line and rewritten. VKATTN_SELF_CHECK=0 turns checks off.
+ * line and rewritten. VKATTN_SELF_CHECK=0 turns checks off. The results
+ * file is trusted as written: a "fail" line edited to "pass" lets a kernel
+ * that failed serve calls. Where that file may be tampered with, or a
+ * driver changes without its version, delete it (or point
+ * VKATTN_PIPELINE_CACHE_DIR elsewhere) to check again. A results file
+ * that cannot be written (a read-only cache folder) is logged once per
+ * process and fails nothing: the results stay in memory.
+ * A 16-bit output pipeline is checked both with rows on word boundaries
+ * and with rows that share 32-bit words with their neighbours (odd
+ * offsets or dims: another store path of the same pipeline).
  * VKATTN_FAULT_KERNEL=FAMILY[,FAMILY] (lanes, tiled, coopmat, decode)
  * makes those families' kernels write wrong outputs, to watch the checks
  * catch them.
@@ -881,10 +908,15 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * family depends on it). The transforms desc names are checked too
  * (softcap, ALiBi, mask_type, lse and sinks by their presence; the tensors
  * are not read); a padded call's key_mask is not representable here: run
- * one such call first. Returns VKATTN_SUCCESS when such a call would run
- * on a checked family (a failed family is replaced, as for a call),
- * VKATTN_ERROR_UNSUPPORTED when every family failed. Refused in external
- * mode. */
+ * one such call first. A mask_type needs no mask tensor here (its shape
+ * depends on lengths this call has not); one that is given is checked as
+ * a call checks it. Covered: every pipeline a call of this shape could
+ * run at any key count: the device table's choice and, unless the
+ * environment forces a kernel, the tuning file's entry for every key class
+ * of the shape (a call's longest sequence picks its class), each failing
+ * one replaced as for a call. Returns VKATTN_SUCCESS when such a call would
+ * run on checked families, VKATTN_ERROR_UNSUPPORTED when every family
+ * failed. Refused in external mode. */
 VKATTN_API vkattn_status vkattn_context_self_check(vkattn_context* ctx,
                                                    const vkattn_attention_desc* desc,
                                                    vkattn_dtype q_dtype, vkattn_dtype kv_dtype,
@@ -917,6 +949,15 @@ VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, u
  * context the keys are left out, so a tuned choice never depends on the
  * batch. No compile or run is ever started after the budget is spent (one
  * candidate under way may finish past it).
+ *
+ * A file entry is a suggestion, never a force: an entry whose values are
+ * out of their knobs' ranges, that its family refuses or that this device
+ * or build cannot run (coopmat in a build without it) is ignored with one
+ * logged line per process and entry, and the call takes the device
+ * table's choice; an entry whose family declines the call's shape falls
+ * back as a forced family does. A damaged file, or one of another device,
+ * driver or build, is ignored with one line per process. A
+ * VKATTN_TUNING_FILE without a folder names a file in the current folder.
  */
 
 /** Progress of vkattn_tune: `case_name` the case, `candidate` the kernel
@@ -943,7 +984,11 @@ VKATTN_API void vkattn_tune_desc_init(vkattn_tune_desc* desc);
 
 /** Runs the tuning (above) on ctx's device and writes the winners; the
  * device table's choice is always among the candidates measured. A pattern
- * that matches no case is INVALID_ARGUMENT. Refused in external mode. */
+ * that matches no case is INVALID_ARGUMENT. A tuning file that cannot be
+ * written is VKATTN_ERROR_UNSUPPORTED naming the path and the OS's reason
+ * (the winners stay in memory, for this context). With no file at all (an
+ * empty VKATTN_PIPELINE_CACHE_DIR and no VKATTN_TUNING_FILE) the winners
+ * stay in memory and it succeeds. Refused in external mode. */
 VKATTN_API vkattn_status vkattn_tune(vkattn_context* ctx, const vkattn_tune_desc* desc);
 
 /** The name of default tuning case `index` (NULL past the last). */

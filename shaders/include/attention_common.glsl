@@ -13,6 +13,7 @@
 #include "dtype.glsl"
 
 #define NEG_INF (-1.0 / 0.0)
+#define NAN_F uintBitsToFloat(0x7fc00000u)
 #define NO_SLOT 0xffffffffu
 
 // Runtime flags (push constant `flags`), mirrored in src/ops/attention/plan.h.
@@ -27,10 +28,21 @@
 #define F_OUT_ODD 256u
 #define F_SINKS 512u
 
+// A row's normalization from its online-softmax state (running max m,
+// running sum l): (1 / l, lse). l > 0: the row saw keys. l = 0: it saw
+// none, or only -inf scores (which add nothing): an empty row, out 0 and
+// lse -inf. l NaN: a visible score was NaN or +inf (exp(NaN) or
+// exp(inf - inf) entered the sum): out and lse NaN, as the header says and
+// the f64 reference gives; every merge after it keeps them NaN.
+vec2 row_norm(float m, float l) {
+  return l > 0.0 ? vec2(1.0 / l, m + log(l)) : (isnan(l) ? vec2(NAN_F) : vec2(0.0, NEG_INF));
+}
+
 // A normalized row's final lse joined with its head's sink (API.md
 // "Models"): returns the factor the row is multiplied by and updates lse.
-// An empty row (lse -inf) becomes out 0, lse = sink.
+// An empty row (lse -inf) becomes out 0, lse = sink; a NaN row stays NaN.
 float join_sink(inout float lse, float sink) {
+  if (isnan(lse)) return lse;
   if (lse == NEG_INF) {
     lse = sink;
     return 0.0;

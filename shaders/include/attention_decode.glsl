@@ -130,7 +130,9 @@ void main() {
     [[unroll]] for (uint n = 0u; n < UK; ++n) {
       [[unroll]] for (uint e = 0u; e < CK; ++e) {
         uint c = (sl + n * LPK) * CK + e;
-        vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * pc.scale;
+        // Unscaled: the scale multiplies the dot product (scale * q may
+        // overflow where scale * dot(q, k) does not).
+        vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u);
         q[i * QS + n * CK + e] = c < D4 ? x : vec4(0.0);
       }
     }
@@ -212,7 +214,7 @@ void main() {
       bool key_ok = key < it.k_end;
       if (uses(F_KEY_VALID)) key_ok = key_ok && key_is_valid(sq, kc);
       [[unroll]] for (uint i = 0u; i < R; ++i) {
-        float x = s[i * KPG + j] * ksc[j];
+        float x = s[i * KPG + j] * ksc[j] * pc.scale;
         if (uses(F_SOFTCAP)) x = soft_capped(x);
         if (uses(F_ALIBI)) x += alibi_bias(head[i], pos[i], int(key));
         // The call first: glslang turns a && whose right side calls a
@@ -285,7 +287,7 @@ void main() {
       float L = 0.0;
       [[unroll]] for (uint g = 0u; g < NKG; ++g) {
         vec2 ml = sh_ml[g * R + i];
-        L += ml.y != 0.0 ? exp(ml.x - M) * ml.y : 0.0;
+        L += (ml.y > 0.0 || isnan(ml.y)) ? exp(ml.x - M) * ml.y : 0.0;
       }
       float w = exp(m[i] - M);
       [[unroll]] for (uint x = 0u; x < VS; ++x)
@@ -316,8 +318,8 @@ void main() {
   if (kg == 0u) {
     [[unroll]] for (uint i = 0u; i < R; ++i) {
       if (row_ok[i]) {
-        float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
-        float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
+        vec2 nl = row_norm(m[i], l[i]);
+        float inv = nl.x, lse = nl.y;
         if (it.slot != NO_SLOT) {
           uint prow = it.slot + i;
           [[unroll]] for (uint n = 0u; n < UV; ++n) {

@@ -25,6 +25,9 @@ layout(std430, binding = 13) readonly buffer Sinks {
 // on purpose (every row and partial off by one), so that its self-check
 // can be watched failing (ops/attention/self_check.h). Never set otherwise.
 const bool FAULT_OUTPUT = (FEATURES & 0xc0000000u) == 0x40000000u;  // not the default ~0u
+// VKATTN_FAULT_ODD_STORES: bit 29 makes only the stores of rows that share
+// 32-bit words with their neighbours (the atomic path below) wrong.
+const bool FAULT_ODD = (FEATURES & 0xa0000000u) == 0x20000000u;
 
 // The factor a final (not partial) row of head `head` is multiplied by,
 // with its lse updated: 1 without sinks.
@@ -55,6 +58,7 @@ void store_out4(uint base, uint c, vec4 o) {
         out_w[(base + 4u * c + e) >> 1] = encode16(QDT, o[e]) | (encode16(QDT, o[e + 1u]) << 16);
     }
   } else {
+    if (FAULT_ODD) o += vec4(1.0);
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       if (4u * c + e < DV) STORE16_ATOMIC(out_w, base + 4u * c + e, encode16(QDT, o[e]));
     }

@@ -105,7 +105,10 @@ void main() {
     uint qbase = q_texel(sq.q_off + tok[i], head[i]);
     [[unroll]] for (uint s = 0u; s < DS; ++s) {
       uint c = sl + s * L;
-      vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * pc.scale;
+      // f32 math scales the dot product (scale * q may overflow where
+      // scale * dot(q, k) does not); f16 math scales q, which keeps the
+      // f16 products in range (the header's range for f16 arithmetic).
+      vec4 x = fetch_row(QVEC, D, qbase, min(c, D4 - 1u), 2u) * (TILED_F16 != 0 ? pc.scale : 1.0);
       q[i * DS + s] = TVEC(c < D4 ? x : vec4(0.0));
     }
     [[unroll]] for (uint s = 0u; s < DVS; ++s) acc[i * DVS + s] = vec4(0.0);
@@ -185,6 +188,9 @@ void main() {
       s[x] = t;
     }
 #endif
+    if (TILED_F16 == 0) {
+      [[unroll]] for (uint x = 0u; x < R * BC; ++x) s[x] *= pc.scale;
+    }
 
     // Transforms (compiled in only when FEATURES has them) and visibility.
     // A tile that every row of this group sees whole (all its keys in the
@@ -273,8 +279,8 @@ void main() {
 
   [[unroll]] for (uint i = 0u; i < R; ++i) {
     if (row_ok[i]) {
-      float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
-      float lse = l[i] > 0.0 ? m[i] + log(l[i]) : NEG_INF;
+      vec2 nl = row_norm(m[i], l[i]);
+      float inv = nl.x, lse = nl.y;
       if (it.slot != NO_SLOT) {
         uint prow = it.slot + grp * R + i;
         [[unroll]] for (uint t = 0u; t < DVS; ++t) {

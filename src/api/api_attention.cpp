@@ -168,6 +168,7 @@ VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, u
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(passed);
     VKATTN_REQUIRE_ARG(failed);
+    ctx->impl->recorder().check_alive();
     self_check_counts(*ctx->impl, family, passed, failed);
   });
 }

@@ -71,6 +71,7 @@ VKATTN_API vkattn_status vkattn_context_get_vulkan(vkattn_context* ctx, vkattn_v
   return guard(__func__, [&] {
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(out);
+    ctx->impl->recorder().check_alive();
     Device& dev = ctx->impl->device();
     vkattn_vulkan_desc d;
     vkattn_vulkan_desc_init(&d);
@@ -105,6 +106,7 @@ VKATTN_API vkattn_status vkattn_context_begin_external(vkattn_context* ctx, void
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(command_buffer);
     Context& c = *ctx->impl;
+    c.recorder().check_alive();
     require_not_external(c, "a second vkattn_context_begin_external");
     c.recorder().begin_external(static_cast<VkCommandBuffer>(command_buffer));
   });
@@ -221,6 +223,7 @@ VKATTN_API vkattn_status vkattn_tensor_get_vk_buffer(vkattn_tensor* tensor, uint
     VKATTN_REQUIRE_ARG(offset);
     VKATTN_REQUIRE_ARG(size);
     const Tensor& t = *tensor->impl;
+    t.context().recorder().check_alive();
     const bool any = t.buffer() && t.numel() > 0;
     *buffer = any ? handle_to_u64(t.buffer()->handle()) : 0;
     *offset = any ? t.byte_offset() : 0;

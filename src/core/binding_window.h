@@ -12,6 +12,7 @@
 
 #include "core/buffer.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "core/pipeline.h"
 
 namespace vkattn {
@@ -91,6 +92,27 @@ inline BoundBuffer texel_window(const DeviceCaps& caps, const Region& r, VkForma
       b.offset -= step, b.range += step;
   }
   *start_texel = (b.offset - r.offset) / tb;
+  return b;
+}
+
+// Storage binding of a small input a shader reads from the start of its
+// buffer (ALiBi slopes, sinks, an fp8 scale table: `bytes` of them), or,
+// when it is absent (buf null), a 16-byte stub of `dummy`: only what a
+// shader may read is bound, so a small binding limit never meets a large
+// buffer. UNSUPPORTED, naming `what`, when `bytes` exceed one storage
+// binding of the device.
+inline BoundBuffer small_input(const DeviceCaps& caps, const std::shared_ptr<Buffer>& buf,
+                               uint64_t bytes, const std::shared_ptr<Buffer>& dummy,
+                               const char* what) {
+  BoundBuffer b;
+  b.buffer = buf ? buf : dummy;
+  b.offset = 0;
+  b.range =
+      std::min<uint64_t>(buf ? std::max<uint64_t>((bytes + 3) / 4 * 4, 4) : 16, b.buffer->size());
+  if (b.range > caps.max_storage_buffer_range)
+    fail(VKATTN_ERROR_UNSUPPORTED, what, " (", b.range,
+         " bytes) is larger than one storage binding of this device (",
+         caps.max_storage_buffer_range, " bytes)");
   return b;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/device.h"
+#include "core/log_once.h"
 #include "core/pipeline.h"
 
 namespace vkattn {
@@ -19,7 +20,9 @@ std::string records_path(const Device& device) {
 CheckRecords::CheckRecords(const Device& device)
     : file_(device, "self-check", records_path(device)) {
   std::string why;
-  if (!load(&entries_, &why) && !why.empty())
+  // Once per process and file (every context of the device loads it).
+  if (!load(&entries_, &why) && !why.empty() &&
+      first_time("self-check " + file_.path() + " " + why))
     std::fprintf(stderr, "vkattn: ignoring self-check results %s: %s (checking again)\n",
                  file_.path().c_str(), why.c_str());
 }
@@ -86,7 +89,11 @@ void CheckRecords::put(const std::string& key, Entry e) {
     lines.push_back(std::string(kv.second.status == kPassed ? "pass " : "fail ") + err + " " +
                     kv.first);
   }
-  file_.write(lines);
+  // A results file that cannot be written (a read-only cache folder) is
+  // said once per process and file; the check's result stays in memory
+  // and the call that triggered it goes on.
+  if (!file_.write(lines, &why) && first_time("self-check write " + file_.path()))
+    std::fprintf(stderr, "vkattn: cannot save self-check results: %s\n", why.c_str());
 }
 
 }  // namespace vkattn

@@ -308,8 +308,11 @@ void Device::init_caps() {
   c.max_allocation_size = m3.maxMemoryAllocationSize;
   // Test option: smaller binding limits, so that windowed and split paths
   // run on small tensors (README "Debug options").
+  // (At least 64 bytes: a window's alignment and slack are subtracted
+  // from it, core/binding_window.h.)
   if (const uint64_t lim = env_u64("VKATTN_BINDING_LIMIT", 0)) {
-    c.max_storage_buffer_range = std::min<uint64_t>(c.max_storage_buffer_range, lim);
+    c.max_storage_buffer_range =
+        std::min<uint64_t>(c.max_storage_buffer_range, std::max<uint64_t>(lim, 64));
     c.max_texel_buffer_elements = static_cast<uint32_t>(
         std::min<uint64_t>(c.max_texel_buffer_elements, std::max<uint64_t>(lim / 4, 64)));
   }

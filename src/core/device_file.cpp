@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "core/device.h"
@@ -53,25 +55,33 @@ bool DeviceFile::load(std::vector<std::string>* lines, std::string* why) const {
   return false;
 }
 
-bool DeviceFile::write(const std::vector<std::string>& lines) const {
+bool DeviceFile::write(const std::vector<std::string>& lines, std::string* why) const {
+  why->clear();
   if (path_.empty()) return false;
-  make_dirs(path_.substr(0, path_.rfind('/')));
+  make_dirs(parent_dir(path_));  // a bare file name: the current folder
   static std::atomic<uint64_t> serial{0};
   const std::string tmp = path_ + ".tmp" + std::to_string(::getpid()) + "." +
                           std::to_string(serial.fetch_add(1)) + "." +
                           std::to_string(reinterpret_cast<uintptr_t>(this));
   {
+    errno = 0;
     std::ofstream f(tmp);
+    if (!f) {
+      *why = "cannot create " + tmp + ": " + std::strerror(errno ? errno : EIO);
+      return false;
+    }
     f << header_ << "\n";
     for (const std::string& l : lines) f << l << "\n";
     f << "end\n";
     f.close();
     if (!f) {
+      *why = "cannot write " + tmp + ": " + std::strerror(errno ? errno : EIO);
       std::remove(tmp.c_str());
       return false;
     }
   }
   if (std::rename(tmp.c_str(), path_.c_str()) == 0) return true;
+  *why = "cannot rename " + tmp + " to " + path_ + ": " + std::strerror(errno);
   std::remove(tmp.c_str());
   return false;
 }

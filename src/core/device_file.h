@@ -31,8 +31,10 @@ class DeviceFile {
   // The entry lines. false with *why empty: no file; false with *why set:
   // a file that is not this device's, driver's and build's, or damaged.
   bool load(std::vector<std::string>* lines, std::string* why) const;
-  // Replaces the file with these entries; false if it could not.
-  bool write(const std::vector<std::string>& lines) const;
+  // Replaces the file with these entries (a path without a folder: in
+  // the current folder); false if it could not, with why in words (the
+  // file and the OS's reason). Always false, *why empty, for path "".
+  bool write(const std::vector<std::string>& lines, std::string* why) const;
 
  private:
   std::string what_, magic_, path_, header_;

@@ -1,13 +1,18 @@
 // Kernel choices forced through the environment (tests and tuning; README,
 // "Environment"), read once when a context is created: a call never
 // consults the environment, and a context's kernels do not change under it.
-// An unset, empty or malformed variable forces nothing.
+// An unset, empty or malformed variable forces nothing; a value outside
+// its knob's range (KernelOptions::knobs) makes every attention call of
+// the context fail with INVALID_ARGUMENT naming the variable, before any
+// arithmetic uses it. A tuning-file entry sets the same knobs
+// (core/tuning_file.h); out of range, it is ignored instead.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/env.h"
 
@@ -56,6 +61,11 @@ struct KernelOptions {
   // can be watched catching them; bit (1 << id), ids as attn_kernel.
   uint32_t fault_kernels = 0;
   bool bad_fault_name = false;  // VKATTN_FAULT_KERNEL names no family
+  // VKATTN_FAULT_ODD_STORES=1: every family's 16-bit stores of rows that
+  // share words with their neighbours (odd offsets or dims: the atomic
+  // path) write wrong values, so the self-check of that path can be
+  // watched (ops/attention/self_check.h).
+  bool fault_odd_stores = false;
 
   // Some attention kernel choice is forced through the environment (then
   // the environment wins over tuned choices: VKATTN_LOG=kernels says
@@ -67,6 +77,56 @@ struct KernelOptions {
                        attn_tile_keys, attn_double_buffer, attn_head_chunk})
       if (v != kUnset) return true;
     return disable_subgroup_ops || force_f16_math || bad_kernel_name;
+  }
+
+  // A knob the environment (VKATTN_ATTN_*) or a tuning-file entry may set,
+  // and the values it may take; the families check their own limits after
+  // these (a workgroup the device cannot launch, a tile that does not fit
+  // shared memory).
+  struct Knob {
+    uint32_t KernelOptions::*field;
+    const char* env;   // the environment variable
+    const char* file;  // its name in a tuning-file entry, or nullptr
+    uint32_t lo, hi;
+  };
+  static const std::vector<Knob>& knobs() {
+    using K = KernelOptions;
+    constexpr uint32_t kMany = 1u << 30;
+    static const std::vector<Knob> k = {
+        {&K::attn_kernel, "VKATTN_ATTN_KERNEL", "kernel", 0, 3},
+        {&K::attn_wg, "VKATTN_ATTN_WG", "wg", 1, 1024},
+        {&K::attn_rows, "VKATTN_ATTN_ROWS", "rows", 1, 64},
+        {&K::attn_block_keys, "VKATTN_ATTN_BLOCK_KEYS", "block_keys", 1, 64},
+        {&K::attn_unroll_d, "VKATTN_ATTN_UNROLL_D", "unroll_d", 0, 1},
+        {&K::attn_lanes_per_row, "VKATTN_ATTN_LANES_PER_ROW", "lanes_per_row", 1, 64},
+        {&K::attn_tile_keys, "VKATTN_ATTN_TILE_KEYS", "tile_keys", 1, 1024},
+        {&K::attn_double_buffer, "VKATTN_ATTN_DOUBLE_BUFFER", "double_buffer", 0, 1},
+        {&K::attn_subgroups, "VKATTN_ATTN_SUBGROUPS", "subgroups", 1, 16},
+        {&K::attn_min_split_keys, "VKATTN_ATTN_MIN_SPLIT_KEYS", "min_split_keys", 0, kMany},
+        {&K::attn_target_items, "VKATTN_ATTN_TARGET_ITEMS", "target_items", 1, kMany},
+        {&K::attn_scalar_fetch, "VKATTN_ATTN_SCALAR_FETCH", nullptr, 0, 1},
+        {&K::attn_split_keys, "VKATTN_ATTN_SPLIT_KEYS", nullptr, 1, kMany},
+        {&K::attn_all_features, "VKATTN_ATTN_ALL_FEATURES", nullptr, 0, 1},
+        {&K::attn_static_chunks, "VKATTN_ATTN_STATIC_CHUNKS", nullptr, 0, 1u << 16},
+        {&K::attn_decode_min_keys, "VKATTN_ATTN_DECODE_MIN_KEYS", nullptr, 0, kMany},
+        {&K::attn_decode_merge, "VKATTN_ATTN_DECODE_MERGE", nullptr, 0, 1},
+        {&K::attn_head_chunk, "VKATTN_ATTN_HEAD_CHUNK", nullptr, 1, 4096},
+        {&K::invariant_split_keys, "VKATTN_ATTN_INVARIANT_SPLIT_KEYS", nullptr, 1, kMany},
+    };
+    return k;
+  }
+
+  // The first set knob outside its range, in words ("VKATTN_ATTN_ROWS=0
+  // is outside 1..64"; `file`: the tuning file's names, "rows=0 ..."),
+  // or "" when every set knob is in range.
+  std::string range_error(bool file = false) const {
+    for (const Knob& k : knobs()) {
+      const uint32_t v = this->*k.field;
+      if (v == kUnset || (v >= k.lo && v <= k.hi)) continue;
+      return std::string(file && k.file ? k.file : k.env) + "=" + std::to_string(v) +
+             " is outside " + std::to_string(k.lo) + ".." + std::to_string(k.hi);
+    }
+    return "";
   }
 
   // `forced` if set, else `fallback`.
@@ -113,6 +173,7 @@ struct KernelOptions {
         p = e ? e + 1 : p + name.size();
       }
     o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
+    o.fault_odd_stores = env_uint("VKATTN_FAULT_ODD_STORES", 0) != 0;
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/log_once.h"
 #include "core/recorder.h"
 
 namespace vkattn {
@@ -25,7 +27,13 @@ VkDescriptorType descriptor_type(BindingKind k) {
 }
 }  // namespace
 
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
 void make_dirs(const std::string& path) {
+  if (path.empty()) return;
   for (size_t i = 1; i < path.size(); ++i)
     if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
   mkdir(path.c_str(), 0755);
@@ -100,13 +108,21 @@ Pipelines::~Pipelines() {
       vk.vkGetPipelineCacheData(dev, cache_, &n, nullptr) == VK_SUCCESS && n) {
     std::vector<char> data(n);
     if (vk.vkGetPipelineCacheData(dev, cache_, &n, data.data()) == VK_SUCCESS) {
-      make_dirs(path.substr(0, path.rfind('/')));
+      // A cache that cannot be written (a read-only folder) costs the
+      // next process its compiles, nothing else: one line per process.
+      make_dirs(parent_dir(path));
       std::string tmp = path + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+      errno = 0;
       std::ofstream f(tmp, std::ios::binary);
-      if (f.write(data.data(), static_cast<std::streamsize>(n)) && (f.close(), true))
-        std::rename(tmp.c_str(), path.c_str());
-      else
+      const bool written = f.write(data.data(), static_cast<std::streamsize>(n)) &&
+                           (f.close(), !f.fail()) && std::rename(tmp.c_str(), path.c_str()) == 0;
+      if (!written) {
+        const int err = errno ? errno : EIO;
         std::remove(tmp.c_str());
+        if (first_time("pipeline cache " + path))
+          std::fprintf(stderr, "vkattn: cannot write the pipeline cache %s: %s\n", path.c_str(),
+                       std::strerror(err));
+      }
     }
   }
   for (auto& kv : pipelines_) {

@@ -130,5 +130,7 @@ uint64_t build_id();
 std::string cache_dir();
 // Creates `path` and its parents (errors ignored: writes then fail).
 void make_dirs(const std::string& path);
+// The folder part of a file path ("" for a bare file name).
+std::string parent_dir(const std::string& path);
 
 }  // namespace vkattn

@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/env.h"
+#include "core/log_once.h"
 #include "core/pipeline.h"
 
 namespace vkattn {
@@ -19,24 +20,6 @@ std::string tuning_path(const Device& device) {
   return dir.empty() ? "" : dir + "/tuning-" + DeviceFile::uuid_hex(device) + ".txt";
 }
 
-// The knobs an entry may set: its name in the file and the field.
-struct Knob {
-  const char* name;
-  uint32_t KernelOptions::*field;
-};
-const Knob kKnobs[] = {
-    {"kernel", &KernelOptions::attn_kernel},
-    {"wg", &KernelOptions::attn_wg},
-    {"rows", &KernelOptions::attn_rows},
-    {"block_keys", &KernelOptions::attn_block_keys},
-    {"unroll_d", &KernelOptions::attn_unroll_d},
-    {"lanes_per_row", &KernelOptions::attn_lanes_per_row},
-    {"tile_keys", &KernelOptions::attn_tile_keys},
-    {"double_buffer", &KernelOptions::attn_double_buffer},
-    {"subgroups", &KernelOptions::attn_subgroups},
-    {"min_split_keys", &KernelOptions::attn_min_split_keys},
-    {"target_items", &KernelOptions::attn_target_items},
-};
 const char* const kFamilies[] = {"lanes", "tiled", "coopmat", "decode"};
 
 }  // namespace
@@ -45,9 +28,17 @@ TuningFile::TuningFile(const Device& device) : file_(device, "tuning", tuning_pa
   enabled_ = env_uint("VKATTN_TUNING", 1) != 0;
   if (!enabled_) return;
   std::string why;
-  if (!load(&entries_, &why) && !why.empty())
+  if (!load(&entries_, &why) && !why.empty() && first_time("tuning " + file_.path() + " " + why))
     std::fprintf(stderr, "vkattn: ignoring tuning file %s: %s (using the device table)\n",
                  file_.path().c_str(), why.c_str());
+}
+
+void TuningFile::ignore(const std::string& key, const Entry& e, const std::string& why) const {
+  if (first_time("tuning " + file_.path() + " " + key + " " + e.options))
+    std::fprintf(stderr,
+                 "vkattn: tuning file %s: ignoring entry \"%s %s\": %s (using the device "
+                 "table)\n",
+                 file_.path().c_str(), key.c_str(), e.options.c_str(), why.c_str());
 }
 
 bool TuningFile::apply(const std::string& options, KernelOptions* o) {
@@ -69,9 +60,10 @@ bool TuningFile::apply(const std::string& options, KernelOptions* o) {
       t.disable_subgroup_ops = value == "0";
       continue;
     }
-    const Knob* k = nullptr;
-    for (const Knob& c : kKnobs)
-      if (name == c.name) k = &c;
+    // The knobs an entry may set: those with a file name.
+    const KernelOptions::Knob* k = nullptr;
+    for (const KernelOptions::Knob& c : KernelOptions::knobs())
+      if (c.file && name == c.file) k = &c;
     if (!k) return false;
     uint32_t v = KernelOptions::kUnset;
     if (k->field == &KernelOptions::attn_kernel) {
@@ -126,12 +118,11 @@ std::map<std::string, TuningFile::Entry> TuningFile::all() const {
   return entries_;
 }
 
-void TuningFile::put(const std::string& key, const Entry& e) {
+bool TuningFile::put(const std::string& key, const Entry& e, std::string* why) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_[key] = e;
   std::map<std::string, Entry> disk;
-  std::string why;
-  if (load(&disk, &why))
+  if (load(&disk, why))
     for (const auto& kv : disk) entries_.emplace(kv.first, kv.second);
   std::vector<std::string> lines;
   char t[64];
@@ -139,7 +130,10 @@ void TuningFile::put(const std::string& key, const Entry& e) {
     std::snprintf(t, sizeof(t), " %.6g %.6g", kv.second.ms, kv.second.table_ms);
     lines.push_back(kv.first + " " + kv.second.options + t);
   }
-  file_.write(lines);
+  // No file (an empty VKATTN_PIPELINE_CACHE_DIR, no VKATTN_TUNING_FILE):
+  // the entries live in memory, for this process's contexts.
+  if (file_.path().empty()) return true;
+  return file_.write(lines, why);
 }
 
 }  // namespace vkattn

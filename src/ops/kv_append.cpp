@@ -48,6 +48,7 @@ struct AppendTarget {
   bool pairs;                                             // 16-bit rows all start on even elements
   uint64_t k_scale_off = 0, v_scale_off = 0;              // int8 caches (kv_append_q8.comp)
   std::shared_ptr<Buffer> fp8_scales;                     // fp8 caches: the scale table
+  uint64_t fp8_table_bytes = 0;                           // ... and its bytes
   uint32_t scale_base = 0;
   std::function<void(uint32_t group, BoundBuffer* k, BoundBuffer* v, uint64_t* k_off,
                      uint64_t* v_off)>
@@ -120,8 +121,7 @@ void record_append(Context& ctx, const AppendTarget& tg,
       jobs_bound.raw = s.buffer;
       jobs_bound.offset = s.offset;
       jobs_bound.range = s.size;
-      BoundBuffer rope_bound;
-      rope_bound.buffer = ctx.dummy();
+      BoundBuffer rope_bound = small_input(caps, nullptr, 0, ctx.dummy(), "");
       if (rope) {
         const uint64_t half = rope->rotary_dim() / 2;
         HostSlice t = rec.alloc_host((j1 - j0) * half * 8);
@@ -132,8 +132,8 @@ void record_append(Context& ctx, const AppendTarget& tg,
         rope_bound.offset = t.offset;
         rope_bound.range = t.size;
       }
-      BoundBuffer fp8_bound;
-      fp8_bound.buffer = tg.fp8_scales ? tg.fp8_scales : ctx.dummy();
+      const BoundBuffer fp8_bound = small_input(caps, tg.fp8_scales, tg.fp8_table_bytes,
+                                                ctx.dummy(), "the cache's fp8 scale table");
       uint64_t k_start = 0, v_start = 0;
       BoundBuffer kb = storage_window(caps, Region::whole(k->buffer()), first_row * k_row,
                                       (last_row + 1) * k_row, &k_start);
@@ -265,7 +265,10 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   tg.v_tok = d.head_dim_v, tg.v_head = uint64_t(ps) * d.head_dim_v;
   tg.pairs = true;
   tg.k_scale_off = c.k_rows_bytes(), tg.v_scale_off = c.v_rows_bytes();
-  if (c.fp8()) tg.fp8_scales = c.scale_table(), tg.scale_base = c.scale_index(layer);
+  if (c.fp8()) {
+    tg.fp8_scales = c.scale_table(), tg.scale_base = c.scale_index(layer);
+    tg.fp8_table_bytes = uint64_t(c.desc().num_layers) * 2 * c.desc().num_kv_heads * 4;
+  }
   tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
                 uint64_t* v_off) {
     const KvCache::Slabs at = c.slabs(layer, group);

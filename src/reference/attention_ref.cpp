@@ -50,6 +50,13 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
   }
   double m = sink;  // the sink joins the max and the denominator, not the values
   for (double x : s) m = std::fmax(m, x);
+  // Only -inf scores (and no sink): they add nothing, an empty row. A NaN
+  // or +inf score (exp(NaN), exp(inf - inf)) makes the sum, out and lse NaN.
+  if (m == kNegInf) {
+    for (int c = 0; c < dv; ++c) out[c] = 0.0f;
+    if (lse) *lse = static_cast<float>(sink);
+    return;
+  }
   double sum = std::exp(sink - m);
   std::vector<double> acc(dv, 0.0);
   for (size_t n = 0; n < keys.size(); ++n) {
@@ -104,7 +111,10 @@ void attention_merge(int rows, int dv, const float* out_a, const float* lse_a, c
     const double la = lse_a[r], lb = lse_b[r];
     const long o = static_cast<long>(r) * dv;
     double result_lse;
-    if (la == -inf && lb == -inf) {
+    if (std::isnan(la) || std::isnan(lb)) {  // a NaN side: NaN out and lse
+      for (int c = 0; c < dv; ++c) out[o + c] = std::numeric_limits<float>::quiet_NaN();
+      result_lse = std::numeric_limits<double>::quiet_NaN();
+    } else if (la == -inf && lb == -inf) {
       for (int c = 0; c < dv; ++c) out[o + c] = 0.0f;
       result_lse = -inf;
     } else if (la == -inf || lb == -inf) {

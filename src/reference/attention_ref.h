@@ -24,14 +24,16 @@ struct AttentionParams {
 // Packed batch. q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv] as float (already
 // rounded to the device dtype by the caller). out [total_q, H, dv], lse [total_q, H] (may be
 // null). A row with no visible key gives out = 0 and lse = -inf (lse = sinks[h] with sinks). Hidden
-// keys are skipped, never multiplied by zero, so NaN/Inf in hidden K/V never reaches out. t = 0 and
-// u = 0 are legal.
+// keys are skipped, never multiplied by zero, so NaN/Inf in hidden K/V never reaches out. A visible
+// score of -inf adds nothing (only such scores: an empty row); a visible NaN or +inf score makes
+// the row's out and lse NaN. t = 0 and u = 0 are legal.
 void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, const int32_t* cu_k,
                       const float* q, const float* k, const float* v, float* out, float* lse);
 
 // Merge of two partials over disjoint keys, rows x dv outputs and rows lses:
 // out = (e^la a + e^lb b) / (e^la + e^lb), lse = log(e^la + e^lb). A side whose lse is -inf is
-// not read: the other side is returned unchanged; both -inf give 0 and -inf. out may alias out_a
+// not read: the other side is returned unchanged; both -inf give 0 and -inf; a NaN lse on either
+// side gives NaN out and lse. out may alias out_a
 // or out_b, lse may alias lse_a or lse_b, and lse may be null.
 void attention_merge(int rows, int dv, const float* out_a, const float* lse_a, const float* out_b,
                      const float* lse_b, float* out, float* lse);

@@ -205,7 +205,12 @@ class Context(_Owned):
         recorded; ms < 0: not timed)."""
         if isinstance(cases, str):
             cases = [cases]
-        text = self._handle().tune(float(seconds), ",".join(cases or []))
+        cases = list(cases or [])
+        for c in cases:
+            if not isinstance(c, str) or not c or "," in c:
+                raise ValueError("vkattn: a case pattern must be a non-empty string without "
+                                 "commas, got %r (cases=None tunes every case)" % (c,))
+        text = self._handle().tune(float(seconds), ",".join(cases))
         rows = []
         for line in (text or "").splitlines():
             name, cand, ms = line.split("\t")

@@ -136,6 +136,7 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
   if (ctx.options().fault_kernels >> static_cast<uint32_t>(pp.var.family) & 1u)
     cfg.features |= kFeatureFault;
+  if (ctx.options().fault_odd_stores) cfg.features |= kFeatureFaultOdd;
   return cfg;
 }
 
@@ -178,8 +179,13 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     }
   };
   // Tuned choices of this call's class before the device table, unless
-  // the environment forces one (ops/attention/tune.h).
-  KernelOptions opts = ctx.options();
+  // the environment forces one (ops/attention/tune.h). A tuning entry is a
+  // suggestion: one whose values are out of range, or that this device or
+  // build cannot run (a variant the family refuses, coopmat in a build
+  // without it), is ignored with one line per process and the call takes
+  // the table's choice; an entry whose family declines the call's shape
+  // falls back as a forced family does.
+  const KernelOptions& opts = ctx.options();
   pp.source = "table";
   if (c.pinned) {
     pp.source = "check";
@@ -187,10 +193,27 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     pp.source = "env";
   } else if (ctx.tuning().enabled() && !ctx.is_tuner() && !ctx.tuning().empty()) {
     TuningFile::Entry e;
-    if (ctx.tuning().find(tune_class(c, part), &e) && TuningFile::apply(e.options, &opts))
-      pp.source = "tuned";
+    const std::string key = tune_class(c, part);
+    KernelOptions tuned = opts;
+    if (ctx.tuning().find(key, &e) && TuningFile::apply(e.options, &tuned)) {
+      std::string why = tuned.range_error(true);
+      if (why.empty()) {
+        try {
+          choose(tuned);
+          pp.source = "tuned";
+        } catch (const Error& err) {
+          if (err.status() != VKATTN_ERROR_INVALID_ARGUMENT &&
+              err.status() != VKATTN_ERROR_UNSUPPORTED)
+            throw;
+          why = err.what();
+        }
+      }
+      if (!why.empty()) ctx.tuning().ignore(key, e, why);
+    }
   }
-  choose(opts);
+  if (std::strcmp(pp.source, "tuned") != 0) choose(opts);
+  // A failed self-check moves the call to the next family with the
+  // context's own options (a tuned entry's knobs are its family's).
   if (!c.pinned) settle_checked_variant(ctx, c, pp, opts, choose);
 }
 

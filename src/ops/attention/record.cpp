@@ -79,7 +79,7 @@ class PassBinder {
         caps_(ctx.device().caps()),
         rec_(ctx.recorder()),
         pipes_(ctx.pipelines()),
-        dummy_(Region::whole(ctx.dummy())) {
+        dummy_(Region{ctx.dummy(), nullptr, 0, 16}) {
     const auto& d = c.desc;
     bool ok = false;
     ql_ = row_layout(*c.q, &ok), ol_ = row_layout(*c.out, &ok);
@@ -104,13 +104,23 @@ class PassBinder {
     };
     q_r_ = region(c.q), out_r_ = region(c.out), lse_r_ = region(c.lse), mask_r_ = region(c.mask);
     k_r_ = c.step ? dummy_ : region(c.k), v_r_ = c.step ? dummy_ : region(c.v);
-    alibi_b_.buffer = c.alibi && c.alibi->buffer() ? c.alibi->buffer() : ctx.dummy();
-    sinks_b_.buffer = c.sinks && c.sinks->buffer() ? c.sinks->buffer() : ctx.dummy();
+    // Optional [H] inputs (packed: they start their buffers), bound for
+    // what the shaders read; absent: a stub.
+    auto small = [&](const Tensor* t, const char* what) {
+      const bool any = t && t->buffer() && t->numel() > 0;
+      return small_input(caps_, any ? t->buffer() : nullptr, any ? t->nbytes() : 0, ctx.dummy(),
+                         what);
+    };
+    alibi_b_ = small(c.alibi, "desc->alibi_slopes");
+    sinks_b_ = small(c.sinks, "desc->sinks");
     // 8-bit caches: fp8's scale table (int8's scales: per pass, the pool buffer).
-    scales_b_.buffer = ctx.dummy();
+    scales_b_ = small_input(caps_, nullptr, 0, ctx.dummy(), "");
     if (c.step && c.step->cache().fp8()) {
-      scales_b_.buffer = c.step->cache().scale_table();
-      push_.scale_base = c.step->cache().scale_index(c.layer);
+      const KvCache& cache = c.step->cache();
+      scales_b_ = small_input(caps_, cache.scale_table(),
+                              uint64_t(cache.desc().num_layers) * 2 * cache.desc().num_kv_heads * 4,
+                              ctx.dummy(), "the cache's fp8 scale table");
+      push_.scale_base = cache.scale_index(c.layer);
     }
     key_valid_r_ = dummy_;
     if (!c.key_valid.empty()) {
@@ -362,6 +372,8 @@ class PassBinder {
   const DeviceCaps& caps_;
   Recorder& rec_;
   Pipelines& pipes_;
+  // Absent inputs and outputs: 16 bytes of the context's dummy buffer
+  // (never all of it: a binding limit below its size must still work).
   const Region dummy_;
   RowLayout ql_, ol_;  // this call's q and out rows
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;

@@ -5,14 +5,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
-#include <mutex>
 #include <numeric>
-#include <set>
 
 #include "core/error.h"
+#include "core/log_once.h"
 #include "core/tensor.h"
 #include "ops/attention/devices.h"
 #include "ops/attention/prepare.h"
+#include "ops/attention/tune.h"
 #include "ops/kv_cache.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
@@ -20,14 +20,6 @@
 namespace vkattn {
 
 namespace {
-
-// One stderr line per process for each key (failed checks, skipped ones).
-bool first_time(const std::string& what) {
-  static std::mutex mu;
-  static std::set<std::string> said;
-  std::lock_guard<std::mutex> lock(mu);
-  return said.insert(what).second;
-}
 
 // Uniform in [-1, 1), deterministic.
 struct Rng {
@@ -239,6 +231,20 @@ CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, cons
     k.step = step.get(), k.layer = 0;
   }
   record_attention(*ctx, k);
+  // 16-bit outputs: the same call again into a view whose rows start in
+  // the middle of a 32-bit word, so the odd-row store path (atomics on
+  // shared words: a runtime flag of the same pipeline, kFlagOutOdd) is
+  // checked with the pipeline.
+  std::shared_ptr<Tensor> odd_base, odd_out;
+  if (cfg.q_dtype != VKATTN_F32) {
+    odd_base = new_tensor(ctx, cfg.q_dtype, {tq * H * dv + 2});
+    const int64_t shape[3] = {tq, H, dv}, strides[3] = {int64_t(H) * dv, dv, 1};
+    odd_out = std::make_shared<Tensor>(ctx, odd_base->buffer(), dtype_size(cfg.q_dtype),
+                                       cfg.q_dtype, 3, shape, strides);
+    AttentionCall odd = k;
+    odd.out = odd_out.get(), odd.lse = nullptr;
+    record_attention(*ctx, odd);
+  }
   if (cache) {
     // The keys as the cache holds them, once the step is committed.
     step->commit();
@@ -257,8 +263,15 @@ CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, cons
   const bool narrow = cfg.q_dtype != VKATTN_F32 || cfg.kv_dtype != VKATTN_F32 || var.f16_math ||
                       var.family == AttentionFamily::kCoopmat;
   const double abs_tol = narrow ? 2e-2 : 1e-3, rel_tol = narrow ? 2e-2 : 1e-3;
-  double err =
-      scaled_error(got, std::vector<double>(want_f.begin(), want_f.end()), abs_tol, rel_tol);
+  const std::vector<double> want(want_f.begin(), want_f.end());
+  double err = scaled_error(got, want, abs_tol, rel_tol);
+  if (odd_out) {
+    std::vector<uint8_t> bytes(odd_base->nbytes());
+    odd_base->read(bytes.data());
+    const std::vector<float> all = vkattn_ref::decode_bytes(cfg.q_dtype, bytes);
+    err = std::max(err, scaled_error(std::vector<float>(all.begin() + 1, all.end() - 1), want,
+                                     abs_tol, rel_tol));
+  }
   if (lse) {
     const std::vector<float> got_lse = read_floats(*lse);
     err = std::max(err, scaled_error(got_lse, std::vector<double>(lse_f.begin(), lse_f.end()),
@@ -407,12 +420,44 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
     c.v = tensor(kv_dt, {1, 1, d.head_dim_v});
   }
   // The desc's optional tensors, checked as a call checks them (their
-  // presence decides the transforms; they are not read).
+  // presence decides the transforms; they are not read). A mask_type
+  // without a mask tensor is fine here: the mask's shape depends on the
+  // call's lengths, which this has not; a stand-in carries the type.
   take_optional_tensors(c);
-  check_optional_tensors(ctx, c);
+  if (!c.mask && d.mask_type != VKATTN_MASK_NONE) {
+    AttentionCall probe = c;
+    probe.desc.mask_type = VKATTN_MASK_NONE;
+    check_optional_tensors(ctx, probe);
+    c.mask = tensor(d.mask_type == VKATTN_MASK_BOOL ? VKATTN_U8 : VKATTN_F32, {1});
+  } else {
+    check_optional_tensors(ctx, c);
+  }
   PreparedPlan pp;
   const PlanPart part = ctx.options().batch_invariant ? part_of(t) : PlanPart::kAll;
   choose_variant(ctx, c, part, pp);
+  // The tuning file's entries for this shape at every key count: a call's
+  // longest sequence picks its class (k64, k128, ...; ops/attention/tune.h),
+  // and the entry of that class decides its pipeline. A batch-invariant
+  // context's class has no key count (one class: checked above); a kernel
+  // forced through the environment wins over the file.
+  if (part != PlanPart::kAll || !ctx.tuning().enabled() || ctx.tuning().empty() ||
+      ctx.options().forces_attention())
+    return;
+  const std::string cls = tune_class(c, part);
+  const std::string prefix = cls.substr(0, cls.rfind("/k") + 2);
+  for (const auto& kv : ctx.tuning().all()) {
+    if (kv.first.size() <= prefix.size() || kv.first.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    const std::string count = kv.first.substr(prefix.size());
+    if (count.size() > 10 || count.find_first_not_of("0123456789") != std::string::npos) continue;
+    const uint64_t keys = std::stoull(count);
+    // A class below the query tokens' (u >= t) no call of this shape meets.
+    if (keys < 64 || keys > (1ull << 31) - 1 || keys * 2 <= uint64_t(t)) continue;
+    AttentionCall at = c;
+    at.cu_k = {0, std::max<int64_t>(int64_t(keys), t)};
+    PreparedPlan tuned;
+    choose_variant(ctx, at, part, tuned);
+  }
 }
 
 void self_check_counts(Context& ctx, uint32_t family, uint32_t* passed, uint32_t* failed) {

@@ -39,6 +39,8 @@ class KvCache;
 // FwdConfig::features bit of VKATTN_FAULT_KERNEL (attention_store.glsl
 // FAULT_OUTPUT).
 constexpr uint32_t kFeatureFault = 0x40000000u;
+// ... and of VKATTN_FAULT_ODD_STORES (attention_store.glsl FAULT_ODD).
+constexpr uint32_t kFeatureFaultOdd = 0x20000000u;
 
 // Keys [0, u) of sequence `id` in layer 0 of an 8-bit cache as attention
 // reads them (codes x scales), into k [u, Hkv, d] and v [u, Hkv, dv]: the

@@ -388,7 +388,10 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
       if (best.empty() || ms < best_ms) best_ms = ms, best = name;
     }
     if (best.empty()) continue;
-    parent.tuning().put(key, TuningFile::Entry{best, best_ms, table_ms});
+    // The file is what vkattn_tune is for: a write that fails fails the call.
+    std::string why;
+    if (!parent.tuning().put(key, TuningFile::Entry{best, best_ms, table_ms}, &why))
+      fail(VKATTN_ERROR_UNSUPPORTED, "cannot write the tuning file: ", why);
     progress(tc.name, "winner: " + best, best_ms);
   }
 }

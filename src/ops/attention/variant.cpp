@@ -191,6 +191,10 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
                                           vkattn_dtype kv_dtype, uint32_t group) {
+  // No forced value reaches arithmetic before its range check (a 0 here
+  // divided by zero in the decode family's shape).
+  if (const std::string why = forced.range_error(); !why.empty())
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, why);
   AttentionVariant v;
   const DeviceCaps& caps = device.caps();
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;

@@ -95,7 +95,8 @@ struct AttentionVariant {
   // decode: lanes_per_row is the lanes per key row, tile_keys the keys of
   // a tile, rows the rows of a tile (every lane holds them all).
   uint32_t tile_rows() const {
-    return family == AttentionFamily::kDecode ? rows : wg / lanes_per_row * rows;
+    return family == AttentionFamily::kDecode ? rows
+                                              : wg / (lanes_per_row ? lanes_per_row : 1) * rows;
   }
 };
 

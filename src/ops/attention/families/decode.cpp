@@ -125,14 +125,19 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
                              std::min({pow2_at_least(std::max(units, 1u)), pow2_at_most(sg), 64u}));
   v.lanes_per_row = L;
   v.wg = K::pick(forced.attn_wg, std::max(dev.decode_wg, L));
-  const uint32_t nkg = std::max<uint32_t>(v.wg / std::max(L, 1u), 1);
+  // Forced values are in their knobs' ranges (choose_attention_variant);
+  // the shape's own limits are checked before anything divides by them.
+  if (v.wg < 1 || L < 1 || L > 64)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for decode (wg ", v.wg,
+         ", lanes per key ", L, ")");
+  const uint32_t nkg = std::max<uint32_t>(v.wg / L, 1);
   v.tile_keys = K::pick(forced.attn_tile_keys, nkg * dev.decode_keys_per_group);
   v.block_keys = v.tile_keys;
   // Rows of a tile: the call's largest tile (rounded to a power of two,
   // so that decode steps of 1..8 tokens share few pipelines), at most
   // what the register budget holds; a GQA group x tokens above it is cut
   // into several tiles (each reads the keys once).
-  const DecodeLane lane = decode_lane(head_dim, head_dim_v, std::max(L, 1u));
+  const DecodeLane lane = decode_lane(head_dim, head_dim_v, L);
   const uint32_t budget_rows =
       std::max(1u, pow2_at_most(std::max(1u, dev.decode_lane_vec4 / (lane.qs + lane.vs))));
   v.rows = K::pick(forced.attn_rows, std::min(pow2_at_least(std::max(max_rows, 1u)), budget_rows));
