@@ -1,8 +1,10 @@
 // libFuzzer target: drives the public C API with arbitrary descriptors,
 // shapes, prefix sums, masks, sequence ids, page counts and random step
 // sequences (begin / append / attention / commit / abort / fork / truncate /
-// remove / read / 8-bit scales) and the edges of fuzz_edges.h (views at
-// per-layer offsets, odd 16-bit tails, external mode), and checks the paged cache against a host
+// remove / read / 8-bit scales), the edges of fuzz_edges.h (views at
+// per-layer offsets, odd 16-bit tails, external mode) and of fuzz_numeric.h
+// (extreme scales and non-finite keys against the reference, tuning-file
+// entries applied to real calls), and checks the paged cache against a host
 // model after every operation: lengths, every committed token's bytes
 // (8-bit caches: the values its codes and scales dequantize to, within the
 // rounding bound), free pages, and CACHE_FULL exactly when the model runs
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_edges.h"
+#include "fuzz/fuzz_numeric.h"
 #include "reference/dtype_util.h"
 #include "vkattn/vkattn.h"
 
@@ -91,7 +94,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 17)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 19)) {
         case 0:
         case 1:
           begin();
@@ -138,6 +141,12 @@ class Fuzz {
           break;
         case 16:
           self_check();
+          break;
+        case 17:
+          vkattn_fuzz::numeric_edges(in_, g_ctx);
+          break;
+        case 18:
+          vkattn_fuzz::tuning_entry(in_, g_ctx);
           break;
         default:
           bad_calls();
@@ -765,7 +774,7 @@ class Fuzz {
                  d.head_dim_v <= VKATTN_MAX_HEAD_DIM && std::isfinite(d.scale) && d.causal <= 1 &&
                  d.window_left >= -1 && std::isfinite(d.softcap) && d.softcap >= 0.0f &&
                  d.mask_type <= VKATTN_MASK_ADDITIVE &&
-                 (d.mask_type == VKATTN_MASK_NONE) == !d.mask;
+                 !(d.mask && d.mask_type == VKATTN_MASK_NONE);  // a mask_type needs no tensor
     for (uint32_t r : d.reserved) valid = valid && r == 0;
     if (d.struct_size == 88 && d.sinks)  // a 0.1 struct (80 bytes) has no sinks
       valid = valid && vkattn_tensor_dtype(d.sinks) == VKATTN_F32 &&
