@@ -549,6 +549,19 @@ def test_tune_records_a_winner_that_a_later_context_uses(tmp_path, monkeypatch):
         assert len(files) == 1 and "decode/d128" in files[0].read_text()
         with pytest.raises(vkattn.Error):
             c.tune(seconds=1, cases="no-such-case")
+        # An empty pattern is a caller error, never "every case"; so is a
+        # pattern the wrapper could not pass whole (a comma).
+        for bad in ([""], ["decode-16x512", ""], ["a,b"]):
+            with pytest.raises(ValueError):
+                c.tune(seconds=1, cases=bad)
+        # Below the Python layer, the shared SWIG wrapper refuses an empty
+        # pattern in its list too, and takes patterns past 64 and 2 KiB
+        # whole (the last one here matches no case: refused by name).
+        with pytest.raises(vkattn.Error, match="empty"):
+            c._handle().tune(1.0, "decode-16x512,,x")
+        many = ",".join(["decode-16x512"] * 70 + ["z" * 3000])
+        with pytest.raises(vkattn.Error, match="z" * 100):
+            c._handle().tune(1.0, many)
         assert c.validation_messages == 0
     finally:
         c.close()
