@@ -88,11 +88,13 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
         const int hk = h / group;
         Row r;
         r.q = q + (row * H + h) * d;
-        r.k = k + cu_k[b] * k_stride + static_cast<long>(hk) * d;
-        r.v = v + cu_k[b] * v_stride + static_cast<long>(hk) * dv;
-        r.bool_mask = p.mask_type == 1 ? p.bool_mask + mask_row : nullptr;
-        r.add_mask = p.mask_type == 2 ? p.add_mask + mask_row : nullptr;
-        r.key_valid = p.key_valid ? p.key_valid + cu_k[b] : nullptr;
+        // (No keys: no pointers into them; an empty batch's arrays may be
+        // null, and offsets from null are undefined.)
+        r.k = u ? k + cu_k[b] * k_stride + static_cast<long>(hk) * d : nullptr;
+        r.v = u ? v + cu_k[b] * v_stride + static_cast<long>(hk) * dv : nullptr;
+        r.bool_mask = p.mask_type == 1 && u ? p.bool_mask + mask_row : nullptr;
+        r.add_mask = p.mask_type == 2 && u ? p.add_mask + mask_row : nullptr;
+        r.key_valid = p.key_valid && u ? p.key_valid + cu_k[b] : nullptr;
         r.pos = static_cast<long>(u) - t + i;
         r.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.0;
         r.sink = p.sinks ? p.sinks + h : nullptr;
