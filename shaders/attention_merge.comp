@@ -37,7 +37,7 @@ layout(push_constant) uniform Push {
 // Weights of a and b for chunk row r: wa, wb, merged lse.
 vec3 weights(uint r) {
   float la = lse_a[pc.lse_skip + r], lb = lse_b[pc.lse_skip + r];
-  if (isnan(la) || isnan(lb)) return vec3(uintBitsToFloat(0x7fc00000u));
+  if (isnan(la) || isnan(lb)) return vec3(NAN_F);
   if (la == NEG_INF && lb == NEG_INF) return vec3(0.0, 0.0, NEG_INF);
   if (la == NEG_INF) return vec3(0.0, 1.0, lb);
   if (lb == NEG_INF) return vec3(1.0, 0.0, la);

@@ -13,7 +13,6 @@
 #include "dtype.glsl"
 
 #define NEG_INF (-1.0 / 0.0)
-#define NAN_F uintBitsToFloat(0x7fc00000u)
 #define NO_SLOT 0xffffffffu
 
 // Runtime flags (push constant `flags`), mirrored in src/ops/attention/plan.h.

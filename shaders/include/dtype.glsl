@@ -10,6 +10,9 @@
 #define DT_I8 6u
 #define DT_FP8 7u
 
+// A quiet NaN.
+#define NAN_F uintBitsToFloat(0x7fc00000u)
+
 float bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
 
 // Round to nearest even; NaN stays a quiet NaN.

@@ -48,7 +48,7 @@ struct AppendTarget {
   bool pairs;                                             // 16-bit rows all start on even elements
   uint64_t k_scale_off = 0, v_scale_off = 0;              // int8 caches (kv_append_q8.comp)
   std::shared_ptr<Buffer> fp8_scales;                     // fp8 caches: the scale table
-  uint64_t fp8_table_bytes = 0;                           // ... and its bytes
+  uint64_t fp8_table_bytes = 0;                           // ... and its bytes of scales
   uint32_t scale_base = 0;
   std::function<void(uint32_t group, BoundBuffer* k, BoundBuffer* v, uint64_t* k_off,
                      uint64_t* v_off)>
@@ -267,7 +267,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   tg.k_scale_off = c.k_rows_bytes(), tg.v_scale_off = c.v_rows_bytes();
   if (c.fp8()) {
     tg.fp8_scales = c.scale_table(), tg.scale_base = c.scale_index(layer);
-    tg.fp8_table_bytes = uint64_t(c.desc().num_layers) * 2 * c.desc().num_kv_heads * 4;
+    tg.fp8_table_bytes = c.scale_table_bytes();
   }
   tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
                 uint64_t* v_off) {

@@ -41,9 +41,8 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   k_block_ = k_rows_ + scales;
   v_block_ = v_rows_ + scales;
   if (fp8()) {
-    scale_table_ = std::make_shared<Buffer>(
-        ctx_->device(), std::max<uint64_t>(16, uint64_t(d.num_layers) * 2 * d.num_kv_heads * 4),
-        true);
+    scale_table_ =
+        std::make_shared<Buffer>(ctx_->device(), std::max<uint64_t>(16, scale_table_bytes()), true);
     scales_set_.assign(d.num_layers, false);
     appended_.assign(d.num_layers, false);
   }

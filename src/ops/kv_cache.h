@@ -69,6 +69,10 @@ class KvCache {
   // a layer's are set / the layer has been appended (scales then frozen).
   void set_scales(uint32_t layer, uint32_t n, const float* k, const float* v);
   const std::shared_ptr<Buffer>& scale_table() const { return scale_table_; }
+  // ... and its bytes of scales (the buffer may be larger).
+  uint64_t scale_table_bytes() const {
+    return uint64_t(desc_.num_layers) * 2 * desc_.num_kv_heads * 4;
+  }
   // fp8: the scale table's first entry for `layer` (its K scales; V's
   // follow after Hkv).
   uint32_t scale_index(uint32_t layer) const { return layer * 2 * desc_.num_kv_heads; }

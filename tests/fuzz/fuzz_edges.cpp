@@ -12,22 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/fuzz_util.h"
 #include "reference/dtype_util.h"
 
 namespace vkattn_fuzz {
 
 namespace {
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "fuzz_api: %s (last error: %s)\n", what.c_str(), vkattn_last_error());
-  std::abort();
-}
-void ok(vkattn_status s, const char* call) {
-  if (s != VKATTN_SUCCESS) die(std::string(call) + " failed: " + vkattn_status_string(s));
-}
-void check(bool cond, const std::string& what) {
-  if (!cond) die(what);
-}
 
 // Tensors of one operation, destroyed with it.
 struct Owned {

@@ -12,6 +12,7 @@
 
 #include "api/handles.h"
 #include "core/tuning_file.h"
+#include "fuzz/fuzz_util.h"
 #include "ops/attention/tune.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
@@ -19,14 +20,6 @@
 namespace vkattn_fuzz {
 
 namespace {
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "fuzz_api: %s (last error: %s)\n", what.c_str(), vkattn_last_error());
-  std::abort();
-}
-void ok(vkattn_status s, const char* call) {
-  if (s != VKATTN_SUCCESS) die(std::string(call) + " failed: " + vkattn_status_string(s));
-}
 
 struct Owned {
   std::vector<vkattn_tensor*> t;

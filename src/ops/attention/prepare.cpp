@@ -186,6 +186,7 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
   // the table's choice; an entry whose family declines the call's shape
   // falls back as a forced family does.
   const KernelOptions& opts = ctx.options();
+  bool tuned_chosen = false;
   pp.source = "table";
   if (c.pinned) {
     pp.source = "check";
@@ -200,6 +201,7 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
       if (why.empty()) {
         try {
           choose(tuned);
+          tuned_chosen = true;
           pp.source = "tuned";
         } catch (const Error& err) {
           if (err.status() != VKATTN_ERROR_INVALID_ARGUMENT &&
@@ -211,7 +213,7 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
       if (!why.empty()) ctx.tuning().ignore(key, e, why);
     }
   }
-  if (std::strcmp(pp.source, "tuned") != 0) choose(opts);
+  if (!tuned_chosen) choose(opts);
   // A failed self-check moves the call to the next family with the
   // context's own options (a tuned entry's knobs are its family's).
   if (!c.pinned) settle_checked_variant(ctx, c, pp, opts, choose);

@@ -117,9 +117,8 @@ class PassBinder {
     scales_b_ = small_input(caps_, nullptr, 0, ctx.dummy(), "");
     if (c.step && c.step->cache().fp8()) {
       const KvCache& cache = c.step->cache();
-      scales_b_ = small_input(caps_, cache.scale_table(),
-                              uint64_t(cache.desc().num_layers) * 2 * cache.desc().num_kv_heads * 4,
-                              ctx.dummy(), "the cache's fp8 scale table");
+      scales_b_ = small_input(caps_, cache.scale_table(), cache.scale_table_bytes(), ctx.dummy(),
+                              "the cache's fp8 scale table");
       push_.scale_base = cache.scale_index(c.layer);
     }
     key_valid_r_ = dummy_;
