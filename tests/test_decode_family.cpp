@@ -222,7 +222,13 @@ TEST_F(DecodeFamily, ForcedShapes) {
   };
   const std::vector<Variant> variants = {
       {{{"VKATTN_DISABLE_SUBGROUP_OPS", "1"}}, true, false},
-      {{{"VKATTN_ATTN_TILE_KEYS", "1"}}, false, false},
+      // A tile of one key needs one key group: a workgroup of one key row's
+      // lanes (the default workgroup has 16 groups on NVIDIA, H200 run).
+      {{{"VKATTN_ATTN_WG", "8"},
+        {"VKATTN_ATTN_LANES_PER_ROW", "8"},
+        {"VKATTN_ATTN_TILE_KEYS", "1"}},
+       false,
+       false},
       {{{"VKATTN_ATTN_WG", "32"}, {"VKATTN_ATTN_TILE_KEYS", "8"}}, false, true},
       {{{"VKATTN_ATTN_WG", "64"},
         {"VKATTN_ATTN_LANES_PER_ROW", "2"},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vkattn-bench's cases through PyTorch, for a side by side on one device:
 
-    python3 tools/bench_torch.py [--json FILE] [--reps N] [--case GLOB] [--device cuda|cpu]
+    python3 tools/bench_torch.py [--json FILE] [--reps N] [--case GLOB]... [--device cuda|cpu]
     python3 tools/compare_bench.py vkattn.json torch.json
 
 Each case is the same shape as in vkattn-bench (examples/bench): heads, head
@@ -209,7 +209,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--case", default="*")
+    # Several --case globs as vkattn-bench takes them (a case runs if any
+    # matches); one flag used to keep only the last (H200 run, 2026-11-27).
+    ap.add_argument("--case", action="append", default=[])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
     device = args.device
@@ -221,7 +223,7 @@ def main():
     results = []
     print("%-22s %10s %9s %8s %-15s %8s" % ("case", "median ms", "GFLOP/s", "GB/s", "backend", "max err"))
     for case in cases():
-        if not fnmatch.fnmatch(case[0], args.case):
+        if args.case and not any(fnmatch.fnmatch(case[0], g) for g in args.case):
             continue
         print("%s ..." % case[0], file=sys.stderr, flush=True)
         r = run_case(case, device, dtype, args.reps)
