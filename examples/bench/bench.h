@@ -10,6 +10,10 @@
 namespace bench {
 
 extern int g_reps;
+// --build-only: each case's calls run once, nothing is verified, timed or
+// compared with a peak (a fake GPU executes nothing: tools/gpu-static.sh);
+// what counts is the pipelines the cases build (VKATTN_LOG=stats).
+extern bool g_build_only;
 
 // Exits with a message on any failing call.
 void check(vkattn_status s, const char* what);
@@ -71,6 +75,8 @@ struct Result {
   std::string bound;                   // "fma" or "read": the larger term of the roofline
   bool ok = false;
   std::vector<std::pair<std::string, double>> extra;  // case-specific figures
+  // VKATTN_LOG=stats: the statistic lines of the pipelines the case ran.
+  std::vector<std::string> stats;
 };
 
 // Fills gflops, gbps, bound and fraction from r.flops, r.bytes and the peaks
@@ -92,6 +98,9 @@ const std::vector<Case>& all_cases();
 // text.
 std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
                          uint32_t group = 1);
+// The statistic lines of the pipelines dispatched on ctx since the last
+// call (empty without VKATTN_LOG=stats or on a device without them).
+std::vector<std::string> take_pipeline_stats(vkattn_context* ctx);
 
 }  // namespace bench
 

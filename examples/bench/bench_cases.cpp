@@ -88,6 +88,10 @@ vkattn_tensor* make_sinks(vkattn_context* ctx, const Shape& s) {
 // milliseconds per visible-pair FLOP-equivalent (for the speedup figure).
 double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<uint16_t>& out,
               double* ref_ms_per_gflop) {
+  if (g_build_only) {  // nothing ran: the output is whatever the memory held
+    *ref_ms_per_gflop = 0;
+    return 0;
+  }
   std::vector<std::pair<int, int>> rows;  // (seq, query)
   for (size_t b = 0; b < seqs.size(); ++b) {
     const int t = seqs[b].t;
@@ -637,6 +641,10 @@ std::string splits_of_last_call(vkattn_context* ctx) {
 std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
                          uint32_t group) {
   return vkattn_tools::kernel_choice(ctx, d, dv, max_rows, group) + splits_of_last_call(ctx);
+}
+
+std::vector<std::string> take_pipeline_stats(vkattn_context* ctx) {
+  return ctx->impl->pipelines().take_dispatched_stats();
 }
 
 const std::vector<Case>& all_cases() {

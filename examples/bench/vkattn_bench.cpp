@@ -25,6 +25,7 @@
 namespace bench {
 
 int g_reps = 7;
+bool g_build_only = false;
 
 void check(vkattn_status s, const char* what) {
   if (s != VKATTN_SUCCESS) {
@@ -98,6 +99,37 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
+// One "SHADER [spec] EXECUTABLE: Name=value; ..." line (core/pipeline.h)
+// as {"shader", "spec", "executable", "stats": {name: value}}.
+std::string stats_json(const std::string& line) {
+  const size_t sp = line.find(" ["), se = line.find("] ", sp), colon = line.find(": ", se);
+  if (sp == std::string::npos || se == std::string::npos || colon == std::string::npos)
+    return "{\"line\": " + json_str(line) + "}";
+  std::string out = "{\"shader\": " + json_str(line.substr(0, sp)) + ", \"spec\": [" +
+                    line.substr(sp + 2, se - sp - 2) +
+                    "], \"executable\": " + json_str(line.substr(se + 2, colon - se - 2)) +
+                    ", \"stats\": {";
+  size_t pos = colon + 2;
+  bool first = true;
+  while (pos < line.size()) {
+    size_t end = line.find("; ", pos);
+    if (end == std::string::npos) end = line.size();
+    const std::string kv = line.substr(pos, end - pos);
+    const size_t eq = kv.rfind('=');
+    if (eq != std::string::npos) {
+      const std::string v = kv.substr(eq + 1);
+      char* tail = nullptr;
+      std::strtod(v.c_str(), &tail);
+      const bool number = !v.empty() && tail && *tail == '\0';
+      out += std::string(first ? "" : ", ") + json_str(kv.substr(0, eq)) + ": " +
+             (number ? v : json_str(v));
+      first = false;
+    }
+    pos = end + 2;
+  }
+  return out + "}}";
+}
+
 void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
                 const std::vector<Result>& rs) {
   FILE* f = std::fopen(path, "w");
@@ -137,6 +169,12 @@ void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
                  json_str(r.bound).c_str(), r.fraction, r.max_err, r.ok ? "true" : "false",
                  r.ref_speedup, json_str(r.variant).c_str(), r.fma_peak, r.read_peak);
     for (auto& [k, v] : r.extra) std::fprintf(f, ", %s: %.4g", json_str(k).c_str(), v);
+    if (!r.stats.empty()) {
+      std::fprintf(f, ", \"pipelines\": [");
+      for (size_t j = 0; j < r.stats.size(); ++j)
+        std::fprintf(f, "%s\n      %s", j ? "," : "", stats_json(r.stats[j]).c_str());
+      std::fprintf(f, "]");
+    }
     std::fprintf(f, "}");
   }
   std::fprintf(f, "\n  ]\n}\n");
@@ -178,15 +216,20 @@ int main(int argc, char** argv) {
       return 0;
     } else if (!std::strcmp(argv[i], "--variants")) {
       return print_variants();
+    } else if (!std::strcmp(argv[i], "--build-only")) {
+      g_build_only = true;
+      g_reps = 1;
     } else {
       std::fprintf(stderr,
                    "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] "
-                   "[--variants]\n"
+                   "[--variants] [--build-only]\n"
                    "  --reps N     timed runs per case (median; default %d)\n"
                    "  --case GLOB  only cases whose name matches (repeatable)\n"
                    "  --json FILE  also write the results as JSON\n"
                    "  --list       list the cases\n"
-                   "  --variants   what the device table picks for this device, and why\n",
+                   "  --variants   what the device table picks for this device, and why\n"
+                   "  --build-only run each case's calls once: no answers checked, no timing, no\n"
+                   "               peaks (fake GPUs, tools/gpu-static.sh; with VKATTN_LOG=stats)\n",
                    g_reps);
       return std::strcmp(argv[i], "--help") ? 1 : 0;
     }
@@ -200,7 +243,11 @@ int main(int argc, char** argv) {
   vkattn_device_info_init(&info);
   check(vkattn_context_get_device_info(ctx, &info), "get_device_info");
   std::printf("device: %s (%s)\n", info.name, info.driver_info);
-  Peaks peaks = measure_peaks(ctx);
+  Peaks peaks;
+  if (g_build_only)
+    std::printf("build only: each case's calls run once; nothing is checked or timed\n");
+  else
+    peaks = measure_peaks(ctx);
   char probe[96] = "";
   if (peaks.fma_probe_gflops > 0)
     std::snprintf(probe, sizeof(probe), "; the host's native AVX2 FMA: %.1f, %+.0f%%",
@@ -234,8 +281,22 @@ int main(int argc, char** argv) {
     if (!take) continue;
     Result r;
     r.name = c.name;
+    if (g_build_only) {
+      take_pipeline_stats(ctx);  // (earlier cases')
+      c.run(ctx, &r);
+      r.stats = take_pipeline_stats(ctx);
+      r.ok = true;  // (garbage answers: not checked)
+      r.median_ms = r.ref_speedup = r.max_err = r.gflops = r.gbps = r.fraction = 0;
+      for (auto& e : r.extra) e.second = 0;
+      std::printf("%-22s built, %zu pipeline statistic line(s); kernel: %s\n", r.name.c_str(),
+                  r.stats.size(), r.variant.c_str());
+      results.push_back(r);
+      continue;
+    }
     const Peaks before = measure_peaks_again(ctx, peaks);
+    take_pipeline_stats(ctx);  // (the peaks' and earlier cases')
     c.run(ctx, &r);
+    r.stats = take_pipeline_stats(ctx);
     const Peaks after = measure_peaks_again(ctx, peaks);
     roofline(r, mean_peaks(before, after));
     char drift[128];

@@ -17,7 +17,15 @@ const ReportShape kReportShapes[4] = {{"prefill, d 128 (1024 tokens x 4 GQA head
                                       {"decode, d 128, 4 GQA heads", 128, 4, 4}};
 
 std::string device_table_row(vkattn_context* ctx) {
-  return vkattn::describe_attention_defaults(ctx->impl->device());
+  const vkattn::Device& dev = ctx->impl->device();
+  std::string exts;
+  for (const char* e : dev.enabled_extensions()) exts += std::string(exts.empty() ? "" : ", ") + e;
+  // The device extensions vkattn enabled (or, on an adopted device, uses),
+  // and whether VKATTN_LOG=stats can print the compiler's statistics.
+  return vkattn::describe_attention_defaults(dev) +
+         "  device extensions: " + (exts.empty() ? "none" : exts) +
+         "; pipeline statistics (VKATTN_LOG=stats): " + (dev.caps().pipeline_stats ? "yes" : "no") +
+         "\n";
 }
 
 std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,

@@ -256,7 +256,7 @@ void Device::init_caps() {
     uint32_t shaderCoreCount;
     uint32_t shaderWarpsPerCore;
   } arm_core{static_cast<VkStructureType>(1000497001), nullptr, 0, 0, 0};
-  bool coopmat_offered = false, sgsc_offered = false;
+  bool coopmat_offered = false, sgsc_offered = false, stats_offered = false;
   {
     uint32_t n = 0;
     vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, nullptr);
@@ -277,6 +277,9 @@ void Device::init_caps() {
         coopmat_offered = true;
       } else if (std::strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0) {
         sgsc_offered = true;
+      } else if (std::strcmp(e.extensionName,
+                             VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) {
+        stats_offered = true;
       }
     }
   }
@@ -335,6 +338,16 @@ void Device::init_caps() {
                               sgsc.minSubgroupSize <= c.subgroup_size &&
                               c.subgroup_size <= sgsc.maxSubgroupSize;
     c.min_subgroup_size = sgsc.minSubgroupSize, c.max_subgroup_size = sgsc.maxSubgroupSize;
+  }
+  // Pipeline statistics: what the device supports (vkattn's own device
+  // enables it; an adopted device keeps what its creator enabled).
+  if (stats_offered) {
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR f{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &f;
+    vki_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+    c.pipeline_stats = f.pipelineExecutableInfo != VK_FALSE;
   }
   c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
   if (nv_sm.shaderSMCount)
@@ -435,6 +448,14 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
     d->f12_.pNext = &d->sgsc_features_;
     d->extension_names_.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
+  // Pipeline statistics where offered (read only under VKATTN_LOG=stats:
+  // capturing them costs compile time, enabling the feature does not).
+  if (c.pipeline_stats) {
+    d->stats_features_.pipelineExecutableInfo = VK_TRUE;
+    d->stats_features_.pNext = d->f12_.pNext;
+    d->f12_.pNext = &d->stats_features_;
+    d->extension_names_.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  }
   for (const std::string& e : d->extension_names_) d->enabled_extensions_.push_back(e.c_str());
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &d->features2_;
@@ -483,7 +504,7 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   }
   // What the caller enabled: the features chain (Vulkan cannot be asked).
   bool timeline = false, f16 = false, storage16 = false, memory_model = false, device_scope = false,
-       coopmat = false, full_sg = false, sg_size = false;
+       coopmat = false, full_sg = false, sg_size = false, stats = false;
   int guard = 0;
   if (v.features) {
     require(v.features->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
@@ -506,6 +527,11 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
           device_scope |= f->vulkanMemoryModelDeviceScope != 0;
           break;
         }
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR:
+          stats |=
+              reinterpret_cast<const VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR*>(p)
+                  ->pipelineExecutableInfo != 0;
+          break;
         case kCoopmatFeaturesSType:
           coopmat |= reinterpret_cast<const CoopmatFeatures*>(p)->cooperativeMatrix != 0;
           break;
@@ -573,6 +599,11 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
     d->sgsc_features_.pNext = d->f12_.pNext;
     d->f12_.pNext = &d->sgsc_features_;
   }
+  if (stats) {
+    d->stats_features_.pipelineExecutableInfo = VK_TRUE;
+    d->stats_features_.pNext = d->f12_.pNext;
+    d->f12_.pNext = &d->stats_features_;
+  }
   d->enabled_features_ = &d->features2_;
   d->queue_family_ = v.queue_family;
   d->init_caps();
@@ -585,6 +616,11 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   d->caps_.subgroup_size_control = d->caps_.subgroup_size_control && sg_size && sgsc_ext;
   d->caps_.shader_float16 = d->caps_.shader_float16 && f16;
   d->caps_.storage_16bit = d->caps_.storage_16bit && storage16;
+  // Pipeline statistics only as the caller enabled them.
+  bool stats_ext = false;
+  for (const std::string& e : d->extension_names_)
+    stats_ext |= e == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+  d->caps_.pipeline_stats = d->caps_.pipeline_stats && stats && stats_ext;
   // Cooperative matrices only as the caller enabled them.
   bool coopmat_ext = false;
   for (const std::string& e : d->extension_names_) coopmat_ext |= e == kCoopmatExtension;

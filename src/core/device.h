@@ -59,6 +59,11 @@ struct DeviceCaps {
   // VK_KHR_cooperative_matrix (core/coopmat.h): enabled on vkattn's own
   // devices where usable; adopted devices: as the caller enabled it.
   CoopmatSupport coopmat;
+  // VK_KHR_pipeline_executable_properties with pipelineExecutableInfo:
+  // the compiler's statistics per pipeline (VKATTN_LOG=stats). Enabled on
+  // vkattn's own devices where offered; adopted devices: as the caller
+  // enabled it.
+  bool pipeline_stats = false;
 };
 
 // Fills `out` from a physical device (used with and without a context).
@@ -169,6 +174,8 @@ class Device : public std::enable_shared_from_this<Device> {
   CoopmatFeatures coopmat_features_;
   VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sgsc_features_{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_features_{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   const VkPhysicalDeviceFeatures2* enabled_features_ = nullptr;
   std::vector<const char*> enabled_extensions_;  // into extension_names_
   std::vector<std::string> extension_names_;

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -67,6 +68,15 @@ uint64_t build_id() {
 Pipelines::Pipelines(Device& device) : device_(device) {
   const char* log = std::getenv("VKATTN_LOG");
   log_compile_ = log && std::strstr(log, "compile") != nullptr;
+  if (log && std::strstr(log, "stats")) {
+    log_stats_ = device.caps().pipeline_stats;
+    if (!log_stats_ && first_time(std::string("no-stats:") + device.info().name))
+      std::fprintf(stderr,
+                   "vkattn: stats: device \"%s\" gives no pipeline statistics "
+                   "(VK_KHR_pipeline_executable_properties with pipelineExecutableInfo; on an "
+                   "adopted device its creator must enable both)\n",
+                   device.info().name);
+  }
   if (const char* f = std::getenv("VKATTN_FULL_SUBGROUPS"))
     allow_full_subgroups_ = std::strcmp(f, "0") != 0;
   std::vector<char> data;
@@ -133,7 +143,8 @@ Pipelines::~Pipelines() {
   vk.vkDestroyPipelineCache(dev, cache_, vk_allocator());
 }
 
-const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uint32_t>& spec) {
+const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uint32_t>& spec,
+                               uint64_t shared_bytes) {
   auto key = std::make_pair(std::string(layout.shader), spec);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return it->second;
@@ -200,14 +211,16 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
       }
     }
     ci.layout = p.pipeline_layout;
+    if (log_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     const auto t0 = std::chrono::steady_clock::now();
     check_vk(vk.vkCreateComputePipelines(dev, cache_, 1, &ci, vk_allocator(), &p.pipeline),
              "vkCreateComputePipelines");
+    std::string sp;
+    for (uint32_t v : spec) sp += (sp.empty() ? "" : ",") + std::to_string(v);
+    if (log_stats_) capture_stats(p, sp, shared_bytes);
     if (log_compile_) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::string sp;
-      for (uint32_t v : spec) sp += (sp.empty() ? "" : ",") + std::to_string(v);
       std::fprintf(stderr, "vkattn: compile %s [%s]%s%s %.0f ms\n", layout.shader, sp.c_str(),
                    p.full_subgroups ? " full-subgroups" : "",
                    p.required_subgroup_size
@@ -227,6 +240,63 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
   }
 }
 
+// One line per executable: the driver's statistics under its own names,
+// then vkattn's own count of the workgroup's shared memory where the
+// family gave it. A driver that fails the queries leaves no line (the
+// pipeline itself is fine).
+void Pipelines::capture_stats(Pipeline& p, const std::string& spec_text, uint64_t shared_bytes) {
+  const VolkDeviceTable& vk = device_.vk();
+  if (!vk.vkGetPipelineExecutablePropertiesKHR || !vk.vkGetPipelineExecutableStatisticsKHR) return;
+  VkDevice dev = device_.handle();
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = p.pipeline;
+  uint32_t n = 0;
+  if (vk.vkGetPipelineExecutablePropertiesKHR(dev, &pi, &n, nullptr) != VK_SUCCESS) return;
+  std::vector<VkPipelineExecutablePropertiesKHR> exes(
+      n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR});
+  if (vk.vkGetPipelineExecutablePropertiesKHR(dev, &pi, &n, exes.data()) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = p.pipeline;
+    ei.executableIndex = e;
+    uint32_t m = 0;
+    if (vk.vkGetPipelineExecutableStatisticsKHR(dev, &ei, &m, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(
+        m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (vk.vkGetPipelineExecutableStatisticsKHR(dev, &ei, &m, st.data()) != VK_SUCCESS) continue;
+    std::string line = std::string(p.layout->shader) + " [" + spec_text + "] " + exes[e].name + ":";
+    char buf[64];
+    for (uint32_t i = 0; i < m; ++i) {
+      switch (st[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+          std::snprintf(buf, sizeof(buf), "%u", st[i].value.b32 ? 1u : 0u);
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(st[i].value.i64));
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          std::snprintf(buf, sizeof(buf), "%llu", static_cast<unsigned long long>(st[i].value.u64));
+          break;
+        default:
+          std::snprintf(buf, sizeof(buf), "%g", st[i].value.f64);
+          break;
+      }
+      line += std::string(i ? "; " : " ") + st[i].name + "=" + buf;
+    }
+    if (shared_bytes)
+      line += std::string(m ? "; " : " ") + "Shared memory bytes=" + std::to_string(shared_bytes);
+    std::fprintf(stderr, "vkattn: stats %s\n", line.c_str());
+    p.stats.push_back(std::move(line));
+  }
+}
+
+std::vector<std::string> Pipelines::take_dispatched_stats() {
+  std::vector<std::string> out;
+  for (const Pipeline* p : dispatched_) out.insert(out.end(), p->stats.begin(), p->stats.end());
+  dispatched_.clear();
+  return out;
+}
+
 PreparedDispatch Pipelines::prepare(Recorder& rec, const Pipeline& p,
                                     const std::vector<BoundBuffer>& bound, const void* push,
                                     uint32_t push_bytes, uint64_t groups) {
@@ -238,6 +308,8 @@ PreparedDispatch Pipelines::prepare(Recorder& rec, const Pipeline& p,
     fail(VKATTN_ERROR_INTERNAL, layout.shader, ": push constants of ", push_bytes, " bytes");
   PreparedDispatch d;
   d.pipeline = &p;
+  if (log_stats_ && std::find(dispatched_.begin(), dispatched_.end(), &p) == dispatched_.end())
+    dispatched_.push_back(&p);
   if (groups == 0) return d;
   const DeviceCaps& caps = device_.caps();
   const uint32_t max_x = caps.max_workgroup_count[0];

@@ -48,6 +48,8 @@ struct Pipeline {
   // yet looked up), so a call does not look it up again.
   mutable uint32_t check_status = 0;
   mutable double check_max_err = 0;
+  // VKATTN_LOG=stats: its executables' statistic lines (Pipelines::stats_lines).
+  std::vector<std::string> stats;
 };
 
 // What one binding points at. For texel bindings `format` is the view format
@@ -77,8 +79,17 @@ class Pipelines {
   Pipelines(const Pipelines&) = delete;
   Pipelines& operator=(const Pipelines&) = delete;
 
-  // Specialization constant i gets constant_id i.
-  const Pipeline& get(const KernelLayout& layout, const std::vector<uint32_t>& spec);
+  // Specialization constant i gets constant_id i. `shared_bytes`: the
+  // workgroup's shared memory as its family computes it (0: not given),
+  // printed beside the driver's statistics (NVK reports none).
+  const Pipeline& get(const KernelLayout& layout, const std::vector<uint32_t>& spec,
+                      uint64_t shared_bytes = 0);
+
+  // VKATTN_LOG=stats: the statistic lines (the text after "vkattn: stats ",
+  // one per executable) of every pipeline dispatched since the last call,
+  // in first-dispatch order; the bench records each case's. Empty without
+  // VKATTN_LOG=stats or where the device gives no statistics.
+  std::vector<std::string> take_dispatched_stats();
 
   // Acquires what a dispatch of `groups` workgroups needs (descriptor set,
   // texel views, keep-alive of the bound buffers): everything that can
@@ -102,6 +113,10 @@ class Pipelines {
   // VKATTN_LOG=compile: one stderr line per pipeline created (shader,
   // specialization constants, milliseconds in vkCreateComputePipelines).
   bool log_compile_ = false;
+  // VKATTN_LOG=stats on a device that offers pipeline statistics.
+  bool log_stats_ = false;
+  std::vector<const Pipeline*> dispatched_;  // since take_dispatched_stats (log_stats_ only)
+  void capture_stats(Pipeline& p, const std::string& spec_text, uint64_t shared_bytes);
   bool allow_full_subgroups_ = true;  // VKATTN_FULL_SUBGROUPS (default 1)
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<std::pair<std::string, std::vector<uint32_t>>, Pipeline> pipelines_;

@@ -120,7 +120,7 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          v.coopmat_k,
                          d.dc,
                          d.dvc};
-  return pipes.get(kCoopmatLayout, spec_words(spec));
+  return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg));
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ uint64_t decode_shared_bytes(const FwdConfig& cfg) {
 const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row};
-  return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec));
+  return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
+                   decode_shared_bytes(cfg));
 }
 
 }  // namespace
