@@ -46,6 +46,7 @@ def cases():
     c.append(("chunk-512-over-1536", *GQA, True, [(512, 2048)], 1))
     c.append(("decode-1x4096", *GQA, True, [(1, 4097)], 1))
     c.append(("decode-16x2048", *GQA, True, [(1, 2049)] * 16, 1))
+    c.append(("decode-16x2048-gqa8", 64, 8, 128, True, [(1, 2049)] * 16, 1))
     c.append(("decode-16x512", *GQA, True, [(1, 513)] * 16, 1))
     # vkattn reads decode-8x32768-paged from shuffled caller pages; SDPA
     # reads the same keys dense (its best case).

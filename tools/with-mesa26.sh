@@ -17,6 +17,10 @@
 #   tools/with-mesa26.sh build/examples/vkattn-info
 #   tools/with-mesa26.sh glslangValidator -V --target-env vulkan1.3 x.comp
 #   tools/with-mesa26.sh --fetch      fetch only (prints the versions)
+#
+# The set includes mesa-drm-shim (Mesa's fake GPUs, for tools/gpu-static.sh);
+# --fetch adds it to a set fetched before it was (marker file ready-drm-shim).
+# The private apt configuration is tools/debian13-apt.sh's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${VKATTN_MESA26_DIR:-$root/build/mesa26}
@@ -26,46 +30,25 @@ mesa_want=26.1.6-1~bpo13+1
 tools_pkgs="glslang-tools spirv-tools"
 mesa_pkgs="mesa-vulkan-drivers libvulkan1 vulkan-validationlayers"
 
+. "$root/tools/debian13-apt.sh"
+
 fetch() {
-  local apt=$dir/apt
   rm -rf "$dir.tmp"
   mkdir -p "$dir.tmp"
-  apt=$dir.tmp/apt
-  mkdir -p "$apt/etc/apt/sources.list.d" "$apt/etc/apt/apt.conf.d" "$apt/etc/apt/preferences.d" \
-    "$apt/var/lib/apt/lists/partial" "$apt/var/cache/apt/archives/partial" "$apt/var/lib/dpkg"
-  : >"$apt/var/lib/dpkg/status"
-  cat >"$apt/etc/apt/sources.list.d/trixie.sources" <<SRC
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: trixie trixie-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  cat >"$apt/apt.conf" <<CONF
-Dir "$apt/";
-Dir::State "$apt/var/lib/apt/";
-Dir::State::status "$apt/var/lib/dpkg/status";
-Dir::Cache "$apt/var/cache/apt/";
-Dir::Etc "$apt/etc/apt/";
-Dir::Etc::SourceList "/dev/null";
-Dir::Etc::SourceParts "$apt/etc/apt/sources.list.d/";
-Dir::Etc::Parts "$apt/etc/apt/apt.conf.d/";
-Dir::Etc::PreferencesParts "$apt/etc/apt/preferences.d/";
-APT::Architecture "amd64";
-CONF
-  export APT_CONFIG=$apt/apt.conf
+  local apt=$dir.tmp/apt
+  debian13_apt_config "$apt"
   if ! apt-get update -q >"$dir.tmp/apt.log" 2>&1; then
     cat "$dir.tmp/apt.log" >&2
     echo "with-mesa26: cannot read the Debian 13 (trixie) package lists" >&2
     exit 1
   fi
-  local mesa_sel="mesa-vulkan-drivers=$mesa_want"
-  if ! apt-cache show "mesa-vulkan-drivers=$mesa_want" >/dev/null 2>&1; then
+  local mesa_sel="mesa-vulkan-drivers=$mesa_want" shim_sel="mesa-drm-shim=$mesa_want"
+  if ! debian13_has_version mesa-vulkan-drivers "$mesa_want"; then
     echo "with-mesa26: mesa-vulkan-drivers $mesa_want is gone from the archive; taking the newest backport" >&2
-    mesa_sel=mesa-vulkan-drivers
+    mesa_sel=mesa-vulkan-drivers shim_sel=mesa-drm-shim
   fi
   if ! apt-get install --download-only -y -q $tools_pkgs >>"$dir.tmp/apt.log" 2>&1 ||
-    ! apt-get install --download-only -y -q -t trixie-backports "$mesa_sel" libvulkan1 \
+    ! apt-get install --download-only -y -q -t trixie-backports "$mesa_sel" "$shim_sel" libvulkan1 \
       vulkan-validationlayers >>"$dir.tmp/apt.log" 2>&1; then
     tail -n 30 "$dir.tmp/apt.log" >&2
     echo "with-mesa26: fetching the Debian 13 packages failed" >&2
@@ -83,10 +66,45 @@ CONF
     "$lib" >"$dir.tmp/lvp_icd.json"
   rm -rf "$dir"
   mv "$dir.tmp" "$dir"
-  touch "$dir/ready"
+  debian13_apt_config "$dir/apt" # its paths again, for later fetches
+  touch "$dir/ready" "$dir/ready-drm-shim"
+}
+
+# Mesa's drm-shim (fake GPUs for tools/gpu-static.sh), added to a set
+# fetched before it was part of it: only that package, at the version of the
+# mesa-vulkan-drivers already there (the newest backport if that is gone).
+# Its failure (no network) only warns: lavapipe does not need it. (It runs
+# on the left of ||, where set -e is off: each step is checked.)
+fetch_drm_shim() {
+  local want sel tmp=$dir/drm-shim.tmp
+  want=$(awk '$1 == "mesa-vulkan-drivers" { print $2 }' "$dir/versions")
+  rm -rf "$tmp" && mkdir -p "$tmp" && debian13_apt_config "$dir/apt" || return 1
+  if ! apt-get update -q >"$tmp/apt.log" 2>&1; then
+    cat "$tmp/apt.log" >&2
+    echo "with-mesa26: cannot read the Debian 13 (trixie) package lists" >&2
+    return 1
+  fi
+  sel="mesa-drm-shim=$want"
+  if ! debian13_has_version mesa-drm-shim "$want"; then
+    echo "with-mesa26: mesa-drm-shim $want is gone from the archive; taking the newest backport" >&2
+    sel=mesa-drm-shim/trixie-backports
+  fi
+  if ! (cd "$tmp" && apt-get download -q "$sel") >>"$tmp/apt.log" 2>&1; then
+    tail -n 30 "$tmp/apt.log" >&2
+    echo "with-mesa26: fetching mesa-drm-shim failed" >&2
+    return 1
+  fi
+  dpkg-deb -x "$tmp"/mesa-drm-shim_*.deb "$dir/root" &&
+    dpkg-deb --show --showformat='${Package} ${Version}\n' "$tmp"/mesa-drm-shim_*.deb >>"$dir/versions" &&
+    rm -rf "$tmp" && touch "$dir/ready-drm-shim"
 }
 
 [ -f "$dir/ready" ] || fetch
+if [ "${1:-}" = "--fetch" ] && [ ! -f "$dir/ready-drm-shim" ]; then
+  # One fetch at a time (parallel callers wait, then find the marker).
+  (flock 9 && { [ -f "$dir/ready-drm-shim" ] || fetch_drm_shim; }) 9>"$dir/drm-shim.lock" ||
+    echo "with-mesa26: no drm shim (tools/gpu-static.sh needs it; lavapipe does not)" >&2
+fi
 lib=$dir/root/usr/lib/x86_64-linux-gnu
 if [ -z "${VKATTN_MESA26_QUIET:-}" ]; then
   echo "with-mesa26: $(grep -E '^(mesa-vulkan-drivers|libvulkan1|vulkan-validationlayers|glslang-tools|spirv-tools|libc6) ' "$dir/versions" | paste -sd',' | sed 's/,/, /g')" >&2

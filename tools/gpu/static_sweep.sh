@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# tools/gpu/static_sweep.sh OUTDIR [--quick]: compiles vkattn-bench's
+# attention cases for each fake GPU of tools/gpu-static.sh and tabulates the
+# compilers' statistics (tools/gpu/static_table.py -> OUTDIR/static.md,
+# OUTDIR/static.json). Needs no GPU; nothing runs on one.
+#
+# One bench process per GPU x case (x forced family), so each case compiles
+# its own pipelines (a process compiles a pipeline once):
+#   tools/gpu-static.sh GPU env VKATTN_LOG=stats,kernels,compile \
+#     [VKATTN_ATTN_KERNEL=F] vkattn-bench --build-only --case CASE
+# stderr -> OUTDIR/GPU/CASE[@F].log, stdout -> .out, exit status -> .rc.
+#
+# Default: all 8 GPUs x the bench's prefill (d 64/128/256, GQA 1/4, a chunk
+# over a cache) and decode (d 128 GQA 4, dense and paged; d 64 GQA 8) cases,
+# each also with a family forced where sensible (tiled everywhere; coopmat
+# for prefill on GPUs offering cooperative matrices). --quick: navi31,
+# navi21, ga102, a740, m1 x 6 cases, defaults only (a CI check, minutes).
+# Overrides: VKATTN_SWEEP_GPUS, VKATTN_SWEEP_CASES (space-separated; a case
+# may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
+# runs; default the CPU count), VKATTN_SWEEP_TIMEOUT (seconds a run, 600),
+# VKATTN_BENCH (default build/examples/vkattn-bench).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+[ $# -ge 1 ] || { echo "usage: tools/gpu/static_sweep.sh OUTDIR [--quick]" >&2; exit 2; }
+outdir=$1
+quick=${2:-}
+bench=${VKATTN_BENCH:-$root/build/examples/vkattn-bench}
+[ -x "$bench" ] || { echo "static_sweep: no $bench (build vkattn-bench first)" >&2; exit 1; }
+
+if [ "$quick" = "--quick" ]; then
+  gpus="navi31 navi21 ga102 a740 m1"
+  cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode"
+else
+  gpus=$("$root/tools/gpu-static.sh" --list | tr '\n' ' ')
+  cases="prefill-1k-d64 prefill-1k-8h-causal prefill-1k-d256 prefill-2k-gqa chunk-512-over-1536
+         decode-16x2048 decode-16x2048-gqa8 decode-1x32768 decode-16x512 gptoss-decode mixed-step
+         mla-prefill mla-decode decode-16x2048-int8"
+fi
+gpus=${VKATTN_SWEEP_GPUS:-$gpus}
+cases=${VKATTN_SWEEP_CASES:-$cases}
+
+# Families forced beside the default, per case and GPU.
+forced() { # CASE GPU
+  case "$1" in
+    *@*) ;; # named already
+    prefill-* | chunk-*)
+      echo tiled
+      case "$2" in navi31 | gfx1201 | ga102 | tu104) echo coopmat ;; esac ;;
+    decode-* | gptoss-decode | mla-decode) echo tiled ;;
+  esac
+}
+
+# Until the bench has --build-only, a 1-rep run (peaks, verification and
+# timing of garbage: its exit status says WRONG, the pipelines are the same).
+if "$bench" --help 2>&1 </dev/null | grep -q -- --build-only; then
+  mode=--build-only
+else
+  mode="--reps 1"
+  echo "static_sweep: $bench has no --build-only; running --reps 1 instead" >&2
+fi
+known=$("$bench" --list | awk '{print $1}')
+
+# Mesa 26 and the drm shim, once, before the parallel runs.
+"$root/tools/with-mesa26.sh" --fetch
+
+runs=()
+for gpu in $gpus; do
+  rm -rf "${outdir:?}/$gpu"
+  mkdir -p "$outdir/$gpu"
+  for c in $cases; do
+    if ! grep -qx -- "${c%@*}" <<<"$known"; then
+      echo "static_sweep: the bench has no case ${c%@*}; skipped" >&2
+      continue
+    fi
+    runs+=("$gpu $c")
+    if [ -z "$quick" ]; then
+      for f in $(forced "$c" "$gpu"); do runs+=("$gpu $c@$f"); done
+    fi
+  done
+done
+rm -f "$outdir/static.md" "$outdir/static.json"
+
+# One run: GPU CASE[@FAMILY]. Repeated kernel lines (one per dispatch) are
+# kept once: a timed run logs thousands.
+# shellcheck disable=SC2317 # (run by xargs)
+run_one() {
+  local gpu=$1 label=$2 c=${2%@*} fam='' o
+  [ "$label" != "$c" ] && fam=${label#*@}
+  o=$outdir/$gpu/$label
+  (
+    set +e +o pipefail
+    # shellcheck disable=SC2086 # $mode: one or two words
+    VKATTN_MESA26_QUIET='' timeout "$timeout" "$root/tools/gpu-static.sh" "$gpu" env \
+      VKATTN_LOG=stats,kernels,compile ${fam:+VKATTN_ATTN_KERNEL=$fam} \
+      "$bench" $mode --case "$c" 2>&1 >"$o.out" </dev/null |
+      awk '!/^vkattn: attention family=/ || !seen[$0]++' >"$o.log"
+    echo "${PIPESTATUS[0]}" >"$o.rc"
+  )
+  echo "static_sweep: $gpu $label: exit status $(cat "$o.rc")" >&2
+}
+export -f run_one
+export outdir root bench mode
+export timeout=${VKATTN_SWEEP_TIMEOUT:-600}
+jobs=${VKATTN_SWEEP_JOBS:-$(nproc)}
+start=$SECONDS
+printf '%s\n' "${runs[@]}" | xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _
+echo "static_sweep: ${#runs[@]} runs in $((SECONDS - start)) s" >&2
+python3 "$root/tools/gpu/static_table.py" "$outdir"
+
+# Failed runs (a compile failure, a vkattn error, a timeout: 124). Without
+# --build-only the bench exits 2 for its garbage results: not a failure.
+bad=0
+for r in "${runs[@]}"; do
+  rc=$(cat "$outdir/${r% *}/${r#* }.rc")
+  if [ "$rc" != 0 ] && ! { [ "$mode" != --build-only ] && [ "$rc" = 2 ]; }; then
+    echo "static_sweep: FAILED ${r/ / }: exit status $rc (see $outdir/${r% *}/${r#* }.log)" >&2
+    bad=1
+  fi
+done
+exit $bad
