@@ -308,6 +308,41 @@ TEST_F(Attention, OptionsAreReadAtContextCreation) {
   vkattn_context_destroy(forced);
 }
 
+// VKATTN_LOG=stats: where the device gives pipeline statistics, a line
+// "vkattn: stats SHADER [spec] EXECUTABLE: Name=value; ..." per executable
+// of every pipeline created; where it does not (lavapipe), one line per
+// process saying so, however many contexts.
+TEST_F(Attention, StatsLogNamesEveryPipelineOrSaysWhyNot) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_LOG", "stats"}});
+  AttnCase c;
+  c.seqs = {{5, 40}, {1, 300}};
+  testing::internal::CaptureStderr();
+  {
+    ForcedContext a;
+    run_attention_case(a.ctx, c);
+    ForcedContext b;
+    run_attention_case(b.ctx, c);
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  size_t none = 0;
+  for (size_t at = log.find("gives no pipeline statistics"); at != std::string::npos;
+       at = log.find("gives no pipeline statistics", at + 1))
+    ++none;
+  if (none) {
+    EXPECT_EQ(none, 1u) << log;
+    EXPECT_EQ(log.find("vkattn: stats attention_"), std::string::npos) << log;
+    return;
+  }
+  EXPECT_NE(log.find("vkattn: stats attention_"), std::string::npos) << log;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("vkattn: stats ", 0) != 0) continue;
+    EXPECT_NE(line.find(" ["), std::string::npos) << line;
+    EXPECT_NE(line.find("]"), std::string::npos) << line;
+    EXPECT_NE(line.find("="), std::string::npos) << line;
+  }
+}
+
 // VKATTN_LOG=kernels names the family of every recorded forward dispatch.
 TEST_F(Attention, KernelLogNamesTheFamily) {
   ScopedEnv env(ScopedEnv::Vars{{"VKATTN_LOG", "kernels"}});
@@ -422,7 +457,12 @@ TEST_F(Attention, TiledFamily) {
                       // Double-buffered tiles over split key ranges.
                       {{"VKATTN_ATTN_DOUBLE_BUFFER", "1"},
                        {"VKATTN_ATTN_TILE_KEYS", "8"},
-                       {"VKATTN_ATTN_SPLIT_KEYS", "72"}}},
+                       {"VKATTN_ATTN_SPLIT_KEYS", "72"}},
+                      // The GPU rows' shape at d 128: 8 lanes a row, 256
+                      // lanes, 32-key tiles taken in 4 chunks of 8.
+                      {{"VKATTN_ATTN_LANES_PER_ROW", "8"},
+                       {"VKATTN_ATTN_WG", "256"},
+                       {"VKATTN_ATTN_TILE_KEYS", "32"}}},
                      false, 720);
 }
 
@@ -442,6 +482,11 @@ TEST_F(Attention, SlowTiledFamilyProduct) {
                       {{"VKATTN_ATTN_LANES_PER_ROW", "16"},
                        {"VKATTN_ATTN_WG", "32"},
                        {"VKATTN_DISABLE_SUBGROUP_OPS", "1"}},
+                      // The GPU rows' shape at d 256 (16 lanes a row, 256
+                      // lanes; shared-memory sums on lavapipe's 8-lane subgroups).
+                      {{"VKATTN_ATTN_LANES_PER_ROW", "16"},
+                       {"VKATTN_ATTN_WG", "256"},
+                       {"VKATTN_ATTN_TILE_KEYS", "32"}},
                       {{"VKATTN_ATTN_TARGET_ITEMS", "500"}, {"VKATTN_ATTN_ALL_FEATURES", "1"}}},
                      true, 760);
 }

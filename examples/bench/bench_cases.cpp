@@ -448,6 +448,11 @@ bool decode_16x512(vkattn_context* c, Result* r) {
 bool decode_16x2048(vkattn_context* c, Result* r) {
   return paged_layer(c, r, kGqa, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
 }
+// Llama-3-70B's shape: 64 query heads over 8 kv heads (GQA 8), d 128.
+const Shape kGqa8{64, 8, 128, true};
+bool decode_16x2048_gqa8(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, kGqa8, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
+}
 
 // n decodes over u keys each in caller page pools (vkattn_attention_paged)
 // of 16-token pages, the pages of every sequence shuffled over the pool
@@ -658,6 +663,8 @@ const std::vector<Case>& all_cases() {
        chunk_512_over_1536},
       {"decode-1x4096", "paged: 1 decode over 4096 cached, 32/8 heads, d 128", decode_1x4096},
       {"decode-16x2048", "paged: 16 decodes over 2048 cached, 32/8 heads, d 128", decode_16x2048},
+      {"decode-16x2048-gqa8", "paged: 16 decodes over 2048 cached, 64/8 heads (GQA 8), d 128",
+       decode_16x2048_gqa8},
       {"decode-1x32768", "dense K/V: 1 decode over 32768 keys, 32/8 heads, d 128, f16",
        decode_1x32768},
       {"decode-8x32768-paged",

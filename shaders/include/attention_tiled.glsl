@@ -54,6 +54,9 @@ const uint DVS = (DV4 + L - 1u) / L;  // accumulator slices per lane
 // on the current tile in shared memory.
 const uint NK = (BC * D4 + WG - 1u) / WG;
 const uint NV = (BC * DV4 + WG - 1u) / WG;
+// Keys per chunk of the shared tile that one pass of scores, softmax and
+// P.V takes (the scores of R * BCH pairs live in registers at once).
+const uint BCH = BC % 8u == 0u ? 8u : BC;
 
 #if TILED_F16 != 0
 #define TVEC f16vec4
@@ -157,42 +160,6 @@ void main() {
       PREFETCH(kt + BC)
     }
 
-    // Partial scores over this lane's slices, then the row's sum.
-    float s[R * BC];
-    [[unroll]] for (uint j = 0u; j < BC; ++j) {
-      [[unroll]] for (uint i = 0u; i < R; ++i) {
-        float p = 0.0;
-        [[unroll]] for (uint t = 0u; t < DS; ++t) {
-          uint c = sl + t * L;
-          float d = float(dot(q[i * DS + t], sh_k[j * D4 + min(c, D4 - 1u)]));
-          p += c < D4 ? d : 0.0;
-        }
-        s[i * BC + j] = p;
-      }
-    }
-#if TILED_SUBGROUP_OPS != 0
-    // A counted loop (lavapipe keeps a loop with a shifted counter rolled,
-    // and every iteration counts against its loop cap); L <= 64.
-    [[unroll]] for (uint x = 0u; x < R * BC; ++x) {
-      [[unroll]] for (uint b = 0u; b < 6u; ++b) {
-        if ((1u << b) < L) s[x] += subgroupShuffleXor(s[x], 1u << b);
-      }
-    }
-#else
-    [[unroll]] for (uint x = 0u; x < R * BC; ++x) sh_red[lin * R * BC + x] = s[x];
-    memoryBarrierShared();
-    barrier();
-    [[unroll]] for (uint x = 0u; x < R * BC; ++x) {
-      float t = 0.0;
-      [[unroll]] for (uint u = 0u; u < L; ++u) t += sh_red[(grp * L + u) * R * BC + x];
-      s[x] = t;
-    }
-#endif
-    if (TILED_F16 == 0) {
-      [[unroll]] for (uint x = 0u; x < R * BC; ++x) s[x] *= pc.scale;
-    }
-
-    // Transforms (compiled in only when FEATURES has them) and visibility.
     // A tile that every row of this group sees whole (all its keys in the
     // range, no causal or window edge inside it: both conditions are
     // monotone in the key, so its first and last key decide; no mask or
@@ -203,74 +170,117 @@ void main() {
       whole = whole && row_ok[i] && in_causal_window(pos[i], int(kt), causal, windowed) &&
               in_causal_window(pos[i], int(kt + BC - 1u), causal, windowed);
     }
-    bool vis[R * BC];
-    if (whole) {
-      [[unroll]] for (uint j = 0u; j < BC; ++j) {
+    // The shared tile is consumed in chunks of BCH keys: scores, softmax
+    // update and P.V per chunk, so only R * BCH scores are live at once
+    // (R * BC spilled on RDNA2, NVK, AGX and ir3: tools/gpu/static_sweep.sh).
+    [[unroll]] for (uint j0 = 0u; j0 < BC; j0 += BCH) {
+      // Partial scores over this lane's slices, then the row's sum.
+      float s[R * BCH];
+      [[unroll]] for (uint j = 0u; j < BCH; ++j) {
         [[unroll]] for (uint i = 0u; i < R; ++i) {
-          uint x = i * BC + j;
-          if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
-          if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], int(kt + j));
-          vis[x] = true;
+          float p = 0.0;
+          [[unroll]] for (uint t = 0u; t < DS; ++t) {
+            uint c = sl + t * L;
+            float d = float(dot(q[i * DS + t], sh_k[(j0 + j) * D4 + min(c, D4 - 1u)]));
+            p += c < D4 ? d : 0.0;
+          }
+          s[i * BCH + j] = p;
         }
       }
-    } else {
-      [[unroll]] for (uint j = 0u; j < BC; ++j) {
-        int key = int(kt + j);
-        bool key_ok = kt + j < it.k_end;
-        uint kc = min(kt + j, it.k_end - 1u);
-        bool valid = uses(F_KEY_VALID) ? key_is_valid(sq, kc) : true;
-        [[unroll]] for (uint i = 0u; i < R; ++i) {
-          uint x = i * BC + j;
-          if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
-          if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], key);
-          bool cw = in_causal_window(pos[i], key, causal, windowed);
-          bool v = key_ok && row_ok[i] && cw && valid;
-          if (uses(F_MASK_BOOL)) {
-            bool ok = mask_allows(mask_index(sq, tok[i], kc));
-            v = v && ok;
-          }
-          if (uses(F_MASK_ADD)) {
-            float a = mask_bias(mask_index(sq, tok[i], kc));
-            v = v && a != NEG_INF;
-            s[x] += a;
-          }
-          vis[x] = v;
+#if TILED_SUBGROUP_OPS != 0
+      // A counted loop (lavapipe keeps a loop with a shifted counter rolled,
+      // and every iteration counts against its loop cap); L <= 64.
+      [[unroll]] for (uint x = 0u; x < R * BCH; ++x) {
+        [[unroll]] for (uint b = 0u; b < 6u; ++b) {
+          if ((1u << b) < L) s[x] += subgroupShuffleXor(s[x], 1u << b);
         }
       }
-    }
-    // One online-softmax update per row and tile.
-    float alphas[R];
-    [[unroll]] for (uint i = 0u; i < R; ++i) {
-      float bm = m[i];
-      [[unroll]] for (uint j = 0u; j < BC; ++j) {
-        s[i * BC + j] = vis[i * BC + j] ? s[i * BC + j] : NEG_INF;
-        bm = max(bm, s[i * BC + j]);
-      }
-      // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
-      float base = bm == NEG_INF ? 0.0 : bm;
-      alphas[i] = exp(m[i] - base);
-      float sum = 0.0;
-      [[unroll]] for (uint j = 0u; j < BC; ++j) {
-        s[i * BC + j] = exp(s[i * BC + j] - base);
-        sum += s[i * BC + j];
-      }
-      l[i] = l[i] * alphas[i] + sum;
-      m[i] = bm;
-    }
-    // P.V into this lane's slices.
-    [[unroll]] for (uint t = 0u; t < DVS; ++t) {
-      uint c = min(sl + t * L, DV4 - 1u);
-      [[unroll]] for (uint i = 0u; i < R; ++i) {
-        vec4 a = acc[i * DVS + t] * alphas[i];
-        [[unroll]] for (uint j = 0u; j < BC; ++j) {
-#if TILED_F16 != 0
-          vec4 pv = vec4(float16_t(s[i * BC + j]) * sh_v[j * DV4 + c]);
 #else
-          vec4 pv = s[i * BC + j] * sh_v[j * DV4 + c];
+      // This chunk's own region of sh_red: no chunk overwrites what another
+      // still reads; the tile's last barrier orders the next tile's writes.
+      [[unroll]] for (uint x = 0u; x < R * BCH; ++x) sh_red[lin * R * BC + j0 * R + x] = s[x];
+      memoryBarrierShared();
+      barrier();
+      [[unroll]] for (uint x = 0u; x < R * BCH; ++x) {
+        float t = 0.0;
+        [[unroll]] for (uint u = 0u; u < L; ++u) t += sh_red[(grp * L + u) * R * BC + j0 * R + x];
+        s[x] = t;
+      }
 #endif
-          a += vis[i * BC + j] ? pv : vec4(0.0);
+      if (TILED_F16 == 0) {
+        [[unroll]] for (uint x = 0u; x < R * BCH; ++x) s[x] *= pc.scale;
+      }
+
+      // Transforms (compiled in only when FEATURES has them) and visibility.
+      bool vis[R * BCH];
+      if (whole) {
+        [[unroll]] for (uint j = 0u; j < BCH; ++j) {
+          [[unroll]] for (uint i = 0u; i < R; ++i) {
+            uint x = i * BCH + j;
+            if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
+            if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], int(kt + j0 + j));
+            vis[x] = true;
+          }
         }
-        acc[i * DVS + t] = a;
+      } else {
+        [[unroll]] for (uint j = 0u; j < BCH; ++j) {
+          int key = int(kt + j0 + j);
+          bool key_ok = kt + j0 + j < it.k_end;
+          uint kc = min(kt + j0 + j, it.k_end - 1u);
+          bool valid = uses(F_KEY_VALID) ? key_is_valid(sq, kc) : true;
+          [[unroll]] for (uint i = 0u; i < R; ++i) {
+            uint x = i * BCH + j;
+            if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
+            if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], key);
+            bool cw = in_causal_window(pos[i], key, causal, windowed);
+            bool v = key_ok && row_ok[i] && cw && valid;
+            if (uses(F_MASK_BOOL)) {
+              bool ok = mask_allows(mask_index(sq, tok[i], kc));
+              v = v && ok;
+            }
+            if (uses(F_MASK_ADD)) {
+              float a = mask_bias(mask_index(sq, tok[i], kc));
+              v = v && a != NEG_INF;
+              s[x] += a;
+            }
+            vis[x] = v;
+          }
+        }
+      }
+      // One online-softmax update per row and chunk.
+      float alphas[R];
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        float bm = m[i];
+        [[unroll]] for (uint j = 0u; j < BCH; ++j) {
+          s[i * BCH + j] = vis[i * BCH + j] ? s[i * BCH + j] : NEG_INF;
+          bm = max(bm, s[i * BCH + j]);
+        }
+        // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
+        float base = bm == NEG_INF ? 0.0 : bm;
+        alphas[i] = exp(m[i] - base);
+        float sum = 0.0;
+        [[unroll]] for (uint j = 0u; j < BCH; ++j) {
+          s[i * BCH + j] = exp(s[i * BCH + j] - base);
+          sum += s[i * BCH + j];
+        }
+        l[i] = l[i] * alphas[i] + sum;
+        m[i] = bm;
+      }
+      // P.V into this lane's slices.
+      [[unroll]] for (uint t = 0u; t < DVS; ++t) {
+        uint c = min(sl + t * L, DV4 - 1u);
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
+          vec4 a = acc[i * DVS + t] * alphas[i];
+          [[unroll]] for (uint j = 0u; j < BCH; ++j) {
+#if TILED_F16 != 0
+            vec4 pv = vec4(float16_t(s[i * BCH + j]) * sh_v[(j0 + j) * DV4 + c]);
+#else
+            vec4 pv = s[i * BCH + j] * sh_v[(j0 + j) * DV4 + c];
+#endif
+            a += vis[i * BCH + j] ? pv : vec4(0.0);
+          }
+          acc[i * DVS + t] = a;
+        }
       }
     }
     // Every lane is done with the tile before the next one overwrites it.

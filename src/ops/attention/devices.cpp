@@ -38,6 +38,12 @@ AttentionDefaults attention_defaults(const Device& device) {
   // per tile (ggml: 64 keys of f16; ours are staged as f32).
   d.tiled_lanes_per_row = 4;
   d.tiled_wg = 128;
+  // At most 32 floats of q and accumulator per lane and row: d 64 keeps 4
+  // lanes per row and 128 lanes, d 128 takes 8 and 256, d 256 16 and 512
+  // (64 rows a workgroup throughout). At 4 lanes per row d 128 needed 232
+  // GPRs on NAK (8 warps/SM) and d 256 spilled 129-678 VGPRs on RDNA2
+  // (tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27).
+  d.tiled_row_floats = 32;
   d.tiled_tile_keys = 32;
   // f16 arithmetic: off until a GPU measures it faster (nothing has yet).
   d.tiled_f16_math = false;
@@ -82,6 +88,7 @@ AttentionDefaults attention_defaults(const Device& device) {
     d.target_items = caps.compute_units ? 2 * caps.compute_units : busy_workgroups(true);
     d.tiled_lanes_per_row = 8;
     d.tiled_wg = 32;
+    d.tiled_row_floats = 0;  // (forced only on a CPU: the tests' shapes)
     d.tiled_tile_keys = 16;
     d.coopmat_subgroups = 1;
     d.coopmat_tile_keys = 16;

@@ -25,8 +25,12 @@ struct AttentionDefaults {
   uint32_t static_chunks;   // ScheduleLimits::static_chunks (0: heaviest first)
   uint32_t target_items;    // work items one dispatch should have
   // tiled
-  uint32_t tiled_lanes_per_row;
-  uint32_t tiled_wg;
+  uint32_t tiled_lanes_per_row;  // at head dims d + dv <= 4 * tiled_row_floats
+  uint32_t tiled_wg;             // likewise
+  // Floats of q and accumulator per lane and row at most (0: no limit):
+  // larger head dims get more lanes per row, and the workgroup grows with
+  // them so that it keeps its rows (each K/V tile serves as many queries).
+  uint32_t tiled_row_floats;
   uint32_t tiled_tile_keys;  // halved until a tile fits shared memory
   bool tiled_f16_math;       // f16 arithmetic where the device has shaderFloat16
   bool tiled_double_buffer;  // next tile's loads in registers during this tile's math

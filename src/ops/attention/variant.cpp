@@ -66,8 +66,26 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
     const uint32_t groups = v.wg / v.lanes_per_row;
     v.rows = pow2_at_least((std::max(max_rows, 1u) + groups - 1) / groups);
   } else {
-    v.lanes_per_row = K::pick(forced.attn_lanes_per_row, dev.tiled_lanes_per_row);
-    v.wg = K::pick(forced.attn_wg, dev.tiled_wg);
+    // Head dims past the row budget: more lanes per row, and a workgroup
+    // as many times larger (as many rows, so each tile serves as many).
+    uint32_t lanes = dev.tiled_lanes_per_row, wg = dev.tiled_wg;
+    if (dev.tiled_row_floats) {
+      const uint32_t per = std::max<uint32_t>(dev.tiled_row_floats, 1);
+      const uint32_t want = pow2_at_least((head_dim + head_dim_v + per - 1) / per);
+      // Lanes of a row stay in one subgroup (the shuffle sums), at most 64.
+      const uint32_t cap = std::min<uint32_t>(64u, sg ? pow2_at_most(sg) : 32u);
+      // Workgroups of at most 256 lanes: at 512 a lane gets at most 128
+      // registers (NAK: 64K per SM; ACO: the workgroup on one CU), and
+      // d 256 spilled there; past 256 the rows per workgroup shrink.
+      const uint32_t wg_cap =
+          std::min<uint32_t>(std::max<uint32_t>(dev.tiled_wg, 256), caps.max_workgroup_invocations);
+      while (lanes < want && lanes * 2 <= std::min(cap, wg)) {
+        lanes *= 2;
+        if (wg * 2 <= wg_cap) wg *= 2;
+      }
+    }
+    v.lanes_per_row = K::pick(forced.attn_lanes_per_row, lanes);
+    v.wg = K::pick(forced.attn_wg, wg);
     const uint32_t groups = std::max<uint32_t>(v.wg / std::max<uint32_t>(v.lanes_per_row, 1), 1);
     v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
   }

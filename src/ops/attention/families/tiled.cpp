@@ -72,8 +72,11 @@ uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t h
   // the two cooperative load loops (BC * D4 and BC * DV4 vec4 over WG
   // lanes). Everything else is unrolled.
   const uint64_t d4 = (head_dim + 3) / 4, dv4 = (head_dim_v + 3) / 4, bc = v.tile_keys;
-  const uint64_t per_tile =
-      1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) + loop_cost((bc * dv4 + v.wg - 1) / v.wg);
+  // (The tile's chunks of BCH keys are unrolled too; counted as if the
+  // compiler kept that loop rolled, a guard.)
+  const uint64_t bch = bc % 8 == 0 ? 8 : bc;
+  const uint64_t per_tile = 1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) +
+                            loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch);
   const uint64_t tiles = (kLoopUsable - loop_cost(0)) / per_tile;
   return static_cast<uint32_t>(std::min<uint64_t>(tiles * bc, 1u << 30));
 }
