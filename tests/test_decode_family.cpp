@@ -237,6 +237,19 @@ TEST_F(DecodeFamily, ForcedShapes) {
        false,
        false},
       {{{"VKATTN_ATTN_LANES_PER_ROW", "1"}, {"VKATTN_ATTN_ROWS", "1"}}, true, false},
+      // Row splits (the GPU rows' default): 2 and 4 lane sets a key group,
+      // each holding its share of the tile's rows; shuffle and
+      // shared-memory sums.
+      {{{"VKATTN_ATTN_WG", "32"}, {"VKATTN_ATTN_ROW_SPLITS", "2"}, {"VKATTN_ATTN_ROWS", "4"}},
+       true,
+       true},
+      {{{"VKATTN_ATTN_WG", "32"},
+        {"VKATTN_ATTN_LANES_PER_ROW", "4"},
+        {"VKATTN_ATTN_ROW_SPLITS", "4"},
+        {"VKATTN_ATTN_ROWS", "8"},
+        {"VKATTN_DISABLE_SUBGROUP_OPS", "1"}},
+       true,
+       false},
   };
   int seed = 60;
   for (const Variant& v : variants) {

@@ -49,9 +49,9 @@ std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t
   if (v.family == vkattn::AttentionFamily::kDecode) {
     std::snprintf(
         s, sizeof(s),
-        "decode: wg %u, %u lanes per key row, %u rows/tile, keys/tile %u, key sums by %s, "
-        "splits for %u workgroups, no split below %u keys, %s%s%s",
-        v.wg, v.lanes_per_row, v.rows, v.tile_keys,
+        "decode: wg %u, %u lanes per key row, %u rows/tile (%u a lane), keys/tile %u, key sums by "
+        "%s, splits for %u workgroups, no split below %u keys, %s%s%s",
+        v.wg, v.lanes_per_row, v.rows, v.rows / std::max(v.row_splits, 1u), v.tile_keys,
         v.subgroup_ops ? "subgroup shuffles" : "shared memory", v.target_items, v.min_split_keys,
         order.c_str(), v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
     return s;

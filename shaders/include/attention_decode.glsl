@@ -3,9 +3,9 @@
 // key split), shaped for tiles of a few query tokens (decodes, speculative
 // verification, short prefill tails) whose cost is reading K and V once.
 //
-//   - Every lane holds all R rows of the tile (the query heads of the GQA
-//     group x the tile's tokens): each K/V byte is read once per tile, not
-//     once per head.
+//   - Every lane holds R / RS of the tile's R rows (the query heads of the
+//     GQA group x the tile's tokens; RS row splits, below): each K/V byte
+//     is read from memory once per tile, not once per head.
 //   - A key's row is spread over LPK consecutive lanes (a "key group"): lane
 //     sl of the group reads units sl, sl + LPK, ... of the row, a unit being
 //     one texel (16 bytes: 8 f16/bf16, 4 f32; 8 codes of an 8-bit cache) or,
@@ -52,8 +52,15 @@ layout(constant_id = 9) const uint QVEC = 1;
 layout(constant_id = 10) const uint PAGED = 0; // K/V in the pages of a paged KV cache
 layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
 layout(constant_id = 12) const uint LPK = 16;  // lanes per key row (a power of two dividing WG)
+layout(constant_id = 13) const uint RS = 1;    // row splits (divides R; LPK * RS divides WG)
 
-const uint NKG = WG / LPK;  // key groups
+// Row splits: the RS lane sets of a key group each hold RL of the tile's
+// rows (lane set ry rows ry * RL ..), and each reads the key's K/V units
+// itself (the second read hits L1), so a lane's q and accumulators stay
+// RL rows' worth.
+const uint RL = R / RS;              // rows per lane
+const uint NKG = WG / (LPK * RS);    // key groups
+const uint NGRP = WG / LPK;          // lane sets of LPK lanes
 const uint KPG = BC / NKG;  // keys of a tile per key group
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -78,8 +85,8 @@ shared vec4 sh_acc[MERGE_GROUPS * R * VS * LPK];
 #if DECODE_SUBGROUP_OPS == 0
 // Partial dot products of every lane, row and key of a tile, and each key
 // group's sums (lane sl of a group adds the entries x = sl mod LPK).
-shared float sh_red[WG * R * KPG];
-shared float sh_sum[NKG * R * KPG];
+shared float sh_red[WG * RL * KPG];
+shared float sh_sum[NGRP * RL * KPG];
 #endif
 
 #include "attention_fetch.glsl"
@@ -107,18 +114,18 @@ void main() {
 #else
   const uint lin = gl_LocalInvocationID.x;
 #endif
-  const uint kg = lin / LPK, sl = lin % LPK;
+  const uint grp = lin / LPK, kg = grp / RS, ry = grp % RS, sl = lin % LPK;
   const uint nrows = sq.t * G;
 
   // Rows past the tile read the tile's first row and are masked out.
-  vec4 q[R * QS];
-  vec4 acc[R * VS];
-  float m[R], l[R];
-  int pos[R];
-  uint tok[R], head[R];
-  bool row_ok[R];
-  [[unroll]] for (uint i = 0u; i < R; ++i) {
-    uint r = it.row0 + i;
+  vec4 q[RL * QS];
+  vec4 acc[RL * VS];
+  float m[RL], l[RL];
+  int pos[RL];
+  uint tok[RL], head[RL];
+  bool row_ok[RL];
+  [[unroll]] for (uint i = 0u; i < RL; ++i) {
+    uint r = it.row0 + ry * RL + i;
     row_ok[i] = r < min(nrows, it.row_end);
     r = row_ok[i] ? r : it.row0;
     tok[i] = r / G;
@@ -171,15 +178,15 @@ void main() {
     }
 
     // Partial dot products of this lane's units, then the key group's sums.
-    float s[R * KPG];
-    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) s[x] = 0.0;
+    float s[RL * KPG];
+    [[unroll]] for (uint x = 0u; x < RL * KPG; ++x) s[x] = 0.0;
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
       [[unroll]] for (uint n = 0u; n < UK; ++n) {
         uint u = sl + n * LPK;
         bool in_row = FULL_K || u < NUK;  // a clamped unit would count twice
         [[unroll]] for (uint e = 0u; e < CK; ++e) {
           vec4 kv = decode_chunk(KDT, KVEC, D, kr[j * UK + n], min(u, NUK - 1u) * CK + e);
-          [[unroll]] for (uint i = 0u; i < R; ++i) {
+          [[unroll]] for (uint i = 0u; i < RL; ++i) {
             float d = dot(q[i * QS + n * CK + e], kv);
             s[i * KPG + j] += in_row ? d : 0.0;
           }
@@ -187,33 +194,33 @@ void main() {
       }
     }
 #if DECODE_SUBGROUP_OPS != 0
-    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) s[x] = group_sum(s[x]);
+    [[unroll]] for (uint x = 0u; x < RL * KPG; ++x) s[x] = group_sum(s[x]);
 #else
-    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) sh_red[lin * R * KPG + x] = s[x];
+    [[unroll]] for (uint x = 0u; x < RL * KPG; ++x) sh_red[lin * RL * KPG + x] = s[x];
     memoryBarrierShared();
     barrier();
-    [[unroll]] for (uint n = 0u; n < (R * KPG + LPK - 1u) / LPK; ++n) {
+    [[unroll]] for (uint n = 0u; n < (RL * KPG + LPK - 1u) / LPK; ++n) {
       uint x = n * LPK + sl;
-      if (x < R * KPG) {
+      if (x < RL * KPG) {
         float t = 0.0;
-        [[unroll]] for (uint p = 0u; p < LPK; ++p) t += sh_red[(kg * LPK + p) * R * KPG + x];
-        sh_sum[kg * R * KPG + x] = t;
+        [[unroll]] for (uint p = 0u; p < LPK; ++p) t += sh_red[(grp * LPK + p) * RL * KPG + x];
+        sh_sum[grp * RL * KPG + x] = t;
       }
     }
     memoryBarrierShared();
     barrier();  // sh_red is read before the next tile writes it (and sh_sum
                 // before the next tile's sums, a barrier later)
-    [[unroll]] for (uint x = 0u; x < R * KPG; ++x) s[x] = sh_sum[kg * R * KPG + x];
+    [[unroll]] for (uint x = 0u; x < RL * KPG; ++x) s[x] = sh_sum[grp * RL * KPG + x];
 #endif
 
     // Scores: 8-bit scale, transforms, visibility (hidden: -inf by selection).
-    bool vis[R * KPG];
+    bool vis[RL * KPG];
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
       uint key = kt + j * NKG + kg;
       uint kc = min(key, k_last);
       bool key_ok = key < it.k_end;
       if (uses(F_KEY_VALID)) key_ok = key_ok && key_is_valid(sq, kc);
-      [[unroll]] for (uint i = 0u; i < R; ++i) {
+      [[unroll]] for (uint i = 0u; i < RL; ++i) {
         float x = s[i * KPG + j] * ksc[j] * pc.scale;
         if (uses(F_SOFTCAP)) x = soft_capped(x);
         if (uses(F_ALIBI)) x += alibi_bias(head[i], pos[i], int(key));
@@ -232,8 +239,8 @@ void main() {
       }
     }
     // One online-softmax update per row and tile.
-    float alphas[R];
-    [[unroll]] for (uint i = 0u; i < R; ++i) {
+    float alphas[RL];
+    [[unroll]] for (uint i = 0u; i < RL; ++i) {
       float bm = m[i];
       [[unroll]] for (uint j = 0u; j < KPG; ++j) bm = max(bm, s[i * KPG + j]);
       // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
@@ -249,7 +256,7 @@ void main() {
       alphas[i] = alpha;
     }
     // P.V into this lane's accumulator slices; 8-bit: p times the V scale.
-    [[unroll]] for (uint i = 0u; i < R; ++i) {
+    [[unroll]] for (uint i = 0u; i < RL; ++i) {
       [[unroll]] for (uint x = 0u; x < VS; ++x) acc[i * VS + x] *= alphas[i];
     }
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
@@ -257,7 +264,7 @@ void main() {
         [[unroll]] for (uint e = 0u; e < CV; ++e) {
           vec4 vv =
               decode_chunk(KDT, VVEC, DV, vr[j * UV + n], min(sl + n * LPK, NUV - 1u) * CV + e);
-          [[unroll]] for (uint i = 0u; i < R; ++i) {
+          [[unroll]] for (uint i = 0u; i < RL; ++i) {
             float p = s[i * KPG + j] * vsc[j];
             acc[i * VS + n * CV + e] += vis[i * KPG + j] ? p * vv : vec4(0.0);
           }
@@ -277,16 +284,16 @@ void main() {
   // must reach the output); then a tree sums the accumulators into group 0.
   if (NKG > 1u) {
     if (sl == 0u) {
-      [[unroll]] for (uint i = 0u; i < R; ++i) sh_ml[kg * R + i] = vec2(m[i], l[i]);
+      [[unroll]] for (uint i = 0u; i < RL; ++i) sh_ml[kg * R + ry * RL + i] = vec2(m[i], l[i]);
     }
     memoryBarrierShared();
     barrier();
-    [[unroll]] for (uint i = 0u; i < R; ++i) {
+    [[unroll]] for (uint i = 0u; i < RL; ++i) {
       float M = NEG_INF;
-      [[unroll]] for (uint g = 0u; g < NKG; ++g) M = max(M, sh_ml[g * R + i].x);
+      [[unroll]] for (uint g = 0u; g < NKG; ++g) M = max(M, sh_ml[g * R + ry * RL + i].x);
       float L = 0.0;
       [[unroll]] for (uint g = 0u; g < NKG; ++g) {
-        vec2 ml = sh_ml[g * R + i];
+        vec2 ml = sh_ml[g * R + ry * RL + i];
         L += (ml.y > 0.0 || isnan(ml.y)) ? exp(ml.x - M) * ml.y : 0.0;
       }
       float w = exp(m[i] - M);
@@ -298,30 +305,30 @@ void main() {
     [[unroll]] for (uint h = MERGE_GROUPS; h >= 1u; h /= 2u) {
       barrier();  // the previous level's reads are done
       if (kg >= h && kg < 2u * h) {
-        [[unroll]] for (uint i = 0u; i < R; ++i) {
+        [[unroll]] for (uint i = 0u; i < RL; ++i) {
           [[unroll]] for (uint x = 0u; x < VS; ++x)
-            sh_acc[(((kg - h) * R + i) * VS + x) * LPK + sl] = acc[i * VS + x];
+            sh_acc[(((kg - h) * R + ry * RL + i) * VS + x) * LPK + sl] = acc[i * VS + x];
         }
       }
       memoryBarrierShared();
       barrier();
       if (kg < h) {
-        [[unroll]] for (uint i = 0u; i < R; ++i) {
+        [[unroll]] for (uint i = 0u; i < RL; ++i) {
           [[unroll]] for (uint x = 0u; x < VS; ++x)
-            acc[i * VS + x] += sh_acc[((kg * R + i) * VS + x) * LPK + sl];
+            acc[i * VS + x] += sh_acc[((kg * R + ry * RL + i) * VS + x) * LPK + sl];
         }
       }
     }
   }
 
-  // Key group 0 writes the tile's rows.
+  // Key group 0 writes the tile's rows (each lane set its own).
   if (kg == 0u) {
-    [[unroll]] for (uint i = 0u; i < R; ++i) {
+    [[unroll]] for (uint i = 0u; i < RL; ++i) {
       if (row_ok[i]) {
         vec2 nl = row_norm(m[i], l[i]);
         float inv = nl.x, lse = nl.y;
         if (it.slot != NO_SLOT) {
-          uint prow = it.slot + i;
+          uint prow = it.slot + ry * RL + i;
           [[unroll]] for (uint n = 0u; n < UV; ++n) {
             [[unroll]] for (uint e = 0u; e < CV; ++e) {
               uint c = (sl + n * LPK) * CV + e;

@@ -68,7 +68,14 @@ AttentionDefaults attention_defaults(const Device& device) {
   d.decode_default = true;
   d.decode_wg = 128;
   d.decode_keys_per_group = 2;
-  d.decode_lane_vec4 = 32;
+  // 16 vec4 of q and accumulators per lane (4 rows at d 128), and a tile's
+  // rows split over 2 sets of lanes, so a GQA-8 decode at d 128 is one tile
+  // (K/V read once from memory, twice from L1) at 4 rows a lane: at 32
+  // vec4 and 8 rows a lane it took 252 VGPRs on RDNA3 (3 waves/SIMD) and
+  // 232 GPRs on NAK (8 warps/SM) (tools/gpu/static_sweep.sh, Mesa 26.1,
+  // 2026-11-27).
+  d.decode_lane_vec4 = 8;
+  d.decode_row_splits = 4;
   d.decode_max_tiles = 2;
   // Batch invariance: splits of 256 keys (a decode over 4096 keys and 8 kv
   // heads: 128 workgroups; unmeasured).
@@ -101,6 +108,7 @@ AttentionDefaults attention_defaults(const Device& device) {
     d.invariant_split_keys = 2048;
     d.decode_keys_per_group = 8;
     d.decode_lane_vec4 = 32;
+    d.decode_row_splits = 1;
     // decode measured on lavapipe (vkattn-bench --reps 5, 2026-11-25):
     // lanes / decode ms: decode-1x4096 7.3 / 6.6, decode-16x512 20.4 / 14.2,
     // decode-16x2048 44.6 / 54.1, decode-1x32768 47.7 / 105.7,
@@ -122,7 +130,9 @@ AttentionDefaults attention_defaults(const Device& device) {
   }
   switch (info.vendor_id) {
     case kNvidia:
-      d.row = "NVIDIA (0x10DE), measured on H100 (tests; bench in README)";
+      d.row =
+          "NVIDIA (0x10DE), measured: H100 and H200 (driver 580.159.04, 2026-11-23/27); static: "
+          "GA102 NAK (Mesa 26.1, 2026-11-27)";
       d.why =
           "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as "
           "FlashAttention-2's forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared "
@@ -139,7 +149,7 @@ AttentionDefaults attention_defaults(const Device& device) {
           "kernel passes the tests there";
       break;
     case kAmd:
-      d.row = "AMD (0x1002), unmeasured";
+      d.row = "AMD (0x1002), static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)";
       d.why =
           "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per "
           "row; 64 KiB of LDS per workgroup";
@@ -169,8 +179,10 @@ AttentionDefaults attention_defaults(const Device& device) {
       break;
     case kArm:
     case kQualcomm:
-      d.row = info.vendor_id == kArm ? "Arm Mali (0x13B5), unmeasured"
-                                     : "Qualcomm Adreno (0x5143), unmeasured";
+      d.row = info.vendor_id == kArm
+                  ? "Arm Mali (0x13B5), unmeasured"
+                  : "Qualcomm Adreno (0x5143), static: Adreno 740/660 ir3 (Mesa 26.1, "
+                    "2026-11-27)";
       d.why =
           "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled "
           "64 lanes, 4 per row, 16 keys per tile";
@@ -192,7 +204,8 @@ AttentionDefaults attention_defaults(const Device& device) {
       d.tiled_tile_keys = 16;
       break;
     default:
-      d.row = "other GPU, unmeasured";
+      d.row =
+          "other GPU (Apple M1 on Honeykrisp among them), static: M1 AGX (Mesa 26.1, 2026-11-27)";
       d.why = "no vendor row: the tiled family with the GPU defaults";
       break;
   }

@@ -49,7 +49,8 @@ struct AttentionDefaults {
   bool decode_default;
   uint32_t decode_wg;              // lanes per workgroup (at least one key row's lanes)
   uint32_t decode_keys_per_group;  // keys of a tile per key group
-  uint32_t decode_lane_vec4;       // q + accumulator vec4 one lane may hold (rows per tile)
+  uint32_t decode_lane_vec4;       // q + accumulator vec4 one lane may hold (rows per lane)
+  uint32_t decode_row_splits;      // a tile's rows split over up to this many lane sets
   uint32_t decode_max_tiles;
   const char* decode_why;
   // Batch-invariant contexts: keys per split of a decode-shaped sequence.

@@ -92,8 +92,12 @@ struct AttentionVariant {
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;
+  // decode: the lanes of a key row split a tile's rows this many ways (a
+  // lane holds rows / row_splits of them; each split reads the key again,
+  // from L1).
+  uint32_t row_splits = 1;
   // decode: lanes_per_row is the lanes per key row, tile_keys the keys of
-  // a tile, rows the rows of a tile (every lane holds them all).
+  // a tile, rows the rows of a tile (each lane holds rows / row_splits).
   uint32_t tile_rows() const {
     return family == AttentionFamily::kDecode ? rows
                                               : wg / (lanes_per_row ? lanes_per_row : 1) * rows;

@@ -1,35 +1,43 @@
 // The `decode` attention family: shaders/attention_decode.comp (subgroup
 // shuffles) and attention_decode_smem.comp (shared-memory sums), body in
 // shaders/include/attention_decode.glsl. Flash-decoding for tiles of at
-// most kDecodeMaxTokens query tokens of one (sequence, kv head): every lane
-// holds all R rows of the tile (the GQA group's heads x the tokens), a key
-// row is spread over LPK lanes reading one 16-byte texel each, the NKG =
-// WG / LPK key groups of a workgroup take interleaved keys, the next tile's
-// loads are issued before this tile's math, and the key groups merge by lse
-// in shared memory at the end. Split key ranges are merged by
-// attention_combine.comp as for every family.
+// most kDecodeMaxTokens query tokens of one (sequence, kv head): a tile's R
+// rows (the GQA group's heads x the tokens) are split over RS lane sets,
+// each lane holding R / RS of them; a key row is spread over LPK lanes
+// reading one 16-byte texel each (every lane set reads it: once from
+// memory, again from L1), the NKG = WG / (LPK x RS) key groups of a
+// workgroup take interleaved keys, the next tile's loads are issued before
+// this tile's math, and the key groups merge by lse in shared memory at the
+// end. Split key ranges are merged by attention_combine.comp as for every
+// family.
 //
 // Budget (the shapes it serves; GPU defaults of ops/attention/devices.cpp,
-// reasoned from FlashInfer's decode kernel, GPU-KERNELS.md section 4, until a
-// GPU measures them):
-//   decode, d 128, f16 K/V, GQA 4 (R 4), NVIDIA: WG 128 (4 warps), LPK 16,
-//   NKG 8, 2 keys per group and tile (BC 16).
-//   - registers per lane: q 4 rows x 2 vec4 + accumulators 4 x 2 vec4 = 64
-//     floats, K/V words of two tiles 2 x 2 keys x 2 uvec4 = 32, scores,
-//     m, l, addresses about 30: about 130, so 3 workgroups (12 warps) fit
-//     an SM's 64 Ki registers.
+// reasoned from FlashInfer's decode kernel, GPU-KERNELS.md section 4, and
+// checked by the fake GPUs' compilers, tools/gpu/static_sweep.sh):
+//   decode, d 128, f16 K/V, GQA 4-8 (R 4-8), every GPU row: WG 128, LPK 16,
+//   8 vec4 of q and accumulators per lane (2 rows), RS = R / 2 (2-4), NKG
+//   = 128 / (16 x RS) = 2-4 key groups, 2 keys per group and tile.
+//   - registers per lane: q 2 rows x 2 vec4 + accumulators 2 x 2 vec4 = 32
+//     floats, K/V words of two tiles 2 x 2 keys x 2 uvec4 = 32, scores, m,
+//     l, addresses: measured (Mesa 26.1, 2026-11-27) 84 VGPRs on RDNA3
+//     ACO (9 waves/SIMD), 104 GPRs on Ampere NAK (16 warps/SM), GQA 4 and
+//     8 alike; before the row splits, 8 rows a lane at GQA 8 took 252
+//     VGPRs (3 waves/SIMD) and 232 GPRs (8 warps/SM).
 //   - loads in flight per lane: the next tile's 4 16-byte texels while
-//     this tile's 4 are consumed: 64-128 bytes, 24-48 KiB per SM at 3
-//     workgroups, above the ~16 KiB per SM that 3.35 TB/s x ~600 ns of
-//     latency needs over 132 SMs.
-//   - shared memory: the merge only, 8 x 4 x 8 B + 4 x 4 x 2 x 16 x 16 B =
-//     16.6 KiB; no K/V staging (FMAs per shared byte: none in the loop).
+//     this tile's 4 are consumed: 64-128 bytes a lane, 16 warps a SM:
+//     32-64 KiB per SM, above the ~16 KiB per SM that 3.35 TB/s x ~600 ns
+//     of latency needs over 132 SMs. The RS lane sets read each texel RS
+//     times from L1 (L1 bandwidth is ~5x DRAM's per SM).
+//   - shared memory: the merge only, NKG x R x 8 B + NKG/2 x R x 2 x 16 x
+//     16 B: 4.2 KiB; no K/V staging.
 //   - workgroups: 2 per SM wanted over the whole step (the planner's
 //     target_items = 2 x compute units), splits no shorter than
-//     VKATTN_ATTN_MIN_SPLIT_KEYS (128): decode-1x4096 on an H100 is 8 kv
-//     heads x 32 splits of 128 keys = 256 workgroups.
-//   lavapipe: WG 8 (one subgroup), LPK 8, 8 keys per tile, R up to 128 vec4
-//   of q and accumulators per lane (E3's compile budget).
+//     VKATTN_ATTN_MIN_SPLIT_KEYS (128).
+//   The H200 (2026-11-27, before the row splits: R 4-8 a lane) measured
+//   0.7-9.6 % of its read peak (docs/bench/h200-2026-11-27.md): latency,
+//   not bandwidth, is what the occupancy above is for; a GPU decides.
+//   lavapipe: WG 8 (one subgroup), LPK 8, 8 keys per tile, RS 1, R up to
+//   128 vec4 of q and accumulators per lane (E3's compile budget).
 #include <algorithm>
 
 #include "core/error.h"
@@ -48,8 +56,9 @@ const KernelLayout kDecodeSmemLayout{"attention_decode_smem", fwd_bindings(), si
 struct DecodeSpec {
   FwdSpecHead head;        // 0-11, shape = R: rows of a tile; keys = BC: keys per tile
   uint32_t lanes_per_key;  // 12 LPK
+  uint32_t row_splits;     // 13 RS
 };
-static_assert(sizeof(DecodeSpec) == 13 * 4, "attention_decode.glsl has 13 constants");
+static_assert(sizeof(DecodeSpec) == 14 * 4, "attention_decode.glsl has 14 constants");
 
 uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
@@ -74,7 +83,11 @@ std::string decode_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   const uint32_t L = v.lanes_per_row;
   if (L == 0 || (L & (L - 1)) != 0 || v.wg % L != 0)
     return "lanes per key " + std::to_string(L) + " must be a power of two dividing the workgroup";
-  const uint32_t nkg = v.wg / L;
+  const uint32_t rs = v.row_splits;
+  if (rs == 0 || v.rows % rs != 0 || v.wg % (L * rs) != 0)
+    return "row splits " + std::to_string(rs) +
+           " must divide the rows and the workgroup's key rows";
+  const uint32_t nkg = v.wg / (L * rs);
   if (v.tile_keys == 0 || v.tile_keys % nkg != 0)
     return "a tile of " + std::to_string(v.tile_keys) + " keys is not a multiple of the " +
            std::to_string(nkg) + " key groups";
@@ -92,17 +105,22 @@ std::string decode_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 // subgroup ops.
 uint64_t decode_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const uint64_t L = std::max<uint32_t>(v.lanes_per_row, 1), nkg = std::max<uint64_t>(v.wg / L, 1);
+  const uint64_t L = std::max<uint32_t>(v.lanes_per_row, 1), rs = std::max(v.row_splits, 1u);
+  const uint64_t nkg = std::max<uint64_t>(v.wg / (L * rs), 1);
   const DecodeLane lane = decode_lane(cfg.head_dim, cfg.head_dim_v, static_cast<uint32_t>(L));
   const uint64_t merge_groups = nkg > 1 ? nkg / 2 : 1;
   uint64_t bytes = nkg * v.rows * 8 + merge_groups * v.rows * lane.vs * L * 16;
-  if (!v.subgroup_ops) bytes += (uint64_t(v.wg) + nkg) * v.rows * (v.tile_keys / nkg) * 4;
+  // sh_red (every lane's partials of its rows) and sh_sum (each lane
+  // set's sums).
+  if (!v.subgroup_ops)
+    bytes += (uint64_t(v.wg) + nkg * rs) * (v.rows / rs) * (v.tile_keys / nkg) * 4;
   return bytes;
 }
 
 const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row};
+  const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
+                        std::max(v.row_splits, 1u)};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
                    decode_shared_bytes(cfg));
 }
@@ -131,17 +149,27 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   if (v.wg < 1 || L < 1 || L > 64)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for decode (wg ", v.wg,
          ", lanes per key ", L, ")");
-  const uint32_t nkg = std::max<uint32_t>(v.wg / L, 1);
-  v.tile_keys = K::pick(forced.attn_tile_keys, nkg * dev.decode_keys_per_group);
-  v.block_keys = v.tile_keys;
   // Rows of a tile: the call's largest tile (rounded to a power of two,
   // so that decode steps of 1..8 tokens share few pipelines), at most
-  // what the register budget holds; a GQA group x tokens above it is cut
-  // into several tiles (each reads the keys once).
+  // what the register budget holds per lane times the row splits; a GQA
+  // group x tokens above it is cut into several tiles (each reads the keys
+  // once). Row splits: as many as the rows past one lane's budget need.
   const DecodeLane lane = decode_lane(head_dim, head_dim_v, L);
   const uint32_t budget_rows =
       std::max(1u, pow2_at_most(std::max(1u, dev.decode_lane_vec4 / (lane.qs + lane.vs))));
-  v.rows = K::pick(forced.attn_rows, std::min(pow2_at_least(std::max(max_rows, 1u)), budget_rows));
+  const uint32_t max_splits = std::max(1u, pow2_at_most(std::max(dev.decode_row_splits, 1u)));
+  v.rows = K::pick(forced.attn_rows,
+                   std::min(pow2_at_least(std::max(max_rows, 1u)), budget_rows * max_splits));
+  v.row_splits =
+      K::pick(forced.attn_row_splits, std::clamp<uint32_t>(v.rows / budget_rows, 1u, max_splits));
+  if (v.row_splits < 1 || v.row_splits > 16 || v.rows % v.row_splits != 0 ||
+      v.wg % (L * v.row_splits) != 0)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_ROW_SPLITS=", v.row_splits,
+         " must divide the tile's ", v.rows, " rows and the workgroup's ", v.wg / L,
+         " key rows of lanes");
+  const uint32_t nkg = std::max<uint32_t>(v.wg / (L * v.row_splits), 1);
+  v.tile_keys = K::pick(forced.attn_tile_keys, nkg * dev.decode_keys_per_group);
+  v.block_keys = v.tile_keys;
   v.subgroup_ops =
       caps.subgroup_shuffle && !forced.disable_subgroup_ops && sg % L == 0 && v.wg % sg == 0;
   v.decode_min_keys = 0;  // its own split rule: items from target_items
@@ -155,8 +183,10 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   // Fewer rows per tile until the merge (and shared-memory sums) fit.
   if (forced.attn_rows == K::kUnset) {
     FwdConfig probe = probe_config(v, head_dim, head_dim_v, VKATTN_F32);
-    while (v.rows > 1 && decode_shared_bytes(probe) > caps.max_shared_memory)
+    while (v.rows > 1 && decode_shared_bytes(probe) > caps.max_shared_memory) {
       probe.var.rows = v.rows /= 2;
+      if (v.rows % v.row_splits != 0) probe.var.row_splits = v.row_splits = v.rows;
+    }
   }
   v.max_keys = std::min(v.max_keys, decode_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = K::pick(forced.attn_min_split_keys, 128);
@@ -173,7 +203,8 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
   // memory sums; the shuffles take log2 LPK).
   auto L = [](uint64_t n) { return loop_cost(n); };
   const uint64_t lpk = std::max<uint32_t>(v.lanes_per_row, 1);
-  const uint64_t nkg = std::max<uint64_t>(v.wg / lpk, 1);
+  // (R counts every row of the tile: an upper bound of a lane's R / RS.)
+  const uint64_t nkg = std::max<uint64_t>(v.wg / (lpk * std::max(v.row_splits, 1u)), 1);
   const uint64_t kpg = std::max<uint64_t>(v.tile_keys / nkg, 1), R = std::max(v.rows, 1u);
   const DecodeLane lane = decode_lane(head_dim, head_dim_v, static_cast<uint32_t>(lpk));
   const uint64_t uk = lane.qs, uv = lane.vs, rk = R * kpg;

@@ -4,8 +4,30 @@
 // of its head dims), R rows per group of L lanes, K/V tiles of BC keys
 // staged in shared memory by the whole workgroup. Shaped for GPUs (q and
 // accumulators spread over lanes, coalesced tile loads); forced with
-// VKATTN_ATTN_KERNEL=tiled and tested on lavapipe. No device picks it by
-// default until a GPU run has measured it against `lanes`.
+// VKATTN_ATTN_KERNEL=tiled and tested on lavapipe. The GPU rows' prefill
+// family where coopmat is not picked.
+//
+// Budget (GPU rows of ops/attention/devices.cpp; reasoned from
+// FlashAttention-2's forward and ggml-vulkan's scalar path, checked by the
+// fake GPUs' compilers, tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27):
+//   prefill, f16 K/V, 64 rows a workgroup, BC 32 keys a tile (16 where 48
+//   KiB of shared memory cannot hold 32 at d 256), consumed in chunks of
+//   BCH 8 keys.
+//   - registers per lane: q and accumulators of R 2 rows at most 32 floats
+//     a row (L = (d + dv) / 32 lanes a row: 4 at d 64, 8 at d 128, 16 at
+//     d 256), scores of R x BCH = 16 pairs: measured 160 GPRs on Ampere NAK
+//     at d 64-256 (12 warps/SM, no spill), 168-256 VGPRs and no spill on
+//     RDNA2 ACO, 48 vec4 registers and no private memory on Adreno 740,
+//     about 50 spills on Apple AGX (255 halves). Before (4 lanes a row, the
+//     whole tile's R x BC scores live): 255 GPRs and 358-384 spills on NAK,
+//     188-678 VGPRs spilled on RDNA2, 260-406 private stores on ir3.
+//   - workgroups: 128 lanes at d 64, 256 at d 128-256 (64 rows at d <= 128;
+//     32 at d 256, where 512 lanes would cap a lane at 128 registers).
+//   - FMAs per shared byte: each 16-byte K or V texel read from shared
+//     memory serves R = 2 rows: 0.5 FMA per byte, the scalar path's limit
+//     (coopmat is the answer to it).
+//   - loads in flight: the tile's BC x (d + dv) / 4 vec4 over WG lanes, 8
+//     per lane at d 128 (DBUF = 1 keeps the next tile's in registers).
 #include <algorithm>
 
 #include "core/loop_budget.h"
