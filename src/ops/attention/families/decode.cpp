@@ -160,8 +160,12 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   const uint32_t max_splits = std::max(1u, pow2_at_most(std::max(dev.decode_row_splits, 1u)));
   v.rows = K::pick(forced.attn_rows,
                    std::min(pow2_at_least(std::max(max_rows, 1u)), budget_rows * max_splits));
-  v.row_splits =
-      K::pick(forced.attn_row_splits, std::clamp<uint32_t>(v.rows / budget_rows, 1u, max_splits));
+  // Splits that divide the rows and the workgroup's key rows of lanes (a
+  // wide head dim, MLA's 576, leaves 128 lanes 2 key rows): fewer
+  // otherwise, each lane then holding more rows.
+  uint32_t splits = std::clamp<uint32_t>(v.rows / budget_rows, 1u, max_splits);
+  while (splits > 1 && (v.rows % splits != 0 || v.wg % (L * splits) != 0)) splits /= 2;
+  v.row_splits = K::pick(forced.attn_row_splits, splits);
   if (v.row_splits < 1 || v.row_splits > 16 || v.rows % v.row_splits != 0 ||
       v.wg % (L * v.row_splits) != 0)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_ROW_SPLITS=", v.row_splits,
