@@ -459,7 +459,7 @@ TEST_F(Attention, TiledFamily) {
                        {"VKATTN_ATTN_TILE_KEYS", "8"},
                        {"VKATTN_ATTN_SPLIT_KEYS", "72"}},
                       // The GPU rows' shape at d 128: 8 lanes a row, 256
-                      // lanes, 32-key tiles taken in 4 chunks of 8.
+                      // lanes, 32-key tiles taken in 8 chunks of 4.
                       {{"VKATTN_ATTN_LANES_PER_ROW", "8"},
                        {"VKATTN_ATTN_WG", "256"},
                        {"VKATTN_ATTN_TILE_KEYS", "32"}}},

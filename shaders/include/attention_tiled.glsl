@@ -55,8 +55,11 @@ const uint DVS = (DV4 + L - 1u) / L;  // accumulator slices per lane
 const uint NK = (BC * D4 + WG - 1u) / WG;
 const uint NV = (BC * DV4 + WG - 1u) / WG;
 // Keys per chunk of the shared tile that one pass of scores, softmax and
-// P.V takes (the scores of R * BCH pairs live in registers at once).
-const uint BCH = BC % 8u == 0u ? 8u : BC;
+// P.V takes (the scores of R * BCH pairs, and the K texels the compiler
+// loads ahead for them, live in registers at once): at 8, NAK took 160
+// GPRs at d 128 (one 256-lane workgroup a SM by registers), at 4 it takes
+// 128 (two).
+const uint BCH = BC % 4u == 0u ? 4u : BC;
 
 #if TILED_F16 != 0
 #define TVEC f16vec4

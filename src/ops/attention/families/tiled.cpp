@@ -12,15 +12,16 @@
 // fake GPUs' compilers, tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27):
 //   prefill, f16 K/V, 64 rows a workgroup, BC 32 keys a tile (16 where 48
 //   KiB of shared memory cannot hold 32 at d 256), consumed in chunks of
-//   BCH 8 keys.
+//   BCH 4 keys.
 //   - registers per lane: q and accumulators of R 2 rows at most 32 floats
 //     a row (L = (d + dv) / 32 lanes a row: 4 at d 64, 8 at d 128, 16 at
-//     d 256), scores of R x BCH = 16 pairs: measured 160 GPRs on Ampere NAK
-//     at d 64-256 (12 warps/SM, no spill), 168-256 VGPRs and no spill on
-//     RDNA2 ACO, 48 vec4 registers and no private memory on Adreno 740,
-//     about 50 spills on Apple AGX (255 halves). Before (4 lanes a row, the
-//     whole tile's R x BC scores live): 255 GPRs and 358-384 spills on NAK,
-//     188-678 VGPRs spilled on RDNA2, 260-406 private stores on ir3.
+//     d 256), scores of R x BCH = 8 pairs: measured 128 GPRs on Ampere NAK
+//     at d 64-256 (no spill; 16 warps/SM: two 256-lane workgroups), 128-192
+//     VGPRs and no spill on RDNA2 ACO (2-4 waves/SIMD), 48 vec4 registers
+//     and no private memory on Adreno 740, 18-42 spills on Apple AGX (255
+//     halves). Before (4 lanes a row, the whole tile's R x BC scores live):
+//     255 GPRs and 358-384 spills on NAK, 188-678 VGPRs spilled on RDNA2,
+//     260-406 private stores on ir3, 311-528 spills on AGX.
 //   - workgroups: 128 lanes at d 64, 256 at d 128-256 (64 rows at d <= 128;
 //     32 at d 256, where 512 lanes would cap a lane at 128 registers).
 //   - FMAs per shared byte: each 16-byte K or V texel read from shared
@@ -96,7 +97,7 @@ uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t h
   const uint64_t d4 = (head_dim + 3) / 4, dv4 = (head_dim_v + 3) / 4, bc = v.tile_keys;
   // (The tile's chunks of BCH keys are unrolled too; counted as if the
   // compiler kept that loop rolled, a guard.)
-  const uint64_t bch = bc % 8 == 0 ? 8 : bc;
+  const uint64_t bch = bc % 4 == 0 ? 4 : bc;
   const uint64_t per_tile = 1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) +
                             loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch);
   const uint64_t tiles = (kLoopUsable - loop_cost(0)) / per_tile;
