@@ -75,7 +75,8 @@ struct Result {
   std::string bound;                   // "fma" or "read": the larger term of the roofline
   bool ok = false;
   std::vector<std::pair<std::string, double>> extra;  // case-specific figures
-  // VKATTN_LOG=stats: the statistic lines of the pipelines the case ran.
+  // VKATTN_LOG=stats: the pipelines the case ran, one JSON object per
+  // executable ({"shader", "spec", "executable", "stats": {name: value}}).
   std::vector<std::string> stats;
 };
 
@@ -98,9 +99,12 @@ const std::vector<Case>& all_cases();
 // text.
 std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,
                          uint32_t group = 1);
-// The statistic lines of the pipelines dispatched on ctx since the last
-// call (empty without VKATTN_LOG=stats or on a device without them).
+// The statistics of the pipelines dispatched on ctx since the last call,
+// as Result::stats holds them (empty without VKATTN_LOG=stats or on a
+// device without them).
 std::vector<std::string> take_pipeline_stats(vkattn_context* ctx);
+// s as a JSON string literal (quotes escaped, control characters dropped).
+std::string json_str(const std::string& s);
 
 }  // namespace bench
 

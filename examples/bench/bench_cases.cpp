@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "api/handles.h"
 #include "bench.h"
@@ -649,7 +650,24 @@ std::string variant_name(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t 
 }
 
 std::vector<std::string> take_pipeline_stats(vkattn_context* ctx) {
-  return ctx->impl->pipelines().take_dispatched_stats();
+  std::vector<std::string> out;
+  for (const vkattn::Pipeline* p : ctx->impl->pipelines().take_dispatched()) {
+    std::string spec;
+    for (uint32_t v : p->spec) spec += (spec.empty() ? "" : ", ") + std::to_string(v);
+    for (const vkattn::ExecutableStats& es : p->stats) {
+      std::string o = "{\"shader\": " + json_str(p->layout->shader) + ", \"spec\": [" + spec +
+                      "], \"executable\": " + json_str(es.executable) + ", \"stats\": {";
+      for (size_t i = 0; i < es.values.size(); ++i) {
+        const std::string& v = es.values[i].second;
+        char* tail = nullptr;
+        const double x = std::strtod(v.c_str(), &tail);
+        const bool number = !v.empty() && *tail == '\0' && std::isfinite(x);
+        o += (i ? ", " : "") + json_str(es.values[i].first) + ": " + (number ? v : json_str(v));
+      }
+      out.push_back(o + "}}");
+    }
+  }
+  return out;
 }
 
 const std::vector<Case>& all_cases() {

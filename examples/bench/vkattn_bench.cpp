@@ -83,12 +83,6 @@ void add_note(Result& r, const std::string& note, bool front) {
     r.notes = front ? note + "; " + r.notes : r.notes + "; " + note;
 }
 
-}  // namespace bench
-
-using namespace bench;
-
-namespace {
-
 std::string json_str(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
@@ -99,36 +93,11 @@ std::string json_str(const std::string& s) {
   return o + "\"";
 }
 
-// One "SHADER [spec] EXECUTABLE: Name=value; ..." line (core/pipeline.h)
-// as {"shader", "spec", "executable", "stats": {name: value}}.
-std::string stats_json(const std::string& line) {
-  const size_t sp = line.find(" ["), se = line.find("] ", sp), colon = line.find(": ", se);
-  if (sp == std::string::npos || se == std::string::npos || colon == std::string::npos)
-    return "{\"line\": " + json_str(line) + "}";
-  std::string out = "{\"shader\": " + json_str(line.substr(0, sp)) + ", \"spec\": [" +
-                    line.substr(sp + 2, se - sp - 2) +
-                    "], \"executable\": " + json_str(line.substr(se + 2, colon - se - 2)) +
-                    ", \"stats\": {";
-  size_t pos = colon + 2;
-  bool first = true;
-  while (pos < line.size()) {
-    size_t end = line.find("; ", pos);
-    if (end == std::string::npos) end = line.size();
-    const std::string kv = line.substr(pos, end - pos);
-    const size_t eq = kv.rfind('=');
-    if (eq != std::string::npos) {
-      const std::string v = kv.substr(eq + 1);
-      char* tail = nullptr;
-      std::strtod(v.c_str(), &tail);
-      const bool number = !v.empty() && tail && *tail == '\0';
-      out += std::string(first ? "" : ", ") + json_str(kv.substr(0, eq)) + ": " +
-             (number ? v : json_str(v));
-      first = false;
-    }
-    pos = end + 2;
-  }
-  return out + "}}";
-}
+}  // namespace bench
+
+using namespace bench;
+
+namespace {
 
 void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
                 const std::vector<Result>& rs) {
@@ -172,7 +141,7 @@ void write_json(const char* path, const vkattn_device_info& d, const Peaks& p,
     if (!r.stats.empty()) {
       std::fprintf(f, ", \"pipelines\": [");
       for (size_t j = 0; j < r.stats.size(); ++j)
-        std::fprintf(f, "%s\n      %s", j ? "," : "", stats_json(r.stats[j]).c_str());
+        std::fprintf(f, "%s\n      %s", j ? "," : "", r.stats[j].c_str());
       std::fprintf(f, "]");
     }
     std::fprintf(f, "}");

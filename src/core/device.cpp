@@ -324,30 +324,28 @@ void Device::init_caps() {
   c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                        (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.prefer_host_visible = info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
-  // Subgroup size control: what the device supports (the device's creation
-  // enables it, an adopted device keeps what its creator enabled).
-  if (sgsc_offered) {
-    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT f{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  // Subgroup size control and pipeline statistics: what the device
+  // supports (the device's creation enables them, an adopted device keeps
+  // what its creator enabled), in one query of the offered extensions'
+  // feature structs.
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT f{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fs{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (sgsc_offered || stats_offered) {
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    f2.pNext = &f;
+    if (sgsc_offered) f.pNext = f2.pNext, f2.pNext = &f;
+    if (stats_offered) fs.pNext = f2.pNext, f2.pNext = &fs;
     vki_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+  }
+  c.pipeline_stats = stats_offered && fs.pipelineExecutableInfo != VK_FALSE;
+  if (sgsc_offered) {
     c.full_subgroups = f.computeFullSubgroups != VK_FALSE;
     c.subgroup_size_control = f.subgroupSizeControl != VK_FALSE &&
                               (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                               sgsc.minSubgroupSize <= c.subgroup_size &&
                               c.subgroup_size <= sgsc.maxSubgroupSize;
     c.min_subgroup_size = sgsc.minSubgroupSize, c.max_subgroup_size = sgsc.maxSubgroupSize;
-  }
-  // Pipeline statistics: what the device supports (vkattn's own device
-  // enables it; an adopted device keeps what its creator enabled).
-  if (stats_offered) {
-    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR f{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    f2.pNext = &f;
-    vki_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
-    c.pipeline_stats = f.pipelineExecutableInfo != VK_FALSE;
   }
   c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
   if (nv_sm.shaderSMCount)
@@ -609,23 +607,24 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   d->init_caps();
   // Subgroup size control only as the caller enabled it (its extension, or
   // Vulkan 1.3's features on a 1.3 device).
-  bool sgsc_ext = d->info_.api_version >= VK_API_VERSION_1_3 && v.api_version >= VK_API_VERSION_1_3;
-  for (const std::string& e : d->extension_names_)
-    sgsc_ext |= e == VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+  auto enabled = [&](const char* name) {
+    for (const std::string& e : d->extension_names_)
+      if (e == name) return true;
+    return false;
+  };
+  const bool sgsc_ext =
+      (d->info_.api_version >= VK_API_VERSION_1_3 && v.api_version >= VK_API_VERSION_1_3) ||
+      enabled(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   d->caps_.full_subgroups = d->caps_.full_subgroups && full_sg && sgsc_ext;
   d->caps_.subgroup_size_control = d->caps_.subgroup_size_control && sg_size && sgsc_ext;
   d->caps_.shader_float16 = d->caps_.shader_float16 && f16;
   d->caps_.storage_16bit = d->caps_.storage_16bit && storage16;
   // Pipeline statistics only as the caller enabled them.
-  bool stats_ext = false;
-  for (const std::string& e : d->extension_names_)
-    stats_ext |= e == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
-  d->caps_.pipeline_stats = d->caps_.pipeline_stats && stats && stats_ext;
+  d->caps_.pipeline_stats = d->caps_.pipeline_stats && stats &&
+                            enabled(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   // Cooperative matrices only as the caller enabled them.
-  bool coopmat_ext = false;
-  for (const std::string& e : d->extension_names_) coopmat_ext |= e == kCoopmatExtension;
   CoopmatSupport& cm = d->caps_.coopmat;
-  cm.extension = cm.extension && coopmat_ext;
+  cm.extension = cm.extension && enabled(kCoopmatExtension);
   cm.feature = cm.feature && coopmat;
   cm.memory_model = cm.memory_model && memory_model;
   cm.device_scope = cm.device_scope && device_scope;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "core/buffer.h"
 #include "core/device.h"
@@ -215,8 +216,9 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     const auto t0 = std::chrono::steady_clock::now();
     check_vk(vk.vkCreateComputePipelines(dev, cache_, 1, &ci, vk_allocator(), &p.pipeline),
              "vkCreateComputePipelines");
-    std::string sp;
-    for (uint32_t v : spec) sp += (sp.empty() ? "" : ",") + std::to_string(v);
+    std::string sp;  // (the logs' text of the specialization constants)
+    if (log_stats_ || log_compile_)
+      for (uint32_t v : spec) sp += (sp.empty() ? "" : ",") + std::to_string(v);
     if (log_stats_) capture_stats(p, sp, shared_bytes);
     if (log_compile_) {
       const double ms =
@@ -264,7 +266,7 @@ void Pipelines::capture_stats(Pipeline& p, const std::string& spec_text, uint64_
     std::vector<VkPipelineExecutableStatisticKHR> st(
         m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
     if (vk.vkGetPipelineExecutableStatisticsKHR(dev, &ei, &m, st.data()) != VK_SUCCESS) continue;
-    std::string line = std::string(p.layout->shader) + " [" + spec_text + "] " + exes[e].name + ":";
+    ExecutableStats es{exes[e].name, {}};
     char buf[64];
     for (uint32_t i = 0; i < m; ++i) {
       switch (st[i].format) {
@@ -281,20 +283,20 @@ void Pipelines::capture_stats(Pipeline& p, const std::string& spec_text, uint64_
           std::snprintf(buf, sizeof(buf), "%g", st[i].value.f64);
           break;
       }
-      line += std::string(i ? "; " : " ") + st[i].name + "=" + buf;
+      es.values.emplace_back(st[i].name, buf);
     }
-    if (shared_bytes)
-      line += std::string(m ? "; " : " ") + "Shared memory bytes=" + std::to_string(shared_bytes);
+    if (shared_bytes) es.values.emplace_back("Shared memory bytes", std::to_string(shared_bytes));
+    std::string line =
+        std::string(p.layout->shader) + " [" + spec_text + "] " + es.executable + ":";
+    for (size_t i = 0; i < es.values.size(); ++i)
+      line += (i ? "; " : " ") + es.values[i].first + "=" + es.values[i].second;
     std::fprintf(stderr, "vkattn: stats %s\n", line.c_str());
-    p.stats.push_back(std::move(line));
+    p.stats.push_back(std::move(es));
   }
 }
 
-std::vector<std::string> Pipelines::take_dispatched_stats() {
-  std::vector<std::string> out;
-  for (const Pipeline* p : dispatched_) out.insert(out.end(), p->stats.begin(), p->stats.end());
-  dispatched_.clear();
-  return out;
+std::vector<const Pipeline*> Pipelines::take_dispatched() {
+  return std::exchange(dispatched_, {});
 }
 
 PreparedDispatch Pipelines::prepare(Recorder& rec, const Pipeline& p,

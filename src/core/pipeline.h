@@ -35,6 +35,13 @@ struct KernelLayout {
   bool full_subgroups = false;
 };
 
+// One executable's compiler statistics (VKATTN_LOG=stats): the driver's
+// names and values (as text), then vkattn's own "Shared memory bytes".
+struct ExecutableStats {
+  std::string executable;
+  std::vector<std::pair<std::string, std::string>> values;
+};
+
 struct Pipeline {
   const KernelLayout* layout = nullptr;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
@@ -48,8 +55,8 @@ struct Pipeline {
   // yet looked up), so a call does not look it up again.
   mutable uint32_t check_status = 0;
   mutable double check_max_err = 0;
-  // VKATTN_LOG=stats: its executables' statistic lines (Pipelines::stats_lines).
-  std::vector<std::string> stats;
+  // VKATTN_LOG=stats: its executables' statistics (Pipelines::take_dispatched).
+  std::vector<ExecutableStats> stats;
 };
 
 // What one binding points at. For texel bindings `format` is the view format
@@ -85,11 +92,10 @@ class Pipelines {
   const Pipeline& get(const KernelLayout& layout, const std::vector<uint32_t>& spec,
                       uint64_t shared_bytes = 0);
 
-  // VKATTN_LOG=stats: the statistic lines (the text after "vkattn: stats ",
-  // one per executable) of every pipeline dispatched since the last call,
-  // in first-dispatch order; the bench records each case's. Empty without
-  // VKATTN_LOG=stats or where the device gives no statistics.
-  std::vector<std::string> take_dispatched_stats();
+  // VKATTN_LOG=stats: every pipeline dispatched since the last call, in
+  // first-dispatch order (their `stats`); the bench records each case's.
+  // Empty without VKATTN_LOG=stats or where the device gives no statistics.
+  std::vector<const Pipeline*> take_dispatched();
 
   // Acquires what a dispatch of `groups` workgroups needs (descriptor set,
   // texel views, keep-alive of the bound buffers): everything that can
@@ -115,7 +121,7 @@ class Pipelines {
   bool log_compile_ = false;
   // VKATTN_LOG=stats on a device that offers pipeline statistics.
   bool log_stats_ = false;
-  std::vector<const Pipeline*> dispatched_;  // since take_dispatched_stats (log_stats_ only)
+  std::vector<const Pipeline*> dispatched_;  // since take_dispatched (log_stats_ only)
   void capture_stats(Pipeline& p, const std::string& spec_text, uint64_t shared_bytes);
   bool allow_full_subgroups_ = true;  // VKATTN_FULL_SUBGROUPS (default 1)
   VkPipelineCache cache_ = VK_NULL_HANDLE;

@@ -70,7 +70,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
     // as many times larger (as many rows, so each tile serves as many).
     uint32_t lanes = dev.tiled_lanes_per_row, wg = dev.tiled_wg;
     if (dev.tiled_row_floats) {
-      const uint32_t per = std::max<uint32_t>(dev.tiled_row_floats, 1);
+      const uint32_t per = dev.tiled_row_floats;
       const uint32_t want = pow2_at_least((head_dim + head_dim_v + per - 1) / per);
       // Lanes of a row stay in one subgroup (the shuffle sums), at most 64.
       const uint32_t cap = std::min<uint32_t>(64u, sg ? pow2_at_most(sg) : 32u);
