@@ -230,6 +230,12 @@ TEST_F(DecodeFamily, ForcedShapes) {
        false,
        false},
       {{{"VKATTN_ATTN_WG", "32"}, {"VKATTN_ATTN_TILE_KEYS", "8"}}, false, true},
+      // A forced workgroup narrower than the lanes a key row would take
+      // (d 128: 16 lanes on a 32-lane GPU, 8 here): the row takes fewer
+      // lanes. It was refused ("ROW_SPLITS=1 must divide ... 0 key rows")
+      // on the H200, where the table sends test_attention's decode cases
+      // under VKATTN_ATTN_WG=4 to this family.
+      {{{"VKATTN_ATTN_WG", "4"}}, true, true},
       {{{"VKATTN_ATTN_WG", "64"},
         {"VKATTN_ATTN_LANES_PER_ROW", "2"},
         {"VKATTN_DISABLE_SUBGROUP_OPS", "1"},
@@ -310,6 +316,29 @@ TEST_F(DecodeFamily, PrefillIsDeclined) {
   EXPECT_NE(log.find("vkattn: attention fallback from decode to "), std::string::npos) << log;
   EXPECT_NE(log.find("9 query tokens, more than the 8 of a decode tile"), std::string::npos) << log;
   EXPECT_EQ(log.find("family=decode"), std::string::npos) << log;
+}
+
+// A forced workgroup and lanes per key row that do not fit together are
+// refused naming both; a forced workgroup alone gives the row fewer lanes
+// (ForcedShapes).
+TEST(DecodeFamilyOptions, WorkgroupNotAMultipleOfForcedLanesIsRefused) {
+  ScopedEnv env({{"VKATTN_ATTN_KERNEL", "decode"},
+                 {"VKATTN_ATTN_WG", "12"},
+                 {"VKATTN_ATTN_LANES_PER_ROW", "8"}});
+  ForcedContext fc;
+  ASSERT_NE(fc.ctx, nullptr);
+  vkattn_tensor *q = nullptr, *kv = nullptr, *out = nullptr;
+  const int64_t qs[3] = {1, 4, 64}, ks[3] = {40, 2, 64};
+  ASSERT_EQ(vkattn_tensor_create(fc.ctx, VKATTN_F32, 3, qs, &q), VKATTN_SUCCESS);
+  ASSERT_EQ(vkattn_tensor_create(fc.ctx, VKATTN_F32, 3, ks, &kv), VKATTN_SUCCESS);
+  ASSERT_EQ(vkattn_tensor_create(fc.ctx, VKATTN_F32, 3, qs, &out), VKATTN_SUCCESS);
+  vkattn_attention_desc d;
+  vkattn_attention_desc_init(&d);
+  d.num_heads = 4, d.num_kv_heads = 2, d.head_dim = 64;
+  const int32_t cu_q[2] = {0, 1}, cu_k[2] = {0, 40};
+  EXPECT_INVALID(vkattn_attention_varlen(fc.ctx, &d, 1, cu_q, cu_k, q, kv, kv, out),
+                 "VKATTN_ATTN_LANES_PER_ROW=8");
+  for (vkattn_tensor* t : {q, kv, out}) vkattn_tensor_destroy(t);
 }
 
 // E4 defect 1: a forced option reaches no arithmetic before its range

@@ -140,10 +140,18 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   // pass, at most a subgroup (shuffle partners) and 64.
   const uint32_t units =
       std::max(ceil_div((head_dim + 3) / 4, 2), ceil_div((head_dim_v + 3) / 4, 2));
-  const uint32_t L = K::pick(forced.attn_lanes_per_row,
-                             std::min({pow2_at_least(std::max(units, 1u)), pow2_at_most(sg), 64u}));
-  v.lanes_per_row = L;
+  uint32_t L = K::pick(forced.attn_lanes_per_row,
+                       std::min({pow2_at_least(std::max(units, 1u)), pow2_at_most(sg), 64u}));
   v.wg = K::pick(forced.attn_wg, std::max(dev.decode_wg, L));
+  // A forced workgroup that one key row's lanes do not divide (VKATTN_ATTN_WG=4
+  // where a d 128 row takes 16 lanes) gives the row fewer lanes, unless
+  // those are forced too: then the pair is refused below.
+  if (forced.attn_lanes_per_row == K::kUnset)
+    while (L > 1 && v.wg % L != 0) L /= 2;
+  v.lanes_per_row = L;
+  if (v.wg % L != 0)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_WG=", v.wg,
+         " is not a multiple of VKATTN_ATTN_LANES_PER_ROW=", L, " (decode: a key row's lanes)");
   // Forced values are in their knobs' ranges (choose_attention_variant);
   // the shape's own limits are checked before anything divides by them.
   if (v.wg < 1 || L < 1 || L > 64)
