@@ -24,6 +24,9 @@ constexpr double kWarmupMs = 200.0;
 // after `warmup_ms` of untimed runs (at least one).
 template <typename F>
 double time_gpu(vkattn_context* ctx, F&& record, int reps = g_reps, double warmup_ms = kWarmupMs);
+// The timed runs of the last time_gpu, in order (their spread beside the
+// median: one H200 gave the same case 4x apart in two processes).
+extern std::vector<double> g_last_times;
 // Progress on stderr.
 void progress(const char* fmt, ...);
 
@@ -85,6 +88,8 @@ struct Result {
 void roofline(Result& r, const Peaks& p);
 // Adds a note to r.notes, before or after the others, "; " between.
 void add_note(Result& r, const std::string& note, bool front = false);
+// Adds the last timing's fastest and slowest runs (min_ms, max_ms) to r.
+void add_spread(Result& r);
 
 // The cases (bench_cases.cpp); `run` returns false when verification failed.
 struct Case {

@@ -26,6 +26,7 @@ namespace bench {
 
 int g_reps = 7;
 bool g_build_only = false;
+std::vector<double> g_last_times;
 
 void check(vkattn_status s, const char* what) {
   if (s != VKATTN_SUCCESS) {
@@ -81,6 +82,16 @@ void add_note(Result& r, const std::string& note, bool front) {
     r.notes = note;
   else
     r.notes = front ? note + "; " + r.notes : r.notes + "; " + note;
+}
+
+void add_spread(Result& r) {
+  if (g_last_times.empty()) return;
+  const auto [lo, hi] = std::minmax_element(g_last_times.begin(), g_last_times.end());
+  r.extra.push_back({"min_ms", *lo});
+  r.extra.push_back({"max_ms", *hi});
+  char n[96];
+  std::snprintf(n, sizeof(n), "runs %.3f-%.3f ms", *lo, *hi);
+  add_note(r, n);
 }
 
 std::string json_str(const std::string& s) {
