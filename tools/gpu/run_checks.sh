@@ -10,37 +10,22 @@
 # (named stages run again), and fetches one archive. The summary stage
 # writes OUTDIR/summary.md (tools/gpu/summary.py: the tables a closing
 # note needs) and keeps the tuning file (OUTDIR/tuning-*.txt): the
-# device's measured defaults. What an H100 (driver 580) needed beyond
-# ../shared/gpu/run.sh:
-#  - the driver's own folder on LD_LIBRARY_PATH (its manifest names
-#    libGLX_nvidia.so.0 by file name only) and glvnd's libraries;
-#  - GLIBC_TUNABLES=glibc.rtld.optional_static_tls: libnvidia-tls, loaded
-#    again by every new instance, otherwise fails "cannot allocate memory in
-#    static TLS block" when threads create contexts at once;
-#  - LD_PRELOAD of libEGL and libGLdispatch: the driver loads them and each
-#    instance's teardown unloaded them while other threads still had their
-#    thread-exit destructors (SIGSEGV at thread exit in libEGL, test_threads).
+# device's measured defaults. The loader and driver setup: tools/gpu/gpu_env.sh.
+#
+# With --budget [SECONDS] (default 540) it runs tools/gpu/campaign.sh instead:
+# the whole campaign in one command, the open questions first, inside the
+# budget (what one GPU draw allows: ../shared/gpu/README.md).
 set -u
+for a in "$@"; do
+  if [ "$a" = --budget ]; then exec bash "$(dirname "$0")/campaign.sh" "$@"; fi
+done
 out=${1:-.gpu/out}; mkdir -p "$out"; shift || true
 stages=("$@")
-root=$(pwd); gpu=$root/.gpu
-# (Without .gpu/debs, e.g. on the Debian 12 machine for a dry run on
-# lavapipe, the system's loader and driver are used as they are.)
-if [ -d "$gpu/debs" ]; then
-[ -d "$gpu/root" ] || { mkdir -p "$gpu/root"; for f in "$gpu"/debs/*.deb; do dpkg -x "$f" "$gpu/root"; done; }
-lib=$gpu/root/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH="$lib:$root/build/src:$root/build:/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
-export VK_LAYER_PATH=$gpu/root/usr/share/vulkan/explicit_layer.d XDG_RUNTIME_DIR=/tmp
-for m in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
-  [ -f "$m" ] && { export VK_DRIVER_FILES=$m; break; }
-done
-export GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4194304
-export LD_PRELOAD=$lib/libEGL.so.1:$lib/libGLdispatch.so.0
-fi
+. "$(dirname "$0")/gpu_env.sh"
 logs=$(mktemp -d)
 stage_info() {
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    build/examples/vkattn-info; build/examples/vkattn-bench --variants; } >"$out/info.log" 2>&1
+    $build/examples/vkattn-info; $build/examples/vkattn-bench --variants; } >"$out/info.log" 2>&1
 }
 # Issue P2 first: the rebuilt coopmat shader (vector-typed shared arrays, no
 # accumulator reload) on small known-answer cases: the first-use self-check
@@ -54,14 +39,14 @@ stage_coopmat() {
       t0=$SECONDS
       VKATTN_FULL_SUBGROUPS=$fs VKATTN_PIPELINE_CACHE_DIR= VKATTN_ATTN_KERNEL=coopmat \
         VKATTN_TEST_KV_DTYPE=f16 VKATTN_LOG=kernels,compile timeout "${TEST_TIMEOUT:-240}" \
-        build/tests/test_attention --gtest_filter='*HeadDims*:*GqaAndMqa*:*AdditiveMasks*' 2>&1 |
+        $build/tests/test_attention --gtest_filter='*HeadDims*:*GqaAndMqa*:*AdditiveMasks*' 2>&1 |
         grep -E "self-check|fallback|compile attention_coopmat|^\[  (FAILED|PASSED)" | sort | uniq -c
       echo "== coopmat self-checks, VKATTN_FULL_SUBGROUPS=$fs, in $((SECONDS - t0)) s"
     done
     VKATTN_ATTN_KERNEL=coopmat VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" \
-      build/examples/vkattn-bench --case 'prefill-*' --json "$out/bench_prefill_coopmat.json"
+      $build/examples/vkattn-bench --case 'prefill-*' --json "$out/bench_prefill_coopmat.json"
     echo "== bench prefill coopmat exit $?"
-    VKATTN_ATTN_KERNEL=tiled timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench \
+    VKATTN_ATTN_KERNEL=tiled timeout "${BENCH_TIMEOUT:-180}" $build/examples/vkattn-bench \
       --case 'prefill-*' --json "$out/bench_prefill_tiled.json"
     echo "== bench prefill tiled exit $?"
     if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
@@ -78,13 +63,13 @@ stage_coopmat() {
 # (split counts), then its own test suite; the results lead the summary.
 stage_decode() {
   { t0=$SECONDS
-    VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench --case 'decode-*' \
+    VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" $build/examples/vkattn-bench --case 'decode-*' \
       --case gptoss-decode --case mla-decode --case mixed-step --json "$out/bench_decode.json"
     echo "== bench decode (table) exit $? in $((SECONDS - t0)) s"
-    VKATTN_ATTN_KERNEL=tiled timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench \
+    VKATTN_ATTN_KERNEL=tiled timeout "${BENCH_TIMEOUT:-180}" $build/examples/vkattn-bench \
       --case 'decode-*' --case gptoss-decode --case mla-decode --json "$out/bench_decode_tiled.json"
     echo "== bench decode forced tiled exit $?"
-    VKATTN_DISABLE_COOPMAT=1 timeout "${TEST_TIMEOUT:-240}" build/tests/test_decode_family \
+    VKATTN_DISABLE_COOPMAT=1 timeout "${TEST_TIMEOUT:-240}" $build/tests/test_decode_family \
       --gtest_filter='-*Slow*'
     echo "== test_decode_family exit $?"; } >"$out/decode.log" 2>&1
 }
@@ -94,7 +79,7 @@ stage_decode() {
 # (the device table picks coopmat nowhere on NVIDIA since the H100 run of
 # 2026-11-23) and the forced coopmat runs below keep it on.
 stage_tests() {
-  for t in build/tests/test_*; do
+  for t in $build/tests/test_*; do
     [ -x "$t" ] && [ -f "$t" ] || continue
     n=$(basename "$t")
     # Attention.ForcedVariants runs last, alone (below): its forced lanes grid
@@ -111,7 +96,7 @@ stage_tests() {
 }
 stage_bench() {
   t0=$SECONDS
-  VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench.json" >"$out/bench.log" 2>&1
+  VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" $build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench.json" >"$out/bench.log" 2>&1
   echo "== bench exit $? in $((SECONDS - t0)) s" >>"$out/bench.log"
   # Every case through PyTorch on the same GPU, where it is installed.
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
@@ -125,20 +110,20 @@ stage_bench() {
   # coopmat (issue COOP): the table picks it for prefill on NVIDIA (Ampere+),
   # RADV and ANV; the bench again with it off (tiled) for the ratio, and
   # the attention and step suites with it forced on f16 K/V.
-  VKATTN_DISABLE_COOPMAT=1 timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} \
+  VKATTN_DISABLE_COOPMAT=1 timeout "${BENCH_TIMEOUT:-180}" $build/examples/vkattn-bench ${BENCH_ARGS:-} \
     --json "$out/bench_no_coopmat.json" >>"$out/bench.log" 2>&1
   echo "== bench VKATTN_DISABLE_COOPMAT=1 exit $?" >>"$out/bench.log"
   for t in test_attention test_step_attention; do
     t0=$SECONDS
     VKATTN_ATTN_KERNEL=coopmat VKATTN_TEST_KV_DTYPE=f16 timeout "${TEST_TIMEOUT:-240}" \
-      bash tools/expect-family.sh coopmat build/tests/$t \
+      bash tools/expect-family.sh coopmat $build/tests/$t \
       --gtest_filter='-*Slow*:*ForcedVariants*:*DecodeMode*:*TiledFamily*' >"$logs/coopmat_$t.log" 2>&1
     echo "== $t coopmat exit $? in $((SECONDS - t0)) s" >>"$out/tests.log"
     grep -E "^\[  FAILED|^\[  PASSED|validation error|^expect-family" "$logs/coopmat_$t.log" | head -20 >>"$out/tests.log"
   done
   for opt in VKATTN_ATTN_DOUBLE_BUFFER VKATTN_FORCE_F16_MATH; do
     n=$(echo "$opt" | tr 'A-Z' 'a-z')
-    env "$opt=1" timeout "${BENCH_TIMEOUT:-180}" build/examples/vkattn-bench ${BENCH_ARGS:-} \
+    env "$opt=1" timeout "${BENCH_TIMEOUT:-180}" $build/examples/vkattn-bench ${BENCH_ARGS:-} \
       --json "$out/bench_$n.json" >>"$out/bench.log" 2>&1
     echo "== bench $opt=1 exit $?" >>"$out/bench.log"
   done
@@ -151,10 +136,10 @@ stage_tune() {
   { mkdir -p "$out/cache"
     t0=$SECONDS
     VKATTN_PIPELINE_CACHE_DIR="$out/cache" timeout "$(( ${TUNE_SECONDS:-240} + 60 ))" \
-      build/examples/vkattn-tune --seconds "${TUNE_SECONDS:-240}" --json "$out/tune.json"
+      $build/examples/vkattn-tune --seconds "${TUNE_SECONDS:-240}" --json "$out/tune.json"
     echo "== vkattn-tune exit $? in $((SECONDS - t0)) s"
     VKATTN_PIPELINE_CACHE_DIR="$out/cache" VKATTN_LOG=kernels timeout "${BENCH_TIMEOUT:-180}" \
-      build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench_tuned.json" 2>&1 |
+      $build/examples/vkattn-bench ${BENCH_ARGS:-} --json "$out/bench_tuned.json" 2>&1 |
       grep -vE "^vkattn: attention (family|fallback)" ; echo "== bench tuned exit $?"
     python3 tools/compare_bench.py "$out/bench.json" "$out/bench_tuned.json"
     cp "$out"/cache/tuning-*.txt "$out"/ 2>/dev/null
@@ -162,7 +147,7 @@ stage_tune() {
 }
 stage_forced() {
   t0=$SECONDS
-  timeout "${FORCED_TIMEOUT:-240}" build/tests/test_attention --gtest_filter='*ForcedVariants*' \
+  timeout "${FORCED_TIMEOUT:-240}" $build/tests/test_attention --gtest_filter='*ForcedVariants*' \
     >"$logs/forced.log" 2>&1
   echo "== Attention.ForcedVariants exit $? in $((SECONDS - t0)) s" >>"$out/tests.log"
   grep -E "Failure|validation error" "$logs/forced.log" | head -20 >>"$out/tests.log"
