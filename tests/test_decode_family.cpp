@@ -303,8 +303,9 @@ TEST_F(DecodeFamily, SlowForcedShapeProduct) {
           }
 }
 
-// A call with a sequence of more than 8 query tokens is declined with a
-// logged reason and runs on the table's other family.
+// A call's sequences of more than 8 query tokens are declined with a
+// logged reason and run on the table's other family; the call's
+// decode-shaped sequences stay on decode.
 TEST_F(DecodeFamily, PrefillIsDeclined) {
   ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", "decode"}, {"VKATTN_LOG", "kernels"}});
   ForcedContext forced;
@@ -312,9 +313,19 @@ TEST_F(DecodeFamily, PrefillIsDeclined) {
   c.seqs.push_back({9, 30});
   testing::internal::CaptureStderr();
   run_attention_case(forced.ctx, c);
-  const std::string log = testing::internal::GetCapturedStderr();
+  std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("vkattn: attention fallback from decode to "), std::string::npos) << log;
   EXPECT_NE(log.find("9 query tokens, more than the 8 of a decode tile"), std::string::npos) << log;
+  // The call's decode-shaped sequences still ran on decode (each class on
+  // its own family); the declined part is the 9-token sequence's 18 rows.
+  EXPECT_NE(log.find("family=decode"), std::string::npos) << log;
+  EXPECT_NE(log.find("family=lanes rows=18 "), std::string::npos) << log;
+  // A call of prefill sequences only: nothing on decode.
+  c.seqs = {{9, 30}, {20, 20}};
+  testing::internal::CaptureStderr();
+  run_attention_case(forced.ctx, c);
+  log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("vkattn: attention fallback from decode to "), std::string::npos) << log;
   EXPECT_EQ(log.find("family=decode"), std::string::npos) << log;
 }
 

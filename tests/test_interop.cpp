@@ -584,6 +584,13 @@ TEST_F(Interop, PagedOverCallerPoolsEqualsDenseKeys) {
   decode.u = {37, 1, 64};
   decode.causal = false;
   run_pool_case(*this, ctx, decode);
+  // Decodes and prefill chunks in one call (t > u in one): with
+  // VKATTN_ATTN_KERNEL_DECODE / _PREFILL naming two families, each class
+  // runs on its own (ctest test_interop.classes).
+  PoolCase mixed;
+  mixed.t = {1, 12, 3, 9};
+  mixed.u = {37, 20, 11, 5};
+  run_pool_case(*this, ctx, mixed);
   // f16 pools (the coopmat family's K/V dtype; label mesa26 runs this
   // forced onto it), head-major.
   PoolCase half;

@@ -54,6 +54,11 @@ def cases():
     c.append(("decode-8x32768-paged", *GQA, True, [(1, 32768)] * 8, 1))
     mixed = [(1, 513 + 325 * i) for i in range(12)] + [(256, 1280)]
     c.append(("mixed-step", *GQA, True, mixed, 1))
+    # A serving loop's step (vkattn-bench serving-step): 32 decodes over
+    # 512-8192 cached keys and a 512-token chunk over 1536; PyTorch runs it
+    # as the sum of its parts (one SDPA call per distinct shape).
+    serving = [(1, 513 + 7680 * i // 31) for i in range(32)] + [(512, 2048)]
+    c.append(("serving-step", *GQA, True, serving, 1))
     c.append(("layers-32", *GQA, True, [(1, 513)] * 16, 32))
     return c
 

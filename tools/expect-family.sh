@@ -12,7 +12,45 @@
 # tools/expect-family.sh --faulted FAMILY CMD [ARGS...] asserts the
 # opposite, for runs under VKATTN_FAULT_KERNEL=FAMILY: CMD passes, nothing
 # ran on FAMILY, and the log names FAMILY's failed self-check.
+#
+# tools/expect-family.sh --classes DECODE PREFILL CMD [ARGS...]: for runs
+# under VKATTN_ATTN_KERNEL_DECODE=DECODE VKATTN_ATTN_KERNEL_PREFILL=PREFILL
+# (a call's decode-shaped sequences on one family, the rest on the other):
+# CMD passes, both families ran, every other dispatch follows a fallback
+# line, and no self-check failed.
 set -uo pipefail
+if [ "${1:-}" = --classes ]; then
+  [ $# -ge 4 ] || { echo "usage: tools/expect-family.sh --classes DECODE PREFILL CMD [ARGS...]" >&2; exit 2; }
+  dec=$2 pre=$3
+  shift 3
+  log=$(mktemp)
+  trap 'rm -f "$log"' EXIT
+  VKATTN_LOG=kernels "$@" 2>"$log"
+  rc=$?
+  grep -v '^vkattn: attention ' "$log" >&2
+  awk -v d="$dec" -v p="$pre" '
+    $1 == "vkattn:" && $2 == "attention" && $3 == "fallback" {
+      to = $7; sub(/:$/, "", to); allowed[to] = 1
+      if (index($0, "self-check failed")) checkfail++
+      next
+    }
+    $1 == "vkattn:" && $2 == "attention" && $3 ~ /^family=/ {
+      fam = substr($3, 8); n[fam]++
+      if (fam != d && fam != p && !(fam in allowed)) {
+        bad++
+        if (bad <= 5) print "expect-family: a dispatch on " fam " without a fallback: " $0 > "/dev/stderr"
+      }
+    }
+    END {
+      printf "expect-family: %d dispatch(es) on %s (decode class), %d on %s (prefill class)\n", n[d], d, n[p], p
+      if (n[d] == 0 || n[p] == 0) print "expect-family: not both families ran" > "/dev/stderr"
+      if (checkfail) print "expect-family: a self-check failed " checkfail " time(s)" > "/dev/stderr"
+      exit (n[d] > 0 && n[p] > 0 && bad == 0 && checkfail == 0) ? 0 : 1
+    }' "$log"
+  check=$?
+  [ $rc -ne 0 ] && exit $rc
+  exit $check
+fi
 faulted=0
 if [ "${1:-}" = --faulted ]; then
   faulted=1

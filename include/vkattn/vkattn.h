@@ -712,8 +712,14 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  *
  * Kernel families (README "Kernels") compute the same result; which one
  * serves a call depends on the device and on the call's shape (on GPUs,
- * calls of at most 8 query tokens per sequence go to the decode family),
- * and how a call's keys are split depends on the whole batch, unless the
+ * sequences of at most 8 query tokens go to the decode family). A call
+ * (or step) that mixes such decode-shaped sequences with longer ones runs
+ * each class on the family chosen for it where the two differ, in the
+ * same call (decodes on decode, a prefill chunk on tiled or coopmat, as
+ * FlashInfer and vLLM split a serving step); VKATTN_ATTN_KERNEL_DECODE
+ * and VKATTN_ATTN_KERNEL_PREFILL force a family per class, and
+ * VKATTN_LOG=kernels prints a line per family a call ran. How a call's
+ * keys are split depends on the whole batch, unless the
  * context is VKATTN_CONTEXT_BATCH_INVARIANT. The coopmat
  * family (cooperative matrices: tensor cores; chosen by the device table
  * for prefill with f16 k/v where the driver is known good, never on CPU
@@ -908,7 +914,11 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * family depends on it). The transforms desc names are checked too
  * (softcap, ALiBi, mask_type, lse and sinks by their presence; the tensors
  * are not read); a padded call's key_mask is not representable here: run
- * one such call first. A mask_type needs no mask tensor here (its shape
+ * one such call first. query_tokens above 8 also checks the pipelines of
+ * a decode (1 token) of the same desc: a call or step that mixes decodes
+ * with longer sequences runs each class on its own family where the two
+ * differ (see vkattn_attention_varlen), and both must be checked before
+ * external mode. A mask_type needs no mask tensor here (its shape
  * depends on lengths this call has not); one that is given is checked as
  * a call checks it. Covered: every pipeline a call of this shape could
  * run at any key count: the device table's choice and, unless the

@@ -159,6 +159,10 @@ VKATTN_API vkattn_status vkattn_context_self_check(vkattn_context* ctx,
     VKATTN_REQUIRE_ARG(ctx);
     VKATTN_REQUIRE_ARG(desc);
     self_check_up_front(*ctx->impl, desc, q_dtype, kv_dtype, paged, query_tokens);
+    // A step that holds such a sequence may hold decodes too, which run on
+    // their own family where it differs (the decode class): checked too.
+    if (query_tokens > kDecodeMaxTokens)
+      self_check_up_front(*ctx->impl, desc, q_dtype, kv_dtype, paged, 1);
   });
 }
 

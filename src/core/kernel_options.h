@@ -33,6 +33,12 @@ struct KernelOptions {
   uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
   uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
   uint32_t attn_kernel = kUnset;  // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled, 2 coopmat, 3 decode
+  // Per class of sequences (at most kDecodeMaxTokens query tokens, or
+  // more), over VKATTN_ATTN_KERNEL: VKATTN_ATTN_KERNEL_DECODE and
+  // VKATTN_ATTN_KERNEL_PREFILL. A call whose two classes get different
+  // families runs each class on its own (ops/attention/record.cpp).
+  uint32_t attn_kernel_decode = kUnset;
+  uint32_t attn_kernel_prefill = kUnset;
   uint32_t attn_min_split_keys = kUnset;  // VKATTN_ATTN_MIN_SPLIT_KEYS
   uint32_t attn_subgroups = kUnset;       // VKATTN_ATTN_SUBGROUPS (coopmat)
   uint32_t attn_lanes_per_row = kUnset;   // VKATTN_ATTN_LANES_PER_ROW (tiled; decode: per key)
@@ -43,7 +49,7 @@ struct KernelOptions {
   bool disable_subgroup_ops = false;      // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;          // VKATTN_DISABLE_F16_MATH=1
   bool force_f16_math = false;            // VKATTN_FORCE_F16_MATH=1
-  bool bad_kernel_name = false;           // VKATTN_ATTN_KERNEL names no family
+  bool bad_kernel_name = false;           // VKATTN_ATTN_KERNEL(_DECODE/_PREFILL) names no family
   uint64_t scratch_bytes = 0;             // VKATTN_SCRATCH_BYTES (0: the default)
   // VKATTN_CONTEXT_BATCH_INVARIANT (or VKATTN_BATCH_INVARIANT=1, which
   // runs test suites so): a sequence's key splits, family and variant
@@ -75,7 +81,8 @@ struct KernelOptions {
     for (uint32_t v : {attn_wg, attn_rows, attn_block_keys, attn_scalar_fetch, attn_unroll_d,
                        attn_split_keys, attn_target_items, attn_decode_min_keys, attn_decode_merge,
                        attn_kernel, attn_min_split_keys, attn_subgroups, attn_lanes_per_row,
-                       attn_tile_keys, attn_double_buffer, attn_head_chunk, attn_row_splits})
+                       attn_tile_keys, attn_double_buffer, attn_head_chunk, attn_row_splits,
+                       attn_kernel_decode, attn_kernel_prefill})
       if (v != kUnset) return true;
     return disable_subgroup_ops || force_f16_math || bad_kernel_name;
   }
@@ -166,6 +173,9 @@ struct KernelOptions {
     o.invariant_split_keys = env_uint("VKATTN_ATTN_INVARIANT_SPLIT_KEYS", kUnset);
     if (o.invariant_split_keys == 0) o.invariant_split_keys = kUnset;
     o.attn_kernel = family_id(std::getenv("VKATTN_ATTN_KERNEL"), &o.bad_kernel_name);
+    o.attn_kernel_decode = family_id(std::getenv("VKATTN_ATTN_KERNEL_DECODE"), &o.bad_kernel_name);
+    o.attn_kernel_prefill =
+        family_id(std::getenv("VKATTN_ATTN_KERNEL_PREFILL"), &o.bad_kernel_name);
     if (const char* f = std::getenv("VKATTN_FAULT_KERNEL"))
       for (const char* p = f; *p;) {
         const char* e = std::strchr(p, ',');

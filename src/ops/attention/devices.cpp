@@ -61,10 +61,9 @@ AttentionDefaults attention_defaults(const Device& device) {
   // the budget in families/decode.cpp): 128 lanes, 2 keys per key group
   // and tile (16 keys at d 128 f16), 32 vec4 of q and accumulators per
   // lane (8 rows at d 128), K/V read at most twice per GQA group.
-  // Mixed steps (decodes and a prefill chunk in one call) go to one family
-  // as a whole, the table's other one, chosen from the largest sequence
-  // (variant.cpp; README "Benchmark": on lavapipe the mixed-step case is
-  // lanes either way). Two passes per call wait for a GPU to show the gain.
+  // Mixed steps (decodes and a prefill chunk in one call) run their
+  // decodes here and the chunk on the prefill family, in the same call
+  // (ops/attention/record.cpp, issue G).
   d.decode_default = true;
   d.decode_wg = 128;
   d.decode_keys_per_group = 2;

@@ -143,17 +143,23 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
 void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, PreparedPlan& pp) {
   const auto& d = c.desc;
   const uint32_t group = d.num_heads / d.num_kv_heads;
+  // A part's rows are its own sequences' (a batch-invariant part's are
+  // set by its class below).
+  const bool invariant = part != PlanPart::kAll && ctx.options().batch_invariant;
   uint32_t max_rows = 0;
+  int64_t max_t = 0;
   for (uint32_t b = 0; b < c.batch; ++b) {
     const int64_t t = c.cu_q[b + 1] - c.cu_q[b];
+    if (part != PlanPart::kAll && part_of(t) != part) continue;
+    max_t = std::max(max_t, t);
     max_rows = static_cast<uint32_t>(
         std::min<uint64_t>(UINT32_MAX / 2, std::max<uint64_t>(max_rows, uint64_t(t) * group)));
   }
   // A batch-invariant part's variant follows its class, not its sequences.
   // (decode: a plain decode's rows, one token x the GQA group, the common case;
   // a longer decode-shaped sequence takes more tiles of that shape)
-  if (part == PlanPart::kDecode) max_rows = group;
-  if (part == PlanPart::kPrefill) max_rows = kInvariantPrefillRows;
+  if (invariant && part == PlanPart::kDecode) max_rows = group;
+  if (invariant && part == PlanPart::kPrefill) max_rows = kInvariantPrefillRows;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
   // Row layouts (record_attention packed what they cannot address).
   bool ok = false;
@@ -185,7 +191,13 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
   // without it), is ignored with one line per process and the call takes
   // the table's choice; an entry whose family declines the call's shape
   // falls back as a forced family does.
-  const KernelOptions& opts = ctx.options();
+  // The class's own family, where the environment names one
+  // (VKATTN_ATTN_KERNEL_DECODE / _PREFILL over VKATTN_ATTN_KERNEL).
+  KernelOptions opts = ctx.options();
+  const bool decode_class =
+      part == PlanPart::kAll ? max_t <= int64_t(kDecodeMaxTokens) : part == PlanPart::kDecode;
+  const uint32_t class_kernel = decode_class ? opts.attn_kernel_decode : opts.attn_kernel_prefill;
+  if (class_kernel != KernelOptions::kUnset) opts.attn_kernel = class_kernel;
   bool tuned_chosen = false;
   pp.source = "table";
   if (c.pinned) {
@@ -194,7 +206,7 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     pp.source = "env";
   } else if (ctx.tuning().enabled() && !ctx.is_tuner() && !ctx.tuning().empty()) {
     TuningFile::Entry e;
-    const std::string key = tune_class(c, part);
+    const std::string key = tune_class(c, part, invariant);
     KernelOptions tuned = opts;
     if (ctx.tuning().find(key, &e) && TuningFile::apply(e.options, &tuned)) {
       std::string why = tuned.range_error(true);
@@ -231,7 +243,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     for (uint32_t b = 0; b < c.batch; ++b)
       include[b] = part_of(c.cu_q[b + 1] - c.cu_q[b]) == part ? 1 : 0;
   }
-  const bool invariant = part != PlanPart::kAll;
+  const bool invariant = part != PlanPart::kAll && ctx.options().batch_invariant;
   const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
   choose_variant(ctx, c, part, *pp);
   const AttentionVariant& var = pp->var;
@@ -268,7 +280,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
   shape.decode_merge = var.decode_merge;
   shape.batch_invariant = invariant;
-  if (part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
+  if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode
   // family item reads its range once).
@@ -352,8 +364,9 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       }
     }
   }
-  pp->plan = build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(),
-                        c.paged() ? &segments : nullptr, invariant ? &include : nullptr);
+  pp->plan =
+      build_plan(shape, c.batch, c.cu_q.data(), c.cu_k.data(), c.paged() ? &segments : nullptr,
+                 part != PlanPart::kAll ? &include : nullptr);
   Plan& plan = pp->plan;
   if (c.paged()) {
     // Paged: a sequence's k_off is its first block-table entry.

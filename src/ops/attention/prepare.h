@@ -88,12 +88,16 @@ struct PreparedPlan {
   std::vector<uint32_t> gather_first;
 };
 
-// Which sequences of a call a plan serves: all of them, or (batch-invariant
-// contexts, VKATTN_CONTEXT_BATCH_INVARIANT) those with at most
-// kDecodeMaxTokens query tokens or the others. A part's variant comes from
-// its class, not from its sequences (decode: one token x group rows;
-// prefill: kInvariantPrefillRows), and its decode-shaped sequences are
-// split into fixed chunks of keys (AttentionVariant::invariant_split_keys).
+// Which sequences of a call a plan serves: all of them, or those with at
+// most kDecodeMaxTokens query tokens (decode-shaped) or the others. Parts
+// are planned apart in batch-invariant contexts
+// (VKATTN_CONTEXT_BATCH_INVARIANT), where a part's variant comes from its
+// class, not from its sequences (decode: one token x group rows; prefill:
+// kInvariantPrefillRows), and its decode-shaped sequences are split into
+// fixed chunks of keys (AttentionVariant::invariant_split_keys); and in
+// any context where the two classes get different families (the device
+// table's decode family for decodes, tiled or coopmat for prefill chunks:
+// a serving loop's mixed step), each part planned from its own sequences.
 enum class PlanPart : uint32_t { kAll = 0, kDecode = 1, kPrefill = 2 };
 
 // The part a sequence of t query tokens belongs to.

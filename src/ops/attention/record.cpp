@@ -65,6 +65,17 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
   return std::static_pointer_cast<PreparedPlan>(it->second);
 }
 
+// Whether a call holds decode-shaped sequences (1 .. kDecodeMaxTokens query
+// tokens) and longer ones.
+bool mixed_classes(const AttentionCall& c) {
+  bool decode = false, prefill = false;
+  for (uint32_t b = 0; b < c.batch; ++b) {
+    const int64_t t = c.cu_q[b + 1] - c.cu_q[b];
+    if (t > 0) (part_of(t) == PlanPart::kDecode ? decode : prefill) = true;
+  }
+  return decode && prefill;
+}
+
 // Binds the passes of one call: every tensor as a window of what a pass
 // touches, with the window bases in the push constants. q's and out's row
 // layouts are this call's (a step's plan may come from another layer). Every family's
@@ -408,6 +419,10 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   c.lse = packed.output(c.lse);
   // The plans: one, or (batch-invariant contexts) one per part that has
   // sequences: decode-shaped and the others, each with its own variant.
+  // Elsewhere one plan, unless the call mixes decode-shaped sequences with
+  // others and the two classes get different families (the device table's
+  // decode family for the decodes, tiled or coopmat for a prefill chunk):
+  // then each class runs on its own family, in the same submission.
   std::vector<std::shared_ptr<PreparedPlan>> plans;
   if (ctx.options().batch_invariant) {
     for (PlanPart part : {PlanPart::kDecode, PlanPart::kPrefill})
@@ -416,6 +431,27 @@ void record_attention(Context& ctx, const AttentionCall& call) {
           plans.push_back(plan_of(ctx, c, part));
           break;
         }
+  } else if (mixed_classes(c)) {
+    // A step's plans are kept for its other layers, so both parts are
+    // planned once; another call compares the parts' variants first.
+    std::shared_ptr<PreparedPlan> dec, pre;
+    bool split = false;
+    if (c.step) {
+      dec = plan_of(ctx, c, PlanPart::kDecode), pre = plan_of(ctx, c, PlanPart::kPrefill);
+      split = dec->var.family != pre->var.family;
+    } else {
+      PreparedPlan a, b;
+      choose_variant(ctx, c, PlanPart::kDecode, a);
+      choose_variant(ctx, c, PlanPart::kPrefill, b);
+      split = a.var.family != b.var.family;
+      if (split)
+        dec = prepare_plan(ctx, c, PlanPart::kDecode),
+        pre = prepare_plan(ctx, c, PlanPart::kPrefill);
+    }
+    if (split)
+      plans = {dec, pre};
+    else
+      plans.push_back(plan_of(ctx, c, PlanPart::kAll));
   } else {
     plans.push_back(plan_of(ctx, c, PlanPart::kAll));
   }

@@ -453,7 +453,7 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
   if (part != PlanPart::kAll || !ctx.tuning().enabled() || ctx.tuning().empty() ||
       ctx.options().forces_attention())
     return;
-  const std::string cls = tune_class(c, part);
+  const std::string cls = tune_class(c, part, false);
   const std::string prefix = cls.substr(0, cls.rfind("/k") + 2);
   for (const auto& kv : ctx.tuning().all()) {
     if (kv.first.size() <= prefix.size() || kv.first.compare(0, prefix.size(), prefix) != 0)

@@ -262,10 +262,11 @@ const char* tune_case_name(uint32_t index) {
   return index < sizeof(kCases) / sizeof(kCases[0]) ? kCases[index].name : nullptr;
 }
 
-std::string tune_class(const AttentionCall& c, PlanPart part) {
+std::string tune_class(const AttentionCall& c, PlanPart part, bool invariant) {
   const auto& d = c.desc;
   int64_t max_t = 0, max_u = 0;
   for (uint32_t b = 0; b < c.batch; ++b) {
+    if (part != PlanPart::kAll && part_of(c.cu_q[b + 1] - c.cu_q[b]) != part) continue;
     max_t = std::max<int64_t>(max_t, c.cu_q[b + 1] - c.cu_q[b]);
     max_u = std::max<int64_t>(max_u, c.cu_k[b + 1] - c.cu_k[b]);
   }
@@ -276,7 +277,7 @@ std::string tune_class(const AttentionCall& c, PlanPart part) {
                 d.head_dim, d.head_dim_v, d.num_heads / d.num_kv_heads, dtype_name(c.q->dtype()),
                 dtype_name(c.kv_dtype()), c.paged() ? "paged" : "dense");
   std::string key = s;
-  if (part != PlanPart::kAll) return key + "/inv";
+  if (invariant && part != PlanPart::kAll) return key + "/inv";
   uint64_t k = 64;  // the largest power of two <= the keys, at least 64
   while (k * 2 <= uint64_t(max_u)) k *= 2;
   return key + "/k" + std::to_string(k);
@@ -318,7 +319,7 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
     const bool decode = tc.t <= kDecodeMaxTokens;
     const PlanPart part =
         base.batch_invariant ? (decode ? PlanPart::kDecode : PlanPart::kPrefill) : PlanPart::kAll;
-    const std::string key = tune_class(p.call, part);
+    const std::string key = tune_class(p.call, part, base.batch_invariant);
     const uint32_t group = tc.H / tc.Hkv;
     const uint32_t max_rows = part == PlanPart::kDecode    ? group
                               : part == PlanPart::kPrefill ? kInvariantPrefillRows

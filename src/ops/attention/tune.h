@@ -27,8 +27,10 @@
 
 namespace vkattn {
 
-// The class key of a call's part ("decode/d128/dv128/g4/q=f16/kv=f16/paged/k2048").
-std::string tune_class(const AttentionCall& c, PlanPart part);
+// The class key of a call's part ("decode/d128/dv128/g4/q=f16/kv=f16/paged/k2048"),
+// from the part's own sequences; a batch-invariant context's part has one
+// class without a key count ("/inv").
+std::string tune_class(const AttentionCall& c, PlanPart part, bool invariant);
 
 // vkattn_tune (ops/attention/tune.cpp): desc checked by the entry point.
 void run_tuning(Context& ctx, const vkattn_tune_desc& desc);

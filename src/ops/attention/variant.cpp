@@ -304,7 +304,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
          "comma-separated)");
   if (forced.bad_kernel_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
-         "VKATTN_ATTN_KERNEL names no kernel family (lanes, tiled, coopmat or decode)");
+         "VKATTN_ATTN_KERNEL (or VKATTN_ATTN_KERNEL_DECODE, VKATTN_ATTN_KERNEL_PREFILL) names no "
+         "kernel family (lanes, tiled, coopmat or decode)");
   // A forced minimum split length holds for every family.
   auto finish = [&](AttentionVariant r) {
     if (forced.attn_min_split_keys != K::kUnset)
@@ -316,8 +317,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   // decode: calls whose sequences have at most kDecodeMaxTokens query
   // tokens, forced or, where the table says so, when the GQA group x
   // tokens takes at most decode_max_tiles tiles. A mixed step (decodes
-  // and prefill chunks) goes to one family as a whole: the table's other
-  // family (README, "Kernels": the rule and the mixed-step numbers).
+  // and prefill chunks) is chosen for per class, each class's sequences
+  // apart (ops/attention/record.cpp runs the two plans in one call).
   const uint32_t max_tokens = (max_rows + std::max(group, 1u) - 1) / std::max(group, 1u);
   const bool forced_decode = family == static_cast<uint32_t>(AttentionFamily::kDecode);
   if (forced_decode || (forced.attn_kernel == K::kUnset && dev.decode_default)) {
