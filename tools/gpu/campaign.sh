@@ -111,7 +111,7 @@ step q1_decode_tiled 20 90 env VKATTN_ATTN_KERNEL=tiled VKATTN_LOG=kernels,stats
   $(cases_args "$long") --json "$out/q1_decode_tiled.json"
 [ $torch_ok = 1 ] && step q1_torch 10 90 python3 tools/bench_torch.py $(cases_args "$decode $prefill") \
   --json "$out/q1_torch.json"
-step q1_decode_again 20 90 env VKATTN_LOG=kernels $B --reps "$reps" $(cases_args "$long") \
+step q1_decode_again 20 90 env VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$long") \
   --json "$out/q1_decode_again.json"
 
 # 2. coopmat and prefill.
@@ -124,8 +124,14 @@ else
 fi
 step q2_prefill 20 90 env VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$prefill") \
   --json "$out/q2_prefill.json"
-step q2_prefill_tiled 20 90 env VKATTN_ATTN_KERNEL=tiled VKATTN_LOG=kernels,stats $B --reps "$reps" \
-  $(cases_args "$prefill") --json "$out/q2_prefill_tiled.json"
+# Forced tiled only where the table chose another family for some case.
+if python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['cases']; sys.exit(0 if c and all(x['variant'].startswith('tiled') for x in c) else 1)" \
+  "$out/q2_prefill.json" 2>/dev/null; then
+  log "== q2_prefill_tiled not applicable (the table chose tiled for every prefill case: step q2_prefill)"
+else
+  step q2_prefill_tiled 20 90 env VKATTN_ATTN_KERNEL=tiled VKATTN_LOG=kernels,stats $B --reps "$reps" \
+    $(cases_args "$prefill") --json "$out/q2_prefill_tiled.json"
+fi
 [ $coopmat_ok = 1 ] && step q2_prefill_coopmat 20 90 env VKATTN_ATTN_KERNEL=coopmat \
   VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$prefill") --json "$out/q2_prefill_coopmat.json"
 
@@ -134,7 +140,7 @@ step q2_prefill_tiled 20 90 env VKATTN_ATTN_KERNEL=tiled VKATTN_LOG=kernels,stat
 tune=${TUNE_SECONDS:-90}
 if step q4_tune 40 $((tune + 40)) $build/examples/vkattn-tune --seconds "$tune" \
   $(cases_args "$tune_cases") --json "$out/q4_tune.json"; then
-  step q4_tuned 20 90 env VKATTN_LOG=kernels $B --reps "$reps" $(cases_args "$tune_cases") \
+  step q4_tuned 20 90 env VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$tune_cases") \
     --json "$out/q4_tuned.json"
   cp "$out"/cache/tuning-*.txt "$out"/ 2>/dev/null
 fi

@@ -129,8 +129,8 @@ def stats_section(out, lines, info):
               "(vkattn-info)")
         return True
     rows = {}
-    for name in ["q1_decode", "q1_decode_tiled", "q2_prefill", "q2_prefill_tiled",
-                 "q2_prefill_coopmat"]:
+    for name in ["q1_decode", "q1_decode_tiled", "q1_decode_again", "q2_prefill",
+                 "q2_prefill_tiled", "q2_prefill_coopmat", "q4_tuned"]:
         for c in cases(load(out, name)).values():
             for p in c.get("pipelines") or []:
                 key = (p.get("shader"), json.dumps(p.get("spec")), p.get("executable"))
