@@ -206,6 +206,16 @@ AttentionDefaults attention_defaults(const Device& device) {
       d.row =
           "other GPU (Apple M1 on Honeykrisp among them), static: M1 AGX (Mesa 26.1, 2026-11-27)";
       d.why = "no vendor row: the tiled family with the GPU defaults";
+      // Honeykrisp (Apple AGX): at most 255 16-bit register halves a lane.
+      // 32 floats of q and accumulators a row spilled 18-39 registers at
+      // d 64-256 (AGX's compiler, fake M1); 16 (twice the lanes per row:
+      // d 128 takes 16) spill none: 215-231 halves, 448 threads a core.
+      if (driver == "Honeykrisp") {
+        d.tiled_row_floats = 16;
+        d.why =
+            "no vendor row: the tiled family with the GPU defaults; Honeykrisp (AGX): 16 floats "
+            "of a row a lane (static: M1, no spills)";
+      }
       break;
   }
   return d;

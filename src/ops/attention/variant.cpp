@@ -87,7 +87,12 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
     v.lanes_per_row = K::pick(forced.attn_lanes_per_row, lanes);
     v.wg = K::pick(forced.attn_wg, wg);
     const uint32_t groups = std::max<uint32_t>(v.wg / std::max<uint32_t>(v.lanes_per_row, 1), 1);
-    v.rows = K::pick(forced.attn_rows, max_rows <= groups ? 1 : 2);
+    // A row still past the budget at the most lanes a subgroup gives it
+    // (MLA's d 576 + 512): one row per lane group (AGX spilled 20 values
+    // at 2, none at 1).
+    const bool over_budget =
+        dev.tiled_row_floats && v.lanes_per_row * dev.tiled_row_floats < head_dim + head_dim_v;
+    v.rows = K::pick(forced.attn_rows, max_rows <= groups || over_budget ? 1 : 2);
   }
   const uint32_t L = std::max<uint32_t>(v.lanes_per_row, 1);
   // Row sums by subgroup shuffles where a row's L lanes sit in one

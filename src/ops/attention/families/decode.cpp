@@ -173,7 +173,14 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   // otherwise, each lane then holding more rows.
   uint32_t splits = std::clamp<uint32_t>(v.rows / budget_rows, 1u, max_splits);
   while (splits > 1 && (v.rows % splits != 0 || v.wg % (L * splits) != 0)) splits /= 2;
+  // Fewer splits than the rows need (a key row of lanes fills the
+  // workgroup: MLA's d 576 on Adreno's 64 lanes): fewer rows a tile, each
+  // tile reading the keys again, rather than rows past the lane's budget
+  // (Adreno's ir3 spilled 275 values to private memory at 8 rows).
   v.row_splits = K::pick(forced.attn_row_splits, splits);
+  if (forced.attn_rows == K::kUnset)
+    v.rows = std::max(v.rows >= v.row_splits ? v.row_splits : 1u,
+                      std::min(v.rows, budget_rows * v.row_splits));
   if (v.row_splits < 1 || v.row_splits > 16 || v.rows % v.row_splits != 0 ||
       v.wg % (L * v.row_splits) != 0)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_ROW_SPLITS=", v.row_splits,
