@@ -14,7 +14,7 @@
 # over a cache) and decode (d 128 GQA 4, dense and paged; d 64 GQA 8) cases,
 # each also with a family forced where sensible (tiled everywhere; coopmat
 # for prefill on GPUs offering cooperative matrices). --quick: navi31,
-# navi21, ga102, a740, m1 x 7 cases, defaults only (a CI check, minutes).
+# navi21, ga102, a740, a660, m1 x 7 cases, defaults only (a CI check, minutes).
 # Overrides: VKATTN_SWEEP_GPUS, VKATTN_SWEEP_CASES (space-separated; a case
 # may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
 # runs; default the CPU count), VKATTN_SWEEP_TIMEOUT (seconds a run, 600),
@@ -28,7 +28,7 @@ bench=${VKATTN_BENCH:-$root/build/examples/vkattn-bench}
 [ -x "$bench" ] || { echo "static_sweep: no $bench (build vkattn-bench first)" >&2; exit 1; }
 
 if [ "$quick" = "--quick" ]; then
-  gpus="navi31 navi21 ga102 a740 m1"
+  gpus="navi31 navi21 ga102 a740 a660 m1"
   cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode mla-decode"
 else
   gpus=$("$root/tools/gpu-static.sh" --list | tr '\n' ' ')

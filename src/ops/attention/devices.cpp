@@ -1,6 +1,7 @@
 #include "ops/attention/devices.h"
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 
 #include "core/device.h"
@@ -189,6 +190,11 @@ AttentionDefaults attention_defaults(const Device& device) {
       d.tiled_tile_keys = 16;
       d.decode_wg = 64;
       d.decode_lane_vec4 = 16;
+      // Adreno 6xx: ir3 keeps 32 registers a fiber there (48 on the 740):
+      // 32 floats of a row a lane spilled 27-41 values to private memory
+      // at d 128-256 (fake Adreno 660), 16 (twice the lanes) none.
+      if (info.vendor_id == kQualcomm && std::strstr(info.name, "Adreno (TM) 6"))
+        d.tiled_row_floats = 16;
       d.coopmat_why =
           info.vendor_id == kQualcomm
               ? "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan "
