@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Checks the documentation against the tree (ctest docs.links_and_env):
+    python3 tools/check_docs.py [ROOT]
+1. every relative Markdown link in README.md and docs/**/*.md ([text](path)
+   or [text](path#anchor)) names a file or folder that exists;
+2. every VKATTN_* environment variable the library reads (a "VKATTN_..."
+   string literal under src/) appears in README.md's environment table
+   (a table row whose first cell names it in backticks).
+Prints each problem and exits 1 if there is any.
+"""
+import glob
+import os
+import re
+import sys
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def links(root):
+    bad = []
+    files = [os.path.join(root, "README.md")] + sorted(
+        glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
+    for f in files:
+        text = open(f, encoding="utf-8", errors="replace").read()
+        # Code spans and blocks hold examples, not links.
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        text = re.sub(r"`[^`\n]*`", "", text)
+        for m in LINK.finditer(text):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # a URL, mailto:, or an anchor in the same page
+            path = target.split("#", 1)[0]
+            if not path:
+                continue
+            full = os.path.normpath(os.path.join(os.path.dirname(f), path))
+            if not os.path.exists(full):
+                bad.append("%s: link to %s: no such file" % (os.path.relpath(f, root), target))
+    return bad
+
+
+def env_table(root):
+    read = set()
+    for f in glob.glob(os.path.join(root, "src", "**", "*"), recursive=True):
+        if f.endswith((".cpp", ".h", ".c")):
+            read |= set(re.findall(r'"(VKATTN_[A-Z0-9_]+)"',
+                                   open(f, encoding="utf-8", errors="replace").read()))
+    listed = set()
+    for line in open(os.path.join(root, "README.md"), encoding="utf-8"):
+        if line.startswith("| `VKATTN_"):
+            first = line.split("|")[1]
+            listed |= set(re.findall(r"`(VKATTN_[A-Z0-9_]+)", first))
+    return ["README.md: the environment table has no row for %s (read in src/)" % v
+            for v in sorted(read - listed)], len(read)
+
+
+def main(argv):
+    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    bad = links(root)
+    env_bad, n_env = env_table(root)
+    bad += env_bad
+    for b in bad:
+        print(b)
+    print("check_docs: %d problem(s); %d variables read in src/" % (len(bad), n_env))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
