@@ -215,7 +215,7 @@ void tuning_entry(FuzzedDataProvider& in, vkattn_context* ctx) {
     const vkattn::PlanPart part = invariant ? vkattn::part_of(t0) : vkattn::PlanPart::kAll;
     vkattn::TuningFile file(ctx->impl->device());
     std::string why;
-    if (!file.put(vkattn::tune_class(probe, part), {options, 1.0, 2.0}, &why))
+    if (!file.put(vkattn::tune_class(probe, part, invariant), {options, 1.0, 2.0}, &why))
       die("fuzz: cannot write " + path + ": " + why);
   }
   vkattn_context* tuned = nullptr;
