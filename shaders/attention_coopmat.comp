@@ -18,14 +18,23 @@
 //   2. the subgroup's lanes take its rows one each: transforms and
 //      visibility exactly as attention_mask.glsl says (a hidden score is
 //      -inf), the online-softmax update, P as f16, the row's rescale alpha;
-//   3. O rows (f32 in shared memory, touched by scalar code only: KHR
-//      fragments are opaque, so a per-row rescale goes through memory)
-//      times alpha, then O += P V, DVC columns of V at a time: the chunk's
-//      V columns, f16, zero for keys no row of the item sees (so a 0 in P
-//      never meets a NaN in V); each P V product starts from zero in a
-//      fresh accumulator, is stored, and the lanes add it to O. A NaN in V
-//      at a key that some row of the tile sees reaches the tile's other
-//      rows too (0 * NaN), as in every tensor-core attention.
+//   3. O = O * alpha + P V, DVC columns of V at a time: the chunk's V
+//      columns, f16, zero for keys no row of the item sees (so a 0 in P
+//      never meets a NaN in V); each TM x TN block of P V starts from zero
+//      in a fresh accumulator, is stored into the subgroup's own score
+//      rows (free once P is made), and the lanes add it to O. O lives in
+//      registers when OREG (a lane holds the same TM*TN/SG elements of
+//      every block: element e = lane + SG * k of a block is its row e / TN,
+//      column e % TN) and in shared memory otherwise (MLA's dv 512, or
+//      where the block does not split evenly over the lanes). KHR
+//      fragments are opaque, so the per-row rescale and the final 1/l run
+//      on that known layout, never on an accumulator. A NaN in V at a key
+//      that some row of the tile sees reaches the tile's other rows too
+//      (0 * NaN), as in every tensor-core attention.
+// Between a subgroup's stores and its own lanes' loads (scores, P V
+// blocks) a subgroup barrier is enough: no other subgroup touches those
+// rows. Workgroup barriers guard only what is shared (the K/V tiles, the
+// seen-keys mask): four per tile when V is one chunk.
 //
 // The Vulkan rules the matrices follow (../shared/GPU-KERNELS.md §2; an
 // H100 gave wrong answers when they did not): every array a coopMatLoad
@@ -73,6 +82,8 @@ layout(constant_id = 13) const uint TN = 8;   // columns of B and C
 layout(constant_id = 14) const uint TK = 8;   // columns of A, rows of B
 layout(constant_id = 15) const uint DC = 64;  // q/k head-dim columns per chunk: a multiple of TK, <= DP
 layout(constant_id = 16) const uint DVC = 64; // v head-dim columns per chunk: a multiple of TN, <= DVP
+layout(constant_id = 17) const uint SG = 8;    // the subgroup size the pipeline requires
+layout(constant_id = 18) const uint OREG = 0;  // 1: O in registers (DVC == DVP, TM*TN % SG == 0)
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -91,14 +102,15 @@ const uint QS = DC / 4u + 2u;   // f16vec4 per staged q or K row
 const uint VS = DVC / 4u + 2u;  // f16vec4 per staged V row
 const uint PS = BC / 4u + 2u;   // f16vec4 per P row
 const uint SS = BC / 4u + 1u;   // vec4 per score row
-const uint OS = DVC / 4u + 1u;  // vec4 per P V product row
 shared f16vec4 sh_q[ROWS * QS];  // a chunk of q's columns
 shared f16vec4 sh_k[BC * QS];    // the tile's K, the same columns
 shared f16vec4 sh_v[BC * VS];    // the tile's V, a chunk of columns
-shared vec4 sh_s[ROWS * SS];     // scores (stored), then masked ones as -inf
+shared vec4 sh_s[ROWS * SS];     // scores, masked ones as -inf; then P V blocks, output blocks
 shared f16vec4 sh_p[ROWS * PS];  // exp(s - m)
-shared vec4 sh_pv[ROWS * OS];    // P V of one V chunk (stored, read by the lanes)
-shared float sh_o[ROWS * DVP];   // unnormalized output rows (scalar code only)
+const bool O_IN_REGS = OREG != 0u;
+const uint NB = O_IN_REGS ? DVP / TN : 1u;       // blocks of O's columns
+const uint OE = O_IN_REGS ? TM * TN / SG : 1u;   // a lane's elements of one block
+shared float sh_o[O_IN_REGS ? 1u : ROWS * DVP];  // unnormalized output rows (scalar code only)
 shared float sh_m[ROWS], sh_l[ROWS], sh_alpha[ROWS];
 const uint KW = (BC + 31u) / 32u;  // words of a per-key bit mask
 shared uint sh_kseen[KW];  // bit j: some row of the work item sees key kt + j
@@ -123,6 +135,25 @@ void stage_q(Item it, Seq sq, uint G, uint row_lim, uint c0) {
   }
 }
 
+// Elements [4c, 4c + 4) of the item's row rr, normalized: a partial row
+// and its lse for the combine pass, or the output row (sinks joined) and
+// its lse.
+void store_row4(Item it, Seq sq, uint G, uint row_lim, uint rr, uint c, vec4 o) {
+  const uint r = it.row0 + rr;
+  if (r >= row_lim || c >= DV4) return;
+  const uint tok = r / G, head = it.kv_head * G + r % G;
+  float lse = row_norm(sh_m[rr], sh_l[rr]).y;
+  if (it.slot != NO_SLOT) {
+    store_part4(it.slot + rr, c, o);
+    if (c == 0u) part_lse[it.slot + rr] = lse;
+  } else {
+    o *= final_row_factor(head, lse);
+    store_out4(out_elem(sq.q_off + tok, head), c, o);
+    if (c == 0u && (pc.flags & F_WRITE_LSE) != 0u)
+      lse_out[(sq.q_off + tok) * pc.num_heads + head - pc.lse_base] = lse;
+  }
+}
+
 void main() {
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;  // uniform in the workgroup
@@ -138,7 +169,10 @@ void main() {
 
   // q once when one chunk holds the head dim; O, m and l cleared.
   if (Q_ONCE) stage_q(it, sq, G, row_lim, 0u);
-  for (uint x = lid; x < ROWS * DVP; x += WG) sh_o[x] = 0.0;
+  float o_reg[NB * OE];  // O_IN_REGS: this lane's elements of every block
+  [[unroll]] for (uint x = 0u; x < NB * OE; ++x) o_reg[x] = 0.0;
+  if (!O_IN_REGS)
+    for (uint x = lid; x < ROWS * DVP; x += WG) sh_o[x] = 0.0;
   for (uint x = lid; x < ROWS; x += WG) {
     sh_m[x] = NEG_INF;
     sh_l[x] = 0.0;
@@ -180,10 +214,11 @@ void main() {
         }
       }
     }
+    // The scores go to the subgroup's own rows: its lanes read them next.
     [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb)
       coopMatStore(sc[nb], sh_s, r0 * SS + nb * (TN / 4u), SS, gl_CooperativeMatrixLayoutRowMajor);
-    memoryBarrierShared();
-    barrier();
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
 
     // 2. One lane per row: visibility, transforms, online softmax, P.
     for (uint i = lane; i < TM; i += nl) {
@@ -228,6 +263,8 @@ void main() {
       sh_m[rr] = bm;
       sh_alpha[rr] = alpha;
     }
+    // Every row's seen keys are in the mask (and this subgroup's P and
+    // alpha are written).
     memoryBarrierShared();
     barrier();
 
@@ -235,7 +272,14 @@ void main() {
     // tile's V rows that some row sees (others are 0: memory a hidden key
     // points at may hold anything, NaN included, and P V would multiply it
     // by 0).
-    for (uint x = lane; x < TM * DVP; x += nl) sh_o[r0 * DVP + x] *= sh_alpha[r0 + x / DVP];
+    if (O_IN_REGS) {
+      [[unroll]] for (uint k = 0u; k < OE; ++k) {
+        const float a = sh_alpha[r0 + (lane + SG * k) / TN];
+        [[unroll]] for (uint nb = 0u; nb < NB; ++nb) o_reg[nb * OE + k] *= a;
+      }
+    } else {
+      for (uint x = lane; x < TM * DVP; x += nl) sh_o[r0 * DVP + x] *= sh_alpha[r0 + x / DVP];
+    }
     for (uint v0 = 0u; v0 < DVP; v0 += DVC) {
       if (v0 != 0u) {  // every subgroup is done with the previous chunk
         memoryBarrierShared();
@@ -252,50 +296,81 @@ void main() {
       }
       memoryBarrierShared();
       barrier();
-      const uint nn = min(DVC, DVP - v0) / TN;  // the last chunk may be narrower
-      for (uint nb = 0u; nb < nn; ++nb) {
-        MAT_C o = MAT_C(0.0);  // never loaded from memory
-        for (uint kb = 0u; kb < BC / TK; ++kb) {
-          MAT_A a;
-          MAT_B b;
-          coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
-          coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS,
-                      gl_CooperativeMatrixLayoutRowMajor);
-          o = coopMatMulAdd(a, b, o);
+      if (O_IN_REGS) {  // one chunk (DVC == DVP): every block's index is known
+        [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
+          MAT_C o = MAT_C(0.0);  // never loaded from memory
+          for (uint kb = 0u; kb < BC / TK; ++kb) {
+            MAT_A a;
+            MAT_B b;
+            coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS,
+                        gl_CooperativeMatrixLayoutRowMajor);
+            o = coopMatMulAdd(a, b, o);
+          }
+          coopMatStore(o, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();
+          [[unroll]] for (uint k = 0u; k < OE; ++k) {
+            const uint e = lane + SG * k, c = e % TN;
+            o_reg[nb * OE + k] += sh_s[(r0 + e / TN) * SS + c / 4u][c % 4u];
+          }
+          subgroupMemoryBarrierShared();  // read before the next block is stored
+          subgroupBarrier();
         }
-        coopMatStore(o, sh_pv, r0 * OS + nb * (TN / 4u), OS, gl_CooperativeMatrixLayoutRowMajor);
-      }
-      // The products are in memory; the lanes add them to O (each subgroup
-      // its own rows).
-      memoryBarrierShared();
-      barrier();
-      const uint cols = nn * TN;
-      for (uint x = lane; x < TM * cols; x += nl) {
-        const uint i = x / cols, c = x % cols;
-        sh_o[(r0 + i) * DVP + v0 + c] += sh_pv[(r0 + i) * OS + c / 4u][c % 4u];
+      } else {
+        const uint nn = min(DVC, DVP - v0) / TN;  // the last chunk may be narrower
+        for (uint nb = 0u; nb < nn; ++nb) {
+          MAT_C o = MAT_C(0.0);  // never loaded from memory
+          for (uint kb = 0u; kb < BC / TK; ++kb) {
+            MAT_A a;
+            MAT_B b;
+            coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS,
+                        gl_CooperativeMatrixLayoutRowMajor);
+            o = coopMatMulAdd(a, b, o);
+          }
+          coopMatStore(o, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();
+          for (uint x = lane; x < TM * TN; x += nl) {
+            const uint i = x / TN, c = x % TN;
+            sh_o[(r0 + i) * DVP + v0 + nb * TN + c] += sh_s[(r0 + i) * SS + c / 4u][c % 4u];
+          }
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();
+        }
       }
     }
   }
   memoryBarrierShared();
   barrier();
 
-  // Normalized rows, lse, spread over the subgroup's lanes.
-  for (uint x = lane; x < TM * DV4; x += nl) {
-    uint i = x / DV4, c = x % DV4, rr = r0 + i, r = it.row0 + rr;
-    if (r >= row_lim) continue;
-    uint tok = r / G, head = it.kv_head * G + r % G;
-    vec2 nl = row_norm(sh_m[rr], sh_l[rr]);
-    float inv = nl.x, lse = nl.y;
-    uint o0 = rr * DVP + 4u * c;
-    vec4 o = vec4(sh_o[o0], sh_o[o0 + 1u], sh_o[o0 + 2u], sh_o[o0 + 3u]) * inv;
-    if (it.slot != NO_SLOT) {
-      store_part4(it.slot + rr, c, o);
-      if (c == 0u) part_lse[it.slot + rr] = lse;
-    } else {
-      o *= final_row_factor(head, lse);
-      store_out4(out_elem(sq.q_off + tok, head), c, o);
-      if (c == 0u && (pc.flags & F_WRITE_LSE) != 0u)
-        lse_out[(sq.q_off + tok) * pc.num_heads + head - pc.lse_base] = lse;
+  // Normalized rows, lse, spread over the subgroup's lanes: from O's
+  // registers a block at a time through the subgroup's score rows (a
+  // constant count of vec4 a lane, so the block loop unrolls and o_reg
+  // stays in registers: NAK put it in local memory when a runtime-bounded
+  // loop sat inside), or from shared memory.
+  if (O_IN_REGS) {
+    const uint B4 = TN / 4u;  // vec4 columns of a block
+    [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
+      [[unroll]] for (uint k = 0u; k < OE; ++k) {
+        const uint e = lane + SG * k, rr = r0 + e / TN, c = e % TN;
+        sh_s[rr * SS + c / 4u][c % 4u] = o_reg[nb * OE + k] * row_norm(sh_m[rr], sh_l[rr]).x;
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[unroll]] for (uint i = 0u; i < (TM * B4 + SG - 1u) / SG; ++i) {
+        const uint x = lane + SG * i, rr = r0 + x / B4;
+        if (x < TM * B4) store_row4(it, sq, G, row_lim, rr, nb * B4 + x % B4, sh_s[rr * SS + x % B4]);
+      }
+      subgroupMemoryBarrierShared();  // stored before the next block overwrites the rows
+      subgroupBarrier();
+    }
+  } else {
+    for (uint x = lane; x < TM * DV4; x += nl) {
+      const uint rr = r0 + x / DV4, c = x % DV4, o0 = rr * DVP + 4u * c;
+      const vec4 o = vec4(sh_o[o0], sh_o[o0 + 1u], sh_o[o0 + 2u], sh_o[o0 + 3u]);
+      store_row4(it, sq, G, row_lim, rr, c, o * row_norm(sh_m[rr], sh_l[rr]).x);
     }
   }
 }

@@ -400,6 +400,30 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
       EXPECT_EQ(mla.head_chunk_v % mla.coopmat_n, 0u);
       EXPECT_GE(mla.head_chunk, mla.coopmat_k);
     }
+    // O in registers while a lane holds at most 64 floats of it (on
+    // lavapipe's 8x8 blocks over 8 lanes: dv <= 64), in shared memory past
+    // that or wherever V is chunked; VKATTN_ATTN_O_REGS forces either where
+    // the layout allows, and the shared-memory count follows.
+    const uint32_t sgs = dev.caps().subgroup_size;
+    EXPECT_EQ(f16.o_regs, uint64_t(f16.coopmat_m) * 64 <= 64ull * sgs) << "dv 64";
+    const vkattn::AttentionVariant wide =
+        vkattn::choose_attention_variant(dev, o, 64, 8 * sgs + 8, 1024, VKATTN_F16);
+    EXPECT_FALSE(wide.o_regs) << "a lane would hold " << wide.coopmat_m * (8 * sgs + 8) / sgs;
+    vkattn::KernelOptions regs = o, no_regs = o;
+    regs.attn_o_regs = 1, no_regs.attn_o_regs = 0;
+    const vkattn::AttentionVariant r =
+        vkattn::choose_attention_variant(dev, regs, 64, 8 * sgs + 8, 1024, VKATTN_F16);
+    const vkattn::AttentionVariant nr =
+        vkattn::choose_attention_variant(dev, no_regs, 64, 64, 1024, VKATTN_F16);
+    EXPECT_FALSE(nr.o_regs);
+    if (r.head_chunk_v >= 8 * sgs + 8 && r.coopmat_m * r.coopmat_n % sgs == 0) {
+      EXPECT_TRUE(r.o_regs);
+      vkattn::FwdConfig a, b;
+      a.var = r, b.var = r, b.var.o_regs = false;
+      a.head_dim = b.head_dim = 64, a.head_dim_v = b.head_dim_v = 8 * sgs + 8;
+      a.kv_dtype = b.kv_dtype = VKATTN_F16;
+      EXPECT_LT(vkattn::kCoopmatFamily.shared_bytes(a), vkattn::kCoopmatFamily.shared_bytes(b));
+    }
     // VKATTN_ATTN_HEAD_CHUNK forces the chunks (capped at the padded head
     // dims); a width that is not a multiple of the matrix N and K is refused.
     vkattn::KernelOptions chunked = o;

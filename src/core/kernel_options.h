@@ -45,6 +45,7 @@ struct KernelOptions {
   uint32_t attn_tile_keys = kUnset;       // VKATTN_ATTN_TILE_KEYS (tiled, coopmat, decode)
   uint32_t attn_double_buffer = kUnset;   // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
   uint32_t attn_head_chunk = kUnset;      // VKATTN_ATTN_HEAD_CHUNK (coopmat)
+  uint32_t attn_o_regs = kUnset;          // VKATTN_ATTN_O_REGS (coopmat: O in registers)
   uint32_t attn_row_splits = kUnset;      // VKATTN_ATTN_ROW_SPLITS (decode)
   bool disable_subgroup_ops = false;      // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;          // VKATTN_DISABLE_F16_MATH=1
@@ -84,7 +85,7 @@ struct KernelOptions {
                        attn_tile_keys, attn_double_buffer, attn_head_chunk, attn_row_splits,
                        attn_kernel_decode, attn_kernel_prefill})
       if (v != kUnset) return true;
-    return disable_subgroup_ops || force_f16_math || bad_kernel_name;
+    return attn_o_regs != kUnset || disable_subgroup_ops || force_f16_math || bad_kernel_name;
   }
 
   // A knob the environment (VKATTN_ATTN_*) or a tuning-file entry may set,
@@ -119,6 +120,7 @@ struct KernelOptions {
         {&K::attn_decode_min_keys, "VKATTN_ATTN_DECODE_MIN_KEYS", nullptr, 0, kMany},
         {&K::attn_decode_merge, "VKATTN_ATTN_DECODE_MERGE", nullptr, 0, 1},
         {&K::attn_head_chunk, "VKATTN_ATTN_HEAD_CHUNK", nullptr, 1, 4096},
+        {&K::attn_o_regs, "VKATTN_ATTN_O_REGS", nullptr, 0, 1},
         {&K::attn_row_splits, "VKATTN_ATTN_ROW_SPLITS", "row_splits", 1, 16},
         {&K::invariant_split_keys, "VKATTN_ATTN_INVARIANT_SPLIT_KEYS", nullptr, 1, kMany},
     };
@@ -191,6 +193,7 @@ struct KernelOptions {
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);
     o.attn_double_buffer = env_uint("VKATTN_ATTN_DOUBLE_BUFFER", kUnset);
     o.attn_head_chunk = env_uint("VKATTN_ATTN_HEAD_CHUNK", kUnset);
+    o.attn_o_regs = env_uint("VKATTN_ATTN_O_REGS", kUnset);
     o.attn_row_splits = env_uint("VKATTN_ATTN_ROW_SPLITS", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;

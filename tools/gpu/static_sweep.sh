@@ -14,7 +14,8 @@
 # over a cache) and decode (d 128 GQA 4, dense and paged; d 64 GQA 8) cases,
 # each also with a family forced where sensible (tiled everywhere; coopmat
 # for prefill on GPUs offering cooperative matrices). --quick: navi31,
-# navi21, ga102, a740, a660, m1 x 7 cases, defaults only (a CI check, minutes).
+# navi21, ga102, a740, a660, m1 x 7 cases, defaults only, plus ga102's forced
+# coopmat at d 128 (a CI check, minutes).
 # Overrides: VKATTN_SWEEP_GPUS, VKATTN_SWEEP_CASES (space-separated; a case
 # may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
 # runs; default the CPU count), VKATTN_SWEEP_TIMEOUT (seconds a run, 600),
@@ -75,6 +76,8 @@ for gpu in $gpus; do
     runs+=("$gpu $c")
     if [ -z "$quick" ]; then
       for f in $(forced "$c" "$gpu"); do runs+=("$gpu $c@$f"); done
+    elif [ "$gpu" = ga102 ] && [ "$c" = prefill-2k-gqa ]; then
+      runs+=("$gpu $c@coopmat") # NVIDIA's coopmat is forced-only: its budget needs the run
     fi
   done
 done

@@ -15,6 +15,9 @@ namespace vkattn {
 namespace {
 // Tiles of at most this many rows take tiled's decode shape.
 constexpr uint32_t kTiledDecodeRows = 8;
+// coopmat: the most floats of O a lane holds in registers by default
+// (attention_coopmat.comp OREG; NAK gave d 128 at 64 of them ~120 GPRs).
+constexpr uint64_t kCoopmatRegFloats = 64;
 }  // namespace
 
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
@@ -129,7 +132,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
 // The coopmat family's shape (ops/attention/families/coopmat.cpp): the device's
 // largest f16 matrix shape with N and K multiples of 8 (16x16x16 where
 // offered), subgroups and keys per tile from the device table, halved
-// (subgroups first) until the shared arrays fit; then, where they still do
+// (keys per tile first) until the shared arrays fit; then, where they still do
 // not (MLA's d 576 / dv 512), the head-dim chunks staged at a time narrowed
 // to powers of two, the larger staged array first.
 void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
@@ -164,16 +167,36 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
            " for coopmat: a multiple of the matrix N and K (", step, ")");
     v.head_chunk = std::min(c, dp), v.head_chunk_v = std::min(c, dvp);
   }
+  // O in registers (attention_coopmat.comp OREG) where one V chunk holds
+  // dv, a TM x TN block splits evenly over the lanes and the subgroup size
+  // is known; by default only while a lane's share of the
+  // subgroup's TM rows of O stays within kCoopmatRegFloats (NVIDIA's d 128:
+  // 64 floats; RDNA's wave64 to d 256). VKATTN_ATTN_O_REGS=0|1 forces it
+  // off or on (on: wherever the layout allows).
+  const bool want_regs = forced.attn_o_regs != K::kUnset
+                             ? forced.attn_o_regs != 0
+                             : uint64_t(best.m) * dvp <= uint64_t(kCoopmatRegFloats) * sg;
+  auto regs_ok = [&] {
+    // The size is the pipeline's own where it can be required, or where it
+    // cannot vary (NVK offers 32 only and no control).
+    const bool size_known =
+        caps.subgroup_size_control || caps.min_subgroup_size == caps.max_subgroup_size;
+    return want_regs && size_known && best.m * best.n % sg == 0 && v.head_chunk_v == dvp;
+  };
+  v.o_regs = regs_ok();
   FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
   auto fits = [&] {
     probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
     probe.var.head_chunk = v.head_chunk, probe.var.head_chunk_v = v.head_chunk_v;
+    probe.var.o_regs = v.o_regs;
     return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
   };
-  if (forced.attn_subgroups == K::kUnset)
-    while (v.subgroups > 1 && !fits()) v.subgroups /= 2;
+  // Keys per tile halve first: more rows per workgroup read each K/V byte
+  // for more queries, a shorter tile only costs a barrier per keys.
   if (forced.attn_tile_keys == K::kUnset)
     while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits()) v.tile_keys /= 2;
+  if (forced.attn_subgroups == K::kUnset)
+    while (v.subgroups > 1 && !fits()) v.subgroups /= 2;
   // The largest power of two below c that is a multiple of m, else c.
   auto narrower = [](uint32_t c, uint32_t m) {
     uint32_t p = 1;
@@ -188,7 +211,7 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
       if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v))
         v.head_chunk = nd;
       else if (nv < v.head_chunk_v)
-        v.head_chunk_v = nv;
+        v.head_chunk_v = nv, v.o_regs = regs_ok();
       else
         break;  // coopmat_declines says what does not fit
     }

@@ -20,7 +20,8 @@
 //   VKATTN_ATTN_LANES_PER_ROW, VKATTN_ATTN_TILE_KEYS and
 //   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles),
 //   for coopmat VKATTN_ATTN_SUBGROUPS, VKATTN_ATTN_TILE_KEYS and
-//   VKATTN_ATTN_HEAD_CHUNK (head-dim columns staged at a time), and
+//   VKATTN_ATTN_HEAD_CHUNK (head-dim columns staged at a time),
+//   VKATTN_ATTN_O_REGS=0|1 (O in registers or in shared memory), and
 //   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device); for
 //   decode VKATTN_ATTN_LANES_PER_ROW (lanes per key row), VKATTN_ATTN_WG,
 //   VKATTN_ATTN_TILE_KEYS, VKATTN_ATTN_ROWS (rows per tile) and
@@ -89,6 +90,9 @@ struct AttentionVariant {
   // coopmat: head-dim columns of q/k and of v staged in shared memory at a
   // time (0: the whole padded head dim); narrowed where MLA's dims do not fit.
   uint32_t head_chunk = 0, head_chunk_v = 0;
+  // coopmat: O kept in registers (a known layout over the subgroup's
+  // lanes) instead of shared memory; needs one V chunk.
+  bool o_regs = false;
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;

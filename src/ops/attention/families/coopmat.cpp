@@ -2,32 +2,39 @@
 // P V as cooperative-matrix products (VK_KHR_cooperative_matrix: tensor
 // cores), NSG subgroups per workgroup each owning TM rows, K/V tiles of BC
 // keys staged in shared memory as f16 a chunk of head-dim columns at a
-// time (all of them unless MLA-sized dims need chunks), softmax and O in
-// f32 through shared memory. Built only with -DVKATTN_COOPMAT=ON; the
-// matrix shape comes from the device (core/coopmat.h); f16 K/V only (other
-// dtypes decline, and the variant chooser hands them to `tiled`, logged).
+// time (all of them unless MLA-sized dims need chunks), softmax in f32,
+// O in registers (OREG) or, where a lane's share would be too large
+// (MLA's dv 512) or V needs chunks, in shared memory. Built only with
+// -DVKATTN_COOPMAT=ON; the matrix shape comes from the device
+// (core/coopmat.h); f16 K/V only (other dtypes decline, and the variant
+// chooser hands them to `tiled`, logged).
 //
-// Budget (reasoned, not measured: no GPU has run this shader yet), for an
-// NVIDIA GPU's 16x16x16 shape, 32-lane subgroups, 48 KiB of shared memory
-// per workgroup, d = dv = 128, f16 K/V, the table's NSG 4 and BC 32:
-//   - shared memory (coopmat_shared_bytes): at NSG 4 the arrays need about
-//     115 KB (the P V product chunk and O, 64 rows x 128 f32 each, are two
-//     thirds of it), so the fit loop in variant.cpp halves NSG to 1: 16 rows,
-//     one subgroup, about 42 KB a workgroup, 5 workgroups (5 subgroups) per
-//     228 KB SM, limited by shared memory, not registers;
-//   - registers per lane: S for BC/TN = 2 accumulators (16 f32), one A and
-//     one B fragment (16 f16 lanes' worth, 8 registers), the P V
-//     accumulator (8), and the softmax scalars: about 64;
-//   - loads in flight per lane: the K and V staging loops issue one 16-byte
-//     fetch per iteration, BC x DC / 4 / WG = 32 per tile, a few in flight
-//     (no double buffering);
-//   - matrix work per shared byte: per tile 2 x 16 x 32 x 128 MACs over
-//     16 KB of staged K/V plus the A/B fragment reads (q 4 KB, P 1 KB, the
-//     products 2 KB): about 5 MACs per shared byte, far below what tensor
-//     cores need to be busy, so the first GPU run is expected to show this
-//     layout shared-memory bound. What would change it: O in accumulators
-//     instead of shared memory, DVC chunks narrower than 128 (sh_pv), and
-//     the keys-per-subgroup layout (ggml cm1: 4 subgroups x 16 keys).
+// Budget, for the 16x16x16 shape, d = dv = 128, f16 K/V, the table's NSG 4
+// and BC 32 (halved to 16 where 48 KiB is the limit), reasoned and then
+// checked on Mesa 26.1's compilers (tools/gpu-static.sh, 2026-11-28):
+//   - shared memory (coopmat_shared_bytes): q 64 rows x 136 f16 (17 KiB),
+//     the K and V tiles (8.5 KiB each at BC 32), scores (64 x 36 f32,
+//     9 KiB; the P V blocks and the output blocks pass through them), P
+//     (5 KiB): 49 KiB at BC 32, 34 KiB at BC 16. O is not in shared memory
+//     (it was 32 KiB a workgroup of 64 rows, and the P V chunk 33 KiB more:
+//     that forced one subgroup a workgroup before).
+//     RDNA3 (ACO, navi31): 4 wave64 a workgroup, 50176 bytes of LDS ->
+//     2 workgroups a WGP = 2 waves/SIMD (was 0.75), no spill; ACO then lets
+//     VGPRs grow to 256 (118 before scheduling). NVIDIA (NAK, ga102,
+//     forced): BC 16, 4 warps a workgroup, 35 KiB -> 2 workgroups on
+//     GA10x's 100 KiB = 8 warps/SM (was 2), 6 on an H100's 228 KiB.
+//   - registers per lane: O's 16 x 128 block row over the subgroup,
+//     64 floats on 32 lanes (32 on wave64), S for BC/TN blocks (8 f32 each
+//     on 32 lanes), one A and one B fragment, the P V accumulator: NAK
+//     128 GPRs, no spill (16 warps/SM by registers).
+//   - loads in flight per lane: the K and V staging loops, one 16-byte
+//     fetch per iteration, BC x DC / 4 / WG = 8-16 per tile (no double
+//     buffering); each K/V byte read from memory serves 64 query rows.
+//   - matrix work per shared byte: per tile 2 x 64 x BC x 128 MACs over
+//     the staged K/V and the fragment reads (q, K, P, V): about 10 MACs
+//     per shared byte at BC 32; tensor cores would want more (q in
+//     registers, ggml cm1's keys-per-subgroup split), the next step once a
+//     GPU has timed this one.
 #include <algorithm>
 
 #include "core/pipeline.h"
@@ -45,8 +52,9 @@ struct CoopmatSpec {
   FwdSpecHead head;     // 0-11, shape = NSG: subgroups
   uint32_t tm, tn, tk;  // 12-14 TM, TN, TK
   uint32_t dc, dvc;     // 15-16 DC, DVC: head-dim columns staged at a time
+  uint32_t sg, oreg;    // 17-18 SG: the required subgroup size; OREG: O in registers
 };
-static_assert(sizeof(CoopmatSpec) == 17 * 4, "attention_coopmat.comp has 17 constants");
+static_assert(sizeof(CoopmatSpec) == 19 * 4, "attention_coopmat.comp has 19 constants");
 
 uint32_t round_up(uint32_t x, uint32_t m) {
   return (x + m - 1) / m * m;
@@ -96,19 +104,18 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 }
 
 // attention_coopmat.comp's shared arrays: a chunk of q and of the K tile's
-// columns and one of V's (f16), scores (f32), P (f16), a P V product chunk
-// (f32), O (f32, all DVP columns), m, l, alpha per row, and a seen bit per
-// key.
+// columns and one of V's (f16), scores (f32; the P V blocks pass through
+// them too), P (f16), O (f32, all DVP columns) unless O is in registers,
+// m, l, alpha per row, and a seen bit per key.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const CoopmatDims d = coopmat_dims(cfg);
   const uint64_t rows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
   // Rows of 4-vectors padded by 16 bytes (attention_coopmat.comp QS, VS,
-  // PS: 2 f16vec4; SS, OS: 1 vec4).
+  // PS: 2 f16vec4; SS: 1 vec4).
   const uint64_t qs = (d.dc / 4 + 2) * 8, vs = (d.dvc / 4 + 2) * 8, ps = (bc / 4 + 2) * 8;
-  const uint64_t ss = (bc / 4 + 1) * 16, os = (d.dvc / 4 + 1) * 16;
-  return rows * qs + bc * qs + bc * vs + rows * ss + rows * ps + rows * os + rows * d.dvp * 4 +
-         rows * 12 + (bc + 31) / 32 * 4;
+  const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs ? 4 : rows * d.dvp * 4;
+  return rows * qs + bc * qs + bc * vs + rows * ss + rows * ps + o + rows * 12 + (bc + 31) / 32 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
@@ -119,7 +126,9 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          v.coopmat_n,
                          v.coopmat_k,
                          d.dc,
-                         d.dvc};
+                         d.dvc,
+                         v.lanes_per_row,
+                         v.o_regs ? 1u : 0u};
   return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg));
 }
 
