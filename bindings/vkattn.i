@@ -203,6 +203,9 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 %ignore vkattn_device_info::struct_size;
 %ignore vkattn_attention_desc::struct_size;
 %ignore vkattn_attention_desc::reserved;
+/* Bidirectional spans are not implemented yet (the library refuses them). */
+%ignore vkattn_attention_desc::span_indptr;
+%ignore vkattn_attention_desc::spans;
 %ignore vkattn_kv_cache_desc::struct_size;
 %ignore vkattn_kv_cache_desc::reserved;
 %ignore vkattn_rope_desc::struct_size;
@@ -356,7 +359,7 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
 }
 
 %extend vkattn_attention_desc {
-  /* Defaults of vkattn_attention_desc_init: window -1, no mask/ALiBi/lse;
+  /* Defaults of vkattn_attention_desc_init: windows -1, chunk 0, no mask/ALiBi/lse;
    * head counts and dims must be set. */
   vkattn_attention_desc() {
     vkattn_attention_desc* d = (vkattn_attention_desc*)calloc(1, sizeof *d);

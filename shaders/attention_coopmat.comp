@@ -235,7 +235,7 @@ void main() {
         float s = sh_s[rr * SS + j / 4u][j % 4u];
         if (uses(F_SOFTCAP)) s = soft_capped(s);
         if (uses(F_ALIBI)) s += alibi_bias(head, pos, int(key));
-        bool v = ok && key < it.k_end && in_causal_window(pos, int(key), causal, windowed);
+        bool v = ok && key < it.k_end && in_view(sq, pos, int(key), causal, windowed);
         if (uses(F_KEY_VALID)) v = v && key_is_valid(sq, kc);
         if (uses(F_MASK_BOOL)) v = v && mask_allows(mask_index(sq, tok, kc));
         if (uses(F_MASK_ADD)) {

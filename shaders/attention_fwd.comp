@@ -200,7 +200,7 @@ void main() {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         // The call first: glslang turns a && whose right side calls a
         // function into a branch.
-        bool cw = in_causal_window(pos[i], key, causal, windowed);
+        bool cw = in_view(sq, pos[i], key, causal, windowed);
         vis[i * BK + j] = key_ok && row_ok[i] && cw;
       }
     }

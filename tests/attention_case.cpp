@@ -61,6 +61,8 @@ std::string AttnCase::name() const {
   std::ostringstream os;
   os << "H" << H << "/" << Hkv << " d" << d << " dv" << (dv ? dv : d) << " q" << dt_name(qdt)
      << " kv" << dt_name(kdt) << (causal ? " causal" : "") << " win" << window
+     << (window_right >= 0 ? " right " + std::to_string(window_right) : "")
+     << (chunk > 0 ? " chunk " + std::to_string(chunk) : "") << (rules_as_mask ? " as-mask" : "")
      << (softcap > 0 ? " softcap " + std::to_string(softcap) : "") << (alibi ? " alibi" : "")
      << (sinks ? " sinks" : "") << " mask" << mask_type
      << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
@@ -114,6 +116,27 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
       off += static_cast<int64_t>(t) * u;
     }
   }
+  // The right window and the chunks (floor division: a negative position
+  // lies in a negative chunk), as the header states them.
+  auto in_rules = [&](int64_t pos, int64_t j) {
+    auto chunk_of = [&](int64_t x) {
+      return x >= 0 ? x / c.chunk : -((-x + c.chunk - 1) / c.chunk);
+    };
+    return (c.window_right < 0 || j - pos <= c.window_right) &&
+           (c.chunk <= 0 || chunk_of(j) == chunk_of(pos));
+  };
+  if (c.rules_as_mask) {
+    EXPECT_EQ(c.mask_type, VKATTN_MASK_NONE) << "rules_as_mask makes the case's mask";
+    c.mask_type = VKATTN_MASK_BOOL;
+    bmask.resize(mask_elems);
+    int64_t off = 0;
+    for (auto [t, u] : c.seqs) {
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < u; ++j)
+          bmask[off + int64_t(i) * u + j] = in_rules(int64_t(u) - t + i, j);
+      off += static_cast<int64_t>(t) * u;
+    }
+  }
   std::vector<int32_t> key_valid;
   if (c.padded && c.pad_keys > 0) {
     key_valid.assign(tk, 1);
@@ -141,7 +164,8 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
         for (int i = 0; i < t && !seen; ++i) {
           int64_t pos = static_cast<int64_t>(u) - t + i;
           int64_t x = moff + static_cast<int64_t>(i) * u + j;
-          bool vis = !(c.causal && j > pos) && !(c.window >= 0 && pos - j > c.window);
+          bool vis =
+              !(c.causal && j > pos) && !(c.window >= 0 && pos - j > c.window) && in_rules(pos, j);
           if (!bmask.empty()) vis = vis && bmask[x] != 0;
           if (!amask.empty()) vis = vis && amask[x] != -inf;
           if (!key_valid.empty()) vis = vis && key_valid[cu_k[b] + j] != 0;
@@ -187,6 +211,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   desc.scale = c.scale;
   desc.causal = c.causal;
   desc.window_left = c.window;
+  if (!c.rules_as_mask) desc.window_right = c.window_right, desc.chunk_size = c.chunk;
   desc.softcap = c.softcap;
   desc.mask_type = c.mask_type;
   if (c.with_lse) desc.lse = tl_t.get();
@@ -227,6 +252,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   vkattn::ref::AttentionParams p;
   p.num_heads = c.H, p.num_kv_heads = c.Hkv, p.head_dim = c.d, p.head_dim_v = dv;
   p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
+  p.window_right = c.window_right, p.chunk_size = c.chunk;
   p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
   p.sinks = c.sinks ? sinks.data() : nullptr;
   p.mask_type = c.mask_type;

@@ -23,6 +23,11 @@ struct AttnCase {
   std::vector<std::pair<int, int>> seqs;  // (t, u) per sequence
   bool causal = false;
   int window = -1;
+  int window_right = -1;  // desc->window_right
+  int chunk = 0;          // desc->chunk_size
+  // The right window and the chunks passed as the equivalent bool mask
+  // instead (mask_type must be NONE): the dense form the rules replace.
+  bool rules_as_mask = false;
   float softcap = 0.0f, scale = 0.0f;
   bool alibi = false;
   bool sinks = false;  // desc->sinks: head 0 -inf (no sink), head 1 +6 (dominant), others mixed

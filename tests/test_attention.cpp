@@ -113,6 +113,43 @@ TEST_F(Attention, SlidingWindow) {
     }
 }
 
+// Two-sided windows and chunked local attention (issue X), each against
+// the reference and as the equivalent dense bool mask: t > u (negative
+// positions lie in negative chunks), chunks that cut tiles, a chunk of one
+// position, windows with and without causal, GQA, f16, lse.
+TEST_F(Attention, WindowRightAndChunks) {
+  struct Rule {
+    bool causal;
+    int left, right, chunk;
+  };
+  const Rule rules[] = {{false, 3, 5, 0},   {false, -1, 0, 0}, {false, 40, 17, 0},
+                        {true, -1, -1, 16}, {true, 20, -1, 7}, {false, -1, -1, 33},
+                        {false, 5, 2, 12},  {true, -1, -1, 1}, {false, -1, 9, 64}};
+  const std::vector<std::pair<int, int>> seqs = {{1, 147}, {113, 203}, {0, 5},  {7, 0},
+                                                 {9, 4},   {30, 30},   {40, 17}};
+  int seed = 40;
+  for (const Rule& r : rules)
+    for (bool as_mask : {false, true}) {
+      AttnCase c;
+      c.seqs = seqs;
+      c.causal = r.causal, c.window = r.left, c.window_right = r.right, c.chunk = r.chunk;
+      c.rules_as_mask = as_mask;
+      c.H = 8, c.Hkv = 2, c.d = 40;
+      c.qdt = c.kdt = (seed / 2 % 2) ? VKATTN_F16 : VKATTN_F32;
+      c.seed = seed++;
+      const CaseStats st = run_attention_case(ctx, c);
+      EXPECT_GT(st.checked, 0);
+    }
+  // With sinks and ALiBi on top (a chunked row with no visible key gives
+  // the sink's lse), and padded batches.
+  AttnCase c;
+  c.seqs = {{64, 64}, {64, 64}};
+  c.causal = true, c.chunk = 24, c.sinks = true, c.alibi = true, c.seed = 77;
+  run_attention_case(ctx, c);
+  c.padded = true, c.pad_keys = 5, c.chunk = 0, c.window = 6, c.window_right = 3, c.causal = false;
+  run_attention_case(ctx, c);
+}
+
 TEST_F(Attention, SoftcapAndAlibi) {
   AttnCase c;
   c.seqs = kMixedSeqs;
@@ -344,6 +381,41 @@ TEST_F(Attention, StatsLogNamesEveryPipelineOrSaysWhyNot) {
 }
 
 // VKATTN_LOG=kernels names the family of every recorded forward dispatch.
+// What the planner skips, from the kernel log's "read=" (the most keys one
+// tile of rows reads): a causal decode over 5000 keys in chunks of 512
+// reads its own chunk's 392 keys; a two-sided window of 6 + 4 around 8
+// query rows at most 6 + 8 + 4 keys a tile (rows per tile permitting).
+TEST_F(Attention, ChunksAndWindowsSkipKeys) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_LOG", "kernels"}});
+  ForcedContext logged;
+  auto most_read = [&](const AttnCase& c) {
+    testing::internal::CaptureStderr();
+    run_attention_case(logged.ctx, c);
+    const std::string log = testing::internal::GetCapturedStderr();
+    uint64_t most = 0;
+    size_t lines = 0;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(" read=");
+      if (line.rfind("vkattn: attention family=", 0) != 0 || at == std::string::npos) continue;
+      most = std::max<uint64_t>(most, std::stoull(line.substr(at + 6)));
+      ++lines;
+    }
+    EXPECT_GT(lines, 0u) << log;
+    return most;
+  };
+  AttnCase c;
+  c.H = 4, c.Hkv = 4, c.d = 16;
+  c.seqs = {{1, 5000}};
+  c.causal = true, c.chunk = 512;
+  EXPECT_EQ(most_read(c), 5000u - 9 * 512);
+  c.chunk = 0, c.causal = false, c.window = 6, c.window_right = 4;
+  c.seqs = {{8, 3000}};
+  EXPECT_LE(most_read(c), 6u + 8 + 4);
+  c.window = c.window_right = -1;  // the whole range, for contrast
+  EXPECT_EQ(most_read(c), 3000u);
+}
+
 TEST_F(Attention, KernelLogNamesTheFamily) {
   ScopedEnv env(ScopedEnv::Vars{{"VKATTN_LOG", "kernels"}});
   ForcedContext logged;

@@ -231,6 +231,46 @@ TEST_F(AttentionBadInput, OldDescriptorSizeHasNoSinks) {
   EXPECT_INVALID(call(old.desc), "struct_size");
 }
 
+// A 0.3 descriptor (struct_size 88, before window_right, chunk_size and the
+// spans were appended) reads them as absent: -1, 0 and NULL, whatever its
+// memory holds there (a bad window_right or a span would be refused).
+TEST_F(AttentionBadInput, OldDescriptorSizeHasNoRightWindowOrChunks) {
+  vkattn_attention_desc old = d;
+  old.struct_size = 88;
+  old.window_right = -7;
+  const int32_t indptr[3] = {0, 0, 0};
+  old.span_indptr = indptr;
+  EXPECT_EQ(call(old), VKATTN_SUCCESS) << vkattn_last_error();
+  old.struct_size = 96;
+  EXPECT_INVALID(call(old), "struct_size");
+}
+
+// window_right below -1 is refused; spans are not implemented yet, and a
+// call passing them says so (UNSUPPORTED) without recording anything.
+TEST_F(AttentionBadInput, RightWindowAndSpans) {
+  vkattn_attention_desc init;
+  vkattn_attention_desc_init(&init);
+  EXPECT_EQ(init.window_right, -1);
+  EXPECT_EQ(init.chunk_size, 0u);
+  EXPECT_EQ(init.span_indptr, nullptr);
+  EXPECT_EQ(init.spans, nullptr);
+  std::vector<float> nan(320, NAN);
+  ASSERT_EQ(vkattn_tensor_write(out, nan.data(), nan.size() * 4), VKATTN_SUCCESS);
+  auto bad = d;
+  bad.window_right = -2;
+  EXPECT_INVALID(call(bad), "desc->window_right -2 is invalid");
+  const int32_t indptr[3] = {0, 1, 1}, spans[2] = {0, 3};
+  bad = d, bad.span_indptr = indptr, bad.spans = spans;
+  EXPECT_EQ(call(bad), VKATTN_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::strstr(vkattn_last_error(), "spans"), nullptr) << vkattn_last_error();
+  bad = d, bad.spans = spans;
+  EXPECT_EQ(call(bad), VKATTN_ERROR_UNSUPPORTED);
+  expect_untouched();
+  auto ok = d;
+  ok.window_right = 0, ok.chunk_size = 3;
+  EXPECT_EQ(call(ok), VKATTN_SUCCESS) << vkattn_last_error();
+}
+
 TEST_F(AttentionBadInput, PrefixSumsAndTensors) {
   EXPECT_INVALID(vkattn_attention_varlen(ctx, &d, 2, nullptr, ck, q, k, v, out),
                  "cu_seqlens_q is NULL");

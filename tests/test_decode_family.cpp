@@ -168,6 +168,18 @@ TEST_F(DecodeFamily, Transforms) {
   c.sinks = true;
   c.seqs = {{1, 5000}, {1, 3}, {2, 2100}};
   cases.push_back(c);
+  // Chunked local attention (a decode reads only its chunk's keys, split
+  // over items) and a two-sided window, also as the dense mask.
+  for (bool as_mask : {false, true}) {
+    c = base(43 + as_mask);
+    c.causal = true, c.chunk = 1000, c.rules_as_mask = as_mask;
+    c.seqs = {{1, 5000}, {3, 2100}, {1, 1000}, {2, 1001}};
+    cases.push_back(c);
+    c = base(45 + as_mask);
+    c.causal = false, c.window = 40, c.window_right = 3, c.rules_as_mask = as_mask;
+    c.seqs = {{4, 300}, {1, 7}, {8, 8}};
+    cases.push_back(c);
+  }
   run_on_decode({}, cases);
 }
 

@@ -130,6 +130,28 @@ TEST(Reference, WindowZeroSeesOnlyItsOwnKey) {
   for (int i = 0; i < n; ++i) expect_row(r.out, i, d, &v[i * d]);
 }
 
+// Window right 0 without causal: a row sees its own key and those before.
+// Chunks of 2 with t > u: positions -2, -1 lie in chunk -1 (floor
+// division) and see nothing; positions 0 and 1 see keys 0..1, position 2
+// sees key 2 alone.
+TEST(Reference, RightWindowAndChunks) {
+  const int d = 4, t = 5, u = 3;
+  auto q = random_vec(t * d, 1), k = random_vec(u * d, 2), v = random_vec(u * d, 3);
+  AttentionParams p = params(1, 1, d);
+  p.window_right = 0, p.window_left = 0;
+  Result w = run1(p, u, u, q, k, v);
+  for (int i = 0; i < u; ++i) expect_row(w.out, i, d, &v[i * d]);
+  p = params(1, 1, d);
+  p.chunk_size = 2;
+  Result r = run1(p, t, u, q, k, v);
+  expect_hidden_row(r, 0, d);
+  expect_hidden_row(r, 1, d);
+  expect_row(r.out, 4, d, &v[2 * d]);
+  p.causal = true;
+  Result c = run1(p, t, u, q, k, v);
+  expect_row(c.out, 2, d, &v[0]);  // position 0: key 0 alone
+}
+
 TEST(Reference, BoolMaskHidingAllKeysGivesEmptyRow) {
   const int d = 4, t = 2, u = 3;
   auto q = random_vec(t * d, 1), k = random_vec(u * d, 2), v = random_vec(u * d, 3);

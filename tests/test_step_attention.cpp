@@ -26,6 +26,8 @@ struct LayerCfg {
   uint32_t H = 4;
   bool causal = true;
   int window = -1;
+  int window_right = -1;
+  uint32_t chunk = 0;
   float softcap = 0.0f;
   bool alibi = false;
   bool sinks = false;  // desc->sinks: head h's sink -1.5 + h (head 0's -inf: none)
@@ -222,6 +224,8 @@ class StepAttentionTest : public ContextTest {
       desc.head_dim_v = dv;
       desc.causal = c.causal;
       desc.window_left = c.window;
+      desc.window_right = c.window_right;
+      desc.chunk_size = c.chunk;
       desc.softcap = c.softcap;
       desc.lse = lt;
       vkattn::ref::AttentionParams p;
@@ -231,6 +235,8 @@ class StepAttentionTest : public ContextTest {
       p.head_dim_v = dv;
       p.causal = c.causal;
       p.window_left = c.window;
+      p.window_right = c.window_right;
+      p.chunk_size = c.chunk;
       p.softcap = c.softcap;
       std::vector<float> slopes;
       if (c.alibi) {
@@ -575,6 +581,36 @@ TEST_F(StepAttentionTest, PerLayerOptionsAndTruncate) {
   ASSERT_EQ(vkattn_kv_cache_truncate(cache, 1, 27), VKATTN_SUCCESS);  // inside a page
   run_step({2, 1}, {1, 1}, cfg, VKATTN_F32);
   run_step({1}, {5}, cfg, VKATTN_F32);
+}
+
+// Chunked local layers (Llama 4: chunks of positions, causal inside them)
+// beside a full causal layer and a two-sided window, over chunked prefill
+// and decodes whose contexts cross chunk boundaries, in f16 and int8
+// caches; the steps' plans are shared by layers only where their rules
+// agree.
+TEST_F(StepAttentionTest, ChunkedLocalLayers) {
+  for (vkattn_dtype dt : {VKATTN_F16, VKATTN_I8}) {
+    SCOPED_TRACE(dt == VKATTN_F16 ? "f16" : "i8");
+    if (cache) vkattn_kv_cache_destroy(cache);
+    KvShape s;
+    s.layers = 3;
+    s.hkv = 2;
+    s.d = 16;
+    s.dv = 16;
+    s.page_size = 4;
+    s.pages = 160;
+    s.dtype = dt;
+    create(s);
+    poison_pool();
+    std::vector<LayerCfg> cfg(3);
+    cfg[0].chunk = 12;
+    cfg[0].H = 8;
+    cfg[1].sinks = true;
+    cfg[2].causal = false, cfg[2].window = 5, cfg[2].window_right = 2, cfg[2].chunk = 20;
+    run_step({1, 2}, {30, 9}, cfg, VKATTN_F32);
+    run_step({1, 2, 3}, {1, 14, 25}, cfg, VKATTN_F16);  // chunks cut by the step's own tokens
+    run_step({1, 2, 3}, {1, 1, 1}, cfg, VKATTN_F32);
+  }
 }
 
 // A pool split over several buffers: sequences span buffers, attention runs

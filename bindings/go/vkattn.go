@@ -377,7 +377,7 @@ func (t *Tensor) Nbytes() (n int64, err error) {
 // ---- attention ---------------------------------------------------------
 
 // AttentionDesc configures attention; start from NewAttentionDesc (the zero
-// value has WindowLeft 0, a window of one key). See the C header for the
+// value has WindowLeft and WindowRight 0, a window of one key). See the C header for the
 // formula.
 type AttentionDesc struct {
 	NumHeads, NumKvHeads int
@@ -385,6 +385,8 @@ type AttentionDesc struct {
 	Scale                float32 // 0 = 1/sqrt(HeadDim)
 	Causal               bool    // bottom-right aligned
 	WindowLeft           int     // -1 = none
+	WindowRight          int     // -1 = none (the zero value: nothing right of the query)
+	ChunkSize            int     // 0 = off; chunked local attention over chunks of this many positions
 	Softcap              float32 // 0 = off
 	MaskType             MaskType
 	AlibiSlopes          *Tensor // [H] f32 or nil
@@ -395,7 +397,8 @@ type AttentionDesc struct {
 
 // NewAttentionDesc is the library's defaults with the head counts and dim set.
 func NewAttentionDesc(numHeads, numKvHeads, headDim int) AttentionDesc {
-	return AttentionDesc{NumHeads: numHeads, NumKvHeads: numKvHeads, HeadDim: headDim, WindowLeft: -1}
+	return AttentionDesc{NumHeads: numHeads, NumKvHeads: numKvHeads, HeadDim: headDim, WindowLeft: -1,
+		WindowRight: -1}
 }
 
 // withRaw runs f with the native form of d (nil for a nil d); the native
@@ -416,6 +419,8 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 		r.SetCausal(1)
 	}
 	r.SetWindowLeft(d.WindowLeft)
+	r.SetWindowRight(d.WindowRight)
+	r.SetChunkSize(uint(d.ChunkSize))
 	r.SetSoftcap(d.Softcap)
 	r.SetMaskType(uint(d.MaskType))
 	r.SetAlibiSlopes(d.AlibiSlopes.optional("AlibiSlopes"))

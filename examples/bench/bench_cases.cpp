@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "api/handles.h"
 #include "bench.h"
@@ -59,7 +60,17 @@ struct Shape {
   int dv = 0;                          // 0 = d (MLA: 512 under d 576)
   bool sinks = false;                  // per-head sink logits (gpt-oss)
   vkattn_dtype cache_dt = VKATTN_F16;  // paged cases: the cache dtype (8-bit caches)
+  int chunk = 0;                       // desc->chunk_size (chunked local attention)
   int v_dim() const { return dv ? dv : d; }
+  // The keys [lo, hi) query position pos of a sequence of u keys sees.
+  std::pair<int, int> keys_of(int pos, int u) const {
+    int lo = 0, hi = causal ? std::max(0, pos + 1) : u;
+    if (chunk > 0) {
+      const int c0 = pos >= 0 ? pos / chunk * chunk : -((-pos + chunk - 1) / chunk) * chunk;
+      lo = std::max(lo, c0), hi = std::min(hi, c0 + chunk);
+    }
+    return {lo, std::max(lo, hi)};
+  }
   // Bytes one cached key takes per kv head (K and V rows; int8: + 2 scales).
   double key_bytes() const {
     return (d + v_dim()) * double(vkattn_dtype_size(cache_dt)) +
@@ -115,12 +126,13 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
   for (auto [b, i] : rows) {
     const Seq& sq = seqs[b];
     const int pos = sq.u - sq.t + i;
-    const int u = s.causal ? std::max(0, pos + 1) : sq.u;
+    const auto [lo, hi] = s.keys_of(pos, sq.u);
+    const int u = hi - lo;
     cu_q.push_back(cu_q.back() + 1);
     cu_k.push_back(cu_k.back() + u);
     const uint64_t qr = sq.q_row0 + i;
     for (int e = 0; e < H * d; ++e) q.push_back(value(0, qr * H * d + e));
-    for (int j = 0; j < u; ++j) {
+    for (int j = lo; j < hi; ++j) {
       for (int e = 0; e < Hkv * d; ++e) k.push_back(value(1, (sq.k_row0 + j) * Hkv * d + e));
       for (int e = 0; e < Hkv * dv; ++e) v.push_back(value(2, (sq.k_row0 + j) * Hkv * dv + e));
     }
@@ -153,8 +165,13 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
 void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* kv_bytes) {
   double pairs = 0, keys = 0;
   for (const Seq& q : seqs) {
-    for (int i = 0; i < q.t; ++i) pairs += s.causal ? std::max(0, q.u - q.t + i + 1) : q.u;
-    keys += q.u;
+    int lo = q.u, hi = 0;  // the keys any query of the sequence sees
+    for (int i = 0; i < q.t; ++i) {
+      const auto [a, b] = s.keys_of(q.u - q.t + i, q.u);
+      pairs += b - a;
+      if (b > a) lo = std::min(lo, a), hi = std::max(hi, b);
+    }
+    keys += s.chunk > 0 ? std::max(0, hi - lo) : q.u;
   }
   *flops = pairs * s.H * 2.0 * (s.d + s.v_dim());
   *kv_bytes = keys * s.Hkv * s.key_bytes();
@@ -497,6 +514,7 @@ bool pooled_decode(vkattn_context* ctx, Result* r, int n, int u, Shape s) {
   vkattn_attention_desc_init(&desc);
   desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
   desc.head_dim_v = s.v_dim();
+  desc.chunk_size = uint32_t(s.chunk);
   const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(s.H / s.Hkv), [&] {
     check(vkattn_attention_paged(ctx, &desc, uint32_t(n), cu_q.data(), lens.data(), indptr.data(),
                                  perm.data(), ps, q, kp, vp, o),
@@ -511,6 +529,17 @@ bool decode_1x32768(vkattn_context* c, Result* r) {
 }
 bool decode_8x32768_paged(vkattn_context* c, Result* r) {
   return pooled_decode(c, r, 8, 32768, kGqa);
+}
+// Llama 4's local layers: chunked local attention (chunks of 8192
+// positions) over a 128k context: the decode reads its own chunk only,
+// so it should cost about what decode-1x8192-paged does.
+bool chunked_decode_1x131072(vkattn_context* c, Result* r) {
+  Shape s = kGqa;
+  s.chunk = 8192;
+  return pooled_decode(c, r, 1, 131072, s);
+}
+bool decode_1x8192_paged(vkattn_context* c, Result* r) {
+  return pooled_decode(c, r, 1, 8192, kGqa);
 }
 
 // A step of decodes and one prefill chunk, timed interleaved with its two
@@ -711,6 +740,13 @@ const std::vector<Case>& all_cases() {
       {"decode-8x32768-paged",
        "caller pools: 8 decodes over 32768 keys in shuffled 16-token pages, 32/8 heads, d 128",
        decode_8x32768_paged},
+      {"decode-1x8192-paged",
+       "caller pools: 1 decode over 8192 keys in shuffled 16-token pages, 32/8 heads, d 128",
+       decode_1x8192_paged},
+      {"chunked-decode-1x131072",
+       "caller pools: 1 decode over 131072 keys, chunked local attention (chunks of 8192), "
+       "32/8 heads, d 128",
+       chunked_decode_1x131072},
       {"decode-16x2048-int8", "decode-16x2048 over an int8 cache (per-token scales)",
        decode_16x2048_int8},
       {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",

@@ -661,8 +661,11 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  *   S[i,j] -= alibi_slopes[h] * |pos(i) - j|    if alibi_slopes is given
  *   S[i,j] += mask[i,j]                         if mask_type is ADDITIVE
  *   key j is hidden from query i when: causal and j > pos(i); or
- *     window_left >= 0 and pos(i) - j > window_left; or a BOOL mask byte is
- *     0; or an ADDITIVE mask value is -inf; or key j is padding.
+ *     window_left >= 0 and pos(i) - j > window_left; or
+ *     window_right >= 0 and j - pos(i) > window_right; or
+ *     chunk_size > 0 and floor(j / chunk_size) != floor(pos(i) / chunk_size);
+ *     or a BOOL mask byte is 0; or an ADDITIVE mask value is -inf; or key j
+ *     is padding.
  *   out[i] = softmax over the visible j of S[i,:] times v (f32 accumulation)
  *   lse[i] = log(sum over visible j of exp(S[i,j]))  (natural log)
  *   with sinks (per head h, a raw logit sink = sinks[h]):
@@ -682,7 +685,20 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  *
  * window_left = W keeps the W keys before the query plus the query itself
  * (FlashAttention's convention); an HF/Mistral `sliding_window = W` is
- * window_left = W - 1. -1 means no window.
+ * window_left = W - 1. -1 means no window. window_right = W keeps the W
+ * keys after the query (FlashAttention's window_size = (left, right));
+ * with causal it changes nothing, without it window_left and window_right
+ * make a two-sided window (encoders, local attention).
+ *
+ * chunk_size = C (chunked local attention, Llama 4's local layers): a
+ * query sees only the keys of its own chunk of C positions, chunk
+ * floor(pos / C) with floor division (a negative pos(i), t > u, lies in a
+ * negative chunk and sees no key). With causal, query i sees keys
+ * floor(pos(i) / C) * C .. pos(i). Keys outside every row's chunk are never
+ * read: a decode over 131072 keys with C = 8192 reads at most 8192 of them.
+ *
+ * Window, chunk and causal combine by "and"; a row they leave without a
+ * visible key is an empty row (out 0, lse -inf, or the sink's lse).
  *
  * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
  * padding positions may hold NaN/Inf without reaching any visible output.
@@ -767,10 +783,31 @@ typedef struct vkattn_attention_desc {
   uint32_t reserved[4];        /**< must be 0 */
   /* Appended in 0.3 (issue M); a struct_size of 80 (0.1) reads as NULL. */
   vkattn_tensor* sinks; /**< [H] f32 attention-sink logits (gpt-oss); optional, borrowed */
+  /* Appended in 0.4 (issue X); a struct_size of 80 or 88 reads as
+   * window_right -1, chunk_size 0 and no spans. */
+  /** -1 = none, else >= 0: key j is hidden when j - pos(i) > window_right.
+   * WARNING: a struct filled without vkattn_attention_desc_init (memset 0,
+   * struct_size = sizeof) gets 0 here: nothing to the right of the query,
+   * which is causal. */
+  int32_t window_right;
+  /** 0 = off, else chunked local attention over chunks of this many
+   * positions (see above). */
+  uint32_t chunk_size;
+  /** Bidirectional spans (Gemma 3's image tokens): host arrays, borrowed
+   * for the call, NULL = none. Not implemented yet: a call that passes
+   * either pointer gets VKATTN_ERROR_UNSUPPORTED. span_indptr [batch + 1]
+   * holds prefix sums of the sequences' span counts; sequence b's spans
+   * are the (start, end) pairs spans[2 * span_indptr[b] ..
+   * 2 * span_indptr[b + 1]), disjoint and sorted, 0 <= start < end <= u;
+   * a query whose position lies in a span sees every key of that span,
+   * whatever causal, the windows and the chunk say. */
+  const int32_t* span_indptr;
+  const int32_t* spans; /**< see span_indptr */
 } vkattn_attention_desc;
 
-/** Defaults: causal 0, window_left -1, scale 0, softcap 0, no mask/ALiBi/lse;
- * head counts and dims 0 (must be set). */
+/** Defaults: causal 0, window_left -1, window_right -1, chunk_size 0, scale
+ * 0, softcap 0, no mask/ALiBi/lse/sinks/spans; head counts and dims 0 (must
+ * be set). */
 VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
 
 /** Packed ("varlen") batch without padding: the tokens of all sequences are

@@ -26,6 +26,8 @@
 #define F_WRITE_LSE 128u
 #define F_OUT_ODD 256u
 #define F_SINKS 512u
+#define F_WINDOW_RIGHT 1024u  // Seq::window_right (compiled in: FEATURES)
+#define F_CHUNK 2048u         // Seq::chunk_size (compiled in: FEATURES)
 
 // A row's normalization from its online-softmax state (running max m,
 // running sum l): (1 / l, lse). l > 0: the row saw keys. l = 0: it saw
@@ -70,7 +72,10 @@ struct CombineItem {
 
 struct Seq {
   uint q_off, k_off, t, u;
-  uint mask_off, pad0, pad1, pad2;
+  uint mask_off;
+  int window_right;  // the call's (F_WINDOW_RIGHT)
+  uint chunk_size;   // the call's (F_CHUNK)
+  uint pad0;
 };
 
 #endif

@@ -226,7 +226,7 @@ void main() {
         if (uses(F_ALIBI)) x += alibi_bias(head[i], pos[i], int(key));
         // The call first: glslang turns a && whose right side calls a
         // function into a branch.
-        bool cw = in_causal_window(pos[i], int(key), causal, windowed);
+        bool cw = in_view(sq, pos[i], int(key), causal, windowed);
         bool ok = key_ok && row_ok[i] && cw;
         if (uses(F_MASK_BOOL)) ok = ok && mask_allows(mask_index(sq, tok[i], kc));
         if (uses(F_MASK_ADD)) {

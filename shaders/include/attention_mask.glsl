@@ -22,6 +22,20 @@ bool in_causal_window(int pos, int key, bool causal, bool windowed) {
   return (!causal || key <= pos) && (!windowed || pos - key <= pc.window_left);
 }
 
+// Every positional rule for the row at position pos: causal, the left
+// window, and where compiled in the right window (key - pos <=
+// window_right) and the chunks (floor(key / C) == floor(pos / C); a
+// negative pos lies in a negative chunk and sees nothing). Each rule keeps
+// an interval of keys, so their intersection is one too: a tile whose
+// first and last keys pass passes whole (attention_tiled.glsl).
+bool in_view(Seq sq, int pos, int key, bool causal, bool windowed) {
+  bool v = in_causal_window(pos, key, causal, windowed);
+  if (uses(F_WINDOW_RIGHT)) v = v && key - pos <= sq.window_right;
+  if (uses(F_CHUNK))
+    v = v && pos >= 0 && key >= 0 && uint(pos) / sq.chunk_size == uint(key) / sq.chunk_size;
+  return v;
+}
+
 // Key `key` of sequence sq is not padding (F_KEY_VALID).
 bool key_is_valid(Seq sq, uint key) {
   uint kidx = sq.k_off + key - pc.key_valid_base;

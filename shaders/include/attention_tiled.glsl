@@ -170,8 +170,8 @@ void main() {
     bool whole = kt + BC <= it.k_end && !uses(F_MASK_BOOL) && !uses(F_MASK_ADD) &&
                  !uses(F_KEY_VALID);
     [[unroll]] for (uint i = 0u; i < R; ++i) {
-      whole = whole && row_ok[i] && in_causal_window(pos[i], int(kt), causal, windowed) &&
-              in_causal_window(pos[i], int(kt + BC - 1u), causal, windowed);
+      whole = whole && row_ok[i] && in_view(sq, pos[i], int(kt), causal, windowed) &&
+              in_view(sq, pos[i], int(kt + BC - 1u), causal, windowed);
     }
     // The shared tile is consumed in chunks of BCH keys: scores, softmax
     // update and P.V per chunk, so only R * BCH scores are live at once
@@ -235,7 +235,7 @@ void main() {
             uint x = i * BCH + j;
             if (uses(F_SOFTCAP)) s[x] = soft_capped(s[x]);
             if (uses(F_ALIBI)) s[x] += alibi_bias(head[i], pos[i], key);
-            bool cw = in_causal_window(pos[i], key, causal, windowed);
+            bool cw = in_view(sq, pos[i], key, causal, windowed);
             bool v = key_ok && row_ok[i] && cw && valid;
             if (uses(F_MASK_BOOL)) {
               bool ok = mask_allows(mask_index(sq, tok[i], kc));

@@ -25,13 +25,13 @@
 namespace vkattn {
 
 // struct_size values of every release, oldest first (x86_64 / aarch64).
-constexpr uint32_t kContextDescSizes[] = {16};        // 0.1
-constexpr uint32_t kAttentionDescSizes[] = {80, 88};  // 0.1, 0.3 (sinks)
-constexpr uint32_t kKvCacheDescSizes[] = {48};        // 0.1
-constexpr uint32_t kDeviceInfoSizes[] = {824};        // 0.1
-constexpr uint32_t kRopeDescSizes[] = {72};           // 0.3 (issue M)
-constexpr uint32_t kVulkanDescSizes[] = {80};         // 0.2 (issue F)
-constexpr uint32_t kTuneDescSizes[] = {64};           // 0.3 (issue P3)
+constexpr uint32_t kContextDescSizes[] = {16};             // 0.1
+constexpr uint32_t kAttentionDescSizes[] = {80, 88, 112};  // 0.1, 0.3 (sinks), 0.4 (X)
+constexpr uint32_t kKvCacheDescSizes[] = {48};             // 0.1
+constexpr uint32_t kDeviceInfoSizes[] = {824};             // 0.1
+constexpr uint32_t kRopeDescSizes[] = {72};                // 0.3 (issue M)
+constexpr uint32_t kVulkanDescSizes[] = {80};              // 0.2 (issue F)
+constexpr uint32_t kTuneDescSizes[] = {64};                // 0.3 (issue P3)
 
 template <size_t N>
 bool shipped_size(const uint32_t (&sizes)[N], uint32_t size) {

@@ -25,6 +25,7 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc) {
   std::memset(desc, 0, sizeof(*desc));
   desc->struct_size = sizeof(*desc);
   desc->window_left = -1;
+  desc->window_right = -1;
   desc->mask_type = VKATTN_MASK_NONE;
 }
 

@@ -9,6 +9,11 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// floor(a / b) for b > 0 (a negative position lies in a negative chunk).
+long floor_div(long a, long b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 // One query row of one head against the u keys of its sequence.
 struct Row {
   const float* q;            // [d]
@@ -29,6 +34,8 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
   for (int j = 0; j < u; ++j) {
     if (p.causal && j > r.pos) continue;
     if (p.window_left >= 0 && r.pos - j > p.window_left) continue;
+    if (p.window_right >= 0 && j - r.pos > p.window_right) continue;
+    if (p.chunk_size > 0 && floor_div(j, p.chunk_size) != floor_div(r.pos, p.chunk_size)) continue;
     if (r.bool_mask && r.bool_mask[j] == 0) continue;
     if (r.add_mask && r.add_mask[j] == -std::numeric_limits<float>::infinity()) continue;
     if (r.key_valid && r.key_valid[j] == 0) continue;

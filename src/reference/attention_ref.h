@@ -12,6 +12,8 @@ struct AttentionParams {
   double scale = 0;                                                   // 0 = 1/sqrt(head_dim)
   bool causal = false;                  // bottom-right: pos(i) = u - t + i
   int window_left = -1;                 // -1 none; keeps keys with pos(i) - j <= window_left
+  int window_right = -1;                // -1 none; keeps keys with j - pos(i) <= window_right
+  long chunk_size = 0;                  // 0 off; keeps keys with floor(j/C) == floor(pos(i)/C)
   double softcap = 0;                   // 0 off
   const float* alibi_slopes = nullptr;  // [H] or null
   int mask_type = 0;                    // 0 none, 1 bool, 2 additive

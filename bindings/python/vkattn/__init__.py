@@ -347,11 +347,13 @@ class Tensor(_Owned):
 class AttentionDesc:
     """vkattn_attention_desc as keywords: num_heads, num_kv_heads, head_dim,
     head_dim_v (0 = head_dim), scale (0 = 1/sqrt(head_dim)), causal,
-    window_left (-1 = none), softcap (0 = off), mask_type, alibi_slopes,
+    window_left (-1 = none), window_right (-1 = none), chunk_size (0 = off:
+    chunked local attention), softcap (0 = off), mask_type, alibi_slopes,
     mask, lse, sinks (Tensors or None; sinks: [H] f32 attention-sink logits)."""
 
     FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
-              "window_left", "softcap", "mask_type", "alibi_slopes", "mask", "lse", "sinks")
+              "window_left", "window_right", "chunk_size", "softcap", "mask_type",
+              "alibi_slopes", "mask", "lse", "sinks")
     TENSORS = ("alibi_slopes", "mask", "lse", "sinks")
 
     def __init__(self, **fields):
@@ -416,7 +418,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
     """Packed ("varlen") attention: q [total_q, H, d], k [total_k, Hkv, d],
     v [total_k, Hkv, dv]; cu_seqlens_q/k are prefix sums (batch + 1 ints).
     Keywords are vkattn_attention_desc's fields (causal, window_left,
-    softcap, scale, mask_type, mask, alibi_slopes, lse, sinks, ...). Returns ``out``
+    window_right, chunk_size, softcap, scale, mask_type, mask, alibi_slopes, lse, sinks, ...). Returns ``out``
     [total_q, H, dv] (a new tensor of q's dtype unless given). Records the
     work; read the result with out.numpy()."""
     ctx = q.context

@@ -27,6 +27,8 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     sq.t = static_cast<uint32_t>(cu_q[b + 1] - cu_q[b]);
     sq.u = static_cast<uint32_t>(cu_k[b + 1] - cu_k[b]);
     sq.mask_off = static_cast<uint32_t>(mask_off);  // low 32 bits (see PlanSeq)
+    sq.window_right = s.window_right;
+    sq.chunk_size = s.chunk_size;
     plan.offs[b] = {static_cast<uint64_t>(cu_q[b]), static_cast<uint64_t>(cu_k[b]), mask_off};
     mask_off += static_cast<uint64_t>(sq.t) * sq.u;
     if (include && !(*include)[b]) continue;  // planned in the call's other part
@@ -42,13 +44,22 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
       const uint64_t r_end = std::min<uint64_t>(sq.t, tok0 + toks) * s.group;
       for (uint64_t row0 = r_begin; row0 < r_end; row0 += s.tile_rows) {
         const uint64_t row_end = std::min<uint64_t>(r_end, row0 + s.tile_rows);
-        // Keys any row of the tile can see: causal and window bound them.
+        // Keys any row of the tile can see: causal, the windows and the
+        // chunks bound them (rows at positions p0..p1).
         const int64_t first_tok = static_cast<int64_t>(row0 / s.group);
         const int64_t last_tok = static_cast<int64_t>((row_end - 1) / s.group);
         const int64_t off = static_cast<int64_t>(sq.u) - sq.t;
+        const int64_t p0 = off + first_tok, p1 = off + last_tok;
         int64_t hi = sq.u, lo = 0;
-        if (s.causal) hi = std::min<int64_t>(hi, off + last_tok + 1);
-        if (s.window_left >= 0) lo = std::max<int64_t>(0, off + first_tok - s.window_left);
+        if (s.causal) hi = std::min<int64_t>(hi, p1 + 1);
+        if (s.window_left >= 0) lo = std::max<int64_t>(lo, p0 - s.window_left);
+        if (s.window_right >= 0) hi = std::min<int64_t>(hi, p1 + s.window_right + 1);
+        if (s.chunk_size > 0) {
+          const int64_t c = s.chunk_size;
+          auto chunk_of = [c](int64_t p) { return p >= 0 ? p / c : -((-p + c - 1) / c); };
+          lo = std::max<int64_t>(lo, chunk_of(p0) * c);
+          hi = std::min<int64_t>(hi, (chunk_of(p1) + 1) * c);
+        }
         hi = std::max<int64_t>(hi, 0);
         if (hi < lo) hi = lo;
         for (uint32_t h = 0; h < s.num_kv_heads; ++h) {

@@ -35,6 +35,10 @@ enum AttentionFlags : uint32_t {
   // desc->sinks: the final writes (forward pass or combine) join the
   // head's sink to the row (never compiled out: it costs only the epilogue).
   kFlagSinks = 512,
+  // desc->window_right >= 0 (Seq::window_right) and desc->chunk_size > 0
+  // (Seq::chunk_size): compiled in only when a call uses them.
+  kFlagWindowRight = 1024,
+  kFlagChunk = 2048,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
@@ -56,9 +60,12 @@ struct PlanItem {
 // q_off: first token; k_off: first key (paged: first block-table entry);
 // mask_off: first mask element, low 32 bits (shaders compute indices modulo
 // 2^32 and subtract the window base, so only the low bits matter).
+// window_right and chunk_size: the call's (the same in every record).
 struct PlanSeq {
   uint32_t q_off, k_off, t, u;
-  uint32_t mask_off, pad0, pad1, pad2;
+  uint32_t mask_off;
+  int32_t window_right;
+  uint32_t chunk_size, pad0;
 };
 // Combine item: merges n_slots partials of rows [row0, row_end) of a tile,
 // split s at arena row src + s * stride + r, into the partial at dst + r, or
@@ -99,6 +106,8 @@ struct PlanShape {
   // rest of the batch).
   bool batch_invariant = false;
   uint32_t fixed_split_keys = 0;
+  int32_t window_right = -1;  // -1: none
+  uint32_t chunk_size = 0;    // 0: off
 };
 
 // A tile: rows [row0, row_end) of (seq, kv_head); its items are

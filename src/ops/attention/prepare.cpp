@@ -111,6 +111,8 @@ uint32_t call_flags(const AttentionCall& c) {
   uint32_t flags = 0;
   if (d.causal) flags |= kFlagCausal;
   if (d.window_left >= 0) flags |= kFlagWindow;
+  if (d.window_right >= 0) flags |= kFlagWindowRight;
+  if (d.chunk_size > 0) flags |= kFlagChunk;
   if (d.softcap > 0.0f) flags |= kFlagSoftcap;
   if (c.alibi) flags |= kFlagAlibi;
   if (d.mask_type == VKATTN_MASK_BOOL) flags |= kFlagMaskBool;
@@ -279,6 +281,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       group,  d.num_kv_heads,      d.causal != 0, d.window_left,    var.tile_rows(),   var.rows,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
   shape.decode_merge = var.decode_merge;
+  shape.window_right = d.window_right;
+  shape.chunk_size = d.chunk_size;
   shape.batch_invariant = invariant;
   if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a

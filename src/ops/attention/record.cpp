@@ -5,9 +5,11 @@
 // that fits the device. Everything that can fail is acquired before the
 // first command is recorded.
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "core/binding_window.h"
 #include "core/error.h"
@@ -59,10 +61,27 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
                              ql.offset % 16,
                              ol.tok,
                              ol.head,
-                             static_cast<uint64_t>(part)};
+                             static_cast<uint64_t>(part),
+                             static_cast<uint64_t>(d.window_right),
+                             d.chunk_size};
   auto it = c.step->plans.find(key);
   if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c, part)).first;
   return std::static_pointer_cast<PreparedPlan>(it->second);
+}
+
+// The most keys the items of one tile (sequence, kv head, first row) read
+// in a pass: what the causal, window and chunk bounds left of its keys
+// (VKATTN_LOG=kernels: "read=").
+uint64_t max_tile_keys(const Schedule& sched, const FwdPass& pass) {
+  std::map<std::array<uint32_t, 3>, uint64_t> per_tile;
+  uint64_t most = 0;
+  for (uint32_t i = pass.first; i < pass.first + pass.count; ++i) {
+    const PlanItem& it = sched.items[i];
+    uint64_t& n = per_tile[{it.seq, it.kv_head, it.row0}];
+    n += it.k_end - it.k_begin;
+    most = std::max(most, n);
+  }
+  return most;
 }
 
 // Whether a call holds decode-shaped sequences (1 .. kDecodeMaxTokens query
@@ -494,16 +513,18 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     PassBinder& bind = *binders.back();
     for (const Wave& wave : sched.waves) {
       for (const FwdPass& pass : wave.fwd) {
-        if (log)  // rows: the pass's query rows; keys: the call's; split: combine items
+        if (log)  // rows: the pass's query rows; keys: the call's; split: combine items;
+                  // read: the most keys one tile of rows reads in this pass
           std::fprintf(stderr,
-                       "vkattn: attention family=%s rows=%llu keys=%lld split=%zu items=%u wg=%u "
-                       "R=%u BK=%u L=%u source=%s\n",
+                       "vkattn: attention family=%s rows=%llu keys=%lld read=%llu split=%zu "
+                       "items=%u wg=%u R=%u BK=%u L=%u source=%s\n",
                        family.name,
                        static_cast<unsigned long long>(
                            (pass.spans.tokens.hi - pass.spans.tokens.lo) * pp->units.group),
-                       static_cast<long long>(c.cu_k.back()), sched.combine.size(), pass.count,
-                       cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
-                       pp->source);
+                       static_cast<long long>(c.cu_k.back()),
+                       static_cast<unsigned long long>(max_tile_keys(sched, pass)),
+                       sched.combine.size(), pass.count, cfg.var.wg, cfg.var.rows,
+                       cfg.var.block_keys, cfg.var.lanes_per_row, pp->source);
         prepared.push_back(bind.fwd(fwd, pass));
       }
       for (const auto& level : wave.levels)

@@ -138,6 +138,17 @@ CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, cons
   }
   // The transforms compiled in run in the check.
   const uint32_t f = cfg.features;
+  // The right window and the chunks, by their presence: narrow enough to
+  // cut the check's rows (a chunk boundary inside its first sequence's
+  // keys and rows).
+  if (f & kFlagWindowRight) {
+    desc.window_right = std::min<int32_t>(std::max(c.desc.window_right, 0), int32_t(tile) + 1);
+    p.window_right = desc.window_right;
+  }
+  if (f & kFlagChunk) {
+    desc.chunk_size = std::clamp<uint32_t>(c.desc.chunk_size, 1, tile + 2);
+    p.chunk_size = desc.chunk_size;
+  }
   if (f & kFlagSoftcap) {
     desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
     p.softcap = desc.softcap;

@@ -181,6 +181,12 @@ vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
   if (d.scale == 0.0f) d.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   require(d.causal <= 1, "desc->causal must be 0 or 1");
   require(d.window_left >= -1, "desc->window_left ", d.window_left, " is invalid (-1 = none)");
+  require(d.window_right >= -1, "desc->window_right ", d.window_right,
+          " is invalid (-1 = none; vkattn_attention_desc_init sets it)");
+  if (d.span_indptr || d.spans)
+    throw Error(VKATTN_ERROR_UNSUPPORTED,
+                "desc->span_indptr/spans: bidirectional spans are not implemented yet (issue X); "
+                "pass NULL, or express them as a bool mask");
   require(std::isfinite(d.softcap) && d.softcap >= 0.0f, "desc->softcap must be >= 0");
   require(d.mask_type <= VKATTN_MASK_ADDITIVE, "desc->mask_type ", d.mask_type, " is unknown");
   return d;
