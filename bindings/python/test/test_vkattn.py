@@ -20,7 +20,7 @@ def ctx():
 
 
 def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
-                  alibi=None, key_valid=None, sinks=None):
+                  alibi=None, key_valid=None, sinks=None, window_right=-1, chunk_size=0):
     """One sequence: q [t, H, d], k [u, Hkv, d], v [u, Hkv, dv] -> out [t, H,
     dv], lse [t, H], as the C header defines them (bottom-right alignment)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
@@ -41,6 +41,10 @@ def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
         vis &= j[None, :] <= pos[:, None]
     if window_left >= 0:
         vis &= pos[:, None] - j[None, :] <= window_left
+    if window_right >= 0:
+        vis &= j[None, :] - pos[:, None] <= window_right
+    if chunk_size:
+        vis &= (j[None, :] // chunk_size) == (pos[:, None] // chunk_size)  # floor division
     if key_valid is not None:
         vis &= np.asarray(key_valid, bool)[None, :]
     s = np.where(vis[None], s, -np.inf)
@@ -109,6 +113,21 @@ def test_varlen_matches_numpy(ctx, dtype, causal, window):
         assert np.array_equal(np.isneginf(have), np.isneginf(want_lse))
         fin = np.isfinite(want_lse)
         np.testing.assert_allclose(have[fin], want_lse[fin], atol=tol * 10, rtol=0)
+
+
+@pytest.mark.parametrize("causal,left,right,chunk",
+                         [(False, 3, 2, 0), (False, -1, 0, 0), (True, -1, -1, 5),
+                          (False, 4, 4, 7)])
+def test_two_sided_windows_and_chunks(ctx, causal, left, right, chunk):
+    rng = np.random.default_rng(11)
+    t, u, h, hkv, d = 9, 23, 4, 2, 16
+    q, k, v = rand(rng, (t, h, d)), rand(rng, (u, hkv, d)), rand(rng, (u, hkv, d))
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V:
+        got = vkattn.attention_varlen(Q, K, V, [0, t], [0, u], causal=causal,
+                                      window_left=left, window_right=right,
+                                      chunk_size=chunk).numpy()
+    ro, _ = ref_attention(q, k, v, causal, left, window_right=right, chunk_size=chunk)
+    np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
 
 
 def test_softcap_alibi_and_scale(ctx):
