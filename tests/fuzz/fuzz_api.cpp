@@ -387,11 +387,13 @@ class Fuzz {
     d.head_dim_v = dv_;
     d.causal = in_.ConsumeBool();
     d.window_left = in_.ConsumeIntegralInRange<int32_t>(-1, 12);
+    d.window_right = in_.ConsumeIntegralInRange<int32_t>(-1, 6);
+    d.chunk_size = in_.ConsumeBool() ? 0u : in_.ConsumeIntegralInRange<uint32_t>(1, 20);
     d.softcap = in_.ConsumeBool() ? 0.0f : 5.0f;
     *valid = true;
     if (in_.ConsumeIntegralInRange<int>(0, 4) == 0) {
       *valid = false;
-      switch (in_.ConsumeIntegralInRange<int>(0, 9)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 10)) {
         case 0:
           d.struct_size = in_.ConsumeIntegral<uint32_t>();
           break;
@@ -418,6 +420,9 @@ class Fuzz {
           break;
         case 8:
           d.causal = in_.ConsumeIntegral<uint32_t>();
+          break;
+        case 9:
+          d.window_right = -2 - in_.ConsumeIntegralInRange<int32_t>(0, 1 << 30);
           break;
         default:
           d.reserved[0] = in_.ConsumeIntegral<uint32_t>();
@@ -768,7 +773,8 @@ class Fuzz {
     // takes any descriptor the header allows (any head counts and dims),
     // so its validity is the header's rules alone, and the optional
     // tensors' checks that need no call shapes.
-    bool valid = (d.struct_size == 80 || d.struct_size == 88) && d.num_heads >= 1 &&
+    bool valid = (d.struct_size == 80 || d.struct_size == 88 || d.struct_size == 112) &&
+                 (d.struct_size < 112 || d.window_right >= -1) && d.num_heads >= 1 &&
                  d.num_kv_heads >= 1 && d.num_heads % std::max(d.num_kv_heads, 1u) == 0 &&
                  d.head_dim >= 1 && d.head_dim <= VKATTN_MAX_HEAD_DIM &&
                  d.head_dim_v <= VKATTN_MAX_HEAD_DIM && std::isfinite(d.scale) && d.causal <= 1 &&
@@ -776,7 +782,7 @@ class Fuzz {
                  d.mask_type <= VKATTN_MASK_ADDITIVE &&
                  !(d.mask && d.mask_type == VKATTN_MASK_NONE);  // a mask_type needs no tensor
     for (uint32_t r : d.reserved) valid = valid && r == 0;
-    if (d.struct_size == 88 && d.sinks)  // a 0.1 struct (80 bytes) has no sinks
+    if (d.struct_size >= 88 && d.sinks)  // a 0.1 struct (80 bytes) has no sinks
       valid = valid && vkattn_tensor_dtype(d.sinks) == VKATTN_F32 &&
               vkattn_tensor_ndim(d.sinks) == 1 && vkattn_tensor_shape(d.sinks, 0) == d.num_heads;
     // Every value of the enum's range (0, U8 and I32 are not attention dtypes).
