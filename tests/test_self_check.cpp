@@ -395,6 +395,32 @@ TEST(SelfCheck, UpFrontCheckFindsAFaultedFamilyBeforeAnyCall) {
       });
 }
 
+// The right window and the chunks are compiled in by their presence, as
+// ALiBi is: the up-front check of a descriptor with them checks their own
+// pipeline (a faulted family fails it, and the plain pipeline is a check of
+// its own), and a chunked call after it is right.
+TEST(SelfCheck, UpFrontCheckCoversWindowsAndChunks) {
+  TempDir dir;
+  with_context(
+      dir.path, {{"VKATTN_ATTN_KERNEL", "lanes"}, {"VKATTN_FAULT_KERNEL", "lanes"}},
+      [&](vkattn_context* ctx) {
+        vkattn_attention_desc ad;
+        vkattn_attention_desc_init(&ad);
+        ad.num_heads = 4, ad.num_kv_heads = 2, ad.head_dim = 16;
+        ad.window_right = 2, ad.chunk_size = 5;
+        ASSERT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 5), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        uint32_t passed = 0, failed = 0, failed_plain = 0;
+        ASSERT_EQ(vkattn_context_self_check_counts(ctx, 0, &passed, &failed), VKATTN_SUCCESS);
+        EXPECT_GE(failed, 1u);
+        ad.window_right = -1, ad.chunk_size = 0;
+        ASSERT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 5), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        ASSERT_EQ(vkattn_context_self_check_counts(ctx, 0, &passed, &failed_plain), VKATTN_SUCCESS);
+        EXPECT_GT(failed_plain, failed) << "the plain pipeline is another check";
+      });
+}
+
 // E4 defect 6 (siblings): the up-front check takes a mask_type without a
 // mask tensor (the header: the optional tensors are not read; a mask's
 // shape depends on lengths the check has not), checking the masked
