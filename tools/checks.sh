@@ -41,7 +41,7 @@ asan() {
     -DVKATTN_SANITIZE=address,undefined -DVKATTN_FUZZ=ON -DVKATTN_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build build-asan -j"$jobs" --target test_api_core test_reference test_attention_plan test_overlap \
     test_faults test_kernel_grid fuzz_api vkattn_keep_loaded canary_leak canary_oob_read \
-    >/dev/null
+    visibility_pictures >/dev/null
   asan_env build-asan ctest --test-dir build-asan -j"$jobs" -L "unit|sanitize" \
     --output-on-failure --timeout 900
 }
