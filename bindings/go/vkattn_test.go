@@ -132,6 +132,24 @@ func TestVarlenCausalWindowMatchesReference(t *testing.T) {
 	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
 }
 
+// WindowRight 0 without Causal is causal; ChunkSize 1 leaves each query its
+// own key, as WindowLeft 0 does.
+func TestRightWindowAndChunksMatchTheirEquivalents(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(3))
+	cuQ, cuK := []int32{0, 3, 5, 6}, []int32{0, 7, 9, 13}
+	const tq, tk, window = 6, 13, 2
+	q, k, v := randoms(r, tq*tH*tD), randoms(r, tk*tHkv*tD), randoms(r, tk*tHkv*tD)
+	refOut, refLse := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, window)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.WindowLeft, d.WindowRight = window, 0
+	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
+	refOut, refLse = reference(q, k, v, cuQ, cuK, tH, tHkv, tD, true, 0)
+	d = NewAttentionDesc(tH, tHkv, tD)
+	d.Causal, d.ChunkSize = true, 1
+	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
+}
+
 // checkVarlen runs packed attention of f32 q, k, v (tH / tHkv heads of tD)
 // with d (its Lse set here) and compares out and lse with the reference.
 func checkVarlen(t *testing.T, c *Context, d *AttentionDesc, cuQ, cuK []int32, q, k, v,

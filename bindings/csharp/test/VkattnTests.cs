@@ -105,6 +105,31 @@ public class VkattnTests {
     }
   }
 
+  // WindowRight 0 without causal is causal; ChunkSize 1 leaves each query
+  // its own key, as WindowLeft 0 does.
+  [Test]
+  public void RightWindowAndChunksMatchTheirEquivalents() {
+    var r = new Random(3);
+    int[] cuQ = { 0, 3, 5, 6 }, cuK = { 0, 7, 9, 13 };
+    const int tq = 6, tk = 13, window = 2;
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      var d = Desc(false, window);
+      d.WindowRight = 0;
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(Reference(q, k, v, cuQ, cuK, H, Hkv, D, true, window)[0],
+                          tO.ToFloatArray()), 1e-5);
+      d = Desc(true, -1);
+      d.ChunkSize = 1;
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(Reference(q, k, v, cuQ, cuK, H, Hkv, D, true, 0)[0], tO.ToFloatArray()),
+                  1e-5);
+    }
+  }
+
   // A reference result joined with per-head sinks: lse' = logaddexp(lse,
   // sink), out' = out * exp(lse - lse').
   static float[][] WithSinks(float[][] reference, float[] sinks, int h, int dv) {

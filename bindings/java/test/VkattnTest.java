@@ -146,6 +146,31 @@ public class VkattnTest {
     }
   }
 
+  // windowRight 0 without causal is causal; chunkSize 1 leaves each query
+  // its own key, as windowLeft 0 does.
+  @Test
+  public void rightWindowAndChunksMatchTheirEquivalents() {
+    Random r = new Random(3);
+    int[] cuQ = {0, 3, 5, 6}, cuK = {0, 7, 9, 13};
+    int tq = 6, tk = 13, window = 2;
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    try (Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      AttentionDesc d = desc(false, window);
+      d.setWindowRight(0);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      float[][] ref = reference(q, k, v, cuQ, cuK, H, HKV, D, D, true, window);
+      assertTrue("window right 0", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
+      d = desc(true, -1);
+      d.setChunkSize(1);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      ref = reference(q, k, v, cuQ, cuK, H, HKV, D, D, true, 0);
+      assertTrue("chunk 1", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
+    }
+  }
+
   // A reference result joined with per-head sinks: lse' = logaddexp(lse,
   // sink), out' = out * exp(lse - lse').
   static float[][] withSinks(float[][] ref, float[] sinks, int h, int dv) {
