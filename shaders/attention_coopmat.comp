@@ -135,6 +135,23 @@ void stage_q(Item it, Seq sq, uint G, uint row_lim, uint c0) {
   }
 }
 
+// Block nb (columns nb * TN .. + TN of the staged V chunk) of this
+// subgroup's P V, from a fresh accumulator (never loaded from memory),
+// stored into the subgroup's own score rows for its lanes to read.
+void pv_block_to_scores(uint r0, uint nb) {
+  MAT_C o = MAT_C(0.0);
+  for (uint kb = 0u; kb < BC / TK; ++kb) {
+    MAT_A a;
+    MAT_B b;
+    coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS, gl_CooperativeMatrixLayoutRowMajor);
+    o = coopMatMulAdd(a, b, o);
+  }
+  coopMatStore(o, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+}
+
 // Elements [4c, 4c + 4) of the item's row rr, normalized: a partial row
 // and its lse for the combine pass, or the output row (sinks joined) and
 // its lse.
@@ -298,18 +315,7 @@ void main() {
       barrier();
       if (O_IN_REGS) {  // one chunk (DVC == DVP): every block's index is known
         [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
-          MAT_C o = MAT_C(0.0);  // never loaded from memory
-          for (uint kb = 0u; kb < BC / TK; ++kb) {
-            MAT_A a;
-            MAT_B b;
-            coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS,
-                        gl_CooperativeMatrixLayoutRowMajor);
-            o = coopMatMulAdd(a, b, o);
-          }
-          coopMatStore(o, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
-          subgroupMemoryBarrierShared();
-          subgroupBarrier();
+          pv_block_to_scores(r0, nb);
           [[unroll]] for (uint k = 0u; k < OE; ++k) {
             const uint e = lane + SG * k, c = e % TN;
             o_reg[nb * OE + k] += sh_s[(r0 + e / TN) * SS + c / 4u][c % 4u];
@@ -320,18 +326,7 @@ void main() {
       } else {
         const uint nn = min(DVC, DVP - v0) / TN;  // the last chunk may be narrower
         for (uint nb = 0u; nb < nn; ++nb) {
-          MAT_C o = MAT_C(0.0);  // never loaded from memory
-          for (uint kb = 0u; kb < BC / TK; ++kb) {
-            MAT_A a;
-            MAT_B b;
-            coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS,
-                        gl_CooperativeMatrixLayoutRowMajor);
-            o = coopMatMulAdd(a, b, o);
-          }
-          coopMatStore(o, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
-          subgroupMemoryBarrierShared();
-          subgroupBarrier();
+          pv_block_to_scores(r0, nb);
           for (uint x = lane; x < TM * TN; x += nl) {
             const uint i = x / TN, c = x % TN;
             sh_o[(r0 + i) * DVP + v0 + nb * TN + c] += sh_s[(r0 + i) * SS + c / 4u][c % 4u];

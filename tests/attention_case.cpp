@@ -119,11 +119,9 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   // The right window and the chunks (floor division: a negative position
   // lies in a negative chunk), as the header states them.
   auto in_rules = [&](int64_t pos, int64_t j) {
-    auto chunk_of = [&](int64_t x) {
-      return x >= 0 ? x / c.chunk : -((-x + c.chunk - 1) / c.chunk);
-    };
+    using vkattn::ref::floor_div;
     return (c.window_right < 0 || j - pos <= c.window_right) &&
-           (c.chunk <= 0 || chunk_of(j) == chunk_of(pos));
+           (c.chunk <= 0 || floor_div(j, c.chunk) == floor_div(pos, c.chunk));
   };
   if (c.rules_as_mask) {
     EXPECT_EQ(c.mask_type, VKATTN_MASK_NONE) << "rules_as_mask makes the case's mask";

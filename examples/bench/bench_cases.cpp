@@ -66,7 +66,7 @@ struct Shape {
   std::pair<int, int> keys_of(int pos, int u) const {
     int lo = 0, hi = causal ? std::max(0, pos + 1) : u;
     if (chunk > 0) {
-      const int c0 = pos >= 0 ? pos / chunk * chunk : -((-pos + chunk - 1) / chunk) * chunk;
+      const int c0 = int(vkattn::ref::floor_div(pos, chunk)) * chunk;
       lo = std::max(lo, c0), hi = std::min(hi, c0 + chunk);
     }
     return {lo, std::max(lo, hi)};

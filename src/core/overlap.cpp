@@ -3,20 +3,14 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/int_div.h"
+
 namespace vkattn {
 
 namespace {
 
 using Int = __int128;  // sums of products of 63-bit offsets and strides
 
-Int floor_div(Int a, Int b) {  // b > 0
-  Int q = a / b;
-  return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-Int ceil_div(Int a, Int b) {  // b > 0
-  Int q = a / b;
-  return (a % b != 0 && a > 0) ? q + 1 : q;
-}
 Int gcd(Int a, Int b) {
   while (b != 0) {
     Int t = a % b;

@@ -9,11 +9,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// floor(a / b) for b > 0 (a negative position lies in a negative chunk).
-long floor_div(long a, long b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
 // One query row of one head against the u keys of its sequence.
 struct Row {
   const float* q;            // [d]
@@ -111,6 +106,10 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
     }
     mask_offset += static_cast<long>(t) * u;
   }
+}
+
+long floor_div(long a, long b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
 void attention_merge(int rows, int dv, const float* out_a, const float* lse_a, const float* out_b,

@@ -32,6 +32,12 @@ struct AttentionParams {
 void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, const int32_t* cu_k,
                       const float* q, const float* k, const float* v, float* out, float* lse);
 
+// floor(a / b) for b > 0: the chunk of position a under chunk_size b (a
+// negative position, t > u, lies in a negative chunk). The tests and the
+// benchmark take it from here; the library uses core/int_div.h (the oracle
+// shares no code with what it judges).
+long floor_div(long a, long b);
+
 // Merge of two partials over disjoint keys, rows x dv outputs and rows lses:
 // out = (e^la a + e^lb b) / (e^la + e^lb), lse = log(e^la + e^lb). A side whose lse is -inf is
 // not read: the other side is returned unchanged; both -inf give 0 and -inf; a NaN lse on either

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/int_div.h"
 
 namespace vkattn {
 
@@ -56,9 +57,8 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
         if (s.window_right >= 0) hi = std::min<int64_t>(hi, p1 + s.window_right + 1);
         if (s.chunk_size > 0) {
           const int64_t c = s.chunk_size;
-          auto chunk_of = [c](int64_t p) { return p >= 0 ? p / c : -((-p + c - 1) / c); };
-          lo = std::max<int64_t>(lo, chunk_of(p0) * c);
-          hi = std::min<int64_t>(hi, (chunk_of(p1) + 1) * c);
+          lo = std::max<int64_t>(lo, floor_div(p0, c) * c);
+          hi = std::min<int64_t>(hi, (floor_div(p1, c) + 1) * c);
         }
         hi = std::max<int64_t>(hi, 0);
         if (hi < lo) hi = lo;
