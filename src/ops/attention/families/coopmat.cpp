@@ -26,7 +26,8 @@
 //   - registers per lane: O's 16 x 128 block row over the subgroup,
 //     64 floats on 32 lanes (32 on wave64), S for BC/TN blocks (8 f32 each
 //     on 32 lanes), one A and one B fragment, the P V accumulator: NAK
-//     128 GPRs, no spill (16 warps/SM by registers).
+//     144 GPRs, no spill, no local memory (12 warps/SM by registers; shared
+//     memory limits GA10x to 8).
 //   - loads in flight per lane: the K and V staging loops, one 16-byte
 //     fetch per iteration, BC x DC / 4 / WG = 8-16 per tile (no double
 //     buffering); each K/V byte read from memory serves 64 query rows.
