@@ -203,7 +203,7 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 %ignore vkattn_device_info::struct_size;
 %ignore vkattn_attention_desc::struct_size;
 %ignore vkattn_attention_desc::reserved;
-/* Bidirectional spans are not implemented yet (the library refuses them). */
+/* Bidirectional spans: set through m_setSpans, which copies the arrays. */
 %ignore vkattn_attention_desc::span_indptr;
 %ignore vkattn_attention_desc::spans;
 %ignore vkattn_kv_cache_desc::struct_size;
@@ -225,6 +225,43 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 %immutable vkattn_device_info::supports_16bit_storage;
 %immutable vkattn_device_info::supports_bf16;
 
+%{
+/* AttentionDesc's spans (m_setSpans): one block holding the two arrays'
+ * lengths, then span_indptr, then the pairs; desc->span_indptr points
+ * past the lengths. The C API reads span_indptr[0 .. batch] and the
+ * span_indptr[batch] pairs, so every call checks first that they exist
+ * (vkattnx_spans_fit): an array shorter than the call needs raises
+ * instead of reading past its end. */
+typedef struct {
+  int64_t indptr_len, pairs_len; /* int32 entries */
+} vkattnx_spans_head;
+
+static vkattnx_spans_head* vkattnx_spans_block(const vkattn_attention_desc* d) {
+  return d->span_indptr ? (vkattnx_spans_head*)((char*)d->span_indptr -
+                                                sizeof(vkattnx_spans_head))
+                        : NULL;
+}
+
+static int vkattnx_spans_fit(const vkattn_attention_desc* d, int64_t batch) {
+  const vkattnx_spans_head* h;
+  int64_t n;
+  if (!d || !d->span_indptr) return 1;
+  h = vkattnx_spans_block(d);
+  if (h->indptr_len != batch + 1) {
+    vkattnx_fail("vkattn: AttentionDesc span_indptr has %lld entries, the call needs %lld "
+                 "(batch + 1)", (long long)h->indptr_len, (long long)(batch + 1));
+    return 0;
+  }
+  n = d->span_indptr[batch];
+  if (n > 0 && 2 * n > h->pairs_len) {
+    vkattnx_fail("vkattn: AttentionDesc span_indptr counts %lld spans, the spans array holds "
+                 "%lld values (2 per span)", (long long)n, (long long)h->pairs_len);
+    return 0;
+  }
+  return 1;
+}
+%}
+
 /* Array parameters: each language maps (T* NAME, int64_t LEN) to one array
  * (Java T[], C# T[], Go []T); the names below select the typemaps. Class
  * members are wrapped where the class is declared, so these come first. */
@@ -233,7 +270,9 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
   (const int32_t* cuK, int64_t cuKLen),
   (const int32_t* keyMask, int64_t keyMaskLen),
   (const int32_t* cuSeqlens, int64_t cuSeqlensLen),
-  (const int32_t* startPositions, int64_t startPositionsLen)
+  (const int32_t* startPositions, int64_t startPositionsLen),
+  (const int32_t* spanIndptr, int64_t spanIndptrLen),
+  (const int32_t* spanPairs, int64_t spanPairsLen)
 };
 %apply (const int64_t* IN_I64, int64_t IN_LEN) { (const int64_t* shape, int64_t ndim) };
 %apply (const float* IN_F32, int64_t IN_LEN) { (const float* data, int64_t count) };
@@ -358,7 +397,42 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
   ~vkattn_device_info() { free(self); }
 }
 
+
 %extend vkattn_attention_desc {
+  /* Bidirectional spans: copies of span_indptr (batch + 1 prefix sums of
+   * the sequences' span counts) and the (start, end) pairs, flattened;
+   * a null span_indptr clears them. */
+  void m_setSpans(const int32_t* spanIndptr, int64_t spanIndptrLen, const int32_t* spanPairs,
+                  int64_t spanPairsLen) {
+    vkattnx_spans_head* h;
+    int32_t* data;
+    if (!spanIndptr && spanPairs && spanPairsLen > 0) {
+      vkattnx_fail("vkattn: spans given without span_indptr");
+      return;
+    }
+    free(vkattnx_spans_block(self));
+    self->span_indptr = NULL;
+    self->spans = NULL;
+    if (!spanIndptr) return;
+    if (spanIndptrLen < 1 || spanPairsLen < 0 || spanPairsLen % 2) {
+      vkattnx_fail("vkattn: span_indptr needs batch + 1 >= 1 entries (has %lld) and the spans "
+                   "2 values per span (has %lld)", (long long)spanIndptrLen,
+                   (long long)spanPairsLen);
+      return;
+    }
+    h = (vkattnx_spans_head*)malloc(sizeof *h + 4 * (size_t)(spanIndptrLen + spanPairsLen));
+    if (!h) {
+      vkattnx_fail("vkattn: out of host memory");
+      return;
+    }
+    h->indptr_len = spanIndptrLen;
+    h->pairs_len = spanPairsLen;
+    data = (int32_t*)(h + 1);
+    memcpy(data, spanIndptr, 4 * (size_t)spanIndptrLen);
+    if (spanPairsLen) memcpy(data + spanIndptrLen, spanPairs, 4 * (size_t)spanPairsLen);
+    self->span_indptr = data;
+    self->spans = data + spanIndptrLen;
+  }
   /* Defaults of vkattn_attention_desc_init: windows -1, chunk 0, no mask/ALiBi/lse;
    * head counts and dims must be set. */
   vkattn_attention_desc() {
@@ -370,7 +444,10 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     vkattn_attention_desc_init(d);
     return d;
   }
-  ~vkattn_attention_desc() { free(self); }
+  ~vkattn_attention_desc() {
+    free(vkattnx_spans_block(self));
+    free(self);
+  }
 }
 
 %extend vkattn_rope_desc {
@@ -547,6 +624,7 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
                    (long long)cuKLen, (long long)cuQLen);
       return;
     }
+    if (!vkattnx_spans_fit(desc, cuQLen - 1)) return;
     vkattnx_ok(vkattn_attention_varlen(self, desc, (uint32_t)(cuQLen - 1), cuQ, cuK, q, k,
                                        v, out));
   }
@@ -566,6 +644,8 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
         return;
       }
     }
+    if (q && vkattn_tensor_ndim(q) == 4 && !vkattnx_spans_fit(desc, vkattn_tensor_shape(q, 0)))
+      return;
     vkattnx_ok(vkattn_attention_padded(self, desc, q, k, v, keyMask, out));
   }
 

@@ -63,6 +63,7 @@ std::string AttnCase::name() const {
      << " kv" << dt_name(kdt) << (causal ? " causal" : "") << " win" << window
      << (window_right >= 0 ? " right " + std::to_string(window_right) : "")
      << (chunk > 0 ? " chunk " + std::to_string(chunk) : "") << (rules_as_mask ? " as-mask" : "")
+     << (spans.empty() ? "" : " spans")
      << (softcap > 0 ? " softcap " + std::to_string(softcap) : "") << (alibi ? " alibi" : "")
      << (sinks ? " sinks" : "") << " mask" << mask_type
      << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
@@ -123,15 +124,41 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
     return (c.window_right < 0 || j - pos <= c.window_right) &&
            (c.chunk <= 0 || floor_div(j, c.chunk) == floor_div(pos, c.chunk));
   };
+  // Spans: prefix sums and pairs as the descriptor takes them.
+  std::vector<int32_t> span_indptr, span_pairs;
+  if (!c.spans.empty()) {
+    EXPECT_EQ(c.spans.size(), c.seqs.size()) << "spans: one list per sequence";
+    span_indptr.push_back(0);
+    for (const auto& list : c.spans) {
+      for (auto [lo, hi] : list) span_pairs.push_back(lo), span_pairs.push_back(hi);
+      span_indptr.push_back(int32_t(span_pairs.size() / 2));
+    }
+  }
+  auto in_span = [&](int b, int64_t pos, int64_t j) {
+    if (c.spans.empty()) return false;
+    for (auto [lo, hi] : c.spans[b])
+      if (pos >= lo && pos < hi && j >= lo && j < hi) return true;
+    return false;
+  };
+  // Every positional rule of sequence b.
+  auto visible = [&](int b, int64_t pos, int64_t j) {
+    return (!(c.causal && j > pos) && !(c.window >= 0 && pos - j > c.window) && in_rules(pos, j)) ||
+           in_span(b, pos, j);
+  };
+  const bool whole_rule_as_mask = c.rules_as_mask && !c.spans.empty();
   if (c.rules_as_mask) {
     EXPECT_EQ(c.mask_type, VKATTN_MASK_NONE) << "rules_as_mask makes the case's mask";
     c.mask_type = VKATTN_MASK_BOOL;
     bmask.resize(mask_elems);
     int64_t off = 0;
-    for (auto [t, u] : c.seqs) {
+    for (int b = 0; b < B; ++b) {
+      const auto [t, u] = c.seqs[b];
       for (int i = 0; i < t; ++i)
-        for (int j = 0; j < u; ++j)
-          bmask[off + int64_t(i) * u + j] = in_rules(int64_t(u) - t + i, j);
+        for (int j = 0; j < u; ++j) {
+          const int64_t pos = int64_t(u) - t + i;
+          bmask[off + int64_t(i) * u + j] =
+              whole_rule_as_mask ? visible(b, pos, j) : in_rules(pos, j);
+        }
       off += static_cast<int64_t>(t) * u;
     }
   }
@@ -162,8 +189,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
         for (int i = 0; i < t && !seen; ++i) {
           int64_t pos = static_cast<int64_t>(u) - t + i;
           int64_t x = moff + static_cast<int64_t>(i) * u + j;
-          bool vis =
-              !(c.causal && j > pos) && !(c.window >= 0 && pos - j > c.window) && in_rules(pos, j);
+          bool vis = visible(b, pos, j);
           if (!bmask.empty()) vis = vis && bmask[x] != 0;
           if (!amask.empty()) vis = vis && amask[x] != -inf;
           if (!key_valid.empty()) vis = vis && key_valid[cu_k[b] + j] != 0;
@@ -207,9 +233,11 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   desc.head_dim = c.d;
   desc.head_dim_v = c.dv;
   desc.scale = c.scale;
-  desc.causal = c.causal;
-  desc.window_left = c.window;
+  desc.causal = whole_rule_as_mask ? 0 : c.causal;
+  desc.window_left = whole_rule_as_mask ? -1 : c.window;
   if (!c.rules_as_mask) desc.window_right = c.window_right, desc.chunk_size = c.chunk;
+  if (!c.rules_as_mask && !span_indptr.empty())
+    desc.span_indptr = span_indptr.data(), desc.spans = span_pairs.data();
   desc.softcap = c.softcap;
   desc.mask_type = c.mask_type;
   if (c.with_lse) desc.lse = tl_t.get();
@@ -251,6 +279,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   p.num_heads = c.H, p.num_kv_heads = c.Hkv, p.head_dim = c.d, p.head_dim_v = dv;
   p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
   p.window_right = c.window_right, p.chunk_size = c.chunk;
+  if (!span_indptr.empty()) p.span_indptr = span_indptr.data(), p.spans = span_pairs.data();
   p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
   p.sinks = c.sinks ? sinks.data() : nullptr;
   p.mask_type = c.mask_type;

@@ -28,6 +28,11 @@ struct AttnCase {
   // The right window and the chunks passed as the equivalent bool mask
   // instead (mask_type must be NONE): the dense form the rules replace.
   bool rules_as_mask = false;
+  // Bidirectional spans per sequence ([start, end) positions; desc->spans),
+  // empty: none. With rules_as_mask the mask holds the whole rule
+  // (causal and the windows included: a span widens them) and the
+  // descriptor passes none of it.
+  std::vector<std::vector<std::pair<int, int>>> spans;
   float softcap = 0.0f, scale = 0.0f;
   bool alibi = false;
   bool sinks = false;  // desc->sinks: head 0 -inf (no sink), head 1 +6 (dominant), others mixed

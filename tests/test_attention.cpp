@@ -150,6 +150,54 @@ TEST_F(Attention, WindowRightAndChunks) {
   run_attention_case(ctx, c);
 }
 
+// Bidirectional spans (issue X): each against the reference and as the
+// equivalent dense bool mask (the whole rule in the mask). Spans that cut
+// tiles, hold a sequence's last rows, start before its queries (t < u),
+// lie wholly before them, cover negative positions' neighbours (t > u),
+// sit in a sequence with no queries; over causal, windows on both sides
+// and chunks (a span widens them all), GQA, f16, sinks, ALiBi, padded.
+TEST_F(Attention, BidirectionalSpans) {
+  struct Rule {
+    bool causal;
+    int left, right, chunk;
+  };
+  const Rule rules[] = {{true, -1, -1, 0}, {true, 9, -1, 0}, {false, 4, 2, 0}, {true, -1, -1, 32}};
+  const std::vector<std::pair<int, int>> seqs = {{200, 200}, {50, 300}, {40, 17}, {0, 5},
+                                                 {7, 0},     {1, 90},   {33, 33}};
+  const std::vector<std::vector<std::pair<int, int>>> spans = {{{20, 60}, {100, 164}, {180, 200}},
+                                                               {{10, 30}, {240, 270}},
+                                                               {{0, 17}},
+                                                               {{1, 3}},
+                                                               {},
+                                                               {{80, 90}},
+                                                               {{0, 1}, {1, 2}, {5, 33}}};
+  int seed = 90;
+  for (const Rule& r : rules)
+    for (bool as_mask : {false, true}) {
+      AttnCase c;
+      c.seqs = seqs;
+      c.spans = spans;
+      c.causal = r.causal, c.window = r.left, c.window_right = r.right, c.chunk = r.chunk;
+      c.rules_as_mask = as_mask;
+      c.H = 8, c.Hkv = 2, c.d = 40;
+      c.qdt = c.kdt = (seed / 2 % 2) ? VKATTN_F16 : VKATTN_F32;
+      c.seed = seed++;
+      const CaseStats st = run_attention_case(ctx, c);
+      EXPECT_GT(st.checked, 0);
+    }
+  // Sinks, ALiBi and a bool mask on top; padded batches with a span per row.
+  AttnCase c;
+  c.seqs = {{64, 64}, {64, 64}};
+  c.spans = {{{8, 40}}, {{0, 64}}};
+  c.causal = true, c.sinks = true, c.alibi = true, c.seed = 98;
+  run_attention_case(ctx, c);
+  c.alibi = c.sinks = false, c.mask_type = VKATTN_MASK_BOOL, c.seed = 99;
+  run_attention_case(ctx, c);
+  c.mask_type = VKATTN_MASK_NONE, c.padded = true, c.pad_keys = 5,
+  c.spans = {{{3, 50}}, {{60, 64}}};
+  run_attention_case(ctx, c);
+}
+
 TEST_F(Attention, SoftcapAndAlibi) {
   AttnCase c;
   c.seqs = kMixedSeqs;
@@ -414,6 +462,41 @@ TEST_F(Attention, ChunksAndWindowsSkipKeys) {
   EXPECT_LE(most_read(c), 6u + 8 + 4);
   c.window = c.window_right = -1;  // the whole range, for contrast
   EXPECT_EQ(most_read(c), 3000u);
+}
+
+// What spans cost, from the kernel log's "pairs=" (the (row, key) pairs
+// the items read, summed over passes): a causal prefill of 256 tokens
+// holding a 64-token span reads at most the causal pairs plus the span's
+// own 64 x 64 per kv head; the same rule as a dense mask reads all
+// 256 x 256.
+TEST_F(Attention, SpansReadOnlyTheirOwnKeys) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_LOG", "kernels"}});
+  ForcedContext logged;
+  auto pairs_read = [&](const AttnCase& c) {
+    testing::internal::CaptureStderr();
+    run_attention_case(logged.ctx, c);
+    const std::string log = testing::internal::GetCapturedStderr();
+    uint64_t pairs = 0;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(" pairs=");
+      if (line.rfind("vkattn: attention family=", 0) != 0 || at == std::string::npos) continue;
+      pairs += std::stoull(line.substr(at + 7));
+    }
+    EXPECT_GT(pairs, 0u) << log;
+    return pairs;
+  };
+  AttnCase c;
+  c.H = 4, c.Hkv = 4, c.d = 16;
+  c.seqs = {{256, 256}};
+  c.causal = true;
+  const uint64_t causal = pairs_read(c);
+  c.spans = {{{64, 128}}};
+  const uint64_t spans = pairs_read(c);
+  EXPECT_GE(spans, causal);
+  EXPECT_LE(spans, causal + 4u * 64 * 64);
+  c.rules_as_mask = true;
+  EXPECT_EQ(pairs_read(c), 4u * 256 * 256);
 }
 
 TEST_F(Attention, KernelLogNamesTheFamily) {

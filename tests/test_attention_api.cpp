@@ -245,8 +245,8 @@ TEST_F(AttentionBadInput, OldDescriptorSizeHasNoRightWindowOrChunks) {
   EXPECT_INVALID(call(old), "struct_size");
 }
 
-// window_right below -1 is refused; spans are not implemented yet, and a
-// call passing them says so (UNSUPPORTED) without recording anything.
+// window_right below -1 is refused; bad spans are refused with a message
+// naming what is wrong, before anything is recorded (u = 5 and 7 here).
 TEST_F(AttentionBadInput, RightWindowAndSpans) {
   vkattn_attention_desc init;
   vkattn_attention_desc_init(&init);
@@ -259,16 +259,35 @@ TEST_F(AttentionBadInput, RightWindowAndSpans) {
   auto bad = d;
   bad.window_right = -2;
   EXPECT_INVALID(call(bad), "desc->window_right -2 is invalid");
-  const int32_t indptr[3] = {0, 1, 1}, spans[2] = {0, 3};
-  bad = d, bad.span_indptr = indptr, bad.spans = spans;
-  EXPECT_EQ(call(bad), VKATTN_ERROR_UNSUPPORTED);
-  EXPECT_NE(std::strstr(vkattn_last_error(), "spans"), nullptr) << vkattn_last_error();
-  bad = d, bad.spans = spans;
-  EXPECT_EQ(call(bad), VKATTN_ERROR_UNSUPPORTED);
+  auto with = [&](std::vector<int32_t> indptr, const int32_t* spans) {
+    static std::vector<int32_t> keep;
+    keep = std::move(indptr);
+    auto b = d;
+    b.span_indptr = keep.data(), b.spans = spans;
+    return call(b);
+  };
+  const int32_t ok_spans[4] = {0, 3, 3, 7}, empty[2] = {2, 2}, past[2] = {1, 6},
+                negative[2] = {-1, 2}, overlap[4] = {0, 3, 2, 4}, unsorted[4] = {3, 5, 0, 2};
+  bad = d, bad.spans = ok_spans;
+  EXPECT_INVALID(call(bad), "desc->spans is set but desc->span_indptr is NULL");
+  EXPECT_INVALID(with({1, 1, 1}, ok_spans), "span_indptr[0] is 1");
+  EXPECT_INVALID(with({0, 2, 1}, ok_spans), "span_indptr decreases at 2");
+  EXPECT_INVALID(with({0, 1, 1}, nullptr), "desc->spans is NULL");
+  EXPECT_INVALID(with({0, 1, 1}, empty), "span 0 of sequence 0 is [2, 2)");
+  EXPECT_INVALID(with({0, 1, 1}, past), "0 <= start < end <= u = 5");
+  EXPECT_INVALID(with({0, 1, 1}, negative), "is [-1, 2)");
+  EXPECT_INVALID(with({0, 2, 2}, overlap), "sorted and disjoint");
+  EXPECT_INVALID(with({0, 2, 2}, unsorted), "sorted and disjoint");
   expect_untouched();
   auto ok = d;
   ok.window_right = 0, ok.chunk_size = 3;
   EXPECT_EQ(call(ok), VKATTN_SUCCESS) << vkattn_last_error();
+  // Legal: adjacent spans, [1, 6) in sequence 1 (u = 7), no spans at all
+  // with a NULL spans array.
+  const int32_t adjacent[4] = {0, 3, 3, 5};
+  EXPECT_EQ(with({0, 2, 2}, adjacent), VKATTN_SUCCESS) << vkattn_last_error();
+  EXPECT_EQ(with({0, 0, 1}, past), VKATTN_SUCCESS) << vkattn_last_error();
+  EXPECT_EQ(with({0, 0, 0}, nullptr), VKATTN_SUCCESS) << vkattn_last_error();
 }
 
 TEST_F(AttentionBadInput, PrefixSumsAndTensors) {

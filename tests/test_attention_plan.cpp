@@ -114,6 +114,63 @@ TEST(AttentionPlan, CausalAndWindowBoundKeyRanges) {
   }
 }
 
+// Bidirectional spans: rows inside a span get a record of their own (the
+// span set) and tiles cut at its edges; a tile of text rows before a span
+// never reads it; a tile inside one reads up to its end. One causal
+// sequence of 40 tokens over 40 keys, tiles of 8 rows, spans [10, 20) and
+// [30, 34); a second sequence with a span wholly before its queries.
+TEST(AttentionPlan, SpansCutTilesAndWidenTheirRanges) {
+  int64_t cq[3] = {0, 40, 42}, ck[3] = {0, 40, 90};
+  const int32_t indptr[3] = {0, 2, 3}, spans[6] = {10, 20, 30, 34, 3, 9};
+  PlanShape sh = shape(1, true, -1, 8, 1000);
+  sh.span_indptr = indptr, sh.spans = spans;
+  Plan p = build_plan(sh, 2, cq, ck);
+  ASSERT_EQ(p.seqs.size(), 4u);  // two sequences, two span records
+  ASSERT_EQ(p.seq_of.size(), 4u);
+  EXPECT_EQ(p.seq_of[2], 0u);
+  EXPECT_EQ(p.seq_of[3], 0u);
+  EXPECT_EQ(p.seqs[2].span_lo, 10u);
+  EXPECT_EQ(p.seqs[2].span_hi, 20u);
+  EXPECT_EQ(p.seqs[3].span_lo, 30u);
+  EXPECT_EQ(p.seqs[3].span_hi, 34u);
+  EXPECT_EQ(p.seqs[0].span_hi, 0u);
+  EXPECT_EQ(p.seqs[2].q_off, p.seqs[0].q_off);
+  EXPECT_EQ(p.offs[3].k, p.offs[0].k);
+  // Sequence 0's tiles (kv head 0): rows [0,8) [8,10) plain, [10,18)
+  // [18,20) in span 1, [20,28) [28,30) plain, [30,34) in span 2, [34,40).
+  struct Want {
+    uint32_t seq, row0, row_end, k_begin, k_end;
+  };
+  const Want want[] = {{0, 0, 8, 0, 8},    {0, 8, 10, 0, 10},  {2, 10, 18, 0, 20},
+                       {2, 18, 20, 0, 20}, {0, 20, 28, 0, 28}, {0, 28, 30, 0, 30},
+                       {3, 30, 34, 0, 34}, {0, 34, 40, 0, 40}};
+  std::vector<PlanItem> head0;
+  for (const PlanItem& it : p.items)
+    if (it.kv_head == 0 && p.seq_of[it.seq] == 0) head0.push_back(it);
+  ASSERT_EQ(head0.size(), std::size(want));
+  for (size_t i = 0; i < head0.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(head0[i].seq, want[i].seq);
+    EXPECT_EQ(head0[i].row0, want[i].row0);
+    EXPECT_EQ(head0[i].row_end, want[i].row_end);
+    EXPECT_EQ(head0[i].k_begin, want[i].k_begin);
+    EXPECT_EQ(head0[i].k_end, want[i].k_end);
+  }
+  // Sequence 1 (2 queries at 48, 49): its span [3, 9) holds no row, no record.
+  for (const PlanItem& it : p.items)
+    if (p.seq_of[it.seq] == 1) EXPECT_EQ(it.seq, 1u);
+  // Windows: a tile inside a span reads from the span's start, not the
+  // window's; one before it stops at its causal edge.
+  sh.window_left = 2;
+  p = build_plan(sh, 2, cq, ck);
+  for (const PlanItem& it : p.items) {
+    if (it.kv_head != 0 || it.seq == 1) continue;
+    if (it.row0 == 10) EXPECT_EQ(it.k_begin, 8u);  // rows 10..17: window from 8, span from 10
+    if (it.row0 == 18) EXPECT_EQ(it.k_begin, 10u);
+    if (it.row0 == 8) EXPECT_EQ(it.k_end, 10u);  // text rows 8, 9 never read the span
+  }
+}
+
 TEST(AttentionPlan, QueriesBeforeAllKeysGetEmptyRanges) {
   int64_t cq[2] = {0, 5}, ck[2] = {0, 2};  // t > u: pos = -3..1
   Plan p = build_plan(shape(1, true, -1, 2, 1000), 1, cq, ck);

@@ -399,7 +399,7 @@ TEST(SelfCheck, UpFrontCheckFindsAFaultedFamilyBeforeAnyCall) {
 // ALiBi is: the up-front check of a descriptor with them checks their own
 // pipeline (a faulted family fails it, and the plain pipeline is a check of
 // its own), and a chunked call after it is right.
-TEST(SelfCheck, UpFrontCheckCoversWindowsAndChunks) {
+TEST(SelfCheck, UpFrontCheckCoversWindowsChunksAndSpans) {
   TempDir dir;
   with_context(
       dir.path, {{"VKATTN_ATTN_KERNEL", "lanes"}, {"VKATTN_FAULT_KERNEL", "lanes"}},
@@ -418,6 +418,14 @@ TEST(SelfCheck, UpFrontCheckCoversWindowsAndChunks) {
             << vkattn_last_error();
         ASSERT_EQ(vkattn_context_self_check_counts(ctx, 0, &passed, &failed_plain), VKATTN_SUCCESS);
         EXPECT_GT(failed_plain, failed) << "the plain pipeline is another check";
+        // Spans by their presence (the arrays are not read).
+        const int32_t indptr[1] = {0};
+        ad.span_indptr = indptr;
+        uint32_t failed_spans = 0;
+        ASSERT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 5), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        ASSERT_EQ(vkattn_context_self_check_counts(ctx, 0, &passed, &failed_spans), VKATTN_SUCCESS);
+        EXPECT_GT(failed_spans, failed_plain) << "the spans' pipeline is another check";
       });
 }
 

@@ -32,6 +32,7 @@ struct LayerCfg {
   bool alibi = false;
   bool sinks = false;  // desc->sinks: head h's sink -1.5 + h (head 0's -inf: none)
   int mask_type = VKATTN_MASK_NONE;
+  bool spans = false;  // pass the fixture's seq_spans (desc->span_indptr/spans)
 };
 
 class StepAttentionTest : public ContextTest {
@@ -228,6 +229,16 @@ class StepAttentionTest : public ContextTest {
       desc.chunk_size = c.chunk;
       desc.softcap = c.softcap;
       desc.lse = lt;
+      std::vector<int32_t> span_indptr, span_pairs;
+      if (c.spans) {
+        span_indptr.push_back(0);
+        for (size_t b = 0; b < B; ++b) {
+          for (auto [lo, hi] : seq_spans[ids[b]])
+            if (hi <= len[b] + t[b]) span_pairs.push_back(lo), span_pairs.push_back(hi);
+          span_indptr.push_back(int32_t(span_pairs.size() / 2));
+        }
+        desc.span_indptr = span_indptr.data(), desc.spans = span_pairs.data();
+      }
       vkattn::ref::AttentionParams p;
       p.num_heads = c.H;
       p.num_kv_heads = hkv;
@@ -281,6 +292,8 @@ class StepAttentionTest : public ContextTest {
         pp.alibi_slopes = slopes.empty() ? nullptr : slopes.data();
         pp.sinks = sinks.empty() ? nullptr : sinks.data();
         pp.add_mask = amask.empty() ? nullptr : amask.data();
+        pp.span_indptr = span_indptr.empty() ? nullptr : span_indptr.data();
+        pp.spans = span_indptr.empty() ? nullptr : span_pairs.data();
         std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
         vkattn::ref::attention_varlen(pp, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
                                       keys.data(), vals.data(), ref_out.data(), ref_lse.data());
@@ -381,6 +394,9 @@ class StepAttentionTest : public ContextTest {
   KvShape shape;
   vkattn_kv_cache* cache = nullptr;
   std::map<int64_t, std::vector<std::vector<float>>> k_model, v_model;  // per seq, per layer
+  // Bidirectional spans per sequence id, positions over the whole sequence;
+  // a step passes those that end within its keys (len + t).
+  std::map<int64_t, std::vector<std::pair<int32_t, int32_t>>> seq_spans;
   std::mt19937 rng{42};
 };
 
@@ -613,6 +629,47 @@ TEST_F(StepAttentionTest, ChunkedLocalLayers) {
   }
 }
 
+// Bidirectional spans (Gemma 3's images) over the cache: positions count
+// cached tokens; chunked prefill whose chunk edges cut no span equals one
+// shot; decodes after the spans (passed again, they change nothing) in a
+// batch with another sequence's prefill; spans beside chunks and a plain
+// layer; f16 and int8 caches over several pages.
+TEST_F(StepAttentionTest, BidirectionalSpans) {
+  for (vkattn_dtype dt : {VKATTN_F16, VKATTN_I8}) {
+    SCOPED_TRACE(dt == VKATTN_F16 ? "f16" : "i8");
+    KvShape s;
+    s.layers = 3, s.hkv = 2, s.d = 32, s.dv = 32, s.page_size = 16, s.pages = 96, s.dtype = dt;
+    std::vector<LayerCfg> cfg(3);
+    cfg[0].H = 8, cfg[0].spans = true;
+    cfg[1].spans = true, cfg[1].chunk = 48, cfg[1].sinks = true;
+    std::vector<float> one_shot;
+    for (std::vector<int32_t> chunks :
+         {std::vector<int32_t>{300}, {104, 96, 100}, {40, 64, 96, 1, 99}}) {
+      SCOPED_TRACE(testing::Message() << chunks.size() << " chunks");
+      if (cache) vkattn_kv_cache_destroy(cache);
+      create(s);
+      seq_spans = {{1, {{40, 104}, {200, 264}}}, {2, {{5, 9}}}};
+      std::vector<float> out;
+      for (int32_t n : chunks) {
+        auto o = run_step({1}, {n}, cfg, VKATTN_F32);
+        out.insert(out.end(), o.begin(), o.end());
+      }
+      if (chunks.size() == 1) {
+        one_shot = out;
+      } else {
+        ASSERT_EQ(out.size(), one_shot.size());
+        double worst = 0;
+        for (size_t i = 0; i < out.size(); ++i)
+          worst = std::max(worst, double(std::fabs(out[i] - one_shot[i])));
+        EXPECT_LT(worst, 2e-5) << "largest difference to one-shot prefill";
+      }
+      // Decodes of sequence 1 beside sequence 2's prefill holding a span.
+      run_step({1, 2}, {1, 12}, cfg, VKATTN_F16);
+      run_step({2, 1}, {3, 1}, cfg, VKATTN_F32);
+    }
+  }
+}
+
 // A pool split over several buffers: sequences span buffers, attention runs
 // one dispatch per buffer and merges the pieces.
 TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
@@ -630,6 +687,8 @@ TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
   poison_pool();
   std::vector<LayerCfg> cfg(2);
   cfg[1].sinks = true;  // joined once over the pieces of several buffers
+  cfg[1].spans = true;  // span records read the pieces as their sequence's do
+  seq_spans = {{1, {{10, 45}}}, {2, {{30, 66}}}, {3, {{50, 52}}}};
   run_step({1, 2}, {50, 70}, cfg, VKATTN_F32);
   fork(1, 3);
   run_step({1, 2, 3}, {1, 33, 2}, cfg, VKATTN_F32);

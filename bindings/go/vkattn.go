@@ -393,6 +393,10 @@ type AttentionDesc struct {
 	Mask                 *Tensor // nil = none
 	Lse                  *Tensor // optional f32 output
 	Sinks                *Tensor // [H] f32 attention-sink logits (gpt-oss) or nil
+	// Bidirectional spans (Gemma 3's image tokens), nil = none: SpanIndptr
+	// holds batch + 1 prefix sums of the sequences' span counts, Spans the
+	// (start, end) position pairs; a query inside a span sees all of it.
+	SpanIndptr, Spans []int32
 }
 
 // NewAttentionDesc is the library's defaults with the head counts and dim set.
@@ -427,6 +431,9 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 	r.SetMask(d.Mask.optional("Mask"))
 	r.SetLse(d.Lse.optional("Lse"))
 	r.SetSinks(d.Sinks.optional("Sinks"))
+	if d.SpanIndptr != nil || d.Spans != nil {
+		r.SetSpans(d.SpanIndptr, d.Spans)
+	}
 	f(r)
 }
 

@@ -150,6 +150,28 @@ func TestRightWindowAndChunksMatchTheirEquivalents(t *testing.T) {
 	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
 }
 
+// A bidirectional span over each whole sequence makes causal attention see
+// every key: it equals attention without Causal. A SpanIndptr that does not
+// fit the batch is an error.
+func TestSpansOverWholeSequencesUndoCausal(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(4))
+	cuQ, cuK := []int32{0, 3, 5, 6}, []int32{0, 7, 9, 13}
+	const tq, tk = 6, 13
+	q, k, v := randoms(r, tq*tH*tD), randoms(r, tk*tHkv*tD), randoms(r, tk*tHkv*tD)
+	refOut, refLse := reference(q, k, v, cuQ, cuK, tH, tHkv, tD, false, -1)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.Causal = true
+	d.SpanIndptr, d.Spans = []int32{0, 1, 2, 3}, []int32{0, 7, 0, 2, 0, 4}
+	checkVarlen(t, c, &d, cuQ, cuK, q, k, v, refOut, refLse)
+	d.SpanIndptr, d.Spans = []int32{0, 1}, []int32{0, 7}
+	err := c.AttentionVarlen(&d, cuQ, cuK, tensorF32(t, c, q, tq, tH, tD),
+		tensorF32(t, c, k, tk, tHkv, tD), tensorF32(t, c, v, tk, tHkv, tD), tensor(t, c, F32, tq, tH, tD))
+	if err == nil || !strings.Contains(err.Error(), "span_indptr has 2 entries") {
+		t.Fatalf("want the span_indptr length error, got %v", err)
+	}
+}
+
 // checkVarlen runs packed attention of f32 q, k, v (tH / tHkv heads of tD)
 // with d (its Lse set here) and compares out and lse with the reference.
 func checkVarlen(t *testing.T, c *Context, d *AttentionDesc, cuQ, cuK []int32, q, k, v,

@@ -61,15 +61,24 @@ struct Shape {
   bool sinks = false;                  // per-head sink logits (gpt-oss)
   vkattn_dtype cache_dt = VKATTN_F16;  // paged cases: the cache dtype (8-bit caches)
   int chunk = 0;                       // desc->chunk_size (chunked local attention)
+  // Bidirectional spans of a one-sequence case (desc->spans; Gemma 3's
+  // images), and whether the case passes them, with causal, as the
+  // equivalent dense bool mask instead.
+  std::vector<std::pair<int, int>> spans;
+  bool spans_as_mask = false;
   int v_dim() const { return dv ? dv : d; }
-  // The keys [lo, hi) query position pos of a sequence of u keys sees.
+  // The keys [lo, hi) query position pos of a sequence of u keys sees (a
+  // span holding pos widens them to its own keys: still one range).
   std::pair<int, int> keys_of(int pos, int u) const {
     int lo = 0, hi = causal ? std::max(0, pos + 1) : u;
     if (chunk > 0) {
       const int c0 = int(vkattn::ref::floor_div(pos, chunk)) * chunk;
       lo = std::max(lo, c0), hi = std::min(hi, c0 + chunk);
     }
-    return {lo, std::max(lo, hi)};
+    hi = std::max(lo, hi);
+    for (auto [a, b] : spans)
+      if (pos >= a && pos < b) lo = std::min(lo, a), hi = std::max(hi, b);
+    return {lo, hi};
   }
   // Bytes one cached key takes per kv head (K and V rows; int8: + 2 scales).
   double key_bytes() const {
@@ -231,10 +240,27 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
   desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = s.causal;
   desc.head_dim_v = s.v_dim(), desc.sinks = sinks;
   int32_t cu_q[2] = {0, t}, cu_k[2] = {0, u};
+  // Spans: as the descriptor's, or (with causal) as the dense bool mask.
+  std::vector<int32_t> span_indptr = {0, int32_t(s.spans.size())}, span_pairs;
+  for (auto [a, b] : s.spans) span_pairs.push_back(a), span_pairs.push_back(b);
+  vkattn_tensor* mask = nullptr;
+  if (!s.spans.empty() && !s.spans_as_mask) {
+    desc.span_indptr = span_indptr.data(), desc.spans = span_pairs.data();
+  } else if (!s.spans.empty()) {
+    std::vector<uint8_t> m(uint64_t(t) * u);
+    for (int i = 0; i < t; ++i) {
+      const auto [lo, hi] = s.keys_of(u - t + i, u);
+      std::fill(m.begin() + uint64_t(i) * u + lo, m.begin() + uint64_t(i) * u + hi, 1);
+    }
+    const int64_t shape[1] = {int64_t(m.size())};
+    check(vkattn_tensor_create(ctx, VKATTN_U8, 1, shape, &mask), "tensor_create");
+    check(vkattn_tensor_write(mask, m.data(), m.size()), "tensor_write");
+    desc.causal = 0, desc.mask_type = VKATTN_MASK_BOOL, desc.mask = mask;
+  }
   const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(t * (s.H / s.Hkv)), [&] {
     check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
   });
-  for (vkattn_tensor* x : {q, k, v, o, sinks}) vkattn_tensor_destroy(x);
+  for (vkattn_tensor* x : {q, k, v, o, sinks, mask}) vkattn_tensor_destroy(x);
   return ok;
 }
 
@@ -542,6 +568,25 @@ bool decode_1x8192_paged(vkattn_context* c, Result* r) {
   return pooled_decode(c, r, 1, 8192, kGqa);
 }
 
+// Gemma 3's image prompt: 2048 causal tokens, 8 / 4 heads, d 256, holding
+// two images of 256 tokens that attend both ways inside themselves; beside
+// the same prefill plain causal and with the images as a dense bool mask.
+Shape gemma_image(bool spans, bool as_mask) {
+  Shape s{8, 4, 256, true};
+  if (spans) s.spans = {{256, 512}, {1024, 1280}};
+  s.spans_as_mask = as_mask;
+  return s;
+}
+bool gemma_image_prefill(vkattn_context* c, Result* r) {
+  return prefill(c, r, 2048, gemma_image(true, false));
+}
+bool gemma_image_prefill_causal(vkattn_context* c, Result* r) {
+  return prefill(c, r, 2048, gemma_image(false, false));
+}
+bool gemma_image_prefill_mask(vkattn_context* c, Result* r) {
+  return prefill(c, r, 2048, gemma_image(true, true));
+}
+
 // A step of decodes and one prefill chunk, timed interleaved with its two
 // parts as separate steps (the target: the mixed step is no slower than
 // the two). Where the device table gives the two classes different
@@ -747,6 +792,14 @@ const std::vector<Case>& all_cases() {
        "caller pools: 1 decode over 131072 keys, chunked local attention (chunks of 8192), "
        "32/8 heads, d 128",
        chunked_decode_1x131072},
+      {"gemma-image-prefill",
+       "causal 2048, 8/4 heads, d 256, two 256-token image spans seen both ways (Gemma 3)",
+       gemma_image_prefill},
+      {"gemma-image-prefill-causal", "gemma-image-prefill without its spans (plain causal)",
+       gemma_image_prefill_causal},
+      {"gemma-image-prefill-mask",
+       "gemma-image-prefill with causal and the spans as one dense bool mask",
+       gemma_image_prefill_mask},
       {"decode-16x2048-int8", "decode-16x2048 over an int8 cache (per-token scales)",
        decode_16x2048_int8},
       {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",

@@ -660,12 +660,14 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  *   S[i,j] = softcap * tanh(S[i,j] / softcap)   if softcap > 0
  *   S[i,j] -= alibi_slopes[h] * |pos(i) - j|    if alibi_slopes is given
  *   S[i,j] += mask[i,j]                         if mask_type is ADDITIVE
- *   key j is hidden from query i when: causal and j > pos(i); or
- *     window_left >= 0 and pos(i) - j > window_left; or
- *     window_right >= 0 and j - pos(i) > window_right; or
- *     chunk_size > 0 and floor(j / chunk_size) != floor(pos(i) / chunk_size);
- *     or a BOOL mask byte is 0; or an ADDITIVE mask value is -inf; or key j
- *     is padding.
+ *   positional rule: visible(i, j) =
+ *     ((!causal || j <= pos(i)) &&
+ *      (window_left < 0 || pos(i) - j <= window_left) &&
+ *      (window_right < 0 || j - pos(i) <= window_right) &&
+ *      (chunk_size == 0 || floor(j / chunk_size) == floor(pos(i) / chunk_size)))
+ *     || same_span(pos(i), j)     (both in one of the sequence's spans)
+ *   key j is hidden from query i when: !visible(i, j); or a BOOL mask byte
+ *     is 0; or an ADDITIVE mask value is -inf; or key j is padding.
  *   out[i] = softmax over the visible j of S[i,:] times v (f32 accumulation)
  *   lse[i] = log(sum over visible j of exp(S[i,j]))  (natural log)
  *   with sinks (per head h, a raw logit sink = sinks[h]):
@@ -699,6 +701,19 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  *
  * Window, chunk and causal combine by "and"; a row they leave without a
  * visible key is an empty row (out 0, lse -inf, or the sink's lse).
+ *
+ * Bidirectional spans (Gemma 3's image tokens, HF's token_type_ids; the
+ * descriptor's span_indptr and spans): per sequence, sorted disjoint
+ * ranges [start, end) of positions. A query whose position lies in a span
+ * also sees every key of that span, whatever causal, the windows and the
+ * chunk say (the "or" above); the mask, padding, ALiBi, softcap and sinks
+ * apply on top as always. Positions count every key of the sequence (a
+ * step's cached tokens included), so a span must end within the call's
+ * keys (end <= u); spans wholly before the call's queries change nothing
+ * and may be passed. Chunked prefill equals one shot when no chunk edge
+ * cuts a span: schedule chunks so (as vLLM does for images). Work no
+ * query sees is never read: rows before a span do not read it, rows in a
+ * span read up to its end. The arrays are read during the call only.
  *
  * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
  * padding positions may hold NaN/Inf without reaching any visible output.
@@ -793,14 +808,16 @@ typedef struct vkattn_attention_desc {
   /** 0 = off, else chunked local attention over chunks of this many
    * positions (see above). */
   uint32_t chunk_size;
-  /** Bidirectional spans (Gemma 3's image tokens): host arrays, borrowed
-   * for the call, NULL = none. Not implemented yet: a call that passes
-   * either pointer gets VKATTN_ERROR_UNSUPPORTED. span_indptr [batch + 1]
-   * holds prefix sums of the sequences' span counts; sequence b's spans
-   * are the (start, end) pairs spans[2 * span_indptr[b] ..
-   * 2 * span_indptr[b + 1]), disjoint and sorted, 0 <= start < end <= u;
-   * a query whose position lies in a span sees every key of that span,
-   * whatever causal, the windows and the chunk say. */
+  /** Bidirectional spans (Gemma 3's image tokens; see above): host arrays,
+   * borrowed for the call, span_indptr NULL = none. span_indptr
+   * [batch + 1] holds prefix sums of the sequences' span counts ([0] = 0,
+   * non-decreasing); sequence b's spans are the (start, end) pairs
+   * spans[2 * span_indptr[b] .. 2 * span_indptr[b + 1]), sorted and
+   * disjoint (adjacent is fine), 0 <= start < end <= u (an empty span is
+   * INVALID_ARGUMENT). A step's sequences come in step order; the padded
+   * entry point's batch rows each have u = Sk. spans may be NULL when
+   * span_indptr counts no span; spans without span_indptr is
+   * INVALID_ARGUMENT. */
   const int32_t* span_indptr;
   const int32_t* spans; /**< see span_indptr */
 } vkattn_attention_desc;

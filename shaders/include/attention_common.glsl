@@ -28,6 +28,7 @@
 #define F_SINKS 512u
 #define F_WINDOW_RIGHT 1024u  // Seq::window_right (compiled in: FEATURES)
 #define F_CHUNK 2048u         // Seq::chunk_size (compiled in: FEATURES)
+#define F_SPAN 4096u          // Seq::span_lo/span_hi (compiled in: FEATURES)
 
 // A row's normalization from its online-softmax state (running max m,
 // running sum l): (1 / l, lse). l > 0: the row saw keys. l = 0: it saw
@@ -75,7 +76,10 @@ struct Seq {
   uint mask_off;
   int window_right;  // the call's (F_WINDOW_RIGHT)
   uint chunk_size;   // the call's (F_CHUNK)
-  uint pad0;
+  // F_SPAN: every row of an item on this record lies in the bidirectional
+  // span [span_lo, span_hi) and also sees its keys (empty: none).
+  uint span_lo, span_hi;
+  uint pad0, pad1, pad2;
 };
 
 #endif

@@ -26,13 +26,17 @@ bool in_causal_window(int pos, int key, bool causal, bool windowed) {
 // window, and where compiled in the right window (key - pos <=
 // window_right) and the chunks (floor(key / C) == floor(pos / C); a
 // negative pos lies in a negative chunk and sees nothing). Each rule keeps
-// an interval of keys, so their intersection is one too: a tile whose
-// first and last keys pass passes whole (attention_tiled.glsl).
+// an interval of keys holding pos (when pos >= 0), so their intersection
+// is one too; a bidirectional span (F_SPAN: the planner gives rows inside
+// a span a record of their own, so sq's span holds pos) adds an interval
+// holding pos, and the union is still one interval: a tile whose first
+// and last keys pass passes whole (attention_tiled.glsl).
 bool in_view(Seq sq, int pos, int key, bool causal, bool windowed) {
   bool v = in_causal_window(pos, key, causal, windowed);
   if (uses(F_WINDOW_RIGHT)) v = v && key - pos <= sq.window_right;
   if (uses(F_CHUNK))
     v = v && pos >= 0 && key >= 0 && uint(pos) / sq.chunk_size == uint(key) / sq.chunk_size;
+  if (uses(F_SPAN)) v = v || (key >= int(sq.span_lo) && key < int(sq.span_hi));
   return v;
 }
 

@@ -191,7 +191,8 @@ class Step {
   // dtypes, lse, mask; ops/attention/record.cpp): built at the first layer
   // that needs one, reused by the others (a fixed-size key: no allocation
   // per layer).
-  using PlanKey = std::array<uint64_t, 15>;  // ..., the plan's part (PlanPart), right window, chunk
+  // ..., the plan's part (PlanPart), right window, chunk, then the spans (indptr, pairs)
+  using PlanKey = std::vector<uint64_t>;
   std::map<PlanKey, std::shared_ptr<void>> plans;
 
  private:

@@ -18,6 +18,7 @@ struct Row {
   const float* add_mask;     // [u] or null
   const int32_t* key_valid;  // [u] or null
   long pos;                  // pos(i) = u - t + i
+  long span_lo, span_hi;     // the span holding pos ([0, 0) when none)
   double slope;              // ALiBi slope, 0 = none
   const float* sink;         // the head's sink logit, or null
 };
@@ -27,10 +28,14 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
   std::vector<int> keys;  // visible keys
   std::vector<double> s;  // their scores
   for (int j = 0; j < u; ++j) {
-    if (p.causal && j > r.pos) continue;
-    if (p.window_left >= 0 && r.pos - j > p.window_left) continue;
-    if (p.window_right >= 0 && j - r.pos > p.window_right) continue;
-    if (p.chunk_size > 0 && floor_div(j, p.chunk_size) != floor_div(r.pos, p.chunk_size)) continue;
+    const bool in_span = j >= r.span_lo && j < r.span_hi;
+    if (!in_span) {
+      if (p.causal && j > r.pos) continue;
+      if (p.window_left >= 0 && r.pos - j > p.window_left) continue;
+      if (p.window_right >= 0 && j - r.pos > p.window_right) continue;
+      if (p.chunk_size > 0 && floor_div(j, p.chunk_size) != floor_div(r.pos, p.chunk_size))
+        continue;
+    }
     if (r.bool_mask && r.bool_mask[j] == 0) continue;
     if (r.add_mask && r.add_mask[j] == -std::numeric_limits<float>::infinity()) continue;
     if (r.key_valid && r.key_valid[j] == 0) continue;
@@ -98,6 +103,12 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
         r.add_mask = p.mask_type == 2 && u ? p.add_mask + mask_row : nullptr;
         r.key_valid = p.key_valid && u ? p.key_valid + cu_k[b] : nullptr;
         r.pos = static_cast<long>(u) - t + i;
+        r.span_lo = r.span_hi = 0;
+        for (int n = p.span_indptr ? p.span_indptr[b] : 0;
+             p.span_indptr && n < p.span_indptr[b + 1]; ++n) {
+          if (r.pos >= p.spans[2 * n] && r.pos < p.spans[2 * n + 1])
+            r.span_lo = p.spans[2 * n], r.span_hi = p.spans[2 * n + 1];
+        }
         r.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.0;
         r.sink = p.sinks ? p.sinks + h : nullptr;
         attend_row(p, d, dv, scale, u, k_stride, v_stride, r, out + (row * H + h) * dv,

@@ -21,6 +21,12 @@ struct AttentionParams {
   const float* add_mask = nullptr;      // same layout, additive; -inf hides the key
   const int32_t* key_valid = nullptr;   // [total_k] 0 = padding key (hidden); or null
   const float* sinks = nullptr;         // [H] raw logits joining each row's denominator, or null
+  // Bidirectional spans (vkattn_attention_desc): sequence b's [start, end)
+  // position ranges are the pairs spans[2 * span_indptr[b] .. 2 *
+  // span_indptr[b + 1]); a row whose pos lies in one also sees every key
+  // of it, whatever causal, the windows and the chunk say. Null: none.
+  const int32_t* span_indptr = nullptr;
+  const int32_t* spans = nullptr;
 };
 
 // Packed batch. q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv] as float (already

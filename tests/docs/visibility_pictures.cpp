@@ -15,6 +15,7 @@ struct Picture {
   int t, u;
   bool causal;
   int left, right, chunk;
+  int span_lo = 0, span_hi = 0;  // one bidirectional span, [lo, hi) (none when empty)
 };
 
 void draw(const Picture& pic) {
@@ -23,6 +24,8 @@ void draw(const Picture& pic) {
   p.num_heads = p.num_kv_heads = 1, p.head_dim = 1, p.head_dim_v = u;
   p.causal = pic.causal, p.window_left = pic.left, p.window_right = pic.right;
   p.chunk_size = pic.chunk;
+  const int32_t span_indptr[2] = {0, 1}, spans[2] = {pic.span_lo, pic.span_hi};
+  if (pic.span_hi > pic.span_lo) p.span_indptr = span_indptr, p.spans = spans;
   std::vector<float> q(t, 0.0f), k(u, 0.0f), v(size_t(u) * u, 0.0f), out(size_t(t) * u);
   for (int j = 0; j < u; ++j) v[size_t(j) * u + j] = 1.0f;
   const int32_t cu_q[2] = {0, t}, cu_k[2] = {0, u};
@@ -44,8 +47,11 @@ int main() {
       {"causal, window_left 2, window_right -1 (sliding window of 3)", 6, 10, true, 2, -1, 0},
       {"window_left 2, window_right 1, not causal (two-sided window)", 6, 10, false, 2, 1, 0},
       {"causal, chunk_size 4 (Llama 4 local layers)", 6, 10, true, -1, -1, 4},
-      {"chunk_size 4, not causal (t > u: positions -2 and -1 see nothing)", 6, 4, false, -1, -1,
-       4},
+      {"chunk_size 4, not causal (t > u: positions -2 and -1 see nothing)", 6, 4, false, -1, -1, 4},
+      {"causal, one span [3, 7) (Gemma 3: an image's 4 tokens see each other)", 10, 10, true, -1,
+       -1, 0, 3, 7},
+      {"causal, window_left 1, span [3, 7) (the span widens the window)", 10, 10, true, 1, -1, 0, 3,
+       7},
   };
   for (const Picture& p : pics) draw(p);
   return 0;

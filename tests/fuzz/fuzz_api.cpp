@@ -459,6 +459,30 @@ class Fuzz {
     vkattn_attention_desc d = desc(&valid);
     const uint32_t layer = in_.ConsumeIntegralInRange<uint32_t>(0, layers_ - 1);
     const int64_t n = step_tokens();
+    // Bidirectional spans now and then: sorted and disjoint within each
+    // sequence's keys (len + t), or one value of them made arbitrary.
+    std::vector<int32_t> span_indptr, span_pairs;
+    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+      span_indptr.push_back(0);
+      for (size_t i = 0; i < st_ids_.size(); ++i) {
+        const auto it = seqs_.find(st_ids_[i]);
+        const int32_t u = (it == seqs_.end() ? 0 : it->second.len) + st_t_[i];
+        for (int32_t at = 0; at < u && in_.ConsumeBool();) {
+          const int32_t lo = in_.ConsumeIntegralInRange<int32_t>(at, u - 1);
+          const int32_t hi = in_.ConsumeIntegralInRange<int32_t>(lo + 1, u);
+          span_pairs.push_back(lo), span_pairs.push_back(hi);
+          at = hi;
+        }
+        span_indptr.push_back(int32_t(span_pairs.size() / 2));
+      }
+      if (!span_pairs.empty() && in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+        const size_t at = in_.ConsumeIntegralInRange<size_t>(0, span_pairs.size() - 1);
+        span_pairs[at] = in_.ConsumeIntegral<int32_t>();
+        valid = false;  // (may still be legal: judged as arbitrary)
+      }
+      d.span_indptr = span_indptr.data();
+      d.spans = span_pairs.empty() ? nullptr : span_pairs.data();
+    }
     const uint32_t H = d.num_heads > 0 && d.num_heads < 64 ? d.num_heads : 1;
     vkattn_tensor* q = tensor(VKATTN_F32, {n, H, d_});
     vkattn_tensor* out = tensor(VKATTN_F32, {n, H, dv_});

@@ -130,6 +130,30 @@ public class VkattnTests {
     }
   }
 
+  // A bidirectional span over each whole sequence makes causal attention
+  // see every key: it equals attention without causal. A span_indptr that
+  // does not fit the batch throws.
+  [Test]
+  public void SpansOverWholeSequencesUndoCausal() {
+    var r = new Random(4);
+    int[] cuQ = { 0, 3, 5, 6 }, cuK = { 0, 7, 9, 13 };
+    const int tq = 6, tk = 13;
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      var d = Desc(true, -1);
+      d.SetSpans(new int[] { 0, 1, 2, 3 }, new int[] { 0, 7, 0, 2, 0, 4 });
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(Reference(q, k, v, cuQ, cuK, H, Hkv, D, false, -1)[0],
+                          tO.ToFloatArray()), 1e-5);
+      d.SetSpans(new int[] { 0, 1 }, new int[] { 0, 7 });
+      var e = Assert.Throws<VkattnException>(() => ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO));
+      StringAssert.Contains("span_indptr has 2 entries", e.Message);
+    }
+  }
+
   // A reference result joined with per-head sinks: lse' = logaddexp(lse,
   // sink), out' = out * exp(lse - lse').
   static float[][] WithSinks(float[][] reference, float[] sinks, int h, int dv) {

@@ -171,6 +171,34 @@ public class VkattnTest {
     }
   }
 
+  // A bidirectional span over each whole sequence makes causal attention
+  // see every key: it equals attention without causal. A span_indptr that
+  // does not fit the batch raises.
+  @Test
+  public void spansOverWholeSequencesUndoCausal() {
+    Random r = new Random(4);
+    int[] cuQ = {0, 3, 5, 6}, cuK = {0, 7, 9, 13};
+    int tq = 6, tk = 13;
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    try (Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      AttentionDesc d = desc(true, -1);
+      d.setSpans(new int[] {0, 1, 2, 3}, new int[] {0, 7, 0, 2, 0, 4});
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      float[][] ref = reference(q, k, v, cuQ, cuK, H, HKV, D, D, false, -1);
+      assertTrue("spans", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
+      d.setSpans(new int[] {0, 1}, new int[] {0, 7});
+      final AttentionDesc shortIndptr = d;
+      VkattnException e =
+          assertThrows(
+              VkattnException.class,
+              () -> ctx.attentionVarlen(shortIndptr, cuQ, cuK, tQ, tK, tV, tO));
+      assertTrue(e.getMessage(), e.getMessage().contains("span_indptr has 2 entries"));
+    }
+  }
+
   // A reference result joined with per-head sinks: lse' = logaddexp(lse,
   // sink), out' = out * exp(lse - lse').
   static float[][] withSinks(float[][] ref, float[] sinks, int h, int dv) {

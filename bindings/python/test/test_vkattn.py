@@ -20,7 +20,8 @@ def ctx():
 
 
 def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
-                  alibi=None, key_valid=None, sinks=None, window_right=-1, chunk_size=0):
+                  alibi=None, key_valid=None, sinks=None, window_right=-1, chunk_size=0,
+                  spans=()):
     """One sequence: q [t, H, d], k [u, Hkv, d], v [u, Hkv, dv] -> out [t, H,
     dv], lse [t, H], as the C header defines them (bottom-right alignment)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
@@ -45,6 +46,9 @@ def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
         vis &= j[None, :] - pos[:, None] <= window_right
     if chunk_size:
         vis &= (j[None, :] // chunk_size) == (pos[:, None] // chunk_size)  # floor division
+    for lo, hi in spans:  # a query inside a span sees all of it
+        inside = (pos >= lo) & (pos < hi)
+        vis |= inside[:, None] & (j[None, :] >= lo) & (j[None, :] < hi)
     if key_valid is not None:
         vis &= np.asarray(key_valid, bool)[None, :]
     s = np.where(vis[None], s, -np.inf)
@@ -128,6 +132,41 @@ def test_two_sided_windows_and_chunks(ctx, causal, left, right, chunk):
                                       chunk_size=chunk).numpy()
     ro, _ = ref_attention(q, k, v, causal, left, window_right=right, chunk_size=chunk)
     np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+
+
+def test_spans_from_token_type_ids():
+    indptr, spans = vkattn.spans_from_token_type_ids([0, 1, 1, 0, 1, 1, 1])
+    assert indptr.tolist() == [0, 2] and spans.tolist() == [1, 3, 4, 7]
+    indptr, spans = vkattn.spans_from_token_type_ids(np.array([[1, 1, 0, 0], [0, 0, 0, 0]]))
+    assert indptr.tolist() == [0, 1, 1] and spans.tolist() == [0, 2]
+    indptr, spans = vkattn.spans_from_token_type_ids([[0, 2, 2], [2]], span_type=2)
+    assert indptr.tolist() == [0, 1, 2] and spans.tolist() == [1, 3, 0, 1]
+
+
+@pytest.mark.parametrize("causal,left", [(True, -1), (True, 3), (False, 2)])
+def test_bidirectional_spans(ctx, causal, left):
+    """Gemma 3's image tokens: two sequences, spans from token_type_ids,
+    against the reference (spans OR'd onto causal and the window)."""
+    rng = np.random.default_rng(12)
+    h, hkv, d = 4, 2, 16
+    types = [np.array([0] * 3 + [1] * 6 + [0] * 4 + [1] * 5 + [0] * 2), np.array([0, 1, 1, 1, 0])]
+    lens = [len(x) for x in types]
+    indptr, spans = vkattn.spans_from_token_type_ids(types)
+    cu = np.concatenate(([0], np.cumsum(lens))).astype(np.int32)
+    q, k, v = (rand(rng, (cu[-1], n, d)) for n in (h, hkv, hkv))
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V:
+        got = vkattn.attention_varlen(Q, K, V, cu, cu, causal=causal, window_left=left,
+                                      span_indptr=indptr, spans=spans).numpy()
+        # An indptr that does not fit the batch raises instead of reading past it.
+        with pytest.raises(vkattn.Error, match="span_indptr has 2 entries"):
+            vkattn.attention_varlen(Q, K, V, cu, cu, span_indptr=[0, 1], spans=[0, 2])
+        with pytest.raises(vkattn.Error, match="INVALID_ARGUMENT|spans"):
+            vkattn.attention_varlen(Q, K, V, cu, cu, span_indptr=[0, 1, 1], spans=[5, 2])
+    for b in range(2):
+        pairs = spans[2 * indptr[b]:2 * indptr[b + 1]].reshape(-1, 2)
+        ro, _ = ref_attention(q[cu[b]:cu[b + 1]], k[cu[b]:cu[b + 1]], v[cu[b]:cu[b + 1]],
+                              causal, left, spans=[tuple(p) for p in pairs])
+        np.testing.assert_allclose(got[cu[b]:cu[b + 1]], ro, atol=2e-5, rtol=0)
 
 
 def test_softcap_alibi_and_scale(ctx):

@@ -32,7 +32,7 @@ __all__ = [
     "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
     "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
-    "attention_merge", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
+    "attention_merge", "spans_from_token_type_ids", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
     "ROPE_SCALING_LINEAR", "ROPE_SCALING_LLAMA3", "ROPE_SCALING_YARN",
 ]
 
@@ -349,12 +349,18 @@ class AttentionDesc:
     head_dim_v (0 = head_dim), scale (0 = 1/sqrt(head_dim)), causal,
     window_left (-1 = none), window_right (-1 = none), chunk_size (0 = off:
     chunked local attention), softcap (0 = off), mask_type, alibi_slopes,
-    mask, lse, sinks (Tensors or None; sinks: [H] f32 attention-sink logits)."""
+    mask, lse, sinks (Tensors or None; sinks: [H] f32 attention-sink logits),
+    span_indptr and spans (bidirectional spans, Gemma 3's image tokens:
+    span_indptr holds batch + 1 prefix sums of the sequences' span counts,
+    spans the (start, end) position pairs, flattened or [n, 2]; a query
+    inside a span also sees every key of it; spans_from_token_type_ids
+    builds both from HF's token_type_ids)."""
 
     FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
               "window_left", "window_right", "chunk_size", "softcap", "mask_type",
-              "alibi_slopes", "mask", "lse", "sinks")
+              "alibi_slopes", "mask", "lse", "sinks", "span_indptr", "spans")
     TENSORS = ("alibi_slopes", "mask", "lse", "sinks")
+    SPANS = ("span_indptr", "spans")
 
     def __init__(self, **fields):
         self._d = _raw.AttentionDesc()
@@ -368,6 +374,14 @@ class AttentionDesc:
     def __setitem__(self, name, value):
         if name not in self.FIELDS:
             raise TypeError("vkattn: AttentionDesc has no field %r" % name)
+        if name in self.SPANS:
+            self._keep[name] = None if value is None else _i32(value)
+            indptr, spans = self._keep.get("span_indptr"), self._keep.get("spans")
+            if indptr is None and spans is None:
+                self._d.setSpans(None, None)
+            elif indptr is not None:  # (spans alone wait for their span_indptr)
+                self._d.setSpans(indptr, _np.zeros(0, _np.int32) if spans is None else spans)
+            return
         if name in self.TENSORS:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError("vkattn: %s must be a vkattn.Tensor or None" % name)
@@ -382,7 +396,7 @@ class AttentionDesc:
         setattr(self._d, name, value)
 
     def __getitem__(self, name):
-        if name in self.TENSORS:
+        if name in self.TENSORS or name in self.SPANS:
             return self._keep.get(name)
         return getattr(self._d, name)
 
@@ -394,6 +408,8 @@ class AttentionDesc:
             t = self._keep.get(name)
             if t is not None and t.closed:
                 raise _fail("AttentionDesc.%s: this Tensor is closed" % name)
+        if self._keep.get("spans") is not None and self._keep.get("span_indptr") is None:
+            raise _fail("AttentionDesc.spans is set but span_indptr is not")
         return self._d
 
 
@@ -412,6 +428,34 @@ def _desc(q, k, v, heads_dim, kw):
 
 def _i32(values):
     return _np.ascontiguousarray(values, dtype=_np.int32).reshape(-1)
+
+
+def spans_from_token_type_ids(token_type_ids, span_type=1):
+    """Bidirectional spans from HF's ``token_type_ids`` convention (Gemma 3:
+    1 marks an image token): each run of consecutive tokens of type
+    ``span_type`` is one span, the image's tokens seeing each other both
+    ways. ``token_type_ids`` is one sequence's ids (1-D), a list of them
+    (ragged batch) or a [B, S] array (padded batch), indexed by position
+    over the whole sequence (cached tokens included). Returns
+    ``(span_indptr, spans)`` as int32 arrays for AttentionDesc (or the
+    attention calls' keywords of the same names)."""
+    if isinstance(token_type_ids, _np.ndarray) and token_type_ids.ndim == 1:
+        seqs = [token_type_ids]
+    elif isinstance(token_type_ids, _np.ndarray):
+        seqs = list(token_type_ids)
+    elif len(token_type_ids) and _np.ndim(token_type_ids[0]) == 0:
+        seqs = [token_type_ids]
+    else:
+        seqs = list(token_type_ids)
+    indptr, spans = [0], []
+    for ids in seqs:
+        ids = _np.asarray(ids).reshape(-1)
+        inside = _np.concatenate(([False], ids == span_type, [False]))
+        edges = _np.flatnonzero(inside[1:] != inside[:-1])
+        for start, end in zip(edges[0::2], edges[1::2]):
+            spans += [int(start), int(end)]
+        indptr.append(len(spans) // 2)
+    return _np.asarray(indptr, _np.int32), _np.asarray(spans, _np.int32)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):

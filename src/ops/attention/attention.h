@@ -28,6 +28,10 @@ struct AttentionCall {
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
   Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr, *sinks = nullptr;
   std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none
+  // Bidirectional spans, copied from the descriptor and checked against
+  // the call's key counts (desc.span_indptr/spans are then cleared): batch
+  // + 1 prefix sums and the (start, end) pairs; both empty = none.
+  std::vector<int32_t> span_indptr, spans;
   // Paged: K/V come from layer `layer` of the step's cache (k, v null).
   Step* step = nullptr;
   uint32_t layer = 0;

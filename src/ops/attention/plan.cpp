@@ -11,6 +11,79 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
+
+// Tokens [begin, end) of one sequence whose rows share a record: outside
+// every span (lo == hi), or inside span [lo, hi).
+struct TokenRun {
+  uint64_t begin, end;
+  uint32_t lo, hi;
+};
+
+// The sequence's t tokens (at positions u - t + i) cut at its spans' edges.
+std::vector<TokenRun> token_runs(const PlanShape& s, uint32_t b, uint32_t t, uint32_t u) {
+  std::vector<TokenRun> runs;
+  const int64_t off = int64_t(u) - t;
+  uint64_t next = 0;  // first token not yet in a run
+  if (s.span_indptr) {
+    for (int32_t n = s.span_indptr[b]; n < s.span_indptr[b + 1]; ++n) {
+      const int64_t lo = s.spans[2 * n], hi = s.spans[2 * n + 1];
+      const uint64_t a = uint64_t(std::clamp<int64_t>(lo - off, 0, t));
+      const uint64_t e = uint64_t(std::clamp<int64_t>(hi - off, 0, t));
+      if (a >= e) continue;  // wholly before (or after) this call's queries
+      if (next < a) runs.push_back({next, a, 0, 0});
+      runs.push_back({a, e, uint32_t(lo), uint32_t(hi)});
+      next = e;
+    }
+  }
+  if (next < t || runs.empty()) runs.push_back({next, t, 0, 0});
+  return runs;
+}
+// The tiles of one run of a sequence's tokens, on record `rec`: blocks of
+// at most `toks` tokens, tiles of at most tile_rows rows, each with the
+// key range its rows can see (kept in first_item/n_items until the items
+// exist).
+void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun& run,
+                    uint64_t toks) {
+  const PlanSeq& sq = plan.seqs[rec];
+  for (uint64_t tok0 = run.begin; tok0 < run.end; tok0 += toks) {
+    const uint64_t r_begin = tok0 * s.group;
+    const uint64_t r_end = std::min<uint64_t>(run.end, tok0 + toks) * s.group;
+    for (uint64_t row0 = r_begin; row0 < r_end; row0 += s.tile_rows) {
+      const uint64_t row_end = std::min<uint64_t>(r_end, row0 + s.tile_rows);
+      // Keys any row of the tile can see: causal, the windows and the
+      // chunks bound them (rows at positions p0..p1); a span adds its keys.
+      const int64_t first_tok = static_cast<int64_t>(row0 / s.group);
+      const int64_t last_tok = static_cast<int64_t>((row_end - 1) / s.group);
+      const int64_t off = static_cast<int64_t>(sq.u) - sq.t;
+      const int64_t p0 = off + first_tok, p1 = off + last_tok;
+      int64_t hi = sq.u, lo = 0;
+      if (s.causal) hi = std::min<int64_t>(hi, p1 + 1);
+      if (s.window_left >= 0) lo = std::max<int64_t>(lo, p0 - s.window_left);
+      if (s.window_right >= 0) hi = std::min<int64_t>(hi, p1 + s.window_right + 1);
+      if (s.chunk_size > 0) {
+        const int64_t c = s.chunk_size;
+        lo = std::max<int64_t>(lo, floor_div(p0, c) * c);
+        hi = std::min<int64_t>(hi, (floor_div(p1, c) + 1) * c);
+      }
+      hi = std::max<int64_t>(hi, 0);
+      if (hi < lo) hi = lo;
+      if (run.hi > run.lo) {
+        lo = hi > lo ? std::min<int64_t>(lo, run.lo) : run.lo;
+        hi = std::max<int64_t>(hi, run.hi);
+      }
+      for (uint32_t h = 0; h < s.num_kv_heads; ++h) {
+        PlanTile tile{};
+        tile.seq = rec;
+        tile.kv_head = h;
+        tile.row0 = static_cast<uint32_t>(row0);
+        tile.row_end = static_cast<uint32_t>(row_end);
+        tile.first_item = static_cast<uint32_t>(lo);
+        tile.n_items = static_cast<uint32_t>(hi);
+        plan.tiles.push_back(tile);
+      }
+    }
+  }
+}
 }  // namespace
 
 Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const int64_t* cu_k,
@@ -19,6 +92,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
   Plan plan;
   plan.seqs.resize(batch);
   plan.offs.resize(batch);
+  plan.seq_of.resize(batch);
   uint64_t mask_off = 0;
   for (uint32_t b = 0; b < batch; ++b) {
     PlanSeq& sq = plan.seqs[b];
@@ -31,6 +105,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     sq.window_right = s.window_right;
     sq.chunk_size = s.chunk_size;
     plan.offs[b] = {static_cast<uint64_t>(cu_q[b]), static_cast<uint64_t>(cu_k[b]), mask_off};
+    plan.seq_of[b] = b;
     mask_off += static_cast<uint64_t>(sq.t) * sq.u;
     if (include && !(*include)[b]) continue;  // planned in the call's other part
     // Token blocks: a tile never spans more tokens than one binding window
@@ -40,40 +115,19 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     if (s.mask_window_elems && sq.u)
       toks = std::min<uint64_t>(toks, std::max<uint64_t>(1, s.mask_window_elems / sq.u));
     toks = std::max<uint64_t>(toks, 1);
-    for (uint64_t tok0 = 0; tok0 < sq.t; tok0 += toks) {
-      const uint64_t r_begin = tok0 * s.group;
-      const uint64_t r_end = std::min<uint64_t>(sq.t, tok0 + toks) * s.group;
-      for (uint64_t row0 = r_begin; row0 < r_end; row0 += s.tile_rows) {
-        const uint64_t row_end = std::min<uint64_t>(r_end, row0 + s.tile_rows);
-        // Keys any row of the tile can see: causal, the windows and the
-        // chunks bound them (rows at positions p0..p1).
-        const int64_t first_tok = static_cast<int64_t>(row0 / s.group);
-        const int64_t last_tok = static_cast<int64_t>((row_end - 1) / s.group);
-        const int64_t off = static_cast<int64_t>(sq.u) - sq.t;
-        const int64_t p0 = off + first_tok, p1 = off + last_tok;
-        int64_t hi = sq.u, lo = 0;
-        if (s.causal) hi = std::min<int64_t>(hi, p1 + 1);
-        if (s.window_left >= 0) lo = std::max<int64_t>(lo, p0 - s.window_left);
-        if (s.window_right >= 0) hi = std::min<int64_t>(hi, p1 + s.window_right + 1);
-        if (s.chunk_size > 0) {
-          const int64_t c = s.chunk_size;
-          lo = std::max<int64_t>(lo, floor_div(p0, c) * c);
-          hi = std::min<int64_t>(hi, (floor_div(p1, c) + 1) * c);
-        }
-        hi = std::max<int64_t>(hi, 0);
-        if (hi < lo) hi = lo;
-        for (uint32_t h = 0; h < s.num_kv_heads; ++h) {
-          PlanTile tile{};
-          tile.seq = b;
-          tile.kv_head = h;
-          tile.row0 = static_cast<uint32_t>(row0);
-          tile.row_end = static_cast<uint32_t>(row_end);
-          // Key range kept in first_item/n_items until the items exist.
-          tile.first_item = static_cast<uint32_t>(lo);
-          tile.n_items = static_cast<uint32_t>(hi);
-          plan.tiles.push_back(tile);
-        }
+    // (Records are appended below: sq is not used past this line.)
+    const std::vector<TokenRun> runs = token_runs(s, b, sq.t, sq.u);
+    for (const TokenRun& run : runs) {
+      uint32_t rec = b;
+      if (run.hi > run.lo) {  // rows inside a span: a record of their own
+        rec = static_cast<uint32_t>(plan.seqs.size());
+        PlanSeq copy = plan.seqs[b];
+        copy.span_lo = run.lo, copy.span_hi = run.hi;
+        plan.seqs.push_back(copy);
+        plan.offs.push_back(plan.offs[b]);
+        plan.seq_of.push_back(b);
       }
+      plan_run_tiles(s, plan, rec, run, toks);
     }
   }
   // Split long key ranges (loop cap) and, while the batch has too few
@@ -100,7 +154,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     // Pieces of the key range: whole, or cut where the pool buffer changes.
     pieces.clear();
     if (segments) {
-      for (const KeySegment& g : (*segments)[t.seq]) {
+      for (const KeySegment& g : (*segments)[plan.seq_of[t.seq]]) {
         uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
         if (b < e) pieces.push_back({b, e, g.buffer});
       }

@@ -39,6 +39,9 @@ enum AttentionFlags : uint32_t {
   // (Seq::chunk_size): compiled in only when a call uses them.
   kFlagWindowRight = 1024,
   kFlagChunk = 2048,
+  // desc->spans: rows inside a bidirectional span run on a record of their
+  // own (PlanSeq::span_lo/span_hi); compiled in only when a call has spans.
+  kFlagSpan = 4096,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
@@ -61,11 +64,15 @@ struct PlanItem {
 // mask_off: first mask element, low 32 bits (shaders compute indices modulo
 // 2^32 and subtract the window base, so only the low bits matter).
 // window_right and chunk_size: the call's (the same in every record).
+// [span_lo, span_hi): the bidirectional span every row of this record's
+// items lies in (empty: none). A sequence's rows inside a span get a copy
+// of its record with the span set (Plan::seq_of says whose).
 struct PlanSeq {
   uint32_t q_off, k_off, t, u;
   uint32_t mask_off;
   int32_t window_right;
-  uint32_t chunk_size, pad0;
+  uint32_t chunk_size, span_lo;
+  uint32_t span_hi, pad0, pad1, pad2;
 };
 // Combine item: merges n_slots partials of rows [row0, row_end) of a tile,
 // split s at arena row src + s * stride + r, into the partial at dst + r, or
@@ -74,7 +81,7 @@ struct CombineItem {
   uint32_t seq, kv_head, row0, row_end;
   uint32_t src, stride, n_slots, dst;
 };
-static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 32 && sizeof(CombineItem) == 32,
+static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 48 && sizeof(CombineItem) == 32,
               "std430 layout");
 
 struct PlanShape {
@@ -108,6 +115,11 @@ struct PlanShape {
   uint32_t fixed_split_keys = 0;
   int32_t window_right = -1;  // -1: none
   uint32_t chunk_size = 0;    // 0: off
+  // Bidirectional spans, validated (vkattn_attention_desc's layout:
+  // sequence b's (start, end) pairs at spans[2 * span_indptr[b] ..
+  // 2 * span_indptr[b + 1])); null: none.
+  const int32_t* span_indptr = nullptr;
+  const int32_t* spans = nullptr;
 };
 
 // A tile: rows [row0, row_end) of (seq, kv_head); its items are
@@ -127,8 +139,11 @@ struct SeqOffsets {
 };
 
 struct Plan {
+  // Records: one per sequence of the batch, then one per run of a
+  // sequence's rows inside a bidirectional span (a copy with the span set).
   std::vector<PlanSeq> seqs;
-  std::vector<SeqOffsets> offs;       // per sequence (paged: k = first block-table entry)
+  std::vector<SeqOffsets> offs;       // per record (paged: k = first block-table entry)
+  std::vector<uint32_t> seq_of;       // per record: the batch sequence it belongs to
   std::vector<PlanTile> tiles;        // by sequence, then row0, then kv head
   std::vector<PlanItem> items;        // by tile, keys ascending within a tile
   std::vector<uint32_t> item_buffer;  // pool buffer of each item (0 unpaged)

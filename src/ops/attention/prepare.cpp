@@ -113,6 +113,7 @@ uint32_t call_flags(const AttentionCall& c) {
   if (d.window_left >= 0) flags |= kFlagWindow;
   if (d.window_right >= 0) flags |= kFlagWindowRight;
   if (d.chunk_size > 0) flags |= kFlagChunk;
+  if (!c.span_indptr.empty()) flags |= kFlagSpan;
   if (d.softcap > 0.0f) flags |= kFlagSoftcap;
   if (c.alibi) flags |= kFlagAlibi;
   if (d.mask_type == VKATTN_MASK_BOOL) flags |= kFlagMaskBool;
@@ -283,6 +284,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
   shape.decode_merge = var.decode_merge;
   shape.window_right = d.window_right;
   shape.chunk_size = d.chunk_size;
+  if (!c.span_indptr.empty())
+    shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
   shape.batch_invariant = invariant;
   if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
@@ -380,6 +383,10 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       plan.seqs[b].k_off = static_cast<uint32_t>(off);
       plan.offs[b].k = off;
       off += (uint64_t(plan.seqs[b].u) + ps - 1) / ps;
+    }
+    for (size_t r = c.batch; r < plan.seqs.size(); ++r) {  // span records: their sequence's
+      plan.seqs[r].k_off = plan.seqs[plan.seq_of[r]].k_off;
+      plan.offs[r].k = plan.offs[plan.seq_of[r]].k;
     }
   }
   pp->sched = schedule_plan(plan, u, lim);

@@ -25,7 +25,7 @@ constexpr uint64_t kRegionAlign = 256;
 // Flags whose transforms are compiled into a forward kernel only when a
 // call uses them (its FEATURES specialization constant).
 constexpr uint32_t kCompiledFlags = kFlagSoftcap | kFlagAlibi | kFlagMaskBool | kFlagMaskAdd |
-                                    kFlagKeyValid | kFlagWindowRight | kFlagChunk;
+                                    kFlagKeyValid | kFlagWindowRight | kFlagChunk | kFlagSpan;
 
 inline uint64_t round_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;

@@ -49,21 +49,23 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
   // q's and out's layouts shape the plan (texel kind, window sizes).
   bool ok = false;
   const RowLayout ql = row_layout(*c.q, &ok), ol = row_layout(*c.out, &ok);
-  const Step::PlanKey key = {d.num_heads,
-                             d.causal,
-                             static_cast<uint64_t>(d.window_left),
-                             static_cast<uint64_t>(c.q->dtype()),
-                             c.lse ? 1u : 0u,
-                             d.mask_type,
-                             c.mask ? static_cast<uint64_t>(c.mask->dtype()) : 0u,
-                             ql.tok,
-                             ql.head,
-                             ql.offset % 16,
-                             ol.tok,
-                             ol.head,
-                             static_cast<uint64_t>(part),
-                             static_cast<uint64_t>(d.window_right),
-                             d.chunk_size};
+  Step::PlanKey key = {d.num_heads,
+                       d.causal,
+                       static_cast<uint64_t>(d.window_left),
+                       static_cast<uint64_t>(c.q->dtype()),
+                       c.lse ? 1u : 0u,
+                       d.mask_type,
+                       c.mask ? static_cast<uint64_t>(c.mask->dtype()) : 0u,
+                       ql.tok,
+                       ql.head,
+                       ql.offset % 16,
+                       ol.tok,
+                       ol.head,
+                       static_cast<uint64_t>(part),
+                       static_cast<uint64_t>(d.window_right),
+                       d.chunk_size};
+  key.insert(key.end(), c.span_indptr.begin(), c.span_indptr.end());
+  key.insert(key.end(), c.spans.begin(), c.spans.end());
   auto it = c.step->plans.find(key);
   if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c, part)).first;
   return std::static_pointer_cast<PreparedPlan>(it->second);
@@ -82,6 +84,17 @@ uint64_t max_tile_keys(const Schedule& sched, const FwdPass& pass) {
     most = std::max(most, n);
   }
   return most;
+}
+
+// The (row, key) pairs the items of a pass read: what every bound, span
+// and split left of the t x u rectangle (VKATTN_LOG=kernels: "pairs=").
+uint64_t pass_pairs(const Schedule& sched, const FwdPass& pass) {
+  uint64_t n = 0;
+  for (uint32_t i = pass.first; i < pass.first + pass.count; ++i) {
+    const PlanItem& it = sched.items[i];
+    n += uint64_t(it.k_end - it.k_begin) * (it.row_end - it.row0);
+  }
+  return n;
 }
 
 // Whether a call holds decode-shaped sequences (1 .. kDecodeMaxTokens query
@@ -514,15 +527,17 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     for (const Wave& wave : sched.waves) {
       for (const FwdPass& pass : wave.fwd) {
         if (log)  // rows: the pass's query rows; keys: the call's; split: combine items;
-                  // read: the most keys one tile of rows reads in this pass
+                  // read: the most keys one tile of rows reads in this pass; pairs: the
+                  // (row, key) pairs its items read
           std::fprintf(stderr,
-                       "vkattn: attention family=%s rows=%llu keys=%lld read=%llu split=%zu "
-                       "items=%u wg=%u R=%u BK=%u L=%u source=%s\n",
+                       "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
+                       "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s\n",
                        family.name,
                        static_cast<unsigned long long>(
                            (pass.spans.tokens.hi - pass.spans.tokens.lo) * pp->units.group),
                        static_cast<long long>(c.cu_k.back()),
                        static_cast<unsigned long long>(max_tile_keys(sched, pass)),
+                       static_cast<unsigned long long>(pass_pairs(sched, pass)),
                        sched.combine.size(), pass.count, cfg.var.wg, cfg.var.rows,
                        cfg.var.block_keys, cfg.var.lanes_per_row, pp->source);
         prepared.push_back(bind.fwd(fwd, pass));

@@ -149,6 +149,16 @@ CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, cons
     desc.chunk_size = std::clamp<uint32_t>(c.desc.chunk_size, 1, tile + 2);
     p.chunk_size = desc.chunk_size;
   }
+  // Spans by their presence: one holding the first sequence's first two
+  // rows (not its last) and a tile of keys before them plus one after, so
+  // it cuts the check's rows and reaches past causal; one in the second
+  // sequence that holds no row.
+  int32_t span_pairs[4] = {std::max<int32_t>(0, u[0] - 2 - int32_t(tile)), u[0] - 1, 1, 2};
+  if (f & kFlagSpan) {
+    k.span_indptr = {0, 1, 2};
+    k.spans.assign(span_pairs, span_pairs + 4);
+    p.span_indptr = k.span_indptr.data(), p.spans = k.spans.data();
+  }
   if (f & kFlagSoftcap) {
     desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
     p.softcap = desc.softcap;
@@ -445,6 +455,9 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
   // without a mask tensor is fine here: the mask's shape depends on the
   // call's lengths, which this has not; a stand-in carries the type.
   take_optional_tensors(c);
+  // Spans by their presence (not read: their lengths are a call's).
+  if (d.span_indptr) c.span_indptr = {0, 0};
+  c.desc.span_indptr = nullptr, c.desc.spans = nullptr;
   if (!c.mask && d.mask_type != VKATTN_MASK_NONE) {
     AttentionCall probe = c;
     probe.desc.mask_type = VKATTN_MASK_NONE;

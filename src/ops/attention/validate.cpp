@@ -152,6 +152,40 @@ AttentionCall start_call(Context& ctx, const vkattn_attention_desc* desc, Tensor
   check_tensors(ctx, c);
   return c;
 }
+
+// The descriptor's bidirectional spans into c, checked against each
+// sequence's u (cu_k): prefix sums from 0, never decreasing; per sequence
+// sorted, disjoint and nonempty, 0 <= start < end <= u.
+void take_spans(AttentionCall& c) {
+  vkattn_attention_desc& d = c.desc;
+  const int32_t* indptr = d.span_indptr;
+  const int32_t* spans = d.spans;
+  d.span_indptr = nullptr, d.spans = nullptr;  // borrowed for the call only
+  if (!indptr) return;
+  require(indptr[0] == 0, "desc->span_indptr[0] is ", indptr[0], ", must be 0");
+  for (uint32_t b = 0; b < c.batch; ++b)
+    require(indptr[b + 1] >= indptr[b], "desc->span_indptr decreases at ", b + 1, " (", indptr[b],
+            " -> ", indptr[b + 1], ")");
+  if (indptr[c.batch] == 0) return;  // no spans (spans may be NULL)
+  require(spans != nullptr, "desc->spans is NULL but desc->span_indptr counts ", indptr[c.batch],
+          " spans");
+  for (uint32_t b = 0; b < c.batch; ++b) {
+    const int64_t u = c.cu_k[b + 1] - c.cu_k[b];
+    int64_t prev_end = 0;
+    for (int32_t n = indptr[b]; n < indptr[b + 1]; ++n) {
+      const int64_t lo = spans[2 * int64_t(n)], hi = spans[2 * int64_t(n) + 1];
+      require(lo >= 0 && lo < hi && hi <= u, "desc->spans: span ", n - indptr[b], " of sequence ",
+              b, " is [", lo, ", ", hi, "), must satisfy 0 <= start < end <= u = ", u);
+      require(lo >= prev_end, "desc->spans: span ", n - indptr[b], " of sequence ", b, " [", lo,
+              ", ", hi, ") starts before the previous one ends (", prev_end,
+              "): spans must be sorted and disjoint");
+      prev_end = hi;
+    }
+  }
+  host_alloc_point();
+  c.span_indptr.assign(indptr, indptr + c.batch + 1);
+  c.spans.assign(spans, spans + 2 * int64_t(indptr[c.batch]));
+}
 }  // namespace
 
 void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int64_t total,
@@ -183,10 +217,8 @@ vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
   require(d.window_left >= -1, "desc->window_left ", d.window_left, " is invalid (-1 = none)");
   require(d.window_right >= -1, "desc->window_right ", d.window_right,
           " is invalid (-1 = none; vkattn_attention_desc_init sets it)");
-  if (d.span_indptr || d.spans)
-    throw Error(VKATTN_ERROR_UNSUPPORTED,
-                "desc->span_indptr/spans: bidirectional spans are not implemented yet (issue X); "
-                "pass NULL, or express them as a bool mask");
+  require(d.span_indptr != nullptr || d.spans == nullptr,
+          "desc->spans is set but desc->span_indptr is NULL");
   require(std::isfinite(d.softcap) && d.softcap >= 0.0f, "desc->softcap must be >= 0");
   require(d.mask_type <= VKATTN_MASK_ADDITIVE, "desc->mask_type ", d.mask_type, " is unknown");
   return d;
@@ -217,6 +249,7 @@ AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, 
       want += static_cast<int64_t>(cu_q[b + 1] - cu_q[b]) * (cu_k[b + 1] - cu_k[b]);
     require_shape(*c.mask, "mask (1-D, sum of t_b * u_b)", {want});
   }
+  take_spans(c);
   return c;
 }
 
@@ -250,6 +283,7 @@ AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, 
       c.key_valid[i] = static_cast<uint8_t>(key_mask[i]);
     }
   }
+  take_spans(c);
   return c;
 }
 
@@ -313,6 +347,7 @@ AttentionCall make_pool_call(Context& ctx, const vkattn_attention_desc* desc, ui
   }
   require(c.cu_k.back() <= INT32_MAX, "the sequences' keys add up past 2^31 - 1");
   if (c.mask) require_shape(*c.mask, "mask (1-D, sum of t_b * seq_lens_k[b])", {mask_elems});
+  take_spans(c);
   return c;
 }
 
@@ -355,6 +390,7 @@ AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, S
     mask_elems += static_cast<int64_t>(sq.t) * (sq.len + sq.t);
   }
   if (c.mask) require_shape(*c.mask, "mask (1-D, sum of t_b * (len_b + t_b))", {mask_elems});
+  take_spans(c);
   return c;
 }
 
