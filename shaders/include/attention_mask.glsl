@@ -36,7 +36,7 @@ bool in_view(Seq sq, int pos, int key, bool causal, bool windowed) {
   if (uses(F_WINDOW_RIGHT)) v = v && key - pos <= sq.window_right;
   if (uses(F_CHUNK))
     v = v && pos >= 0 && key >= 0 && uint(pos) / sq.chunk_size == uint(key) / sq.chunk_size;
-  if (uses(F_SPAN)) v = v || (key >= int(sq.span_lo) && key < int(sq.span_hi));
+  if (uses(F_SPAN)) v = v || uint(key) - sq.span_lo < sq.span_hi - sq.span_lo;
   return v;
 }
 
