@@ -624,7 +624,7 @@ TEST(AttentionVariantChoice, Decode) {
   o.attn_kernel = 1;
   EXPECT_EQ(vkattn::choose_attention_variant(dev, o, 64, 64, 4, VKATTN_F16, 4).min_split_keys, 40u);
   // The table: decode on GPUs for calls of at most 8 tokens per sequence,
-  // never on CPU devices (README, "Kernels").
+  // never on CPU devices (docs/guide/kernels.md).
   vkattn::KernelOptions table;
   const bool cpu = dev.info().device_type == VKATTN_DEVICE_CPU;
   EXPECT_EQ(vkattn::choose_attention_variant(dev, table, 128, 128, 4, VKATTN_F16, 4).family ==

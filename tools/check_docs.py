@@ -4,8 +4,9 @@
 1. every relative Markdown link in README.md and docs/**/*.md ([text](path)
    or [text](path#anchor)) names a file or folder that exists;
 2. every VKATTN_* environment variable the library reads (a "VKATTN_..."
-   string literal under src/) appears in README.md's environment table
-   (a table row whose first cell names it in backticks).
+   string literal under src/) appears in the environment table of
+   docs/guide/environment.md (a table row whose first cell names it in
+   backticks).
 Prints each problem and exits 1 if there is any.
 """
 import glob
@@ -45,11 +46,11 @@ def env_table(root):
             read |= set(re.findall(r'"(VKATTN_[A-Z0-9_]+)"',
                                    open(f, encoding="utf-8", errors="replace").read()))
     listed = set()
-    for line in open(os.path.join(root, "README.md"), encoding="utf-8"):
+    for line in open(os.path.join(root, "docs", "guide", "environment.md"), encoding="utf-8"):
         if line.startswith("| `VKATTN_"):
             first = line.split("|")[1]
             listed |= set(re.findall(r"`(VKATTN_[A-Z0-9_]+)", first))
-    return ["README.md: the environment table has no row for %s (read in src/)" % v
+    return ["docs/guide/environment.md: the table has no row for %s (read in src/)" % v
             for v in sorted(read - listed)], len(read)
 
 

@@ -2,7 +2,7 @@
  * device (vkattn_tune) and prints what won, per case: the winner's kernel
  * options, its median time, the device table's choice's time and the
  * speedup. Every later context of the device uses the winners (the tuning
- * file: README "Tuning").
+ * file: docs/guide/tuning.md).
  *
  *   vkattn-tune [--seconds N] [--case GLOB]... [--json FILE] [--list]
  */

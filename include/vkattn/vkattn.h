@@ -741,7 +741,7 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * (576: DeepSeek MLA's d 576 / dv 512 with one kv head; d and dv may
  * differ). GQA/MQA: query head h reads kv head h / (num_heads/num_kv_heads).
  *
- * Kernel families (README "Kernels") compute the same result; which one
+ * Kernel families (docs/guide/kernels.md) compute the same result; which one
  * serves a call depends on the device and on the call's shape (on GPUs,
  * sequences of at most 8 query tokens go to the decode family). A call
  * (or step) that mixes such decode-shaped sequences with longer ones runs
@@ -918,7 +918,7 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
                                                 vkattn_tensor* lse);
 
 /**
- * Self-check at first use (README "Self-check"). The first time a context
+ * Self-check at first use (docs/guide/self-check.md). The first time a context
  * is about to record an attention pipeline (kernel family and
  * specialization: head dims, dtypes, texel widths, paged or not, the
  * transforms compiled in) that has not been checked on this device, driver
@@ -994,7 +994,7 @@ VKATTN_API vkattn_status vkattn_context_self_check_counts(vkattn_context* ctx, u
                                                           uint32_t* passed, uint32_t* failed);
 
 /**
- * Tuning on the user's own GPU (README "Tuning"). vkattn_tune measures, on
+ * Tuning on the user's own GPU (docs/guide/tuning.md). vkattn_tune measures, on
  * this context's device, the candidate kernel configurations of every
  * family the device can run for each shape class of a set of cases
  * (vkattn-bench's: prefill by head dims and dtypes, decode by GQA group and

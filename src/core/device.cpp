@@ -310,7 +310,7 @@ void Device::init_caps() {
   c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
   c.max_allocation_size = m3.maxMemoryAllocationSize;
   // Test option: smaller binding limits, so that windowed and split paths
-  // run on small tensors (README "Debug options").
+  // run on small tensors (docs/guide/environment.md).
   // (At least 64 bytes: a window's alignment and slack are subtracted
   // from it, core/binding_window.h.)
   if (const uint64_t lim = env_u64("VKATTN_BINDING_LIMIT", 0)) {

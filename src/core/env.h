@@ -1,4 +1,4 @@
-// Debug/tuning options read from the environment (documented in README.md).
+// Debug/tuning options read from the environment (documented in docs/guide/environment.md).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Fault injection, for tests and for users who want to see how their engine
-// copes (README "Fault injection"). Off unless asked for; never an exported
+// copes (docs/guide/environment.md, "Fault injection"). Off unless asked for; never an exported
 // symbol.
 //
 // Allocation faults: every allocation point of the library counts (the

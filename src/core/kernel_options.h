@@ -1,5 +1,5 @@
-// Kernel choices forced through the environment (tests and tuning; README,
-// "Environment"), read once when a context is created: a call never
+// Kernel choices forced through the environment (tests and tuning;
+// docs/guide/environment.md), read once when a context is created: a call never
 // consults the environment, and a context's kernels do not change under it.
 // An unset, empty or malformed variable forces nothing; a value outside
 // its knob's range (KernelOptions::knobs) makes every attention call of

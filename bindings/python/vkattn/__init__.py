@@ -184,7 +184,7 @@ class Context(_Owned):
         return self._handle().lastGpuTimeNs()
 
     def self_check(self, q_dtype=F16, kv_dtype=F16, paged=False, query_tokens=1, **desc):
-        """Runs now the first-use self-checks (README "Self-check") of the
+        """Runs now the first-use self-checks (docs/guide/self-check.md) of the
         pipelines a call with this descriptor (AttentionDesc keywords:
         num_heads, num_kv_heads, head_dim, causal, softcap, ...), dtypes,
         paged or not and query tokens per sequence would use; raises
@@ -195,7 +195,7 @@ class Context(_Owned):
                                  1 if paged else 0, int(query_tokens))
 
     def tune(self, seconds=60, cases=None):
-        """Tunes this device's kernel choices (README "Tuning";
+        """Tunes this device's kernel choices (docs/guide/tuning.md;
         vkattn_tune): the candidates of the default cases whose names match
         ``cases`` (fnmatch patterns; None = every case) within ``seconds``,
         each self-checked and answer-checked before it is timed; the

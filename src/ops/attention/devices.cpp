@@ -22,7 +22,7 @@ AttentionDefaults attention_defaults(const Device& device) {
   const DeviceCaps& caps = device.caps();
   const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
   AttentionDefaults d{};
-  // GPUs: tiled. Measured on an H100 (580.159.04, README): every test passes
+  // GPUs: tiled. Measured on an H100 (580.159.04, docs/guide/devices-tested.md): every test passes
   // with tiled; lanes' register arrays (R rows x head dim of q and the
   // accumulator per lane) spill and kept NVIDIA's shader compiler busy for
   // minutes at R = 4, d 128, so lanes, a fallback there, takes one row.
@@ -113,14 +113,14 @@ AttentionDefaults attention_defaults(const Device& device) {
     // lanes / decode ms: decode-1x4096 7.3 / 6.6, decode-16x512 20.4 / 14.2,
     // decode-16x2048 44.6 / 54.1, decode-1x32768 47.7 / 105.7,
     // decode-8x32768-paged 365 / 694, gptoss-decode 39.6 / 124.8: lanes
-    // stays (README, "Benchmark").
+    // stays (docs/guide/benchmark.md).
     d.decode_why =
         "forced only on a CPU: slower than lanes on most decode cases (decode-16x2048 54 vs "
-        "45 ms, decode-1x32768 106 vs 48 ms; README, \"Benchmark\"); VKATTN_ATTN_KERNEL=decode "
+        "45 ms, decode-1x32768 106 vs 48 ms; docs/guide/benchmark.md); VKATTN_ATTN_KERNEL=decode "
         "for tests";
     d.coopmat_why =
-        "never by default on a CPU: lavapipe 26.1's 8x8x8 matrices are scalar code (README, "
-        "lavapipe 26.1); forced with VKATTN_ATTN_KERNEL=coopmat for tests";
+        "never by default on a CPU: lavapipe 26.1's 8x8x8 matrices are scalar code "
+        "(docs/guide/testing.md); forced with VKATTN_ATTN_KERNEL=coopmat for tests";
     d.why =
         "lanes, one 8-lane subgroup per workgroup: lanes never talk, because on lavapipe a "
         "barrier or shared-memory staging costs more than it saves (LAVAPIPE.md; tiled measured "
@@ -138,7 +138,7 @@ AttentionDefaults attention_defaults(const Device& device) {
           "FlashAttention-2's forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared "
           "memory under Vulkan bounds the tile";
       // Not the default: on an H100 (driver 580.159.04, 2026-11-23) the
-      // coopmat family's answers were wrong (README, "Devices tested"):
+      // coopmat family's answers were wrong (docs/guide/devices-tested.md):
       // Q K^T read from shared memory lost head-dim elements, and O loaded
       // back as an accumulator came out 0. lavapipe 26.1 passes the same
       // grids. Turing (0x1E00-0x21FF) also miscompiled ggml-vulkan's coopmat
