@@ -18,8 +18,10 @@ constexpr uint32_t kNvidia = 0x10DE, kAmd = 0x1002, kIntel = 0x8086, kArm = 0x13
 }  // namespace
 
 AttentionDefaults attention_defaults(const Device& device) {
-  const vkattn_device_info& info = device.info();
-  const DeviceCaps& caps = device.caps();
+  return attention_defaults(device.info(), device.caps());
+}
+
+AttentionDefaults attention_defaults(const vkattn_device_info& info, const DeviceCaps& caps) {
   const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
   AttentionDefaults d{};
   // GPUs: tiled. Measured on an H100 (580.159.04, docs/guide/devices-tested.md): every test passes

@@ -14,6 +14,7 @@
 namespace vkattn {
 
 class Device;
+struct DeviceCaps;
 
 struct AttentionDefaults {
   const char* row;  // the table row that matched
@@ -59,6 +60,9 @@ struct AttentionDefaults {
 };
 
 AttentionDefaults attention_defaults(const Device& device);
+// The same from a device's description and capabilities (tests: any
+// vendor, driver and device type without that device).
+AttentionDefaults attention_defaults(const vkattn_device_info& info, const DeviceCaps& caps);
 
 // The row and the choices it gives, as text (vkattn-bench --variants).
 std::string describe_attention_defaults(const Device& device);
