@@ -6,7 +6,7 @@
 #   tools/abi-check.sh --update <libvkattn.so>   regenerate the baseline
 #
 # Passes when nothing changed, or when the only changes are additions the
-# growth rule allows (vkattn.h "ABI stability", src/api/abi.h): new
+# growth rule allows (vkattn.h "ABI stability", src/core/abi.h): new
 # functions, fields appended to a struct (inserted at or past its old end),
 # enumerators appended. A change or removal fails, with abidiff's report.
 # An addition passes with a note: regenerate the baseline in the same

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/abi.h"
+#include "core/abi.h"
 #include "vkattn/vkattn.h"
 
 #if UINTPTR_MAX == UINT64_MAX

@@ -2,9 +2,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "api/abi.h"
 #include "api/firewall.h"
 #include "api/handles.h"
+#include "core/abi.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/self_check.h"
 #include "ops/attention/tune.h"

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "api/abi.h"
 #include "api/firewall.h"
 #include "api/handles.h"
+#include "core/abi.h"
 #include "core/context.h"
 #include "core/device.h"
 #include "core/faults.h"

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <limits>
 
-#include "api/abi.h"
 #include "api/firewall.h"
 #include "api/handles.h"
+#include "core/abi.h"
 #include "core/faults.h"
 
 using namespace vkattn;

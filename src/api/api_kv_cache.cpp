@@ -1,9 +1,9 @@
 // extern "C" shims for the paged KV cache and steps.
 #include <cstring>
 
-#include "api/abi.h"
 #include "api/firewall.h"
 #include "api/handles.h"
+#include "core/abi.h"
 #include "core/faults.h"
 #include "ops/attention/attention.h"
 #include "ops/kv_cache.h"

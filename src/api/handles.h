@@ -15,9 +15,7 @@
 struct vkattn_context {
   std::shared_ptr<vkattn::Context> impl;
 };
-struct vkattn_tensor {
-  std::shared_ptr<vkattn::Tensor> impl;
-};
+// struct vkattn_tensor: core/tensor.h.
 struct vkattn_kv_cache {
   std::shared_ptr<vkattn::KvCache> impl;
 };

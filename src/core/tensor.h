@@ -102,3 +102,10 @@ class Tensor {
 };
 
 }  // namespace vkattn
+
+// The C handle of a tensor (api/handles.h has the others): here, beside
+// the object it holds, so the ops that read a descriptor's optional
+// tensors need nothing from the API layer.
+struct vkattn_tensor {
+  std::shared_ptr<vkattn::Tensor> impl;
+};

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "api/abi.h"
+#include "core/abi.h"
 #include "core/binding_window.h"
 #include "core/error.h"
 #include "core/faults.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 #include "core/device.h"
@@ -14,6 +15,283 @@ namespace {
 
 constexpr uint32_t kNvidia = 0x10DE, kAmd = 0x1002, kIntel = 0x8086, kArm = 0x13B5,
                    kQualcomm = 0x5143, kApple = 0x106B;
+// lanes_wg / decode_wg: the device's subgroup size (lanes: clamped to 8..64).
+constexpr uint32_t kSubgroup = 0;
+
+// Which devices a row serves: every condition given must hold (0 / NULL:
+// any). Rows are tried in order; the first that matches is the device's.
+struct DeviceMatch {
+  bool cpu;              // device_type CPU (lavapipe, SwiftShader)
+  uint32_t vendor;       // vendor id
+  const char* driver;    // driver name, exactly
+  const char* name_has;  // a substring of the device name
+};
+
+// The numbers a row sets (AttentionDefaults has each one's meaning).
+struct RowChoices {
+  AttentionFamily family;
+  uint32_t lanes_wg, lanes_max_rows;
+  bool lanes_decode_merge;
+  uint32_t tiled_lanes_per_row, tiled_wg, tiled_row_floats, tiled_tile_keys;
+  bool tiled_f16_math, tiled_double_buffer;
+  bool coopmat_prefill;
+  uint32_t coopmat_min_rows, coopmat_subgroups, coopmat_tile_keys;
+  bool decode_default;
+  uint32_t decode_wg, decode_keys_per_group, decode_lane_vec4, decode_row_splits, decode_max_tiles;
+  uint32_t invariant_split_keys;
+};
+
+// One row of the device table: the devices it matches, its choices, where
+// they come from (`measured: <GPU, driver, date>`, `static: <compiler,
+// GPU, date>` or `reasoned`) and why each family is set up so. Adding a
+// GPU is adding a row.
+struct DeviceRow {
+  const char* name;
+  const char* source;
+  DeviceMatch match;
+  RowChoices choices;
+  const char* why;
+  const char* coopmat_why;
+  const char* decode_why;
+};
+
+// Every GPU row starts from these (reasons beside each value):
+// - family tiled: measured on an H100 (580.159.04, docs/guide/devices-tested.md), every test
+//   passes with tiled; lanes' register arrays (R rows x head dim of q and the accumulator per
+//   lane) spill and kept NVIDIA's shader compiler busy for minutes at R = 4, d 128, so lanes, a
+//   fallback there, takes one row, one subgroup a workgroup, merging decode lanes in shared
+//   memory.
+// - tiled (measured on NVIDIA only): 4 lanes per head-dim split and 128 lanes per workgroup, as
+//   ggml-vulkan's scalar flash attention; 32 keys per tile (ggml: 64 keys of f16; ours are
+//   staged as f32). At most 32 floats of q and accumulator per lane and row: d 64 keeps 4 lanes
+//   per row and 128 lanes, d 128 takes 8 and 256, d 256 16 and 512 (64 rows a workgroup
+//   throughout). At 4 lanes per row d 128 needed 232 GPRs on NAK (8 warps/SM) and d 256 spilled
+//   129-678 VGPRs on RDNA2 (tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27). f16 arithmetic
+//   and double-buffered tiles: off until a GPU measures them faster (nothing has yet).
+// - coopmat: off unless a row knows the driver good; 4 subgroups of 16 rows and 32 keys per tile
+//   (ggml-vulkan's coopmat flash attention: 16-row blocks, 32-64 keys), shrunk to fit shared
+//   memory.
+// - decode (reasoned from FlashInfer's decode and the budget in families/decode.cpp): 128 lanes,
+//   2 keys per key group and tile (16 keys at d 128 f16); 8 vec4 of q and accumulators per lane
+//   and a tile's rows split over 4 sets of lanes, so a GQA-8 decode at d 128 is one tile (K/V
+//   read once from memory, twice from L1): at 32 vec4 and 8 rows a lane it took 252 VGPRs on
+//   RDNA3 (3 waves/SIMD) and 232 GPRs on NAK (8 warps/SM) (tools/gpu/static_sweep.sh, Mesa 26.1,
+//   2026-11-27). Mixed steps run their decodes here and a prefill chunk on the prefill family,
+//   in the same call (ops/attention/record.cpp, issue G).
+// - batch invariance: splits of 256 keys (a decode over 4096 keys and 8 kv heads: 128
+//   workgroups; reasoned).
+constexpr RowChoices kGpu = {AttentionFamily::kTiled,
+                             kSubgroup,
+                             1,
+                             true,
+                             4,
+                             128,
+                             32,
+                             32,
+                             false,
+                             false,
+                             false,
+                             8,
+                             4,
+                             32,
+                             true,
+                             128,
+                             2,
+                             8,
+                             4,
+                             2,
+                             256};
+constexpr const char* kGpuDecodeWhy =
+    "GPUs: decode-shaped calls (at most 8 query tokens per sequence) read K/V once per GQA group "
+    "with 16-byte loads and a tile in flight (unmeasured: the next GPU run decides)";
+constexpr const char* kNoCoopmat =
+    "no known-good cooperative-matrix driver for this row: forced only";
+
+constexpr RowChoices with_tile_keys(RowChoices c, uint32_t keys) {
+  c.tiled_tile_keys = keys;
+  return c;
+}
+constexpr RowChoices with_coopmat(RowChoices c, uint32_t subgroups) {
+  c.coopmat_prefill = true;
+  c.coopmat_subgroups = subgroups;
+  return c;
+}
+// Intel: 16 keys per tile (64 KiB SLM shared by more threads), coopmat 2 subgroups.
+constexpr RowChoices kIntelChoices = [] {
+  RowChoices c = with_tile_keys(kGpu, 16);
+  c.coopmat_subgroups = 2;
+  return c;
+}();
+// Mobile: 64-lane tiled and decode workgroups, 16 keys per tile, 16 vec4 a decode lane.
+constexpr RowChoices kMobile = [] {
+  RowChoices c = with_tile_keys(kGpu, 16);
+  c.tiled_wg = 64;
+  c.decode_wg = 64;
+  c.decode_lane_vec4 = 16;
+  return c;
+}();
+// 16 floats of a row a lane: twice the lanes per row (Adreno 6xx, AGX).
+constexpr RowChoices half_row_floats(RowChoices c) {
+  c.tiled_row_floats = 16;
+  return c;
+}
+
+const DeviceRow kDeviceTable[] = {
+    // lavapipe: lanes never talk (a barrier or shared-memory staging costs more than it saves,
+    // LAVAPIPE.md); decode measured (vkattn-bench --reps 5, 2026-11-25), lanes / decode ms:
+    // decode-1x4096 7.3 / 6.6, decode-16x512 20.4 / 14.2, decode-16x2048 44.6 / 54.1,
+    // decode-1x32768 47.7 / 105.7, decode-8x32768-paged 365 / 694, gptoss-decode 39.6 / 124.8:
+    // lanes stays (docs/guide/benchmark.md). Batch invariance: splits of 2048 keys cost nothing
+    // measurable (decode-1x4096 4.9 vs 4.8 ms, decode-16x2048 44.3 vs 43.7, decode-1x32768 41.8
+    // vs 41.5); 256 cost 1.5x. tiled's and coopmat's shapes: the tests' (forced only).
+    {"CPU device (lavapipe / llvmpipe)",
+     "measured: llvmpipe (Mesa 22.3.6, LLVM 15.0.6, 2 cores), 2026-11-25",
+     {true, 0, nullptr, nullptr},
+     {AttentionFamily::kLanes,
+      8,
+      32,
+      false,
+      8,
+      32,
+      0,
+      16,
+      false,
+      false,
+      false,
+      8,
+      1,
+      16,
+      false,
+      kSubgroup,
+      8,
+      32,
+      1,
+      2,
+      2048},
+     "lanes, one 8-lane subgroup per workgroup: lanes never talk, because on lavapipe a barrier "
+     "or shared-memory staging costs more than it saves (LAVAPIPE.md; tiled measured 26-57x "
+     "slower here); decode lanes write partials (shared-memory merge 40 ms vs 26 ms, "
+     "decode-16x512); items balanced over the thread pool's contiguous chunks (lp_cs_tpool)",
+     "never by default on a CPU: lavapipe 26.1's 8x8x8 matrices are scalar code "
+     "(docs/guide/testing.md); forced with VKATTN_ATTN_KERNEL=coopmat for tests",
+     "forced only on a CPU: slower than lanes on most decode cases (decode-16x2048 54 vs 45 ms, "
+     "decode-1x32768 106 vs 48 ms; docs/guide/benchmark.md); VKATTN_ATTN_KERNEL=decode for "
+     "tests"},
+    // coopmat is not the default: on an H100 (driver 580.159.04, 2026-11-23) the family's
+    // answers were wrong (docs/guide/devices-tested.md): Q K^T read from shared memory lost
+    // head-dim elements, and O loaded back as an accumulator came out 0; lavapipe 26.1 passes the
+    // same grids. Turing (0x1E00-0x21FF) also miscompiled ggml-vulkan's coopmat attention.
+    {"NVIDIA (0x10DE)",
+     "measured: H100 and H200 (driver 580.159.04, 2026-11-23/27); static: GA102 NAK (Mesa 26.1, "
+     "2026-11-27)",
+     {false, kNvidia, nullptr, nullptr},
+     kGpu,
+     "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as FlashAttention-2's "
+     "forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared memory under Vulkan "
+     "bounds the tile",
+     "NVIDIA: wrong answers measured on H100 (driver 580.159.04: Q K^T from shared memory lost "
+     "head-dim elements, O reloaded as an accumulator read 0); forced only, until a kernel "
+     "passes the tests there",
+     kGpuDecodeWhy},
+    // RADV offers VK_KHR_cooperative_matrix on RDNA3 (GFX11) and newer only; other AMD drivers
+    // advertise it on older chips and emulate it.
+    {"AMD (0x1002)",
+     "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",
+     {false, kAmd, "radv", nullptr},
+     with_coopmat(kGpu, 4),
+     "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per row; "
+     "64 KiB of LDS per workgroup",
+     "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here)",
+     kGpuDecodeWhy},
+    {"AMD (0x1002)",
+     "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",
+     {false, kAmd, nullptr, nullptr},
+     kGpu,
+     "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per row; "
+     "64 KiB of LDS per workgroup",
+     "AMD drivers other than RADV advertise cooperative matrices on pre-RDNA3 chips and emulate "
+     "them: forced only",
+     kGpuDecodeWhy},
+    // ANV offers VK_KHR_cooperative_matrix on XMX hardware (Arc, Xe2).
+    {"Intel (0x8086)",
+     "reasoned",
+     {false, kIntel, "Intel open-source Mesa driver", nullptr},
+     with_coopmat(kIntelChoices, 2),
+     "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 keys "
+     "per tile (64 KiB SLM shared by more threads)",
+     "ANV: XMX matrix engines (Arc, Xe2) for prefill (unmeasured here)",
+     kGpuDecodeWhy},
+    {"Intel (0x8086)",
+     "reasoned",
+     {false, kIntel, nullptr, nullptr},
+     kIntelChoices,
+     "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 keys "
+     "per tile (64 KiB SLM shared by more threads)",
+     kNoCoopmat,
+     kGpuDecodeWhy},
+    {"Arm Mali (0x13B5)",
+     "reasoned",
+     {false, kArm, nullptr, nullptr},
+     kMobile,
+     "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
+     "lanes, 4 per row, 16 keys per tile",
+     "unmeasured mobile cooperative matrices: forced only",
+     kGpuDecodeWhy},
+    // Adreno 6xx: ir3 keeps 32 registers a fiber there (48 on the 740): 32 floats of a row a lane
+    // spilled 27-41 values to private memory at d 128-256 (fake Adreno 660), 16 (twice the
+    // lanes) none.
+    {"Qualcomm Adreno (0x5143)",
+     "static: Adreno 740/660 ir3 (Mesa 26.1, 2026-11-27)",
+     {false, kQualcomm, nullptr, "Adreno (TM) 6"},
+     half_row_floats(kMobile),
+     "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
+     "lanes, 4 per row, 16 keys per tile",
+     "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan reports): forced "
+     "only",
+     kGpuDecodeWhy},
+    {"Qualcomm Adreno (0x5143)",
+     "static: Adreno 740/660 ir3 (Mesa 26.1, 2026-11-27)",
+     {false, kQualcomm, nullptr, nullptr},
+     kMobile,
+     "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
+     "lanes, 4 per row, 16 keys per tile",
+     "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan reports): forced "
+     "only",
+     kGpuDecodeWhy},
+    {"Apple via MoltenVK (0x106B)",
+     "reasoned",
+     {false, kApple, nullptr, nullptr},
+     with_tile_keys(kGpu, 16),
+     "32-lane SIMD groups, 32 KiB of threadgroup memory: tiled 128 lanes, 4 per row, 16 keys per "
+     "tile",
+     kNoCoopmat,
+     kGpuDecodeWhy},
+    // Honeykrisp (Apple AGX): at most 255 16-bit register halves a lane. 32 floats of q and
+    // accumulators a row spilled 18-39 registers at d 64-256 (AGX's compiler, fake M1); 16
+    // (twice the lanes per row: d 128 takes 16) spill none: 215-231 halves, 448 threads a core.
+    {"other GPU (Apple M1 on Honeykrisp among them)",
+     "static: M1 AGX (Mesa 26.1, 2026-11-27)",
+     {false, 0, "Honeykrisp", nullptr},
+     half_row_floats(kGpu),
+     "no vendor row: the tiled family with the GPU defaults; Honeykrisp (AGX): 16 floats of a row "
+     "a lane (static: M1, no spills)",
+     kNoCoopmat,
+     kGpuDecodeWhy},
+    {"other GPU (Apple M1 on Honeykrisp among them)",
+     "static: M1 AGX (Mesa 26.1, 2026-11-27)",
+     {false, 0, nullptr, nullptr},
+     kGpu,
+     "no vendor row: the tiled family with the GPU defaults",
+     kNoCoopmat,
+     kGpuDecodeWhy},
+};
+
+bool matches(const DeviceMatch& m, const vkattn_device_info& info) {
+  return (info.device_type == VKATTN_DEVICE_CPU) == m.cpu &&
+         (!m.vendor || info.vendor_id == m.vendor) &&
+         (!m.driver || std::strcmp(info.driver_name, m.driver) == 0) &&
+         (!m.name_has || std::strstr(info.name, m.name_has) != nullptr);
+}
 
 }  // namespace
 
@@ -22,210 +300,48 @@ AttentionDefaults attention_defaults(const Device& device) {
 }
 
 AttentionDefaults attention_defaults(const vkattn_device_info& info, const DeviceCaps& caps) {
+  const DeviceRow* row = &kDeviceTable[std::size(kDeviceTable) - 1];  // any other GPU
+  for (const DeviceRow& r : kDeviceTable) {
+    if (matches(r.match, info)) {
+      row = &r;
+      break;
+    }
+  }
+  const RowChoices& c = row->choices;
+  const bool cpu = info.device_type == VKATTN_DEVICE_CPU;
   const uint32_t sg = caps.subgroup_size ? caps.subgroup_size : 32;
   AttentionDefaults d{};
-  // GPUs: tiled. Measured on an H100 (580.159.04, docs/guide/devices-tested.md): every test passes
-  // with tiled; lanes' register arrays (R rows x head dim of q and the
-  // accumulator per lane) spill and kept NVIDIA's shader compiler busy for
-  // minutes at R = 4, d 128, so lanes, a fallback there, takes one row.
-  d.family = AttentionFamily::kTiled;
-  d.lanes_max_rows = 1;
-  d.lanes_wg = std::clamp<uint32_t>(sg, 8, 64);
-  d.lanes_decode_merge = true;
-  d.static_chunks = 0;
+  d.row = row->name;
+  d.source = row->source;
+  d.family = c.family;
+  d.lanes_wg = c.lanes_wg == kSubgroup ? std::clamp<uint32_t>(sg, 8, 64) : c.lanes_wg;
+  d.lanes_max_rows = c.lanes_max_rows;
+  d.lanes_decode_merge = c.lanes_decode_merge;
+  // lavapipe hands each thread a contiguous chunk of a dispatch (core/host.h).
+  d.static_chunks = cpu ? cpu_device_threads() : 0;
   // About 2 workgroups per compute unit where the driver reports them (an
-  // H100 has 132 SMs), else 256.
-  d.target_items = caps.compute_units ? 2 * caps.compute_units : busy_workgroups(false);
-  // tiled, every GPU (measured on NVIDIA only): 4 lanes per head-dim split and 128
-  // lanes per workgroup, as ggml-vulkan's scalar flash attention; 32 keys
-  // per tile (ggml: 64 keys of f16; ours are staged as f32).
-  d.tiled_lanes_per_row = 4;
-  d.tiled_wg = 128;
-  // At most 32 floats of q and accumulator per lane and row: d 64 keeps 4
-  // lanes per row and 128 lanes, d 128 takes 8 and 256, d 256 16 and 512
-  // (64 rows a workgroup throughout). At 4 lanes per row d 128 needed 232
-  // GPRs on NAK (8 warps/SM) and d 256 spilled 129-678 VGPRs on RDNA2
-  // (tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27).
-  d.tiled_row_floats = 32;
-  d.tiled_tile_keys = 32;
-  // f16 arithmetic: off until a GPU measures it faster (nothing has yet).
-  d.tiled_f16_math = false;
-  // Double-buffered tiles: likewise unmeasured, off.
-  d.tiled_double_buffer = false;
-  // coopmat: off unless the vendor row below knows the driver good; 4
-  // subgroups of 16 rows and 32 keys per tile (ggml-vulkan's coopmat flash
-  // attention: 16-row blocks, 32-64 keys), shrunk to fit shared memory.
-  d.coopmat_prefill = false;
-  d.coopmat_min_rows = 8;
-  d.coopmat_subgroups = 4;
-  d.coopmat_tile_keys = 32;
-  d.coopmat_why = "no known-good cooperative-matrix driver for this row: forced only";
-  // decode, every GPU (unmeasured: reasoned from FlashInfer's decode and
-  // the budget in families/decode.cpp): 128 lanes, 2 keys per key group
-  // and tile (16 keys at d 128 f16), 32 vec4 of q and accumulators per
-  // lane (8 rows at d 128), K/V read at most twice per GQA group.
-  // Mixed steps (decodes and a prefill chunk in one call) run their
-  // decodes here and the chunk on the prefill family, in the same call
-  // (ops/attention/record.cpp, issue G).
-  d.decode_default = true;
-  d.decode_wg = 128;
-  d.decode_keys_per_group = 2;
-  // 16 vec4 of q and accumulators per lane (4 rows at d 128), and a tile's
-  // rows split over 2 sets of lanes, so a GQA-8 decode at d 128 is one tile
-  // (K/V read once from memory, twice from L1) at 4 rows a lane: at 32
-  // vec4 and 8 rows a lane it took 252 VGPRs on RDNA3 (3 waves/SIMD) and
-  // 232 GPRs on NAK (8 warps/SM) (tools/gpu/static_sweep.sh, Mesa 26.1,
-  // 2026-11-27).
-  d.decode_lane_vec4 = 8;
-  d.decode_row_splits = 4;
-  d.decode_max_tiles = 2;
-  // Batch invariance: splits of 256 keys (a decode over 4096 keys and 8 kv
-  // heads: 128 workgroups; unmeasured).
-  d.invariant_split_keys = 256;
-  d.decode_why =
-      "GPUs: decode-shaped calls (at most 8 query tokens per sequence) read K/V once per GQA "
-      "group with 16-byte loads and a tile in flight (unmeasured: the next GPU run decides)";
-  const std::string driver = info.driver_name;
-
-  if (info.device_type == VKATTN_DEVICE_CPU) {
-    d.row = "CPU device (lavapipe / llvmpipe)";
-    d.family = AttentionFamily::kLanes;
-    d.lanes_max_rows = 32;
-    d.lanes_wg = 8;
-    d.lanes_decode_merge = false;
-    d.static_chunks = cpu_device_threads();
-    d.target_items = caps.compute_units ? 2 * caps.compute_units : busy_workgroups(true);
-    d.tiled_lanes_per_row = 8;
-    d.tiled_wg = 32;
-    d.tiled_row_floats = 0;  // (forced only on a CPU: the tests' shapes)
-    d.tiled_tile_keys = 16;
-    d.coopmat_subgroups = 1;
-    d.coopmat_tile_keys = 16;
-    d.decode_default = false;
-    d.decode_wg = sg;  // one subgroup
-    // Batch invariance on lavapipe (lanes' decode mode splits each item over
-    // its 8 lanes anyway): splits of 2048 keys cost nothing measurable
-    // against the default (decode-1x4096 4.9 vs 4.8 ms, decode-16x2048 44.3
-    // vs 43.7, decode-1x32768 41.8 vs 41.5); 256 cost 1.5x.
-    d.invariant_split_keys = 2048;
-    d.decode_keys_per_group = 8;
-    d.decode_lane_vec4 = 32;
-    d.decode_row_splits = 1;
-    // decode measured on lavapipe (vkattn-bench --reps 5, 2026-11-25):
-    // lanes / decode ms: decode-1x4096 7.3 / 6.6, decode-16x512 20.4 / 14.2,
-    // decode-16x2048 44.6 / 54.1, decode-1x32768 47.7 / 105.7,
-    // decode-8x32768-paged 365 / 694, gptoss-decode 39.6 / 124.8: lanes
-    // stays (docs/guide/benchmark.md).
-    d.decode_why =
-        "forced only on a CPU: slower than lanes on most decode cases (decode-16x2048 54 vs "
-        "45 ms, decode-1x32768 106 vs 48 ms; docs/guide/benchmark.md); VKATTN_ATTN_KERNEL=decode "
-        "for tests";
-    d.coopmat_why =
-        "never by default on a CPU: lavapipe 26.1's 8x8x8 matrices are scalar code "
-        "(docs/guide/testing.md); forced with VKATTN_ATTN_KERNEL=coopmat for tests";
-    d.why =
-        "lanes, one 8-lane subgroup per workgroup: lanes never talk, because on lavapipe a "
-        "barrier or shared-memory staging costs more than it saves (LAVAPIPE.md; tiled measured "
-        "26-57x slower here); decode lanes write partials (shared-memory merge 40 ms vs 26 ms, "
-        "decode-16x512); items balanced over the thread pool's contiguous chunks (lp_cs_tpool)";
-    return d;
-  }
-  switch (info.vendor_id) {
-    case kNvidia:
-      d.row =
-          "NVIDIA (0x10DE), measured: H100 and H200 (driver 580.159.04, 2026-11-23/27); static: "
-          "GA102 NAK (Mesa 26.1, 2026-11-27)";
-      d.why =
-          "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as "
-          "FlashAttention-2's forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared "
-          "memory under Vulkan bounds the tile";
-      // Not the default: on an H100 (driver 580.159.04, 2026-11-23) the
-      // coopmat family's answers were wrong (docs/guide/devices-tested.md):
-      // Q K^T read from shared memory lost head-dim elements, and O loaded
-      // back as an accumulator came out 0. lavapipe 26.1 passes the same
-      // grids. Turing (0x1E00-0x21FF) also miscompiled ggml-vulkan's coopmat
-      // attention.
-      d.coopmat_why =
-          "NVIDIA: wrong answers measured on H100 (driver 580.159.04: Q K^T from shared memory "
-          "lost head-dim elements, O reloaded as an accumulator read 0); forced only, until a "
-          "kernel passes the tests there";
-      break;
-    case kAmd:
-      d.row = "AMD (0x1002), static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)";
-      d.why =
-          "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per "
-          "row; 64 KiB of LDS per workgroup";
-      // RADV offers VK_KHR_cooperative_matrix on RDNA3 (GFX11) and newer
-      // only; other AMD drivers advertise it on older chips and emulate it.
-      if (driver == "radv") {
-        d.coopmat_prefill = true;
-        d.coopmat_why = "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here)";
-      } else {
-        d.coopmat_why =
-            "AMD drivers other than RADV advertise cooperative matrices on pre-RDNA3 chips and "
-            "emulate them: forced only";
-      }
-      break;
-    case kIntel:
-      d.row = "Intel (0x8086), unmeasured";
-      d.why =
-          "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 "
-          "keys per tile (64 KiB SLM shared by more threads)";
-      d.tiled_tile_keys = 16;
-      d.coopmat_subgroups = 2;
-      // ANV offers VK_KHR_cooperative_matrix on XMX hardware (Arc, Xe2).
-      if (driver == "Intel open-source Mesa driver") {
-        d.coopmat_prefill = true;
-        d.coopmat_why = "ANV: XMX matrix engines (Arc, Xe2) for prefill (unmeasured here)";
-      }
-      break;
-    case kArm:
-    case kQualcomm:
-      d.row = info.vendor_id == kArm
-                  ? "Arm Mali (0x13B5), unmeasured"
-                  : "Qualcomm Adreno (0x5143), static: Adreno 740/660 ir3 (Mesa 26.1, "
-                    "2026-11-27)";
-      d.why =
-          "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled "
-          "64 lanes, 4 per row, 16 keys per tile";
-      d.tiled_wg = 64;
-      d.tiled_tile_keys = 16;
-      d.decode_wg = 64;
-      d.decode_lane_vec4 = 16;
-      // Adreno 6xx: ir3 keeps 32 registers a fiber there (48 on the 740):
-      // 32 floats of a row a lane spilled 27-41 values to private memory
-      // at d 128-256 (fake Adreno 660), 16 (twice the lanes) none.
-      if (info.vendor_id == kQualcomm && std::strstr(info.name, "Adreno (TM) 6"))
-        d.tiled_row_floats = 16;
-      d.coopmat_why =
-          info.vendor_id == kQualcomm
-              ? "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan "
-                "reports): forced only"
-              : "unmeasured mobile cooperative matrices: forced only";
-      break;
-    case kApple:
-      d.row = "Apple via MoltenVK (0x106B), unmeasured";
-      d.why =
-          "32-lane SIMD groups, 32 KiB of threadgroup memory: tiled 128 lanes, 4 per row, 16 keys "
-          "per tile";
-      d.tiled_tile_keys = 16;
-      break;
-    default:
-      d.row =
-          "other GPU (Apple M1 on Honeykrisp among them), static: M1 AGX (Mesa 26.1, 2026-11-27)";
-      d.why = "no vendor row: the tiled family with the GPU defaults";
-      // Honeykrisp (Apple AGX): at most 255 16-bit register halves a lane.
-      // 32 floats of q and accumulators a row spilled 18-39 registers at
-      // d 64-256 (AGX's compiler, fake M1); 16 (twice the lanes per row:
-      // d 128 takes 16) spill none: 215-231 halves, 448 threads a core.
-      if (driver == "Honeykrisp") {
-        d.tiled_row_floats = 16;
-        d.why =
-            "no vendor row: the tiled family with the GPU defaults; Honeykrisp (AGX): 16 floats "
-            "of a row a lane (static: M1, no spills)";
-      }
-      break;
-  }
+  // H100 has 132 SMs), else a few per host thread (CPU) or 256.
+  d.target_items = caps.compute_units ? 2 * caps.compute_units : busy_workgroups(cpu);
+  d.tiled_lanes_per_row = c.tiled_lanes_per_row;
+  d.tiled_wg = c.tiled_wg;
+  d.tiled_row_floats = c.tiled_row_floats;
+  d.tiled_tile_keys = c.tiled_tile_keys;
+  d.tiled_f16_math = c.tiled_f16_math;
+  d.tiled_double_buffer = c.tiled_double_buffer;
+  d.coopmat_prefill = c.coopmat_prefill;
+  d.coopmat_min_rows = c.coopmat_min_rows;
+  d.coopmat_subgroups = c.coopmat_subgroups;
+  d.coopmat_tile_keys = c.coopmat_tile_keys;
+  d.coopmat_why = row->coopmat_why;
+  d.decode_default = c.decode_default;
+  d.decode_wg = c.decode_wg == kSubgroup ? sg : c.decode_wg;
+  d.decode_keys_per_group = c.decode_keys_per_group;
+  d.decode_lane_vec4 = c.decode_lane_vec4;
+  d.decode_row_splits = c.decode_row_splits;
+  d.decode_max_tiles = c.decode_max_tiles;
+  d.decode_why = row->decode_why;
+  d.invariant_split_keys = c.invariant_split_keys;
+  d.why = row->why;
   return d;
 }
 
@@ -247,7 +363,7 @@ std::string coopmat_state(const Device& device, const AttentionDefaults& d) {
 std::string describe_attention_defaults(const Device& device) {
   const AttentionDefaults d = attention_defaults(device);
   std::ostringstream o;
-  o << "device row: " << d.row << "\n"
+  o << "device row: " << d.row << (*d.source ? ", " : "") << d.source << "\n"
     << "  default family: " << (d.family == AttentionFamily::kTiled ? "tiled" : "lanes") << "\n"
     << "  lanes (VKATTN_ATTN_KERNEL=lanes): workgroup " << d.lanes_wg << ", at most "
     << d.lanes_max_rows << " rows per lane, decode merge "

@@ -17,7 +17,8 @@ class Device;
 struct DeviceCaps;
 
 struct AttentionDefaults {
-  const char* row;  // the table row that matched
+  const char* row;     // the table row that matched
+  const char* source;  // where its numbers come from: "measured: ...", "static: ...", "reasoned"
   AttentionFamily family;
   // lanes
   uint32_t lanes_wg;        // lanes per workgroup

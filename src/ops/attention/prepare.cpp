@@ -234,50 +234,52 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
   if (!c.pinned) settle_checked_variant(ctx, c, pp, opts, choose);
 }
 
-std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c, PlanPart part) {
-  host_alloc_point();
+// What one token / key / mask element costs in each binding.
+CallUnits call_units(const AttentionCall& c, const PreparedPlan& pp) {
   const auto& d = c.desc;
-  const DeviceCaps& caps = ctx.device().caps();
-  auto pp = std::make_shared<PreparedPlan>();
-  const uint32_t group = d.num_heads / d.num_kv_heads;
-  std::vector<uint8_t> include;
-  if (part != PlanPart::kAll) {
-    include.resize(c.batch);
-    for (uint32_t b = 0; b < c.batch; ++b)
-      include[b] = part_of(c.cu_q[b + 1] - c.cu_q[b]) == part ? 1 : 0;
-  }
-  const bool invariant = part != PlanPart::kAll && ctx.options().batch_invariant;
-  const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
-  choose_variant(ctx, c, part, *pp);
-  const AttentionVariant& var = pp->var;
-
-  // What one token / key / mask element costs in each binding.
-  CallUnits& u = pp->units;
-  u.q_token = pp->q.unit();
-  u.out_token = pp->out.unit();
+  CallUnits u;
+  u.q_token = pp.q.unit();
+  u.out_token = pp.out.unit();
   u.lse_token = c.lse ? uint64_t(d.num_heads) * 4 : 0;
-  u.k_key = c.paged() ? 0 : pp->k.unit();
-  u.v_key = c.paged() ? 0 : pp->v.unit();
+  u.k_key = c.paged() ? 0 : pp.k.unit();
+  u.v_key = c.paged() ? 0 : pp.v.unit();
   u.key_valid = c.key_valid.empty() ? 0 : 1;
   u.mask_elem = c.mask ? dtype_size(c.mask->dtype()) : 0;
-  u.group = group;
+  u.group = d.num_heads / d.num_kv_heads;
   u.page_size = c.step ? c.step->cache().desc().page_size : c.pools ? c.pools->page_size : 0;
+  return u;
+}
 
+// What one dispatch may bind and how much scratch its partials may take.
+ScheduleLimits schedule_limits(Context& ctx, const AttentionCall& c, const PreparedPlan& pp) {
+  const DeviceCaps& caps = ctx.device().caps();
+  const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
+  const AttentionVariant& var = pp.var;
   ScheduleLimits lim;
   lim.storage = storage_window_limit(caps);
-  lim.q_texel = texel_window_limit(caps, texel_format_bytes(texel_format(q_dt, pp->qvec)));
-  lim.k_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp->kvec)));
-  lim.v_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp->vvec)));
-  const uint64_t part_row = uint64_t(d.head_dim_v) * 4;
+  lim.q_texel = texel_window_limit(caps, texel_format_bytes(texel_format(q_dt, pp.qvec)));
+  lim.k_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp.kvec)));
+  lim.v_texel = texel_window_limit(caps, texel_format_bytes(texel_format(kv_dt, pp.vvec)));
+  const uint64_t part_row = uint64_t(c.desc.head_dim_v) * 4;
   lim.arena_rows_max = std::min(lim.storage / part_row, lim.storage / 4);
   lim.arena_rows = std::min(
       lim.arena_rows_max,
       (ctx.options().scratch_bytes ? ctx.options().scratch_bytes : kScratchBytes) / (part_row + 4));
-  lim.fan_in = combine_fan_in(var.tile_rows(), d.head_dim_v);
+  lim.fan_in = combine_fan_in(var.tile_rows(), c.desc.head_dim_v);
   lim.static_chunks = var.static_chunks;
   lim.max_groups = uint64_t(caps.max_workgroup_count[0]) *
                    std::min<uint32_t>(caps.max_workgroup_count[1], 65535);
+  return lim;
+}
 
+// The planner's view of the call: the variant's tiles and key caps, the
+// rules that bound key ranges, and what one binding window holds.
+PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const ScheduleLimits& lim,
+                     PlanPart part, bool invariant) {
+  const auto& d = c.desc;
+  const AttentionVariant& var = pp.var;
+  const CallUnits& u = pp.units;
+  const uint32_t group = u.group;
   PlanShape shape{
       group,  d.num_kv_heads,      d.causal != 0, d.window_left,    var.tile_rows(),   var.rows,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
@@ -305,7 +307,64 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
   if (u.lse_token) tile_tokens = std::min(tile_tokens, lim.storage / u.lse_token);
   shape.max_tile_tokens = std::max<uint64_t>(1, tile_tokens);
   shape.mask_window_elems = u.mask_elem ? lim.storage / u.mask_elem : 0;
+  return shape;
+}
 
+// The plan's device copy: items | combine items | sequences | block table,
+// in the step's own buffer (reused by every layer) or the recorder's host
+// slice for this call.
+void upload_plan(Context& ctx, const AttentionCall& c, const std::vector<uint32_t>& table,
+                 PreparedPlan* pp) {
+  const Plan& plan = pp->plan;
+  const Schedule& sched = pp->sched;
+  const uint64_t items_bytes = sched.items.size() * sizeof(PlanItem);
+  const uint64_t combine_bytes = sched.combine.size() * sizeof(CombineItem);
+  const uint64_t seqs_bytes = plan.seqs.size() * sizeof(PlanSeq);
+  const uint64_t table_bytes = table.size() * 4;
+  const uint64_t o_items = 0, o_combine = round_up(items_bytes, kRegionAlign);
+  const uint64_t o_seqs = o_combine + round_up(combine_bytes, kRegionAlign);
+  const uint64_t o_table = o_seqs + round_up(seqs_bytes, kRegionAlign);
+  const uint64_t bytes = o_table + round_up(std::max<uint64_t>(table_bytes, 16), kRegionAlign);
+  std::shared_ptr<Buffer> data;
+  Buffer* raw = nullptr;
+  uint64_t base = 0;
+  uint8_t* m = nullptr;
+  if (c.step) {
+    data = std::make_shared<Buffer>(ctx.device(), bytes, true);
+    m = data->mapped();
+  } else {
+    HostSlice s = ctx.recorder().alloc_host(bytes);
+    raw = s.buffer;
+    base = s.offset;
+    m = s.host;
+  }
+  std::memset(m, 0, bytes);
+  std::memcpy(m + o_items, sched.items.data(), items_bytes);
+  if (combine_bytes) std::memcpy(m + o_combine, sched.combine.data(), combine_bytes);
+  std::memcpy(m + o_seqs, plan.seqs.data(), seqs_bytes);
+  if (table_bytes) std::memcpy(m + o_table, table.data(), table_bytes);
+  pp->items = Region{data, raw, base + o_items, std::max<uint64_t>(items_bytes, 16)};
+  pp->combine = Region{data, raw, base + o_combine, std::max<uint64_t>(combine_bytes, 16)};
+  pp->seqs = Region{data, raw, base + o_seqs, std::max<uint64_t>(seqs_bytes, 16)};
+  pp->table = Region{data, raw, base + o_table, std::max<uint64_t>(table_bytes, 16)};
+}
+
+std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c, PlanPart part) {
+  host_alloc_point();
+  auto pp = std::make_shared<PreparedPlan>();
+  std::vector<uint8_t> include;
+  if (part != PlanPart::kAll) {
+    include.resize(c.batch);
+    for (uint32_t b = 0; b < c.batch; ++b)
+      include[b] = part_of(c.cu_q[b + 1] - c.cu_q[b]) == part ? 1 : 0;
+  }
+  const bool invariant = part != PlanPart::kAll && ctx.options().batch_invariant;
+  choose_variant(ctx, c, part, *pp);
+
+  pp->units = call_units(c, *pp);
+  const CallUnits& u = pp->units;
+  const ScheduleLimits lim = schedule_limits(ctx, c, *pp);
+  PlanShape shape = plan_shape(c, *pp, lim, part, invariant);
   std::vector<uint32_t> table;
   std::vector<std::vector<KeySegment>> segments;
   if (c.pools) {
@@ -393,37 +452,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
   const Schedule& sched = pp->sched;
   if (sched.items.empty()) return pp;
 
-  // Device copy: items | combine items | sequences | block table.
-  const uint64_t items_bytes = sched.items.size() * sizeof(PlanItem);
-  const uint64_t combine_bytes = sched.combine.size() * sizeof(CombineItem);
-  const uint64_t seqs_bytes = plan.seqs.size() * sizeof(PlanSeq);
-  const uint64_t table_bytes = table.size() * 4;
-  const uint64_t o_items = 0, o_combine = round_up(items_bytes, kRegionAlign);
-  const uint64_t o_seqs = o_combine + round_up(combine_bytes, kRegionAlign);
-  const uint64_t o_table = o_seqs + round_up(seqs_bytes, kRegionAlign);
-  const uint64_t bytes = o_table + round_up(std::max<uint64_t>(table_bytes, 16), kRegionAlign);
-  std::shared_ptr<Buffer> data;
-  Buffer* raw = nullptr;
-  uint64_t base = 0;
-  uint8_t* m = nullptr;
-  if (c.step) {
-    data = std::make_shared<Buffer>(ctx.device(), bytes, true);
-    m = data->mapped();
-  } else {
-    HostSlice s = ctx.recorder().alloc_host(bytes);
-    raw = s.buffer;
-    base = s.offset;
-    m = s.host;
-  }
-  std::memset(m, 0, bytes);
-  std::memcpy(m + o_items, sched.items.data(), items_bytes);
-  if (combine_bytes) std::memcpy(m + o_combine, sched.combine.data(), combine_bytes);
-  std::memcpy(m + o_seqs, plan.seqs.data(), seqs_bytes);
-  if (table_bytes) std::memcpy(m + o_table, table.data(), table_bytes);
-  pp->items = Region{data, raw, base + o_items, std::max<uint64_t>(items_bytes, 16)};
-  pp->combine = Region{data, raw, base + o_combine, std::max<uint64_t>(combine_bytes, 16)};
-  pp->seqs = Region{data, raw, base + o_seqs, std::max<uint64_t>(seqs_bytes, 16)};
-  pp->table = Region{data, raw, base + o_table, std::max<uint64_t>(table_bytes, 16)};
+  upload_plan(ctx, c, table, pp.get());
   return pp;
 }
 

@@ -86,219 +86,265 @@ void read_dequantized(KvCache& cache, int64_t id, uint32_t u, float* k, float* v
   }
 }
 
-CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, const FwdConfig& cfg) {
-  const std::shared_ptr<Context>& ctx = parent.checker();
-  const AttentionVariant& var = cfg.var;
-  const uint32_t d = cfg.head_dim, dv = cfg.head_dim_v;
-  // Two kv heads, a GQA group like the call's (at most 4).
-  const uint32_t hkv = 2;
-  const uint32_t group =
-      std::clamp<uint32_t>(c.desc.num_heads / std::max(c.desc.num_kv_heads, 1u), 1, 4);
-  const uint32_t H = hkv * group;
-  // Keys: two tiles and a ragged tail, and a short sequence.
-  const uint32_t tile =
-      std::max<uint32_t>(1, var.family == AttentionFamily::kLanes ? var.block_keys : var.tile_keys);
+namespace {
+
+// The check's call and everything it keeps alive: two sequences (three
+// queries over two tiles and a ragged tail of keys, one query over half a
+// tile) of the pipeline's dtypes and head dims, two kv heads and a GQA
+// group like the call's, the transforms the pipeline compiles in, K/V
+// placed as the pipeline reads them; and the reference's view of it all.
+struct CheckCall {
+  CheckCall(const std::shared_ptr<Context>& context, const AttentionCall& c,
+            const FwdConfig& config)
+      : ctx(context),
+        cfg(config),
+        var(config.var),
+        d(config.head_dim),
+        dv(config.head_dim_v),
+        group(std::clamp<uint32_t>(c.desc.num_heads / std::max(c.desc.num_kv_heads, 1u), 1, 4)),
+        H(hkv * group),
+        tile(std::max<uint32_t>(
+            1, var.family == AttentionFamily::kLanes ? var.block_keys : var.tile_keys)),
+        u{static_cast<int32_t>(2 * tile + 5), static_cast<int32_t>(tile / 2 + 3)},
+        cu_q{0, t[0], t[0] + t[1]},
+        cu_k{0, u[0], u[0] + u[1]},
+        tq(cu_q[2]),
+        tk(cu_k[2]) {}
+
+  // The call's shape, q, out, lse and sinks; causal and the left window.
+  void setup(const AttentionCall& c) {
+    k.pinned = &cfg;
+    k.batch = 2;
+    k.cu_q.assign(cu_q, cu_q + 3);
+    k.cu_k.assign(cu_k, cu_k + 3);
+    vkattn_attention_desc_init(&desc);
+    desc.num_heads = H, desc.num_kv_heads = hkv, desc.head_dim = d, desc.head_dim_v = dv;
+    desc.scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+    desc.causal = c.desc.causal;
+    desc.window_left =
+        c.desc.window_left >= 0 ? std::min<int32_t>(c.desc.window_left, tile + 1) : -1;
+    p.num_heads = static_cast<int>(H), p.num_kv_heads = static_cast<int>(hkv);
+    p.head_dim = static_cast<int>(d), p.head_dim_v = static_cast<int>(dv);
+    p.scale = desc.scale, p.causal = desc.causal != 0, p.window_left = desc.window_left;
+    q = random_tensor(ctx, cfg.q_dtype, {tq, H, d}, rng, &hq);
+    out = new_tensor(ctx, cfg.q_dtype, {tq, H, dv});
+    k.q = q.get(), k.out = out.get();
+    if (c.lse) {
+      lse = new_tensor(ctx, VKATTN_F32, {tq, H});
+      k.lse = lse.get();
+    }
+    if (c.sinks) {
+      sinks = random_tensor(ctx, VKATTN_F32, {H}, rng, &hsinks);
+      k.sinks = sinks.get(), p.sinks = hsinks.data();
+    }
+  }
+
+  // The optional transforms the pipeline compiles in (cfg.features).
+  void add_transforms(const AttentionCall& c) {
+    // The transforms compiled in run in the check.
+    const uint32_t f = cfg.features;
+    // The right window and the chunks, by their presence: narrow enough to
+    // cut the check's rows (a chunk boundary inside its first sequence's
+    // keys and rows).
+    if (f & kFlagWindowRight) {
+      desc.window_right = std::min<int32_t>(std::max(c.desc.window_right, 0), int32_t(tile) + 1);
+      p.window_right = desc.window_right;
+    }
+    if (f & kFlagChunk) {
+      desc.chunk_size = std::clamp<uint32_t>(c.desc.chunk_size, 1, tile + 2);
+      p.chunk_size = desc.chunk_size;
+    }
+    // Spans by their presence: one holding the first sequence's first two
+    // rows (not its last) and a tile of keys before them plus one after, so
+    // it cuts the check's rows and reaches past causal; one in the second
+    // sequence that holds no row.
+    int32_t span_pairs[4] = {std::max<int32_t>(0, u[0] - 2 - int32_t(tile)), u[0] - 1, 1, 2};
+    if (f & kFlagSpan) {
+      k.span_indptr = {0, 1, 2};
+      k.spans.assign(span_pairs, span_pairs + 4);
+      p.span_indptr = k.span_indptr.data(), p.spans = k.spans.data();
+    }
+    if (f & kFlagSoftcap) {
+      desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
+      p.softcap = desc.softcap;
+    }
+    if (f & kFlagAlibi) {
+      alibi = random_tensor(ctx, VKATTN_F32, {H}, rng, &halibi);
+      for (float& s : halibi) s = 0.25f + 0.125f * s;  // positive slopes
+      alibi->write(halibi.data());
+      k.alibi = alibi.get(), p.alibi_slopes = halibi.data();
+    }
+    const int64_t mask_elems = int64_t(t[0]) * u[0] + int64_t(t[1]) * u[1];
+    if (f & kFlagMaskBool) {
+      desc.mask_type = VKATTN_MASK_BOOL;
+      hbool.resize(mask_elems);
+      for (uint8_t& m : hbool) m = rng.next() > -0.6f ? 1 : 0;
+      mask = new_tensor(ctx, VKATTN_U8, {mask_elems});
+      mask->write(hbool.data());
+      k.mask = mask.get(), p.mask_type = 1, p.bool_mask = hbool.data();
+    } else if (f & kFlagMaskAdd) {
+      desc.mask_type = VKATTN_MASK_ADDITIVE;
+      hmask.resize(mask_elems);
+      for (float& m : hmask) m = rng.next() > 0.7f ? -INFINITY : 0.5f * rng.next();
+      mask = new_tensor(ctx, VKATTN_F32, {mask_elems});
+      mask->write(hmask.data());
+      k.mask = mask.get(), p.mask_type = 2, p.add_mask = hmask.data();
+    }
+    if (f & kFlagKeyValid) {
+      k.key_valid.resize(tk);
+      hvalid.resize(tk);
+      for (int64_t i = 0; i < tk; ++i) hvalid[i] = k.key_valid[i] = rng.next() > -0.7f ? 1 : 0;
+      p.key_valid = hvalid.data();
+    }
+  }
+
+  void place_kv() {
+    // K and V: dense, in caller pools (paged 16/32-bit caches), or in a
+    // cache of the call's 8-bit dtype (appended, then read back, so the
+    // reference sees exactly the codes and scales the kernel reads).
+    if (!cfg.paged) {
+      kt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, d}, rng, &hk);
+      vt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, dv}, rng, &hv);
+      k.k = kt.get(), k.v = vt.get();
+    } else if (!is_8bit(cfg.kv_dtype)) {
+      // Pages of 4 tokens in a shuffled order.
+      const uint32_t ps = 4;
+      const uint32_t n0 = (u[0] + ps - 1) / ps, n1 = (u[1] + ps - 1) / ps, np = n0 + n1;
+      auto pools = std::make_shared<AttentionCall::Pools>();
+      pools->page_size = ps;
+      for (uint32_t i = 0; i < np; ++i) pools->pages.push_back((i * 7 + 3) % np);
+      if (std::gcd(7u, np) != 1)
+        for (uint32_t i = 0; i < np; ++i) pools->pages[i] = np - 1 - i;
+      pools->first = {0, n0};
+      std::vector<float> pk, pv;
+      kt = random_tensor(ctx, cfg.kv_dtype, {np, ps, hkv, d}, rng, &pk);
+      vt = random_tensor(ctx, cfg.kv_dtype, {np, ps, hkv, dv}, rng, &pv);
+      hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
+      for (uint32_t b = 0; b < 2; ++b)
+        for (int32_t j = 0; j < u[b]; ++j) {
+          const uint64_t page = pools->pages[pools->first[b] + j / ps], slot = j % ps;
+          const uint64_t row = cu_k[b] + j;
+          std::copy_n(&pk[(page * ps + slot) * hkv * d], hkv * d, &hk[row * hkv * d]);
+          std::copy_n(&pv[(page * ps + slot) * hkv * dv], hkv * dv, &hv[row * hkv * dv]);
+        }
+      k.pools = pools;
+      k.k = kt.get(), k.v = vt.get();
+    } else {
+      vkattn_kv_cache_desc cd;
+      vkattn_kv_cache_desc_init(&cd);
+      cd.num_layers = 1, cd.num_kv_heads = hkv, cd.head_dim = d, cd.head_dim_v = dv;
+      cd.page_size = 4, cd.dtype = cfg.kv_dtype;
+      cd.num_pages = static_cast<uint32_t>((u[0] + 3) / 4 + (u[1] + 3) / 4 + 2);
+      cache = std::make_shared<KvCache>(ctx, cd);
+      if (cache->fp8()) {
+        const float ks[2] = {1.0f / 64, 1.0f / 32}, vs[2] = {1.0f / 32, 1.0f / 64};
+        cache->set_scales(0, hkv, ks, vs);
+      }
+      const int64_t ids[2] = {1, 2};
+      auto append = [&](const int32_t* n) {
+        auto s = std::make_unique<Step>(cache, 2, ids, n);
+        std::vector<float> tmp;
+        const int64_t rows = n[0] + n[1];
+        auto kn = random_tensor(ctx, VKATTN_F32, {rows, hkv, d}, rng, &tmp);
+        auto vn = random_tensor(ctx, VKATTN_F32, {rows, hkv, dv}, rng, &tmp);
+        s->append(0, kn.get(), vn.get());
+        return s;
+      };
+      const int32_t before[2] = {u[0] - t[0], u[1] - t[1]};
+      append(before)->commit();
+      step = append(t);
+      k.step = step.get(), k.layer = 0;
+    }
+  }
+
+  // The call, and for 16-bit outputs the same call again into a view whose
+  // rows start in the middle of a 32-bit word.
+  void record() {
+    record_attention(*ctx, k);
+    // 16-bit outputs: the same call again into a view whose rows start in
+    // the middle of a 32-bit word, so the odd-row store path (atomics on
+    // shared words: a runtime flag of the same pipeline, kFlagOutOdd) is
+    // checked with the pipeline.
+    if (cfg.q_dtype != VKATTN_F32) {
+      odd_base = new_tensor(ctx, cfg.q_dtype, {tq * H * dv + 2});
+      const int64_t shape[3] = {tq, H, dv}, strides[3] = {int64_t(H) * dv, dv, 1};
+      odd_out = std::make_shared<Tensor>(ctx, odd_base->buffer(), dtype_size(cfg.q_dtype),
+                                         cfg.q_dtype, 3, shape, strides);
+      AttentionCall odd = k;
+      odd.out = odd_out.get(), odd.lse = nullptr;
+      record_attention(*ctx, odd);
+    }
+  }
+
+  // Passed or failed, and the largest error against the reference.
+  CheckRecords::Entry verdict() {
+    if (cache) {
+      // The keys as the cache holds them, once the step is committed.
+      step->commit();
+      const int64_t ids[2] = {1, 2};
+      hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
+      for (uint32_t b = 0; b < 2; ++b)
+        read_dequantized(*cache, ids[b], uint32_t(u[b]), &hk[size_t(cu_k[b]) * hkv * d],
+                         &hv[size_t(cu_k[b]) * hkv * dv]);
+    }
+    const std::vector<float> got = read_floats(*out);
+    std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
+    ref::attention_varlen(p, 2, cu_q, cu_k, hq.data(), hk.data(), hv.data(), want_f.data(),
+                          lse_f.data());
+    // Tolerance: f32 end to end, or 16-bit inputs, f16 arithmetic or an
+    // output rounded to 16 bits (errors of a few ulp of f16 at |x| <= 1).
+    const bool narrow = cfg.q_dtype != VKATTN_F32 || cfg.kv_dtype != VKATTN_F32 || var.f16_math ||
+                        var.family == AttentionFamily::kCoopmat;
+    const double abs_tol = narrow ? 2e-2 : 1e-3, rel_tol = narrow ? 2e-2 : 1e-3;
+    const std::vector<double> want(want_f.begin(), want_f.end());
+    double err = scaled_error(got, want, abs_tol, rel_tol);
+    if (odd_out) {
+      std::vector<uint8_t> bytes(odd_base->nbytes());
+      odd_base->read(bytes.data());
+      const std::vector<float> all = vkattn_ref::decode_bytes(cfg.q_dtype, bytes);
+      err = std::max(err, scaled_error(std::vector<float>(all.begin() + 1, all.end() - 1), want,
+                                       abs_tol, rel_tol));
+    }
+    if (lse) {
+      const std::vector<float> got_lse = read_floats(*lse);
+      err = std::max(err, scaled_error(got_lse, std::vector<double>(lse_f.begin(), lse_f.end()),
+                                       abs_tol, rel_tol));
+    }
+    return {err <= 1.0 ? CheckRecords::kPassed : CheckRecords::kFailed, err * abs_tol};
+  }
+
+  std::shared_ptr<Context> ctx;
+  const FwdConfig& cfg;
+  const AttentionVariant& var;
+  const uint32_t d, dv;
+  const uint32_t hkv = 2;  // two kv heads, a GQA group like the call's (at most 4)
+  const uint32_t group, H;
+  const uint32_t tile;  // keys: two tiles and a ragged tail, and a short sequence
   const int32_t t[2] = {3, 1};
-  const int32_t u[2] = {static_cast<int32_t>(2 * tile + 5), static_cast<int32_t>(tile / 2 + 3)};
-  const int32_t cu_q[3] = {0, t[0], t[0] + t[1]};
-  const int32_t cu_k[3] = {0, u[0], u[0] + u[1]};
-  const int64_t tq = cu_q[2], tk = cu_k[2];
+  const int32_t u[2];
+  const int32_t cu_q[3], cu_k[3];
+  const int64_t tq, tk;
   Rng rng;
-
   AttentionCall k;  // the check's call
-  k.pinned = &cfg;
-  k.batch = 2;
-  k.cu_q.assign(cu_q, cu_q + 3);
-  k.cu_k.assign(cu_k, cu_k + 3);
   vkattn_attention_desc& desc = k.desc;
-  vkattn_attention_desc_init(&desc);
-  desc.num_heads = H, desc.num_kv_heads = hkv, desc.head_dim = d, desc.head_dim_v = dv;
-  desc.scale = static_cast<float>(1.0 / std::sqrt(double(d)));
-  desc.causal = c.desc.causal;
-  desc.window_left = c.desc.window_left >= 0 ? std::min<int32_t>(c.desc.window_left, tile + 1) : -1;
   ref::AttentionParams p;
-  p.num_heads = static_cast<int>(H), p.num_kv_heads = static_cast<int>(hkv);
-  p.head_dim = static_cast<int>(d), p.head_dim_v = static_cast<int>(dv);
-  p.scale = desc.scale, p.causal = desc.causal != 0, p.window_left = desc.window_left;
-
   std::vector<float> hq, hk, hv, hmask, halibi, hsinks;
   std::vector<uint8_t> hbool;
   std::vector<int32_t> hvalid;
-  auto q = random_tensor(ctx, cfg.q_dtype, {tq, H, d}, rng, &hq);
-  auto out = new_tensor(ctx, cfg.q_dtype, {tq, H, dv});
-  k.q = q.get(), k.out = out.get();
-  std::shared_ptr<Tensor> lse, mask, alibi, sinks;
-  if (c.lse) {
-    lse = new_tensor(ctx, VKATTN_F32, {tq, H});
-    k.lse = lse.get();
-  }
-  if (c.sinks) {
-    sinks = random_tensor(ctx, VKATTN_F32, {H}, rng, &hsinks);
-    k.sinks = sinks.get(), p.sinks = hsinks.data();
-  }
-  // The transforms compiled in run in the check.
-  const uint32_t f = cfg.features;
-  // The right window and the chunks, by their presence: narrow enough to
-  // cut the check's rows (a chunk boundary inside its first sequence's
-  // keys and rows).
-  if (f & kFlagWindowRight) {
-    desc.window_right = std::min<int32_t>(std::max(c.desc.window_right, 0), int32_t(tile) + 1);
-    p.window_right = desc.window_right;
-  }
-  if (f & kFlagChunk) {
-    desc.chunk_size = std::clamp<uint32_t>(c.desc.chunk_size, 1, tile + 2);
-    p.chunk_size = desc.chunk_size;
-  }
-  // Spans by their presence: one holding the first sequence's first two
-  // rows (not its last) and a tile of keys before them plus one after, so
-  // it cuts the check's rows and reaches past causal; one in the second
-  // sequence that holds no row.
-  int32_t span_pairs[4] = {std::max<int32_t>(0, u[0] - 2 - int32_t(tile)), u[0] - 1, 1, 2};
-  if (f & kFlagSpan) {
-    k.span_indptr = {0, 1, 2};
-    k.spans.assign(span_pairs, span_pairs + 4);
-    p.span_indptr = k.span_indptr.data(), p.spans = k.spans.data();
-  }
-  if (f & kFlagSoftcap) {
-    desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
-    p.softcap = desc.softcap;
-  }
-  if (f & kFlagAlibi) {
-    alibi = random_tensor(ctx, VKATTN_F32, {H}, rng, &halibi);
-    for (float& s : halibi) s = 0.25f + 0.125f * s;  // positive slopes
-    alibi->write(halibi.data());
-    k.alibi = alibi.get(), p.alibi_slopes = halibi.data();
-  }
-  const int64_t mask_elems = int64_t(t[0]) * u[0] + int64_t(t[1]) * u[1];
-  if (f & kFlagMaskBool) {
-    desc.mask_type = VKATTN_MASK_BOOL;
-    hbool.resize(mask_elems);
-    for (uint8_t& m : hbool) m = rng.next() > -0.6f ? 1 : 0;
-    mask = new_tensor(ctx, VKATTN_U8, {mask_elems});
-    mask->write(hbool.data());
-    k.mask = mask.get(), p.mask_type = 1, p.bool_mask = hbool.data();
-  } else if (f & kFlagMaskAdd) {
-    desc.mask_type = VKATTN_MASK_ADDITIVE;
-    hmask.resize(mask_elems);
-    for (float& m : hmask) m = rng.next() > 0.7f ? -INFINITY : 0.5f * rng.next();
-    mask = new_tensor(ctx, VKATTN_F32, {mask_elems});
-    mask->write(hmask.data());
-    k.mask = mask.get(), p.mask_type = 2, p.add_mask = hmask.data();
-  }
-  if (f & kFlagKeyValid) {
-    k.key_valid.resize(tk);
-    hvalid.resize(tk);
-    for (int64_t i = 0; i < tk; ++i) hvalid[i] = k.key_valid[i] = rng.next() > -0.7f ? 1 : 0;
-    p.key_valid = hvalid.data();
-  }
-
-  // K and V: dense, in caller pools (paged 16/32-bit caches), or in a
-  // cache of the call's 8-bit dtype (appended, then read back, so the
-  // reference sees exactly the codes and scales the kernel reads).
-  std::shared_ptr<Tensor> kt, vt;
+  std::shared_ptr<Tensor> q, out, lse, mask, alibi, sinks, kt, vt, odd_base, odd_out;
   std::shared_ptr<KvCache> cache;
   std::unique_ptr<Step> step;
-  if (!cfg.paged) {
-    kt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, d}, rng, &hk);
-    vt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, dv}, rng, &hv);
-    k.k = kt.get(), k.v = vt.get();
-  } else if (!is_8bit(cfg.kv_dtype)) {
-    // Pages of 4 tokens in a shuffled order.
-    const uint32_t ps = 4;
-    const uint32_t n0 = (u[0] + ps - 1) / ps, n1 = (u[1] + ps - 1) / ps, np = n0 + n1;
-    auto pools = std::make_shared<AttentionCall::Pools>();
-    pools->page_size = ps;
-    for (uint32_t i = 0; i < np; ++i) pools->pages.push_back((i * 7 + 3) % np);
-    if (std::gcd(7u, np) != 1)
-      for (uint32_t i = 0; i < np; ++i) pools->pages[i] = np - 1 - i;
-    pools->first = {0, n0};
-    std::vector<float> pk, pv;
-    kt = random_tensor(ctx, cfg.kv_dtype, {np, ps, hkv, d}, rng, &pk);
-    vt = random_tensor(ctx, cfg.kv_dtype, {np, ps, hkv, dv}, rng, &pv);
-    hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
-    for (uint32_t b = 0; b < 2; ++b)
-      for (int32_t j = 0; j < u[b]; ++j) {
-        const uint64_t page = pools->pages[pools->first[b] + j / ps], slot = j % ps;
-        const uint64_t row = cu_k[b] + j;
-        std::copy_n(&pk[(page * ps + slot) * hkv * d], hkv * d, &hk[row * hkv * d]);
-        std::copy_n(&pv[(page * ps + slot) * hkv * dv], hkv * dv, &hv[row * hkv * dv]);
-      }
-    k.pools = pools;
-    k.k = kt.get(), k.v = vt.get();
-  } else {
-    vkattn_kv_cache_desc cd;
-    vkattn_kv_cache_desc_init(&cd);
-    cd.num_layers = 1, cd.num_kv_heads = hkv, cd.head_dim = d, cd.head_dim_v = dv;
-    cd.page_size = 4, cd.dtype = cfg.kv_dtype;
-    cd.num_pages = static_cast<uint32_t>((u[0] + 3) / 4 + (u[1] + 3) / 4 + 2);
-    cache = std::make_shared<KvCache>(ctx, cd);
-    if (cache->fp8()) {
-      const float ks[2] = {1.0f / 64, 1.0f / 32}, vs[2] = {1.0f / 32, 1.0f / 64};
-      cache->set_scales(0, hkv, ks, vs);
-    }
-    const int64_t ids[2] = {1, 2};
-    auto append = [&](const int32_t* n) {
-      auto s = std::make_unique<Step>(cache, 2, ids, n);
-      std::vector<float> tmp;
-      const int64_t rows = n[0] + n[1];
-      auto kn = random_tensor(ctx, VKATTN_F32, {rows, hkv, d}, rng, &tmp);
-      auto vn = random_tensor(ctx, VKATTN_F32, {rows, hkv, dv}, rng, &tmp);
-      s->append(0, kn.get(), vn.get());
-      return s;
-    };
-    const int32_t before[2] = {u[0] - t[0], u[1] - t[1]};
-    append(before)->commit();
-    step = append(t);
-    k.step = step.get(), k.layer = 0;
-  }
-  record_attention(*ctx, k);
-  // 16-bit outputs: the same call again into a view whose rows start in
-  // the middle of a 32-bit word, so the odd-row store path (atomics on
-  // shared words: a runtime flag of the same pipeline, kFlagOutOdd) is
-  // checked with the pipeline.
-  std::shared_ptr<Tensor> odd_base, odd_out;
-  if (cfg.q_dtype != VKATTN_F32) {
-    odd_base = new_tensor(ctx, cfg.q_dtype, {tq * H * dv + 2});
-    const int64_t shape[3] = {tq, H, dv}, strides[3] = {int64_t(H) * dv, dv, 1};
-    odd_out = std::make_shared<Tensor>(ctx, odd_base->buffer(), dtype_size(cfg.q_dtype),
-                                       cfg.q_dtype, 3, shape, strides);
-    AttentionCall odd = k;
-    odd.out = odd_out.get(), odd.lse = nullptr;
-    record_attention(*ctx, odd);
-  }
-  if (cache) {
-    // The keys as the cache holds them, once the step is committed.
-    step->commit();
-    const int64_t ids[2] = {1, 2};
-    hk.resize(size_t(tk) * hkv * d), hv.resize(size_t(tk) * hkv * dv);
-    for (uint32_t b = 0; b < 2; ++b)
-      read_dequantized(*cache, ids[b], uint32_t(u[b]), &hk[size_t(cu_k[b]) * hkv * d],
-                       &hv[size_t(cu_k[b]) * hkv * dv]);
-  }
-  const std::vector<float> got = read_floats(*out);
-  std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
-  ref::attention_varlen(p, 2, cu_q, cu_k, hq.data(), hk.data(), hv.data(), want_f.data(),
-                        lse_f.data());
-  // Tolerance: f32 end to end, or 16-bit inputs, f16 arithmetic or an
-  // output rounded to 16 bits (errors of a few ulp of f16 at |x| <= 1).
-  const bool narrow = cfg.q_dtype != VKATTN_F32 || cfg.kv_dtype != VKATTN_F32 || var.f16_math ||
-                      var.family == AttentionFamily::kCoopmat;
-  const double abs_tol = narrow ? 2e-2 : 1e-3, rel_tol = narrow ? 2e-2 : 1e-3;
-  const std::vector<double> want(want_f.begin(), want_f.end());
-  double err = scaled_error(got, want, abs_tol, rel_tol);
-  if (odd_out) {
-    std::vector<uint8_t> bytes(odd_base->nbytes());
-    odd_base->read(bytes.data());
-    const std::vector<float> all = vkattn_ref::decode_bytes(cfg.q_dtype, bytes);
-    err = std::max(err, scaled_error(std::vector<float>(all.begin() + 1, all.end() - 1), want,
-                                     abs_tol, rel_tol));
-  }
-  if (lse) {
-    const std::vector<float> got_lse = read_floats(*lse);
-    err = std::max(err, scaled_error(got_lse, std::vector<double>(lse_f.begin(), lse_f.end()),
-                                     abs_tol, rel_tol));
-  }
-  return {err <= 1.0 ? CheckRecords::kPassed : CheckRecords::kFailed, err * abs_tol};
+};
+
+}  // namespace
+
+CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, const FwdConfig& cfg) {
+  CheckCall check(parent.checker(), c, cfg);
+  check.setup(c);
+  check.add_transforms(c);
+  check.place_kv();
+  check.record();
+  return check.verdict();
 }
 
 CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdConfig& cfg) {

@@ -6,8 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "api/abi.h"
-#include "api/handles.h"
+#include "core/abi.h"
 #include "core/error.h"
 #include "core/faults.h"
 #include "ops/attention/attention.h"
