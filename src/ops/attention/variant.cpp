@@ -234,19 +234,17 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
 
 }  // namespace
 
-AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
-                                          uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
-                                          vkattn_dtype kv_dtype, uint32_t group) {
-  // No forced value reaches arithmetic before its range check (a 0 here
-  // divided by zero in the decode family's shape).
-  if (const std::string why = forced.range_error(); !why.empty())
-    fail(VKATTN_ERROR_INVALID_ARGUMENT, why);
+namespace {
+
+// The lanes variant of a call (every other family starts from it): rows
+// per lane, unrolled head-dim loops, keys per block, the table's and the
+// environment's choices, range-checked.
+AttentionVariant lanes_variant(const DeviceCaps& caps, const AttentionDefaults& dev, bool cpu,
+                               const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
+                               uint32_t max_rows) {
   AttentionVariant v;
-  const DeviceCaps& caps = device.caps();
-  const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
   // Lanes are independent (no cross-lane traffic): one subgroup per
   // workgroup (the device table, ops/attention/devices.h).
-  const AttentionDefaults dev = attention_defaults(device);
   v.wg = dev.lanes_wg;
   // Rows per lane: more rows reuse each K/V fetch more, at the cost of
   // registers (q and the accumulator of every row stay in registers) and,
@@ -326,6 +324,11 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const uint64_t merge_bytes = uint64_t(v.wg) * v.rows * (((head_dim_v + 3) / 4) * 16 + 8);
   v.decode_merge = K::pick(forced.attn_decode_merge, dev.lanes_decode_merge ? 1 : 0) != 0 &&
                    merge_bytes <= caps.max_shared_memory;
+  return v;
+}
+
+// A family name the environment gave that names no family fails the call.
+void check_family_names(const KernelOptions& forced) {
   if (forced.bad_fault_name)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "VKATTN_FAULT_KERNEL names no kernel family (lanes, tiled, coopmat or decode, "
@@ -334,6 +337,23 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "VKATTN_ATTN_KERNEL (or VKATTN_ATTN_KERNEL_DECODE, VKATTN_ATTN_KERNEL_PREFILL) names no "
          "kernel family (lanes, tiled, coopmat or decode)");
+}
+
+}  // namespace
+
+AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
+                                          uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
+                                          vkattn_dtype kv_dtype, uint32_t group) {
+  // No forced value reaches arithmetic before its range check (a 0 here
+  // divided by zero in the decode family's shape).
+  if (const std::string why = forced.range_error(); !why.empty())
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, why);
+  const DeviceCaps& caps = device.caps();
+  const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
+  const AttentionDefaults dev = attention_defaults(device);
+  AttentionVariant v = lanes_variant(caps, dev, cpu, forced, head_dim, head_dim_v, max_rows);
+  check_family_names(forced);
+  using K = KernelOptions;
   // A forced minimum split length holds for every family.
   auto finish = [&](AttentionVariant r) {
     if (forced.attn_min_split_keys != K::kUnset)
