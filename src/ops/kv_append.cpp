@@ -281,11 +281,15 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   c.mark_appended(layer);
 }
 
-void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
-                         const int32_t* seq_lens_before, const int32_t* page_indptr,
-                         const int32_t* page_indices, uint32_t page_size, Tensor* k_new,
-                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages,
-                         const vkattn_rope_desc* rope_desc) {
+namespace {
+
+// Caller pools of vkattn_paged_append: [num_pages, page_size, Hkv, d|dv],
+// of one 16/32-bit dtype, overlapping neither each other nor k_new/v_new.
+struct PoolDims {
+  int64_t np = 0, hkv = 0, d = 0, dv = 0;
+};
+PoolDims check_pools(Context& ctx, uint32_t page_size, Tensor* k_new, Tensor* v_new,
+                     Tensor* k_pages, Tensor* v_pages) {
   require(k_new && v_new && k_pages && v_pages,
           "k_new, v_new, k_pages and v_pages must not be NULL");
   for (const Tensor* t : {k_new, v_new, k_pages, v_pages})
@@ -293,8 +297,9 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   require(page_size >= 1, "page_size must be >= 1");
   require(k_pages->ndim() == 4 && v_pages->ndim() == 4,
           "k_pages and v_pages must be [num_pages, page_size, Hkv, d|dv]");
-  const int64_t np = k_pages->dim(0), hkv = k_pages->dim(2);
-  const int64_t d = k_pages->dim(3), dv = v_pages->dim(3);
+  PoolDims p;
+  p.np = k_pages->dim(0), p.hkv = k_pages->dim(2), p.d = k_pages->dim(3), p.dv = v_pages->dim(3);
+  const int64_t np = p.np, hkv = p.hkv, d = p.d, dv = p.dv;
   require(k_pages->dim(1) == page_size && v_pages->dim(0) == np && v_pages->dim(1) == page_size &&
               v_pages->dim(2) == hkv,
           "k_pages and v_pages must be [num_pages, page_size, Hkv, d|dv] with page_size ",
@@ -302,8 +307,6 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
   require(hkv >= 1 && d >= 1 && dv >= 1 && hkv <= 65536 && d <= VKATTN_MAX_HEAD_DIM &&
               dv <= VKATTN_MAX_HEAD_DIM,
           "pool dims Hkv ", hkv, ", d ", d, ", dv ", dv, " out of range");
-  std::optional<Rope> rope;
-  if (rope_desc) rope.emplace(rope_desc, uint32_t(d));
   require(k_pages->dtype() == v_pages->dtype(), "k_pages and v_pages must share a dtype");
   for (const Tensor* t : {k_pages, v_pages}) {
     if (is_8bit(t->dtype()))
@@ -318,6 +321,20 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
               !elements_overlap(k_pages, v_new) && !elements_overlap(v_pages, k_new) &&
               !elements_overlap(v_pages, v_new),
           "the pools must not overlap each other or k_new / v_new");
+  return p;
+}
+
+}  // namespace
+
+void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
+                         const int32_t* seq_lens_before, const int32_t* page_indptr,
+                         const int32_t* page_indices, uint32_t page_size, Tensor* k_new,
+                         Tensor* v_new, Tensor* k_pages, Tensor* v_pages,
+                         const vkattn_rope_desc* rope_desc) {
+  const PoolDims pools = check_pools(ctx, page_size, k_new, v_new, k_pages, v_pages);
+  const int64_t np = pools.np, hkv = pools.hkv, d = pools.d, dv = pools.dv;
+  std::optional<Rope> rope;
+  if (rope_desc) rope.emplace(rope_desc, uint32_t(d));
   require(cu_new != nullptr, "cu_seqlens_new is NULL");
   require(seq_lens_before != nullptr || batch == 0, "seq_lens_before is NULL");
   require(cu_new[0] == 0, "cu_seqlens_new[0] must be 0");
