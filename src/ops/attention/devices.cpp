@@ -136,6 +136,20 @@ constexpr RowChoices half_row_floats(RowChoices c) {
   return c;
 }
 
+// Reasons shared by a vendor's rows.
+constexpr const char* kAmdWhy =
+    "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per row; "
+    "64 KiB of LDS per workgroup";
+constexpr const char* kIntelWhy =
+    "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 keys per "
+    "tile (64 KiB SLM shared by more threads)";
+constexpr const char* kMobileWhy =
+    "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
+    "lanes, 4 per row, 16 keys per tile";
+constexpr const char* kAdrenoCoopmatWhy =
+    "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan reports): forced "
+    "only";
+
 const DeviceRow kDeviceTable[] = {
     // lavapipe: lanes never talk (a barrier or shared-memory staging costs more than it saves,
     // LAVAPIPE.md); decode measured (vkattn-bench --reps 5, 2026-11-25), lanes / decode ms:
@@ -199,16 +213,14 @@ const DeviceRow kDeviceTable[] = {
      "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",
      {false, kAmd, "radv", nullptr},
      with_coopmat(kGpu, 4),
-     "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per row; "
-     "64 KiB of LDS per workgroup",
+     kAmdWhy,
      "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here)",
      kGpuDecodeWhy},
     {"AMD (0x1002)",
      "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",
      {false, kAmd, nullptr, nullptr},
      kGpu,
-     "64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, 4 per row; "
-     "64 KiB of LDS per workgroup",
+     kAmdWhy,
      "AMD drivers other than RADV advertise cooperative matrices on pre-RDNA3 chips and emulate "
      "them: forced only",
      kGpuDecodeWhy},
@@ -217,24 +229,21 @@ const DeviceRow kDeviceTable[] = {
      "reasoned",
      {false, kIntel, "Intel open-source Mesa driver", nullptr},
      with_coopmat(kIntelChoices, 2),
-     "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 keys "
-     "per tile (64 KiB SLM shared by more threads)",
+     kIntelWhy,
      "ANV: XMX matrix engines (Arc, Xe2) for prefill (unmeasured here)",
      kGpuDecodeWhy},
     {"Intel (0x8086)",
      "reasoned",
      {false, kIntel, nullptr, nullptr},
      kIntelChoices,
-     "SIMD8-32 subgroups: lanes workgroup of one subgroup; tiled 128 lanes, 4 per row, 16 keys "
-     "per tile (64 KiB SLM shared by more threads)",
+     kIntelWhy,
      kNoCoopmat,
      kGpuDecodeWhy},
     {"Arm Mali (0x13B5)",
      "reasoned",
      {false, kArm, nullptr, nullptr},
      kMobile,
-     "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
-     "lanes, 4 per row, 16 keys per tile",
+     kMobileWhy,
      "unmeasured mobile cooperative matrices: forced only",
      kGpuDecodeWhy},
     // Adreno 6xx: ir3 keeps 32 registers a fiber there (48 on the 740): 32 floats of a row a lane
@@ -244,19 +253,15 @@ const DeviceRow kDeviceTable[] = {
      "static: Adreno 740/660 ir3 (Mesa 26.1, 2026-11-27)",
      {false, kQualcomm, nullptr, "Adreno (TM) 6"},
      half_row_floats(kMobile),
-     "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
-     "lanes, 4 per row, 16 keys per tile",
-     "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan reports): forced "
-     "only",
+     kMobileWhy,
+     kAdrenoCoopmatWhy,
      kGpuDecodeWhy},
     {"Qualcomm Adreno (0x5143)",
      "static: Adreno 740/660 ir3 (Mesa 26.1, 2026-11-27)",
      {false, kQualcomm, nullptr, nullptr},
      kMobile,
-     "mobile GPUs: 16-128 lane subgroups, 32 KiB of shared memory and few registers: tiled 64 "
-     "lanes, 4 per row, 16 keys per tile",
-     "Adreno's cooperative matrices gave wrong results with masks (ggml-vulkan reports): forced "
-     "only",
+     kMobileWhy,
+     kAdrenoCoopmatWhy,
      kGpuDecodeWhy},
     {"Apple via MoltenVK (0x106B)",
      "reasoned",
