@@ -41,8 +41,11 @@
 // or coopMatStore touches is of 4-vectors (f16vec4 for f16 operands, vec4
 // for the f32 scores and products), offsets and strides are counted in
 // those vectors and are multiples of 16 bytes (rows padded by 2 f16vec4,
-// as ggml's cm1), a barrier with shared-memory semantics sits between
-// every write and the load that reads it, no accumulator is ever loaded
+// as ggml's cm1), every shared array is a whole number of 16 bytes (so
+// that whatever order the driver packs them in, each starts on 16 bytes:
+// the H200 found this one, 2026-11-28), a barrier with shared-memory
+// semantics sits between every write and the load that reads it, no
+// accumulator is ever loaded
 // back from memory (the two H100 symptoms: an accumulator reloaded from a
 // scalar float array read 0 or garbage; S missed the last two head-dim
 // elements, as a 4-byte-misaligned scalar f16 row would), the pipeline
@@ -108,12 +111,20 @@ shared f16vec4 sh_v[BC * VS];    // the tile's V, a chunk of columns
 shared vec4 sh_s[ROWS * SS];     // scores, masked ones as -inf; then P V blocks, output blocks
 shared f16vec4 sh_p[ROWS * PS];  // exp(s - m)
 const bool O_IN_REGS = OREG != 0u;
-const uint NB = O_IN_REGS ? DVP / TN : 1u;       // blocks of O's columns
-const uint OE = O_IN_REGS ? TM * TN / SG : 1u;   // a lane's elements of one block
-shared float sh_o[O_IN_REGS ? 1u : ROWS * DVP];  // unnormalized output rows (scalar code only)
-shared float sh_m[ROWS], sh_l[ROWS], sh_alpha[ROWS];
+const uint NB = O_IN_REGS ? DVP / TN : 1u;      // blocks of O's columns
+const uint OE = O_IN_REGS ? TM * TN / SG : 1u;  // a lane's elements of one block
+// Every shared array below is a whole number of 16 bytes as well (the
+// scalar ones rounded up to 4 words): the driver chooses where each array
+// sits, and NVIDIA's (580, H200, 2026-11-28) placed 4-byte ones before the
+// matrix arrays, leaving those 8 bytes off 16 (its reported shared size
+// was ours + 8 or + 12) so that every coopMatLoad/Store read or wrote rows
+// 8 bytes off: every coopmat self-check failed. With every size a multiple
+// of 16, any packing order keeps every array on a 16-byte boundary.
+const uint ROWS4 = (ROWS + 3u) / 4u * 4u;
 const uint KW = (BC + 31u) / 32u;  // words of a per-key bit mask
-shared uint sh_kseen[KW];  // bit j: some row of the work item sees key kt + j
+shared float sh_o[O_IN_REGS ? 4u : ROWS * DVP];  // unnormalized output rows (scalar code only)
+shared float sh_m[ROWS4], sh_l[ROWS4], sh_alpha[ROWS4];
+shared uint sh_kseen[(KW + 3u) / 4u * 4u];  // bit j: some row of the work item sees key kt + j
 
 #include "attention_fetch.glsl"
 #include "attention_mask.glsl"

@@ -521,7 +521,7 @@ TEST_F(StepAttentionTest, ChunkedPrefillEqualsOneShot) {
     double worst = 0;
     for (size_t i = 0; i < out.size(); ++i)
       worst = std::max(worst, double(std::fabs(out[i] - one_shot[i])));
-    EXPECT_LT(worst, 2e-5) << "largest difference to one-shot prefill";
+    EXPECT_LT(worst, 2e-5 + f16_math_slack()) << "largest difference to one-shot prefill";
   }
 }
 
@@ -661,7 +661,7 @@ TEST_F(StepAttentionTest, BidirectionalSpans) {
         double worst = 0;
         for (size_t i = 0; i < out.size(); ++i)
           worst = std::max(worst, double(std::fabs(out[i] - one_shot[i])));
-        EXPECT_LT(worst, 2e-5) << "largest difference to one-shot prefill";
+        EXPECT_LT(worst, 2e-5 + f16_math_slack()) << "largest difference to one-shot prefill";
       }
       // Decodes of sequence 1 beside sequence 2's prefill holding a span.
       run_step({1, 2}, {1, 12}, cfg, VKATTN_F16);

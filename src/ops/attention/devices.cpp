@@ -191,21 +191,23 @@ const DeviceRow kDeviceTable[] = {
      "forced only on a CPU: slower than lanes on most decode cases (decode-16x2048 54 vs 45 ms, "
      "decode-1x32768 106 vs 48 ms; docs/guide/benchmark.md); VKATTN_ATTN_KERNEL=decode for "
      "tests"},
-    // coopmat is not the default: on an H100 (driver 580.159.04, 2026-11-23) the family's
-    // answers were wrong (docs/guide/devices-tested.md): Q K^T read from shared memory lost
-    // head-dim elements, and O loaded back as an accumulator came out 0; lavapipe 26.1 passes the
-    // same grids. Turing (0x1E00-0x21FF) also miscompiled ggml-vulkan's coopmat attention.
+    // coopmat is not the default: wrong on every NVIDIA draw until 2026-11-28, when an H200
+    // showed why (the driver placed 4-byte shared arrays before the matrix arrays, 8 bytes off
+    // 16; docs/bench/h200-2026-11-28.md) and passed every check once each shared array was a
+    // whole number of 16 bytes; it was then 1.2-1.7x faster than tiled at d 64-128 without a
+    // causal mask and slower on causal, d 256 and MLA, in one process each. Turing
+    // (0x1E00-0x21FF) also miscompiled ggml-vulkan's coopmat attention.
     {"NVIDIA (0x10DE)",
-     "measured: H100 and H200 (driver 580.159.04, 2026-11-23/27); static: GA102 NAK (Mesa 26.1, "
-     "2026-11-27)",
+     "measured: H100 and H200 (driver 580.159.04, 2026-11-23/27/28); static: GA102 NAK (Mesa "
+     "26.1, 2026-11-27)",
      {false, kNvidia, nullptr, nullptr},
      kGpu,
      "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as FlashAttention-2's "
      "forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared memory under Vulkan "
      "bounds the tile",
-     "NVIDIA: wrong answers measured on H100 (driver 580.159.04: Q K^T from shared memory lost "
-     "head-dim elements, O reloaded as an accumulator read 0); forced only, until a kernel "
-     "passes the tests there",
+     "NVIDIA: right on an H200 since 2026-11-28 (driver 580.159.04) but faster than tiled only "
+     "at d 64-128 without a causal mask (docs/bench/h200-2026-11-28.md); forced only until it "
+     "wins in repeated processes",
      kGpuDecodeWhy},
     // RADV offers VK_KHR_cooperative_matrix on RDNA3 (GFX11) and newer only; other AMD drivers
     // advertise it on older chips and emulate it.

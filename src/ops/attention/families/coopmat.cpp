@@ -115,8 +115,11 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   // Rows of 4-vectors padded by 16 bytes (attention_coopmat.comp QS, VS,
   // PS: 2 f16vec4; SS: 1 vec4).
   const uint64_t qs = (d.dc / 4 + 2) * 8, vs = (d.dvc / 4 + 2) * 8, ps = (bc / 4 + 2) * 8;
-  const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs ? 4 : rows * d.dvp * 4;
-  return rows * qs + bc * qs + bc * vs + rows * ss + rows * ps + o + rows * 12 + (bc + 31) / 32 * 4;
+  // The scalar arrays are rounded up to 16 bytes each, as the shader
+  // declares them, so that no packing order puts a matrix array off 16.
+  const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs ? 16 : rows * d.dvp * 4;
+  const uint64_t rows4 = (rows + 3) / 4 * 4, kw4 = ((bc + 31) / 32 + 3) / 4 * 4;
+  return rows * qs + bc * qs + bc * vs + rows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
