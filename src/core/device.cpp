@@ -233,6 +233,70 @@ void describe_physical_device(const InstanceTable& vki, VkPhysicalDevice phys,
   *out = info;
 }
 
+namespace {
+
+// The device extensions init_caps reads properties or features of
+// (properties of a supported extension may be queried without enabling it).
+struct OfferedExtensions {
+  bool nv_sm = false, amd_core = false, arm_core = false, coopmat = false, sgsc = false,
+       stats = false;
+};
+
+OfferedExtensions offered_extensions(const InstanceTable& vki, VkPhysicalDevice physical) {
+  uint32_t n = 0;
+  vki.vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vki.vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, exts.data());
+  exts.resize(n);
+  OfferedExtensions o;
+  for (const auto& e : exts) {
+    const char* x = e.extensionName;
+    o.nv_sm |= std::strcmp(x, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0;
+    o.amd_core |= std::strcmp(x, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0;
+    o.arm_core |= std::strcmp(x, "VK_ARM_shader_core_builtins") == 0;
+    o.coopmat |= std::strcmp(x, kCoopmatExtension) == 0;
+    o.sgsc |= std::strcmp(x, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0;
+    o.stats |= std::strcmp(x, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0;
+  }
+  return o;
+}
+
+// The limits vkattn plans against.
+void read_limits(DeviceCaps& c, const VkPhysicalDeviceLimits& lim, VkDeviceSize max_allocation) {
+  c.max_shared_memory = lim.maxComputeSharedMemorySize;
+  c.max_storage_buffer_range = lim.maxStorageBufferRange;
+  c.max_texel_buffer_elements = lim.maxTexelBufferElements;
+  for (int i = 0; i < 3; ++i) c.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
+  c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  c.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
+  c.max_allocation_size = max_allocation;
+  // Test option: smaller binding limits, so that windowed and split paths
+  // run on small tensors (docs/guide/environment.md).
+  // (At least 64 bytes: a window's alignment and slack are subtracted
+  // from it, core/binding_window.h.)
+  if (const uint64_t small = env_u64("VKATTN_BINDING_LIMIT", 0)) {
+    c.max_storage_buffer_range =
+        std::min<uint64_t>(c.max_storage_buffer_range, std::max<uint64_t>(small, 64));
+    c.max_texel_buffer_elements = static_cast<uint32_t>(
+        std::min<uint64_t>(c.max_texel_buffer_elements, std::max<uint64_t>(small / 4, 64)));
+  }
+}
+
+// Compute units where the vendor reports them (NVIDIA SMs, AMD CUs, Arm
+// cores), else 0.
+uint32_t compute_units_of(const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV& nv_sm,
+                          const VkPhysicalDeviceShaderCorePropertiesAMD& amd_core,
+                          uint32_t arm_cores) {
+  if (nv_sm.shaderSMCount) return nv_sm.shaderSMCount;
+  if (amd_core.computeUnitsPerShaderArray)
+    return amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
+           amd_core.computeUnitsPerShaderArray;
+  return arm_cores;
+}
+
+}  // namespace
+
 void Device::init_caps() {
   VkPhysicalDeviceProperties props;
   vki_.vkGetPhysicalDeviceProperties(physical_, &props);
@@ -256,36 +320,13 @@ void Device::init_caps() {
     uint32_t shaderCoreCount;
     uint32_t shaderWarpsPerCore;
   } arm_core{static_cast<VkStructureType>(1000497001), nullptr, 0, 0, 0};
-  bool coopmat_offered = false, sgsc_offered = false, stats_offered = false;
-  {
-    uint32_t n = 0;
-    vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, nullptr);
-    std::vector<VkExtensionProperties> exts(n);
-    vki_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n, exts.data());
-    exts.resize(n);
-    for (const auto& e : exts) {
-      if (std::strcmp(e.extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0) {
-        nv_sm.pNext = sg.pNext;
-        sg.pNext = &nv_sm;
-      } else if (std::strcmp(e.extensionName, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME) == 0) {
-        amd_core.pNext = sg.pNext;
-        sg.pNext = &amd_core;
-      } else if (std::strcmp(e.extensionName, "VK_ARM_shader_core_builtins") == 0) {
-        arm_core.pNext = sg.pNext;
-        sg.pNext = &arm_core;
-      } else if (std::strcmp(e.extensionName, kCoopmatExtension) == 0) {
-        coopmat_offered = true;
-      } else if (std::strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0) {
-        sgsc_offered = true;
-      } else if (std::strcmp(e.extensionName,
-                             VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) {
-        stats_offered = true;
-      }
-    }
-  }
+  const OfferedExtensions offered = offered_extensions(vki_, physical_);
+  if (offered.nv_sm) nv_sm.pNext = sg.pNext, sg.pNext = &nv_sm;
+  if (offered.amd_core) amd_core.pNext = sg.pNext, sg.pNext = &amd_core;
+  if (offered.arm_core) arm_core.pNext = sg.pNext, sg.pNext = &arm_core;
   VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sgsc{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
-  if (sgsc_offered) {
+  if (offered.sgsc) {
     sgsc.pNext = m3.pNext;
     m3.pNext = &sgsc;
   }
@@ -301,24 +342,7 @@ void Device::init_caps() {
 
   DeviceCaps& c = caps_;
   c.subgroup_size = info_.subgroup_size;
-  c.max_shared_memory = lim.maxComputeSharedMemorySize;
-  c.max_storage_buffer_range = lim.maxStorageBufferRange;
-  c.max_texel_buffer_elements = lim.maxTexelBufferElements;
-  for (int i = 0; i < 3; ++i) c.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
-  c.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
-  c.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
-  c.min_texel_offset_alignment = lim.minTexelBufferOffsetAlignment;
-  c.max_allocation_size = m3.maxMemoryAllocationSize;
-  // Test option: smaller binding limits, so that windowed and split paths
-  // run on small tensors (docs/guide/environment.md).
-  // (At least 64 bytes: a window's alignment and slack are subtracted
-  // from it, core/binding_window.h.)
-  if (const uint64_t lim = env_u64("VKATTN_BINDING_LIMIT", 0)) {
-    c.max_storage_buffer_range =
-        std::min<uint64_t>(c.max_storage_buffer_range, std::max<uint64_t>(lim, 64));
-    c.max_texel_buffer_elements = static_cast<uint32_t>(
-        std::min<uint64_t>(c.max_texel_buffer_elements, std::max<uint64_t>(lim / 4, 64)));
-  }
+  read_limits(c, lim, m3.maxMemoryAllocationSize);
   c.shader_float16 = info_.supports_f16 != 0;
   c.storage_16bit = info_.supports_16bit_storage != 0;
   c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
@@ -332,14 +356,14 @@ void Device::init_caps() {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fs{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-  if (sgsc_offered || stats_offered) {
+  if (offered.sgsc || offered.stats) {
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    if (sgsc_offered) f.pNext = f2.pNext, f2.pNext = &f;
-    if (stats_offered) fs.pNext = f2.pNext, f2.pNext = &fs;
+    if (offered.sgsc) f.pNext = f2.pNext, f2.pNext = &f;
+    if (offered.stats) fs.pNext = f2.pNext, f2.pNext = &fs;
     vki_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
   }
-  c.pipeline_stats = stats_offered && fs.pipelineExecutableInfo != VK_FALSE;
-  if (sgsc_offered) {
+  c.pipeline_stats = offered.stats && fs.pipelineExecutableInfo != VK_FALSE;
+  if (offered.sgsc) {
     c.full_subgroups = f.computeFullSubgroups != VK_FALSE;
     c.subgroup_size_control = f.subgroupSizeControl != VK_FALSE &&
                               (sgsc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
@@ -348,13 +372,7 @@ void Device::init_caps() {
     c.min_subgroup_size = sgsc.minSubgroupSize, c.max_subgroup_size = sgsc.maxSubgroupSize;
   }
   c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
-  if (nv_sm.shaderSMCount)
-    c.compute_units = nv_sm.shaderSMCount;
-  else if (amd_core.computeUnitsPerShaderArray)
-    c.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
-                      amd_core.computeUnitsPerShaderArray;
-  else if (arm_core.shaderCoreCount)
-    c.compute_units = arm_core.shaderCoreCount;
+  c.compute_units = compute_units_of(nv_sm, amd_core, arm_core.shaderCoreCount);
   // Tests and tuning: VKATTN_DEVICE_COMPUTE_UNITS=n stands for the count
   // (the planner's target of 2 workgroups per compute unit follows it).
   if (const uint64_t cu = env_u64("VKATTN_DEVICE_COMPUTE_UNITS", 0))
@@ -374,7 +392,7 @@ void Device::init_caps() {
   // to address 0 there under test_faults' injected allocation failures on an
   // H100, 2026-11-23).
   const bool coopmat_off = env_u64("VKATTN_DISABLE_COOPMAT", 0) != 0;
-  if (!coopmat_off) c.coopmat = query_coopmat(vki_, instance_, physical_, coopmat_offered);
+  if (!coopmat_off) c.coopmat = query_coopmat(vki_, instance_, physical_, offered.coopmat);
   c.coopmat.disabled = coopmat_off;
   memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
 }
@@ -467,6 +485,96 @@ std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
   return d;
 }
 
+namespace {
+
+// The adopted queue's family exists and has compute.
+void check_queue_family(const InstanceTable& vki, VkPhysicalDevice physical, uint32_t family) {
+  uint32_t n = 0;
+  vki.vkGetPhysicalDeviceQueueFamilyProperties(physical, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vki.vkGetPhysicalDeviceQueueFamilyProperties(physical, &n, fams.data());
+  require(family < n, "queue_family_index ", family, " out of range: ", n, " famil(ies)");
+  if (!(fams[family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+    fail(VKATTN_ERROR_UNSUPPORTED, "queue family ", family, " has no compute");
+}
+
+// What the caller of vkattn_context_create_from_vulkan enabled, read from
+// its features chain (Vulkan cannot be asked).
+struct EnabledFeatures {
+  bool timeline = false, f16 = false, storage16 = false, memory_model = false, device_scope = false,
+       coopmat = false, full_sg = false, sg_size = false, stats = false;
+};
+
+EnabledFeatures read_enabled_features(const VkPhysicalDeviceFeatures2* features) {
+  EnabledFeatures e;
+  if (!features) return e;
+  require(features->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+          "enabled_features must point at a VkPhysicalDeviceFeatures2 (sType ",
+          static_cast<int>(features->sType), ")");
+  int guard = 0;
+  for (auto* p = static_cast<const VkBaseInStructure*>(features->pNext); p; p = p->pNext) {
+    require(++guard < 256, "enabled_features: the pNext chain does not end");
+    switch (static_cast<int64_t>(p->sType)) {
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: {
+        auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(p);
+        e.timeline |= f->timelineSemaphore != 0;
+        e.f16 |= f->shaderFloat16 != 0;
+        e.memory_model |= f->vulkanMemoryModel != 0;
+        e.device_scope |= f->vulkanMemoryModelDeviceScope != 0;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES: {
+        auto* f = reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(p);
+        e.memory_model |= f->vulkanMemoryModel != 0;
+        e.device_scope |= f->vulkanMemoryModelDeviceScope != 0;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR:
+        e.stats |=
+            reinterpret_cast<const VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR*>(p)
+                ->pipelineExecutableInfo != 0;
+        break;
+      case kCoopmatFeaturesSType:
+        e.coopmat |= reinterpret_cast<const CoopmatFeatures*>(p)->cooperativeMatrix != 0;
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT: {
+        auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeaturesEXT*>(p);
+        e.full_sg |= f->computeFullSubgroups != 0;
+        e.sg_size |= f->subgroupSizeControl != 0;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES: {
+        auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan13Features*>(p);
+        e.full_sg |= f->computeFullSubgroups != 0;
+        e.sg_size |= f->subgroupSizeControl != 0;
+        break;
+      }
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
+        e.timeline |= reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(p)
+                          ->timelineSemaphore != 0;
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
+        e.f16 |=
+            reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(p)->shaderFloat16 !=
+            0;
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
+        e.storage16 |= reinterpret_cast<const VkPhysicalDeviceVulkan11Features*>(p)
+                           ->storageBuffer16BitAccess != 0;
+        break;
+      case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+        e.storage16 |= reinterpret_cast<const VkPhysicalDevice16BitStorageFeatures*>(p)
+                           ->storageBuffer16BitAccess != 0;
+        break;
+      default:
+        break;
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
 std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   std::shared_ptr<Device> d(new Device());
   d->owned_ = false;
@@ -490,83 +598,9 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
     fail(VKATTN_ERROR_UNSUPPORTED, "device \"", d->info_.name, "\" supports Vulkan ",
          VK_API_VERSION_MAJOR(d->info_.api_version), ".",
          VK_API_VERSION_MINOR(d->info_.api_version), "; vkattn needs 1.2");
-  {
-    uint32_t n = 0;
-    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, nullptr);
-    std::vector<VkQueueFamilyProperties> fams(n);
-    vki.vkGetPhysicalDeviceQueueFamilyProperties(d->physical_, &n, fams.data());
-    require(v.queue_family < n, "queue_family_index ", v.queue_family, " out of range: ", n,
-            " famil(ies)");
-    if (!(fams[v.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
-      fail(VKATTN_ERROR_UNSUPPORTED, "queue family ", v.queue_family, " has no compute");
-  }
-  // What the caller enabled: the features chain (Vulkan cannot be asked).
-  bool timeline = false, f16 = false, storage16 = false, memory_model = false, device_scope = false,
-       coopmat = false, full_sg = false, sg_size = false, stats = false;
-  int guard = 0;
-  if (v.features) {
-    require(v.features->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-            "enabled_features must point at a VkPhysicalDeviceFeatures2 (sType ",
-            static_cast<int>(v.features->sType), ")");
-    for (auto* p = static_cast<const VkBaseInStructure*>(v.features->pNext); p; p = p->pNext) {
-      require(++guard < 256, "enabled_features: the pNext chain does not end");
-      switch (static_cast<int64_t>(p->sType)) {
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: {
-          auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan12Features*>(p);
-          timeline |= f->timelineSemaphore != 0;
-          f16 |= f->shaderFloat16 != 0;
-          memory_model |= f->vulkanMemoryModel != 0;
-          device_scope |= f->vulkanMemoryModelDeviceScope != 0;
-          break;
-        }
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES: {
-          auto* f = reinterpret_cast<const VkPhysicalDeviceVulkanMemoryModelFeatures*>(p);
-          memory_model |= f->vulkanMemoryModel != 0;
-          device_scope |= f->vulkanMemoryModelDeviceScope != 0;
-          break;
-        }
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR:
-          stats |=
-              reinterpret_cast<const VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR*>(p)
-                  ->pipelineExecutableInfo != 0;
-          break;
-        case kCoopmatFeaturesSType:
-          coopmat |= reinterpret_cast<const CoopmatFeatures*>(p)->cooperativeMatrix != 0;
-          break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT: {
-          auto* f = reinterpret_cast<const VkPhysicalDeviceSubgroupSizeControlFeaturesEXT*>(p);
-          full_sg |= f->computeFullSubgroups != 0;
-          sg_size |= f->subgroupSizeControl != 0;
-          break;
-        }
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES: {
-          auto* f = reinterpret_cast<const VkPhysicalDeviceVulkan13Features*>(p);
-          full_sg |= f->computeFullSubgroups != 0;
-          sg_size |= f->subgroupSizeControl != 0;
-          break;
-        }
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
-          timeline |= reinterpret_cast<const VkPhysicalDeviceTimelineSemaphoreFeatures*>(p)
-                          ->timelineSemaphore != 0;
-          break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
-          f16 |= reinterpret_cast<const VkPhysicalDeviceShaderFloat16Int8Features*>(p)
-                     ->shaderFloat16 != 0;
-          break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
-          storage16 |= reinterpret_cast<const VkPhysicalDeviceVulkan11Features*>(p)
-                           ->storageBuffer16BitAccess != 0;
-          break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
-          storage16 |= reinterpret_cast<const VkPhysicalDevice16BitStorageFeatures*>(p)
-                           ->storageBuffer16BitAccess != 0;
-          break;
-        default:
-          break;
-      }
-    }
-  }
-  if (!timeline)
+  check_queue_family(vki, d->physical_, v.queue_family);
+  const EnabledFeatures en = read_enabled_features(v.features);
+  if (!en.timeline)
     fail(VKATTN_ERROR_UNSUPPORTED,
          "the device was created without timelineSemaphore (VkPhysicalDeviceVulkan12Features or "
          "VkPhysicalDeviceTimelineSemaphoreFeatures in enabled_features), which vkattn needs");
@@ -581,23 +615,23 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   // chain may be gone once this call returns (vkattn_context_get_vulkan
   // hands back this copy).
   d->f12_.timelineSemaphore = VK_TRUE;
-  d->f12_.shaderFloat16 = f16 ? VK_TRUE : VK_FALSE;
-  d->f12_.vulkanMemoryModel = memory_model ? VK_TRUE : VK_FALSE;
-  d->f12_.vulkanMemoryModelDeviceScope = device_scope ? VK_TRUE : VK_FALSE;
-  d->f11_.storageBuffer16BitAccess = storage16 ? VK_TRUE : VK_FALSE;
+  d->f12_.shaderFloat16 = en.f16 ? VK_TRUE : VK_FALSE;
+  d->f12_.vulkanMemoryModel = en.memory_model ? VK_TRUE : VK_FALSE;
+  d->f12_.vulkanMemoryModelDeviceScope = en.device_scope ? VK_TRUE : VK_FALSE;
+  d->f11_.storageBuffer16BitAccess = en.storage16 ? VK_TRUE : VK_FALSE;
   d->f11_.pNext = &d->f12_;
   d->features2_.pNext = &d->f11_;
-  if (coopmat) {
+  if (en.coopmat) {
     d->coopmat_features_.cooperativeMatrix = VK_TRUE;
     d->f12_.pNext = &d->coopmat_features_;
   }
-  if (full_sg || sg_size) {
-    d->sgsc_features_.computeFullSubgroups = full_sg ? VK_TRUE : VK_FALSE;
-    d->sgsc_features_.subgroupSizeControl = sg_size ? VK_TRUE : VK_FALSE;
+  if (en.full_sg || en.sg_size) {
+    d->sgsc_features_.computeFullSubgroups = en.full_sg ? VK_TRUE : VK_FALSE;
+    d->sgsc_features_.subgroupSizeControl = en.sg_size ? VK_TRUE : VK_FALSE;
     d->sgsc_features_.pNext = d->f12_.pNext;
     d->f12_.pNext = &d->sgsc_features_;
   }
-  if (stats) {
+  if (en.stats) {
     d->stats_features_.pipelineExecutableInfo = VK_TRUE;
     d->stats_features_.pNext = d->f12_.pNext;
     d->f12_.pNext = &d->stats_features_;
@@ -615,19 +649,19 @@ std::shared_ptr<Device> Device::adopt(const AdoptedVulkan& v) {
   const bool sgsc_ext =
       (d->info_.api_version >= VK_API_VERSION_1_3 && v.api_version >= VK_API_VERSION_1_3) ||
       enabled(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-  d->caps_.full_subgroups = d->caps_.full_subgroups && full_sg && sgsc_ext;
-  d->caps_.subgroup_size_control = d->caps_.subgroup_size_control && sg_size && sgsc_ext;
-  d->caps_.shader_float16 = d->caps_.shader_float16 && f16;
-  d->caps_.storage_16bit = d->caps_.storage_16bit && storage16;
+  d->caps_.full_subgroups = d->caps_.full_subgroups && en.full_sg && sgsc_ext;
+  d->caps_.subgroup_size_control = d->caps_.subgroup_size_control && en.sg_size && sgsc_ext;
+  d->caps_.shader_float16 = d->caps_.shader_float16 && en.f16;
+  d->caps_.storage_16bit = d->caps_.storage_16bit && en.storage16;
   // Pipeline statistics only as the caller enabled them.
-  d->caps_.pipeline_stats = d->caps_.pipeline_stats && stats &&
+  d->caps_.pipeline_stats = d->caps_.pipeline_stats && en.stats &&
                             enabled(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   // Cooperative matrices only as the caller enabled them.
   CoopmatSupport& cm = d->caps_.coopmat;
   cm.extension = cm.extension && enabled(kCoopmatExtension);
-  cm.feature = cm.feature && coopmat;
-  cm.memory_model = cm.memory_model && memory_model;
-  cm.device_scope = cm.device_scope && device_scope;
+  cm.feature = cm.feature && en.coopmat;
+  cm.memory_model = cm.memory_model && en.memory_model;
+  cm.device_scope = cm.device_scope && en.device_scope;
   d->device_ = v.device;
   d->queue_ = v.queue;
   load_device_table(d->vk_, vki.vkGetDeviceProcAddr, d->device_);

@@ -109,52 +109,53 @@ void order_pass(std::vector<PlanItem>::iterator first, std::vector<PlanItem>::it
   }
 }
 
-Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleLimits& limits) {
-  Schedule sch;
-  const uint64_t F = std::max<uint32_t>(2, limits.fan_in);
-  auto tree_rows = [&](uint64_t n, uint64_t stride) {
-    uint64_t rows = n * stride;
-    while (n > F) {
-      n = ceil_div(n, F);
-      rows += n * stride;
-    }
-    return rows;
-  };
-  // The arena must hold one item's partials beside a carry (the chunked
-  // merge below); the target size yields to that, the hard limit does not.
-  uint64_t A = limits.arena_rows;
-  for (const PlanTile& t : plan.tiles)
-    if (t.splits() > 1) A = std::max<uint64_t>(A, tree_rows(1 + t.lanes, t.stride) + t.stride);
-  if (limits.arena_rows_max && A > limits.arena_rows_max)
-    fail(VKATTN_ERROR_UNSUPPORTED, "split-KV partials of one work item need ", A,
-         " scratch rows, above what one binding may cover (", limits.arena_rows_max, ")");
-  std::vector<PlanItem> items = plan.items;
+namespace {
 
-  // Merges n splits of tile t at arena rows src (stride apart) into dst
-  // (kNoSlot: out/lse), allocating inner levels from w.used.
-  auto emit_tree = [&](Building& w, const PlanTile& t, uint64_t src, uint64_t n, uint64_t dst) {
-    for (size_t level = 0;; ++level) {
-      if (w.levels.size() <= level) w.levels.emplace_back();
-      if (n <= F) {
-        w.levels[level].push_back({t.seq, t.kv_head, t.row0, t.row_end, uint32_t(src), t.stride,
-                                   uint32_t(n), uint32_t(dst)});
-        return;
-      }
-      const uint64_t groups = ceil_div(n, F), out0 = w.used;
-      w.used += groups * t.stride;
-      for (uint64_t g = 0; g < groups; ++g)
-        w.levels[level].push_back(
-            {t.seq, t.kv_head, t.row0, t.row_end, uint32_t(src + g * F * t.stride), t.stride,
-             uint32_t(std::min(F, n - g * F)), uint32_t(out0 + g * t.stride)});
-      src = out0;
-      n = groups;
+// Arena rows of a merge tree over n partials, `fan_in` merged at a time.
+uint64_t tree_rows(uint64_t n, uint64_t stride, uint64_t fan_in) {
+  uint64_t rows = n * stride;
+  while (n > fan_in) {
+    n = ceil_div(n, fan_in);
+    rows += n * stride;
+  }
+  return rows;
+}
+
+// Merges n splits of tile t at arena rows src (stride apart) into dst
+// (kNoSlot: out/lse), allocating inner levels from w.used.
+void emit_tree(Building& w, const PlanTile& t, uint64_t src, uint64_t n, uint64_t dst,
+               uint64_t fan_in) {
+  const uint64_t F = fan_in;
+  for (size_t level = 0;; ++level) {
+    if (w.levels.size() <= level) w.levels.emplace_back();
+    if (n <= F) {
+      w.levels[level].push_back({t.seq, t.kv_head, t.row0, t.row_end, uint32_t(src), t.stride,
+                                 uint32_t(n), uint32_t(dst)});
+      return;
     }
-  };
-  auto close = [&](Building& w) {
-    if (w.items.empty() && w.levels.empty()) return;
-    Wave wave;
-    // Forward passes: by pool buffer, then plan order; cut where a binding
-    // would overflow; ordered for the device's scheduler within a pass.
+    const uint64_t groups = ceil_div(n, F), out0 = w.used;
+    w.used += groups * t.stride;
+    for (uint64_t g = 0; g < groups; ++g)
+      w.levels[level].push_back({t.seq, t.kv_head, t.row0, t.row_end,
+                                 uint32_t(src + g * F * t.stride), t.stride,
+                                 uint32_t(std::min(F, n - g * F)), uint32_t(out0 + g * t.stride)});
+    src = out0;
+    n = groups;
+  }
+}
+
+// Turns built waves into the schedule's passes: one call's plan, its
+// units and limits, and the items with their arena slots.
+struct WaveCloser {
+  const Plan& plan;
+  const CallUnits& units;
+  const ScheduleLimits& limits;
+  const std::vector<PlanItem>& items;
+  Schedule& sch;
+
+  // Forward passes: by pool buffer, then plan order; cut where a binding
+  // would overflow; ordered for the device's scheduler within a pass.
+  void forward_passes(Building& w, Wave& wave) {
     std::stable_sort(w.items.begin(), w.items.end(), [&](uint32_t a, uint32_t b) {
       return plan.item_buffer[a] < plan.item_buffer[b];
     });
@@ -179,6 +180,10 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
       order_pass(sch.items.begin() + pass.first, sch.items.end(), limits.static_chunks);
       wave.fwd.push_back(pass);
     }
+  }
+
+  // Combine passes, a level at a time, cut where a binding would overflow.
+  void combine_passes(const Building& w, Wave& wave) {
     for (const auto& level : w.levels) {
       wave.levels.emplace_back();
       size_t j = 0;
@@ -200,10 +205,34 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
         wave.levels.back().push_back(pass);
       }
     }
+  }
+
+  void close(Building& w) {
+    if (w.items.empty() && w.levels.empty()) return;
+    Wave wave;
+    forward_passes(w, wave);
+    combine_passes(w, wave);
     sch.waves.push_back(std::move(wave));
     sch.arena_rows = std::max(sch.arena_rows, w.used);
     w = Building{};
-  };
+  }
+};
+
+}  // namespace
+
+Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleLimits& limits) {
+  Schedule sch;
+  const uint64_t F = std::max<uint32_t>(2, limits.fan_in);
+  // The arena must hold one item's partials beside a carry (the chunked
+  // merge below); the target size yields to that, the hard limit does not.
+  uint64_t A = limits.arena_rows;
+  for (const PlanTile& t : plan.tiles)
+    if (t.splits() > 1) A = std::max<uint64_t>(A, tree_rows(1 + t.lanes, t.stride, F) + t.stride);
+  if (limits.arena_rows_max && A > limits.arena_rows_max)
+    fail(VKATTN_ERROR_UNSUPPORTED, "split-KV partials of one work item need ", A,
+         " scratch rows, above what one binding may cover (", limits.arena_rows_max, ")");
+  std::vector<PlanItem> items = plan.items;
+  WaveCloser waves{plan, units, limits, items, sch};
 
   Building w;
   for (const PlanTile& t : plan.tiles) {
@@ -217,16 +246,16 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
     // other tiles of the batch: the merge order, and so the rounding, of a
     // sequence is the same in any batch (VKATTN_CONTEXT_BATCH_INVARIANT).
     const uint64_t At = std::max<uint64_t>(std::min<uint64_t>(limits.arena_rows, A),
-                                           tree_rows(1 + t.lanes, t.stride) + t.stride);
-    if (tree_rows(t.splits(), t.stride) <= At) {
-      if (w.used + tree_rows(t.splits(), t.stride) > A) close(w);
+                                           tree_rows(1 + t.lanes, t.stride, F) + t.stride);
+    if (tree_rows(t.splits(), t.stride, F) <= At) {
+      if (w.used + tree_rows(t.splits(), t.stride, F) > A) waves.close(w);
       const uint64_t leaf0 = w.used;
       w.used += uint64_t(t.splits()) * t.stride;
       for (uint32_t k = 0; k < t.n_items; ++k) {
         items[t.first_item + k].slot = uint32_t(leaf0 + k * per_item);
         w.items.push_back(t.first_item + k);
       }
-      emit_tree(w, t, leaf0, t.splits(), kNoSlot);
+      emit_tree(w, t, leaf0, t.splits(), kNoSlot, F);
       continue;
     }
     // Too many splits for one arena: chunks of items, one wave each. Arena
@@ -234,9 +263,9 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
     // the carry with its own splits back into it (in place is safe: each
     // lane reads a row's every split before it writes that row), the last
     // chunk into out/lse.
-    close(w);
+    waves.close(w);
     uint64_t per_chunk = (At / t.stride - 1) / t.lanes;
-    while (per_chunk > 1 && tree_rows(1 + per_chunk * t.lanes, t.stride) + t.stride > At)
+    while (per_chunk > 1 && tree_rows(1 + per_chunk * t.lanes, t.stride, F) + t.stride > At)
       --per_chunk;
     for (uint64_t k0 = 0; k0 < t.n_items; k0 += per_chunk) {
       const uint64_t k1 = std::min<uint64_t>(t.n_items, k0 + per_chunk);
@@ -248,13 +277,13 @@ Schedule schedule_plan(const Plan& plan, const CallUnits& units, const ScheduleL
       const uint64_t leaves = (k1 - k0) * t.lanes;
       const bool last = k1 == t.n_items;
       if (k0 == 0)
-        emit_tree(w, t, t.stride, leaves, last ? kNoSlot : 0);
+        emit_tree(w, t, t.stride, leaves, last ? kNoSlot : 0, F);
       else
-        emit_tree(w, t, 0, 1 + leaves, last ? kNoSlot : 0);
-      close(w);
+        emit_tree(w, t, 0, 1 + leaves, last ? kNoSlot : 0, F);
+      waves.close(w);
     }
   }
-  close(w);
+  waves.close(w);
   return sch;
 }
 
