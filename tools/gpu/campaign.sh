@@ -88,13 +88,28 @@ step() {
 log "budget $budget s, started $(date -u +%FT%TZ)"
 # The GPU's clocks beside the steps, where nvidia-smi exists (the spread
 # between processes is the open question of the H200 draw, 2026-11-27).
+# Beside them, utilization and memory in use (a second sampler: a field
+# an older driver does not know must not cost the clocks): busy samples
+# while no vkattn process runs, or memory in use beyond ours, would mean
+# another tenant shares the GPU (the spread's first suspect, 2026-11-28);
+# and the compute processes and throttle reasons nvidia-smi sees, at the
+# start and in the summary's archive.
 clock_pid=""
+util_pid=""
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw,temperature.gpu \
     --format=csv,noheader -lms 500 >"$out/clocks.csv" 2>/dev/null &
   clock_pid=$!
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used \
+    --format=csv,noheader -lms 500 >"$out/util.csv" 2>/dev/null &
+  util_pid=$!
+  { nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+    nvidia-smi -q -d PERFORMANCE; } >"$out/gpu_start.txt" 2>&1
 fi
-stop_clocks() { [ -n "$clock_pid" ] && kill "$clock_pid" 2>/dev/null; }
+stop_clocks() {
+  [ -n "$clock_pid" ] && kill "$clock_pid" 2>/dev/null
+  [ -n "$util_pid" ] && kill "$util_pid" 2>/dev/null
+}
 trap 'stop_clocks; pack' EXIT
 
 step info 5 40 bash -c "{ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $build/examples/vkattn-info; $B --variants; }"

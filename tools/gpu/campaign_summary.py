@@ -283,6 +283,22 @@ def main(argv):
             print("\n## Clocks during the campaign (nvidia-smi, every 0.5 s)\n")
             print("SM %d-%d MHz, memory %d-%d MHz over %d samples (clocks.csv)." %
                   (min(sm), max(sm), min(mem), max(mem), len(sm)))
+    util = read(os.path.join(out, "util.csv"))
+    if util:
+        busy, used = [], []
+        for l in util.splitlines():
+            f = [x.strip() for x in l.split(",")]
+            if len(f) >= 4:
+                try:
+                    busy.append(float(f[1].split()[0]))
+                    used.append(float(f[3].split()[0]))
+                except (ValueError, IndexError):
+                    pass
+        if busy:
+            print("GPU utilization %d-%d %% (%d of %d samples busy), memory in use %d-%d MiB "
+                  "(util.csv; a floor above 0 MiB while no step runs is not vkattn's)." %
+                  (min(busy), max(busy), sum(1 for b in busy if b > 0), len(busy), min(used),
+                   max(used)))
     done = [l for l in (steps or "").splitlines() if l.startswith("done in")]
     print("\n" + (done[0] if done else "The campaign has not finished (or was cut off)."))
     return 0
