@@ -89,6 +89,7 @@ static const char* vkattnx_dtype_name(vkattn_dtype d) {
     case VKATTN_I32: return "i32";
     case VKATTN_I8: return "i8";
     case VKATTN_FP8_E4M3: return "fp8_e4m3";
+    case VKATTN_Q4: return "q4";
   }
   return "unknown";
 }

@@ -162,12 +162,24 @@ struct vkattnx_step {};
                        "16-bit");
   }
   /* 8-bit caches (i8, fp8_e4m3): the stored codes as bytes, and the f32
-   * scales that dequantize them, k [count, Hkv], v [count, Hkv]. */
+   * scales that dequantize them, k [count, Hkv], v [count, Hkv]. q4
+   * caches: one int8 code (-8..7) per element, and the block scales. */
   void m_readBytes(int32_t layer, int64_t seqId, int32_t start, int32_t count, uint8_t* kDst,
                    int64_t kCount, uint8_t* vDst, int64_t vCount) {
     vkattnx_cache_read(self, layer, seqId, start, count, kDst, kCount, vDst, vCount, 1,
-                       self && (self->dtype == VKATTN_I8 || self->dtype == VKATTN_FP8_E4M3),
+                       self && (self->dtype == VKATTN_I8 || self->dtype == VKATTN_FP8_E4M3 ||
+                                self->dtype == VKATTN_Q4),
                        "byte");
+  }
+  void m_readBlockScales(int32_t layer, int64_t seqId, int32_t start, int32_t count, float* kDst,
+                         int64_t kCount, float* vDst, int64_t vCount) {
+    VKATTNX_CACHE(self, );
+    if (!kDst || !vDst || kCount < 0 || vCount < 0) {
+      vkattnx_fail("vkattn: the block scale arrays must not be null");
+      return;
+    }
+    vkattnx_ok(vkattn_kv_cache_read_block_scales(self->cache, (uint32_t)layer, seqId, start, count,
+                                                 kDst, (size_t)kCount, vDst, (size_t)vCount));
   }
   void m_readScales(int32_t layer, int64_t seqId, int32_t start, int32_t count, float* kDst,
                     int64_t kCount, float* vDst, int64_t vCount) {

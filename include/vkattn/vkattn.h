@@ -429,10 +429,15 @@ typedef enum vkattn_dtype {
    * bits; no infinities, 0x7f/0xff are NaN, largest finite 448): a KV
    * cache dtype. A value is x * scale, the scales set by the caller per
    * layer or per (layer, kv head) with vkattn_kv_cache_set_scales. */
-  VKATTN_FP8_E4M3 = 7
+  VKATTN_FP8_E4M3 = 7,
+  /** 4-bit codes in blocks of 32 along the head dim, one f16 scale per
+   * block: a KV cache dtype only (vkattn_kv_cache_desc::dtype, "Q4"
+   * there); vkattn_tensor_create refuses it and vkattn_dtype_size gives 0
+   * (not a whole number of bytes per element). */
+  VKATTN_Q4 = 8
 } vkattn_dtype;
 
-/** Bytes per element (0 for an unknown dtype). */
+/** Bytes per element (0 for an unknown dtype, and for VKATTN_Q4). */
 VKATTN_API size_t vkattn_dtype_size(vkattn_dtype dtype);
 
 /** A device tensor, row-major (innermost dim last), 1 <= ndim <= 4, every
@@ -1077,7 +1082,12 @@ VKATTN_API const char* vkattn_tune_case_name(uint32_t index);
  * per-token K scales, beside the rows); V likewise with head_dim_v.
  * round16 rounds up to a multiple of 16 bytes. An 8-bit cache (VKATTN_I8,
  * VKATTN_FP8_E4M3) thus takes half the bytes of f16 per token (int8: plus
- * 4 bytes per token, kv head and K or V for the scales). Sequences are
+ * 4 bytes per token, kv head and K or V for the scales). A VKATTN_Q4 K
+ * block is round16(page_size x num_kv_heads x 4 x ceil(head_dim / 8))
+ * (rows of codes, 8 to a 32-bit word) plus round16(page_size x
+ * num_kv_heads x 2 x ceil(head_dim / 32)) (the blocks' f16 scales): 4.5
+ * bits per element where head_dim is a multiple of 32, 4.5/16 of f16's
+ * bytes. Sequences are
  * named by caller-chosen int64 ids and own a list of pages; pages are
  * reference counted, so a
  * forked sequence shares its source's pages until one side appends into a
@@ -1119,7 +1129,31 @@ typedef struct vkattn_kv_cache_desc {
    *    saturating at +-448 (NaN stays NaN); scale from
    *    vkattn_kv_cache_set_scales, required before a layer's first append.
    *  Attention dequantizes (code x scale, f32) in every kernel family; q,
-   *  out and k_new / v_new stay f32/f16/bf16. */
+   *  out and k_new / v_new stay f32/f16/bf16.
+   *  - VKATTN_Q4: 4-bit codes, for K and V alike. Each row (token, kv head)
+   *    is cut into blocks of 32 consecutive elements along the head dim
+   *    (the last block of a row whose dim is not a multiple of 32 holds
+   *    the dim % 32 elements left). The append kernel (after RoPE) finds a
+   *    block's element of largest magnitude m (the first on a tie) and
+   *    stores scale = m / -8 rounded to f16, nearest even, saturated at
+   *    +-65504, so m itself codes to -8 as in ggml's q4_0; then codes =
+   *    x / scale (that stored f16 scale) rounded to nearest even exactly
+   *    (ties included; q4_0 rounds ties up), clamped to -8..7 (so -m codes
+   *    to 7, one step short, as in q4_0). value = code x scale. A block
+   *    whose scale rounds to 0 keeps codes 0 (reads back as 0); a block
+   *    holding inf or NaN gets scale NaN and codes 0, so every value of it
+   *    is NaN and every query that sees the key gets NaN outputs and lse
+   *    (int8's rule, per block). 4.5 bits per element, as q4_0; the
+   *    layout is not q4_0's (its 18-byte blocks interleave scale and
+   *    codes, and its nibble order pairs elements i and i + 16): codes and
+   *    scales sit apart so that a kernel reads 8 codes per 32-bit word,
+   *    and a pool in ggml's block_q4_0 layout cannot be handed to vkattn.
+   *    vkattn_kv_cache_read returns one int8 code (-8..7) per element and
+   *    vkattn_kv_cache_read_block_scales the scales. Attention over a Q4
+   *    cache is not implemented yet: VKATTN_ERROR_UNSUPPORTED (issue K4).
+   *    K and V share the dtype; a separate V dtype would come as a new
+   *    field in reserved[] (0 = the same as dtype), as llama.cpp's
+   *    -ctk / -ctv. */
   vkattn_dtype dtype;
   uint32_t reserved[4]; /**< must be 0 */
 } vkattn_kv_cache_desc;
@@ -1151,7 +1185,9 @@ VKATTN_API vkattn_status vkattn_kv_cache_truncate(vkattn_kv_cache* cache, int64_
 VKATTN_API vkattn_status vkattn_kv_cache_num_free_pages(vkattn_kv_cache* cache, uint32_t* out);
 /** Host copy of committed tokens [start, start + count) of one layer, in the
  * cache dtype: k_dst [count, Hkv, d] (k_bytes exactly that), v_dst
- * [count, Hkv, dv]. Waits for recorded work that writes the cache. */
+ * [count, Hkv, dv]. A VKATTN_Q4 cache gives one int8 code (-8..7) per
+ * element, unpacked (k_bytes = count x Hkv x d). Waits for recorded work
+ * that writes the cache. */
 VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t layer,
                                               int64_t seq_id, int32_t start, int32_t count,
                                               void* k_dst, size_t k_bytes, void* v_dst,
@@ -1166,6 +1202,17 @@ VKATTN_API vkattn_status vkattn_kv_cache_read(vkattn_kv_cache* cache, uint32_t l
 VKATTN_API vkattn_status vkattn_kv_cache_read_scales(vkattn_kv_cache* cache, uint32_t layer,
                                                      int64_t seq_id, int32_t start, int32_t count,
                                                      float* k_scales, float* v_scales);
+/** VKATTN_Q4 caches: the block scales of tokens [start, start + count) of
+ * one layer, widened to f32: k_scales [count, Hkv, ceil(d / 32)] (k_count
+ * floats, exactly that), v_scales [count, Hkv, ceil(dv / 32)] (v_count);
+ * value of element e = code x scale of block e / 32. Other cache dtypes:
+ * INVALID_ARGUMENT (8-bit caches: vkattn_kv_cache_read_scales). Waits for
+ * recorded work that writes the cache; rejected in external mode. */
+VKATTN_API vkattn_status vkattn_kv_cache_read_block_scales(vkattn_kv_cache* cache, uint32_t layer,
+                                                           int64_t seq_id, int32_t start,
+                                                           int32_t count, float* k_scales,
+                                                           size_t k_count, float* v_scales,
+                                                           size_t v_count);
 /** fp8 caches: the scales of one layer's K and V (value = code x scale),
  * num_scales = 1 (the whole layer) or Hkv (one per kv head), each finite
  * and > 0. Must be called before the layer's first append (vkattn_step_

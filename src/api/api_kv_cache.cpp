@@ -114,6 +114,20 @@ VKATTN_API vkattn_status vkattn_kv_cache_read_scales(vkattn_kv_cache* cache, uin
   });
 }
 
+VKATTN_API vkattn_status vkattn_kv_cache_read_block_scales(vkattn_kv_cache* cache, uint32_t layer,
+                                                           int64_t seq_id, int32_t start,
+                                                           int32_t count, float* k_scales,
+                                                           size_t k_count, float* v_scales,
+                                                           size_t v_count) {
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(cache);
+    alive(*cache->impl);
+    require_not_external(cache->impl->context(), "vkattn_kv_cache_read_block_scales");
+    cache->impl->read_block_scales(layer, seq_id, start, count, k_scales, k_count, v_scales,
+                                   v_count);
+  });
+}
+
 VKATTN_API vkattn_status vkattn_kv_cache_set_scales(vkattn_kv_cache* cache, uint32_t layer,
                                                     uint32_t num_scales, const float* k_scales,
                                                     const float* v_scales) {

@@ -19,6 +19,8 @@ size_t dtype_size(vkattn_dtype dtype) {
     case VKATTN_I8:
     case VKATTN_FP8_E4M3:
       return 1;
+    case VKATTN_Q4:  // half a byte and a share of a block scale: cache-only
+      return 0;
   }
   return 0;
 }
@@ -39,6 +41,8 @@ const char* dtype_name(vkattn_dtype dtype) {
       return "i8";
     case VKATTN_FP8_E4M3:
       return "fp8_e4m3";
+    case VKATTN_Q4:
+      return "q4";
   }
   return "unknown";
 }
@@ -56,6 +60,7 @@ void dense_strides(uint32_t ndim, const int64_t* shape, int64_t* strides) {
 
 void Tensor::init_shape(uint32_t ndim, const int64_t* shape) {
   size_t es = dtype_size(dtype_);
+  require(dtype_ != VKATTN_Q4, "q4 is a KV cache dtype only (vkattn_kv_cache_desc::dtype)");
   require(es != 0, "unknown dtype ", static_cast<int>(dtype_));
   require(ndim >= 1 && ndim <= 4, "ndim must be 1..4, got ", ndim);
   require(shape != nullptr, "shape is NULL");

@@ -19,7 +19,7 @@ namespace vkattn {
 size_t dtype_size(vkattn_dtype dtype);  // 0 for unknown
 // A value of vkattn_dtype (raw: as the caller passed it).
 inline bool known_dtype(int64_t raw) {
-  return raw >= VKATTN_F32 && raw <= VKATTN_FP8_E4M3;
+  return raw >= VKATTN_F32 && raw <= VKATTN_Q4;
 }
 // The 8-bit KV cache dtypes (codes that a scale dequantizes).
 inline bool is_8bit(vkattn_dtype dtype) {

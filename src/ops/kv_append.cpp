@@ -27,6 +27,7 @@ namespace {
 const std::vector<BindingKind> kAppendBindings(7, BindingKind::kStorageBuffer);
 const KernelLayout kAppendLayout{"kv_append", kAppendBindings, 104};
 const KernelLayout kAppendQ8Layout{"kv_append_q8", kAppendBindings, 104};
+const KernelLayout kAppendQ4Layout{"kv_append_q4", kAppendBindings, 104};
 
 struct AppendPush {
   uint32_t n_units, hkv, d, dv, uk, uv, page_size, page_elems, k_off, v_off, in_dt, cache_dt;
@@ -64,12 +65,16 @@ void record_append(Context& ctx, const AppendTarget& tg,
                    PackedViews& packed, const Rope* rope = nullptr,
                    const std::vector<int64_t>* pos = nullptr) {
   const bool wide = tg.dtype != VKATTN_F32;
-  const bool q8 = is_8bit(tg.dtype);
+  const bool q8 = is_8bit(tg.dtype), q4 = tg.dtype == VKATTN_Q4;
   const uint32_t uk = wide && tg.d % 2 == 0 && tg.pairs ? tg.d / 2 : tg.d;
   const uint32_t uv = wide && tg.dv % 2 == 0 && tg.pairs ? tg.dv / 2 : tg.dv;
   // 8-bit rows run two loops of ceil(dim / 8) (the absmax, the codes) where
-  // others run one of ceil(units / 8): a bound that covers both.
-  const uint32_t budget_units = q8 ? 2 * std::max(tg.d, tg.dv) + 16 : std::max(uk, uv);
+  // others run one of ceil(units / 8): a bound that covers both. 4-bit
+  // rows: a lane's blocks (32 elements each, ceil(blocks / 8) of them) and
+  // its words of codes (8 elements, ceil(words / 8)): under dim / 4 + 48
+  // element steps, as many as 8 x that units would take.
+  const uint32_t wide_dim = std::max(tg.d, tg.dv);
+  const uint32_t budget_units = q4 ? 2 * wide_dim + 384 : q8 ? 2 * wide_dim + 16 : std::max(uk, uv);
   const uint64_t in_es = dtype_size(k->dtype());
   const uint64_t k_row = uint64_t(tg.hkv) * tg.d * in_es;
   const uint64_t v_row = uint64_t(tg.hkv) * tg.dv * in_es;
@@ -90,7 +95,7 @@ void record_append(Context& ctx, const AppendTarget& tg,
 
   const uint64_t min_groups = busy_workgroups(ctx.device().info().device_type == VKATTN_DEVICE_CPU);
   Pipelines& pipes = ctx.pipelines();
-  const Pipeline& p = pipes.get(q8 ? kAppendQ8Layout : kAppendLayout, {});
+  const Pipeline& p = pipes.get(q4 ? kAppendQ4Layout : q8 ? kAppendQ8Layout : kAppendLayout, {});
   Recorder& rec = ctx.recorder();
   std::vector<PreparedDispatch> dispatches;
   for (size_t b = 0; b < jobs.size(); ++b) {
@@ -263,6 +268,10 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   tg.k_page = tg.v_page = c.slab_bytes() / es;
   tg.k_tok = d.head_dim, tg.k_head = uint64_t(ps) * d.head_dim;
   tg.v_tok = d.head_dim_v, tg.v_head = uint64_t(ps) * d.head_dim_v;
+  if (c.q4()) {  // rows of words of 8 codes, in bytes (elem_size 1)
+    tg.k_tok = KvCache::q4_row_bytes(d.head_dim), tg.k_head = ps * tg.k_tok;
+    tg.v_tok = KvCache::q4_row_bytes(d.head_dim_v), tg.v_head = ps * tg.v_tok;
+  }
   tg.pairs = true;
   tg.k_scale_off = c.k_rows_bytes(), tg.v_scale_off = c.v_rows_bytes();
   if (c.fp8()) {

@@ -15,6 +15,15 @@ namespace {
 uint64_t round16(uint64_t x) {
   return (x + 15) / 16 * 16;
 }
+
+// An IEEE half's bits as a float (exact; subnormals, inf and NaN kept).
+float f16_bits_to_f32(uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const float mag = e == 31  ? (m ? NAN : INFINITY)
+                    : e == 0 ? std::ldexp(float(m), -24)
+                             : std::ldexp(float(1024 + m), e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
 }  // namespace
 
 KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
@@ -30,16 +39,24 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   require(d.num_pages >= 1, "desc->num_pages must be >= 1");
   const int64_t dt = raw_enum(d.dtype);
   // dt is the raw value: the enum is read only once it is a known dtype.
-  require(known_dtype(dt) && (dt <= VKATTN_BF16 || is_8bit(vkattn_dtype(dt))),
-          "desc->dtype must be f32, f16, bf16, i8 or fp8_e4m3");
+  require(known_dtype(dt) && (dt <= VKATTN_BF16 || is_8bit(vkattn_dtype(dt)) || dt == VKATTN_Q4),
+          "desc->dtype must be f32, f16, bf16, i8, fp8_e4m3 or q4");
   if (desc_.head_dim_v == 0) desc_.head_dim_v = desc_.head_dim;
-  elem_size_ = static_cast<uint32_t>(dtype_size(d.dtype));
   const uint64_t rows = static_cast<uint64_t>(d.num_kv_heads) * d.page_size;
-  k_rows_ = round16(rows * desc_.head_dim * elem_size_);
-  v_rows_ = round16(rows * desc_.head_dim_v * elem_size_);
-  const uint64_t scales = int8() ? round16(rows * 4) : 0;  // f32 per row
-  k_block_ = k_rows_ + scales;
-  v_block_ = v_rows_ + scales;
+  if (q4()) {
+    elem_size_ = 1;  // byte offsets (ops/kv_cache.h)
+    k_rows_ = round16(rows * q4_row_bytes(desc_.head_dim));
+    v_rows_ = round16(rows * q4_row_bytes(desc_.head_dim_v));
+    k_block_ = k_rows_ + round16(rows * 2 * q4_blocks(desc_.head_dim));  // f16 per block
+    v_block_ = v_rows_ + round16(rows * 2 * q4_blocks(desc_.head_dim_v));
+  } else {
+    elem_size_ = static_cast<uint32_t>(dtype_size(d.dtype));
+    k_rows_ = round16(rows * desc_.head_dim * elem_size_);
+    v_rows_ = round16(rows * desc_.head_dim_v * elem_size_);
+    const uint64_t scales = int8() ? round16(rows * 4) : 0;  // f32 per row
+    k_block_ = k_rows_ + scales;
+    v_block_ = v_rows_ + scales;
+  }
   if (fp8()) {
     scale_table_ =
         std::make_shared<Buffer>(ctx_->device(), std::max<uint64_t>(16, scale_table_bytes()), true);
@@ -163,10 +180,39 @@ const KvSeq* KvCache::checked_range(uint32_t layer, int64_t id, int32_t start, i
   return s;
 }
 
+// Q4: the stored rows of codes unpacked, one int8 (-8..7) per element.
+void KvCache::read_q4(uint32_t layer, const KvSeq& s, int32_t start, int32_t count, int8_t* k_dst,
+                      int8_t* v_dst) {
+  const uint64_t hkv = desc_.num_kv_heads, d = desc_.head_dim, dv = desc_.head_dim_v;
+  const uint64_t kr = q4_row_bytes(desc_.head_dim), vr = q4_row_bytes(desc_.head_dim_v);
+  std::vector<uint8_t> k(count * hkv * kr), v(count * hkv * vr);
+  gather(layer, s, start, count, kr, vr, 0, 0, k.data(), v.data());
+  auto unpack = [](const std::vector<uint8_t>& rows, uint64_t n, uint64_t row, uint64_t dim,
+                   int8_t* out) {
+    for (uint64_t r = 0; r < n; ++r)
+      for (uint64_t e = 0; e < dim; ++e) {
+        const uint8_t nib = (rows[r * row + e / 2] >> (4 * (e % 2))) & 15;
+        out[r * dim + e] = static_cast<int8_t>(nib >= 8 ? int(nib) - 16 : int(nib));
+      }
+  };
+  unpack(k, count * hkv, kr, d, k_dst);
+  unpack(v, count * hkv, vr, dv, v_dst);
+}
+
 void KvCache::read(uint32_t layer, int64_t id, int32_t start, int32_t count, void* k_dst,
                    size_t k_bytes, void* v_dst, size_t v_bytes) {
   const KvSeq* s = checked_range(layer, id, start, count);
   const uint64_t hkv = desc_.num_kv_heads, d = desc_.head_dim, dv = desc_.head_dim_v;
+  if (q4()) {
+    require(k_bytes == count * hkv * d, "k_bytes is ", k_bytes, ", expected ", count * hkv * d,
+            " (count x Hkv x d: one int8 code per element of a q4 cache)");
+    require(v_bytes == count * hkv * dv, "v_bytes is ", v_bytes, ", expected ", count * hkv * dv,
+            " (count x Hkv x dv: one int8 code per element of a q4 cache)");
+    if (count == 0) return;
+    require(k_dst && v_dst, "k_dst and v_dst must not be NULL");
+    read_q4(layer, *s, start, count, static_cast<int8_t*>(k_dst), static_cast<int8_t*>(v_dst));
+    return;
+  }
   const uint64_t k_row = d * elem_size_, v_row = dv * elem_size_;
   const uint64_t k_want = count * hkv * k_row, v_want = count * hkv * v_row;
   require(k_bytes == k_want, "k_bytes is ", k_bytes, ", expected ", k_want, " (count x Hkv x d x ",
@@ -199,6 +245,26 @@ void KvCache::read_scales(uint32_t layer, int64_t id, int32_t start, int32_t cou
   }
   gather(layer, *s, start, count, 4, 4, k_rows_, v_rows_, reinterpret_cast<uint8_t*>(k),
          reinterpret_cast<uint8_t*>(v));
+}
+
+void KvCache::read_block_scales(uint32_t layer, int64_t id, int32_t start, int32_t count, float* k,
+                                size_t k_count, float* v, size_t v_count) {
+  require(q4(), "the cache is ", dtype_name(desc_.dtype),
+          ": only q4 caches have block scales (8-bit caches: vkattn_kv_cache_read_scales)");
+  const KvSeq* s = checked_range(layer, id, start, count);
+  const uint64_t hkv = desc_.num_kv_heads, nbk = q4_blocks(desc_.head_dim),
+                 nbv = q4_blocks(desc_.head_dim_v);
+  require(k_count == count * hkv * nbk, "k_count is ", k_count, ", expected ", count * hkv * nbk,
+          " (count x Hkv x ceil(d / 32))");
+  require(v_count == count * hkv * nbv, "v_count is ", v_count, ", expected ", count * hkv * nbv,
+          " (count x Hkv x ceil(dv / 32))");
+  if (count == 0) return;
+  require(k && v, "k_scales and v_scales must not be NULL");
+  std::vector<uint16_t> kh(k_count), vh(v_count);
+  gather(layer, *s, start, count, nbk * 2, nbv * 2, k_rows_, v_rows_,
+         reinterpret_cast<uint8_t*>(kh.data()), reinterpret_cast<uint8_t*>(vh.data()));
+  for (size_t i = 0; i < k_count; ++i) k[i] = f16_bits_to_f32(kh[i]);
+  for (size_t i = 0; i < v_count; ++i) v[i] = f16_bits_to_f32(vh[i]);
 }
 
 void KvCache::set_scales(uint32_t layer, uint32_t n, const float* k, const float* v) {

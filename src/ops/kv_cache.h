@@ -18,6 +18,13 @@
 // fp8 keeps per-layer scales [layer][K, V][Hkv] in a small buffer of its
 // own (scale_table()), set before a layer's first append.
 //
+// 4-bit caches (VKATTN_Q4): rows of codes, 8 to a 32-bit word (element e
+// in bits 4 (e % 8) of word e / 8, two's complement -8..7), each row
+// ceil(dim / 8) words; then the rows' block scales, f16 [Hkv][page_size]
+// [ceil(dim / 32)] (16-byte rounded), which the append kernel
+// (shaders/kv_append_q4.comp) writes. Its byte offsets play the role of
+// elements in the append's geometry (elem_size() is 1).
+//
 // Pool buffers, layer-major: pages are cut into groups of pages_per_group
 // consecutive ids (one group unless one layer of the whole pool exceeds a
 // buffer), and a buffer holds one group's slabs of one or more consecutive
@@ -65,6 +72,11 @@ class KvCache {
   uint64_t v_rows_bytes() const { return v_rows_; }
   bool int8() const { return desc_.dtype == VKATTN_I8; }
   bool fp8() const { return desc_.dtype == VKATTN_FP8_E4M3; }
+  bool q4() const { return desc_.dtype == VKATTN_Q4; }
+  // Q4: bytes of one row of codes (ceil(dim / 8) words) and blocks a row
+  // of that dim has.
+  static uint64_t q4_row_bytes(uint32_t dim) { return (dim + 7) / 8 * 4; }
+  static uint32_t q4_blocks(uint32_t dim) { return (dim + 31) / 32; }
   // fp8: the scales of every layer, [layer][K, V][Hkv] floats, and whether
   // a layer's are set / the layer has been appended (scales then frozen).
   void set_scales(uint32_t layer, uint32_t n, const float* k, const float* v);
@@ -81,6 +93,8 @@ class KvCache {
     if (!appended_.empty()) appended_[layer] = true;
   }
   void read_scales(uint32_t layer, int64_t id, int32_t start, int32_t count, float* k, float* v);
+  void read_block_scales(uint32_t layer, int64_t id, int32_t start, int32_t count, float* k,
+                         size_t k_count, float* v, size_t v_count);
   // Bytes of one slab (one layer of one page): the page stride in a buffer.
   uint64_t slab_bytes() const { return k_block_ + v_block_; }
   uint32_t num_groups() const { return num_groups_; }
@@ -139,6 +153,9 @@ class KvCache {
   // The sequence, once layer, id and tokens [start, start + count) are
   // checked (read and read_scales).
   const KvSeq* checked_range(uint32_t layer, int64_t id, int32_t start, int32_t count);
+  // Q4 (read): the rows of codes unpacked into one int8 per element.
+  void read_q4(uint32_t layer, const KvSeq& s, int32_t start, int32_t count, int8_t* k_dst,
+               int8_t* v_dst);
   // Copies the K and V runs of `row` bytes at block offsets off(h, slot) of
   // tokens [start, start + count) of a layer into k_dst / v_dst [count,
   // Hkv, row] (read and read_scales).

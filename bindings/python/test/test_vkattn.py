@@ -421,6 +421,32 @@ def e4m3_to_float(codes):
     return np.where(c & 0x80, -mag, mag).astype(np.float32)
 
 
+def test_q4_cache_stores_codes_and_block_scales(ctx):
+    rng = np.random.default_rng(4)
+    hkv, d, dv, n = 2, 40, 64, 9  # d: a block and 8 elements
+    k, v = rand(rng, (n, hkv, d)), rand(rng, (n, hkv, dv))
+    with ctx.kv_cache(1, hkv, d, head_dim_v=dv, num_pages=4, page_size=4, dtype=vkattn.Q4) as cache:
+        assert cache.dtype == vkattn.Q4
+        with cache.begin([3], [n]) as step:
+            step.append(0, k, v)
+            step.commit()
+        kc, vc = cache.read(0, 3)
+        ks, vs = cache.read_block_scales(0, 3)
+    assert kc.dtype == np.int8 and kc.shape == (n, hkv, d) and ks.shape == (n, hkv, 2)
+    assert kc.min() >= -8 and kc.max() <= 7
+    for x, c, s, dim in ((k, kc, ks, d), (v, vc, vs, dv)):
+        block = np.arange(dim) // 32
+        deq = c * s[:, :, block]
+        # Each block's scale is its largest magnitude / -8 (to f16), and
+        # every element within half a step of what was appended (a full
+        # step, plus the f16 rounding of the scale, where +8 steps clamp to 7).
+        for b in range(s.shape[2]):
+            xb = x[:, :, block == b]
+            m = np.take_along_axis(xb, np.abs(xb).argmax(axis=2)[:, :, None], axis=2)[:, :, 0]
+            np.testing.assert_allclose(s[:, :, b], m / -8, rtol=1e-3)
+        assert np.all(np.abs(deq - x) <= np.abs(s[:, :, block]) * 1.001 + 1e-7)
+
+
 @pytest.mark.parametrize("cache_dtype", ["i8", "fp8"])
 def test_eight_bit_cache_dequantizes_to_what_attention_sees(ctx, cache_dtype):
     rng = np.random.default_rng(8)

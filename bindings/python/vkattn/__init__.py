@@ -30,15 +30,16 @@ from . import vkattnraw as _raw
 
 __all__ = [
     "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
-    "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
+    "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "Q4", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
     "attention_merge", "spans_from_token_type_ids", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
     "ROPE_SCALING_LINEAR", "ROPE_SCALING_LLAMA3", "ROPE_SCALING_YARN",
 ]
 
 F32, F16, BF16, U8, I32 = _raw.F32, _raw.F16, _raw.BF16, _raw.U8, _raw.I32
-# 8-bit KV cache dtypes (KvCache(dtype=...)): int8 codes, fp8 e4m3fn codes.
-I8, FP8_E4M3 = _raw.I8, _raw.FP8_E4M3
+# 8-bit KV cache dtypes (KvCache(dtype=...)): int8 codes, fp8 e4m3fn codes;
+# Q4: 4-bit codes with an f16 scale per block of 32 (a cache dtype only).
+I8, FP8_E4M3, Q4 = _raw.I8, _raw.FP8_E4M3, _raw.Q4
 MASK_NONE, MASK_BOOL, MASK_ADDITIVE = _raw.MASK_NONE, _raw.MASK_BOOL, _raw.MASK_ADDITIVE
 CONTEXT_VALIDATION, CONTEXT_PROFILING = _raw.CONTEXT_VALIDATION, _raw.CONTEXT_PROFILING
 CONTEXT_BATCH_INVARIANT = _raw.CONTEXT_BATCH_INVARIANT
@@ -80,11 +81,11 @@ class Error(Exception):
 _raw.setErrorClass(Error)
 
 _NP_OF = {F32: _np.float32, F16: _np.float16, BF16: _np.uint16, I32: _np.int32, U8: _np.uint8,
-          I8: _np.int8, FP8_E4M3: _np.uint8}
+          I8: _np.int8, FP8_E4M3: _np.uint8, Q4: _np.int8}
 _VK_OF = {_np.dtype(_np.float32): F32, _np.dtype(_np.float16): F16, _np.dtype(_np.int32): I32,
           _np.dtype(_np.uint8): U8, _np.dtype(_np.bool_): U8}
 _NAMES = {F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U8: "u8", I8: "i8",
-          FP8_E4M3: "fp8_e4m3"}
+          FP8_E4M3: "fp8_e4m3", Q4: "q4"}
 
 
 def _fail(message):
@@ -579,7 +580,8 @@ class KvCache(_Owned):
     def read(self, layer, seq_id, start=0, count=None):
         """Committed tokens [start, start + count) of one layer as NumPy
         arrays (k [count, Hkv, d], v [count, Hkv, dv]; f32 cache float32,
-        f16 float16, bf16 uint16 bits). Waits for the cache's work."""
+        f16 float16, bf16 uint16 bits, i8 int8 codes, fp8 uint8 codes, q4
+        int8 codes -8..7). Waits for the cache's work."""
         if count is None:
             count = self.length(seq_id) - start
         dt = self.dtype
@@ -588,7 +590,7 @@ class KvCache(_Owned):
         h = self._handle()
         if dt == F32:
             h.readF32(int(layer), int(seq_id), int(start), int(count), k.reshape(-1), v.reshape(-1))
-        elif dt in (I8, FP8_E4M3):
+        elif dt in (I8, FP8_E4M3, Q4):
             h.readBytes(int(layer), int(seq_id), int(start), int(count),
                         k.reshape(-1).view(_np.uint8), v.reshape(-1).view(_np.uint8))
         else:
@@ -605,6 +607,18 @@ class KvCache(_Owned):
         v = _np.empty((count, self.num_kv_heads), _np.float32)
         self._handle().readScales(int(layer), int(seq_id), int(start), int(count), k.reshape(-1),
                                   v.reshape(-1))
+        return k, v
+
+    def read_block_scales(self, layer, seq_id, start=0, count=None):
+        """Q4 caches: the float32 block scales of K [count, Hkv, ceil(d / 32)]
+        and V [count, Hkv, ceil(dv / 32)]; element e of a row is read()'s
+        code times the scale of block e // 32."""
+        if count is None:
+            count = self.length(seq_id) - start
+        k = _np.empty((count, self.num_kv_heads, (self.head_dim + 31) // 32), _np.float32)
+        v = _np.empty((count, self.num_kv_heads, (self.head_dim_v + 31) // 32), _np.float32)
+        self._handle().readBlockScales(int(layer), int(seq_id), int(start), int(count),
+                                       k.reshape(-1), v.reshape(-1))
         return k, v
 
     def set_scales(self, layer, k_scales, v_scales):

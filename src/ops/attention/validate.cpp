@@ -78,6 +78,10 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
           ", got ", dtype_name(c.out->dtype()));
   if (!paged) require(c.k->dtype() == c.v->dtype(), "k and v must share a dtype");
   const vkattn_dtype kv = c.kv_dtype();
+  if (kv == VKATTN_Q4)
+    fail(VKATTN_ERROR_UNSUPPORTED,
+         "attention over a q4 cache is not implemented yet (issue K4): its appends, reads and "
+         "block scales work; attend over an f16, bf16, int8 or fp8 cache meanwhile");
   if (is_8bit(kv) && !c.step)
     fail(VKATTN_ERROR_UNSUPPORTED, paged ? "8-bit caller pools" : "8-bit k/v tensors", " (",
          dtype_name(kv), ") are not supported yet: use a vkattn_kv_cache of that dtype");

@@ -1,0 +1,268 @@
+// The 4-bit cache (VKATTN_Q4, issue K4): appends store exactly the codes
+// and block scales of src/reference/quant_ref.h's q4_quantize (odd dims,
+// partial last blocks, zero / NaN / inf / huge blocks, pages over several
+// pool buffers), RoPE'd appends within one code of it, fork / copy-on-write
+// / truncate keep every row, and what is not there yet says so.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "kv_model.h"
+#include "reference/quant_ref.h"
+#include "reference/rope_ref.h"
+
+using namespace vkattn_test;
+
+namespace {
+
+// What one sequence's layer must hold: its appended rows, f32, [len][Hkv][dim].
+struct Rows {
+  std::vector<float> k, v;
+};
+
+class Q4Cache : public ContextTest {
+ protected:
+  void TearDown() override {
+    if (step_) vkattn_step_abort(step_);
+    if (cache) vkattn_kv_cache_destroy(cache);
+    ContextTest::TearDown();
+  }
+
+  void create(const KvShape& s) {
+    shape = s;
+    vkattn_kv_cache_desc d = kv_cache_desc(s);
+    ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+  }
+
+  // Gaussian rows with an outlier channel or two, and the nasty blocks:
+  // a zero row, a NaN, an inf, a value past the f16 scale range.
+  std::vector<float> rows(int64_t n, uint32_t dim) {
+    std::normal_distribution<float> g;
+    std::vector<float> x(size_t(n) * shape.hkv * dim);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = g(rng) * (i % dim == 3 ? 30.0f : 1.0f);
+    if (n > 2) {
+      for (uint32_t e = 0; e < dim; ++e) x[dim + e] = 0.0f;  // token 0, head 1
+      x[size_t(2) * shape.hkv * dim + 1] = std::numeric_limits<float>::quiet_NaN();
+      x[size_t(2) * shape.hkv * dim + dim - 1] = std::numeric_limits<float>::infinity();
+      x[size_t(1) * shape.hkv * dim + 2] = 3e6f;  // its block's scale saturates
+    }
+    return x;
+  }
+
+  // One step appending `t[i]` tokens to ids[i] in every layer (f32 rows);
+  // the model keeps what each sequence must then hold. With `rope`, keys
+  // are rotated (at their positions) before the model keeps them.
+  void step(std::vector<int64_t> ids, std::vector<int32_t> t,
+            const vkattn_rope_desc* rope = nullptr) {
+    ASSERT_EQ(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), t.data(), &step_),
+              VKATTN_SUCCESS)
+        << vkattn_last_error();
+    int64_t total = 0;
+    for (int32_t x : t) total += x;
+    vkattn_tensor* k = tensor(VKATTN_F32, {total, shape.hkv, shape.d});
+    vkattn_tensor* v = tensor(VKATTN_F32, {total, shape.hkv, shape.dv});
+    for (uint32_t l = 0; l < shape.layers; ++l) {
+      std::vector<float> kx = rows(total, shape.d), vx = rows(total, shape.dv);
+      ASSERT_EQ(vkattn_tensor_write(k, kx.data(), kx.size() * 4), VKATTN_SUCCESS);
+      ASSERT_EQ(vkattn_tensor_write(v, vx.data(), vx.size() * 4), VKATTN_SUCCESS);
+      if (rope) {
+        ASSERT_EQ(vkattn_step_append_rope(step_, l, rope, k, v), VKATTN_SUCCESS)
+            << vkattn_last_error();
+        std::vector<int64_t> pos;
+        for (size_t i = 0; i < ids.size(); ++i)
+          for (int32_t j = 0; j < t[i]; ++j) pos.push_back(length(ids[i]) + j);
+        vkattn::ref::RopeParams p;
+        p.rotary_dim = int(shape.d);
+        vkattn::ref::rope_apply(p, total, int(shape.hkv), int(shape.d), pos.data(), kx.data());
+      } else {
+        ASSERT_EQ(vkattn_step_append(step_, l, k, v), VKATTN_SUCCESS) << vkattn_last_error();
+      }
+      int64_t off = 0;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        Rows& m = model[{ids[i], l}];
+        const size_t kr = size_t(shape.hkv) * shape.d, vr = size_t(shape.hkv) * shape.dv;
+        m.k.insert(m.k.end(), kx.begin() + off * kr, kx.begin() + (off + t[i]) * kr);
+        m.v.insert(m.v.end(), vx.begin() + off * vr, vx.begin() + (off + t[i]) * vr);
+        off += t[i];
+      }
+    }
+    ASSERT_EQ(vkattn_step_commit(step_), VKATTN_SUCCESS) << vkattn_last_error();
+    step_ = nullptr;
+    for (size_t i = 0; i < ids.size(); ++i) lengths[ids[i]] += t[i];
+  }
+
+  int32_t length(int64_t id) { return lengths.count(id) ? lengths[id] : 0; }
+
+  // Every row of sequence `id` reads back as q4_quantize of its model row:
+  // codes and scales equal (exact: unrotated), or codes within one and
+  // scales within an f16 step (rotated keys: the device's RoPE may differ
+  // from the reference's in the last bit before quantization).
+  void check(int64_t id, bool rotated = false) {
+    const int32_t n = length(id);
+    for (uint32_t l = 0; l < shape.layers; ++l) {
+      const Rows& m = model[{id, l}];
+      for (int is_v = 0; is_v < 2; ++is_v) {
+        const uint32_t dim = is_v ? shape.dv : shape.d, nb = (dim + 31) / 32;
+        std::vector<int8_t> kc(size_t(n) * shape.hkv * shape.d),
+            vc(size_t(n) * shape.hkv * shape.dv);
+        std::vector<float> ks(size_t(n) * shape.hkv * ((shape.d + 31) / 32)),
+            vs(size_t(n) * shape.hkv * ((shape.dv + 31) / 32));
+        ASSERT_EQ(
+            vkattn_kv_cache_read(cache, l, id, 0, n, kc.data(), kc.size(), vc.data(), vc.size()),
+            VKATTN_SUCCESS)
+            << vkattn_last_error();
+        ASSERT_EQ(vkattn_kv_cache_read_block_scales(cache, l, id, 0, n, ks.data(), ks.size(),
+                                                    vs.data(), vs.size()),
+                  VKATTN_SUCCESS)
+            << vkattn_last_error();
+        const std::vector<int8_t>& codes = is_v ? vc : kc;
+        const std::vector<float>& scales = is_v ? vs : ks;
+        const std::vector<float>& x = is_v ? m.v : m.k;
+        const bool loose = rotated && !is_v;
+        int bad = 0;
+        for (size_t r = 0; r < size_t(n) * shape.hkv && bad < 3; ++r) {
+          const vkattn::ref::Q4Row want = vkattn::ref::q4_quantize(x.data() + r * dim, int(dim));
+          for (uint32_t b = 0; b < nb; ++b) {
+            const float got = scales[r * nb + b], w = want.scales[b];
+            const bool ok = std::isnan(w) ? std::isnan(got)
+                            : loose       ? std::fabs(got - w) <= std::fabs(w) * 1e-3f
+                                          : got == w;
+            if (!ok) {
+              ADD_FAILURE() << "layer " << l << (is_v ? " V" : " K") << " row " << r << " block "
+                            << b << ": scale " << got << ", want " << w;
+              ++bad;
+            }
+          }
+          for (uint32_t e = 0; e < dim; ++e) {
+            const int got = codes[r * dim + e], w = want.codes[e];
+            if (got < -8 || got > 7 || (loose ? std::abs(got - w) > 1 : got != w)) {
+              ADD_FAILURE() << "layer " << l << (is_v ? " V" : " K") << " row " << r << " elem "
+                            << e << ": code " << got << ", want " << w << " (x " << x[r * dim + e]
+                            << ")";
+              ++bad;
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  KvShape shape;
+  vkattn_kv_cache* cache = nullptr;
+  vkattn_step* step_ = nullptr;
+  std::map<std::pair<int64_t, uint32_t>, Rows> model;
+  std::map<int64_t, int32_t> lengths;
+  std::mt19937 rng{41};
+};
+
+KvShape q4_shape() {
+  KvShape s;
+  s.layers = 2;
+  s.hkv = 3;
+  s.d = 128;  // 4 whole blocks
+  s.dv = 37;  // a block and 5 elements; rows of 5 words
+  s.page_size = 5;
+  s.pages = 64;
+  s.dtype = VKATTN_Q4;
+  return s;
+}
+
+}  // namespace
+
+TEST_F(Q4Cache, AppendsStoreTheReferenceCodesAndScales) {
+  create(q4_shape());
+  step({1, 2}, {23, 4});
+  check(1);
+  check(2);
+  // Fork 2 (a partial page) and append to both: the shared page is copied,
+  // neither side sees the other's tokens.
+  ASSERT_EQ(vkattn_kv_cache_fork(cache, 2, 3), VKATTN_SUCCESS) << vkattn_last_error();
+  for (uint32_t l = 0; l < shape.layers; ++l) model[{3, l}] = model[{2, l}];
+  lengths[3] = lengths[2];
+  step({3, 2}, {2, 3});
+  check(2);
+  check(3);
+  // Truncate into a page, then append over the dropped tail.
+  ASSERT_EQ(vkattn_kv_cache_truncate(cache, 1, 13), VKATTN_SUCCESS) << vkattn_last_error();
+  for (uint32_t l = 0; l < shape.layers; ++l) {
+    model[{1, l}].k.resize(size_t(13) * shape.hkv * shape.d);
+    model[{1, l}].v.resize(size_t(13) * shape.hkv * shape.dv);
+  }
+  lengths[1] = 13;
+  step({1}, {6});
+  check(1);
+  check(3);
+}
+
+TEST_F(Q4Cache, RotatedKeysAreQuantizedAfterRope) {
+  KvShape s = q4_shape();
+  s.d = 64;
+  create(s);
+  vkattn_rope_desc rope;
+  vkattn_rope_desc_init(&rope);
+  step({7}, {9}, &rope);
+  step({7}, {3}, &rope);
+  check(7, /*rotated=*/true);
+}
+
+// Pools of several buffers (pages split in groups and layers apart; the
+// variable is read when the cache is created).
+TEST_F(Q4Cache, SeveralPoolBuffers) {
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_BUFFER_BYTES", "4096"}});
+  KvShape s = q4_shape();
+  s.pages = 40;
+  create(s);
+  step({1, 2, 3}, {31, 17, 1});
+  check(1);
+  check(2);
+  check(3);
+}
+
+TEST_F(Q4Cache, WhatIsNotThereSaysSo) {
+  EXPECT_EQ(vkattn_dtype_size(VKATTN_Q4), 0u);
+  vkattn_tensor* t = nullptr;
+  const int64_t shp[1] = {8};
+  EXPECT_INVALID(vkattn_tensor_create(ctx, VKATTN_Q4, 1, shp, &t), "cache dtype only");
+  EXPECT_EQ(t, nullptr);
+  create(q4_shape());
+  step({1}, {6});
+  std::vector<int8_t> kc(6 * 3 * 128), vc(6 * 3 * 37);
+  std::vector<float> ks(6 * 3 * 4), vs(6 * 3 * 2);
+  EXPECT_INVALID(
+      vkattn_kv_cache_read(cache, 0, 1, 0, 6, kc.data(), kc.size() - 1, vc.data(), vc.size()),
+      "one int8 code per element");
+  EXPECT_INVALID(vkattn_kv_cache_read_block_scales(cache, 0, 1, 0, 6, ks.data(), ks.size(),
+                                                   vs.data(), vs.size() + 1),
+                 "ceil(dv / 32)");
+  EXPECT_INVALID(vkattn_kv_cache_read_block_scales(cache, 0, 1, 2, 6, ks.data(), ks.size(),
+                                                   vs.data(), vs.size()),
+                 "beyond");
+  EXPECT_INVALID(vkattn_kv_cache_read_scales(cache, 0, 1, 0, 6, ks.data(), vs.data()),
+                 "only 8-bit");
+  // Attention over it: UNSUPPORTED, before anything is recorded.
+  const int64_t id = 1;
+  const int32_t one = 1;
+  ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &one, &step_), VKATTN_SUCCESS);
+  vkattn_tensor* q = tensor(VKATTN_F32, {1, 3, 128});
+  vkattn_tensor* out = tensor(VKATTN_F32, {1, 3, 37});
+  vkattn_attention_desc a;
+  vkattn_attention_desc_init(&a);
+  a.num_heads = 3, a.num_kv_heads = 3, a.head_dim = 128, a.head_dim_v = 37;
+  EXPECT_EQ(vkattn_step_attention(step_, 0, &a, q, out), VKATTN_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::strstr(vkattn_last_error(), "q4"), nullptr) << vkattn_last_error();
+  vkattn_step_abort(step_);
+  step_ = nullptr;
+  check(1);
+  // Other caches have no block scales.
+  vkattn_kv_cache_destroy(cache);
+  cache = nullptr;
+  KvShape f16 = q4_shape();
+  f16.dtype = VKATTN_F16;
+  create(f16);
+  EXPECT_INVALID(vkattn_kv_cache_read_block_scales(cache, 0, 1, 0, 0, ks.data(), 0, vs.data(), 0),
+                 "only q4");
+}
