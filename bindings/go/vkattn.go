@@ -90,6 +90,9 @@ var (
 	// per-token scales, and OCP e4m3fn with the caller's scales.
 	I8      Dtype = Dtype(raw.I8)
 	FP8E4M3 Dtype = Dtype(raw.FP8_E4M3)
+	// 4-bit KV cache dtype: codes -8..7 with an f16 scale per block of 32
+	// elements (a cache dtype only; see vkattn_quant.go).
+	Q4 Dtype = Dtype(raw.Q4)
 )
 
 // Size is the number of bytes per element (0 for an unknown dtype).
@@ -485,7 +488,7 @@ type KvCacheDesc struct {
 	HeadDim, HeadDimV     int // HeadDimV 0 = HeadDim
 	PageSize              int // tokens per page
 	NumPages              int
-	Dtype                 Dtype // F32, F16, BF16, I8 or FP8E4M3 (see vkattn_quant.go)
+	Dtype                 Dtype // F32, F16, BF16, I8, FP8E4M3 or Q4 (see vkattn_quant.go)
 }
 
 // NewKvCacheDesc is the library's defaults (page size, dtype) with the

@@ -145,6 +145,65 @@ func rotate(x []float32, heads, dim int, pos []int, gptj bool, rot, off int) []f
 // Rope rotates queries at their start positions (NeoX, and GPT-J over a
 // part of the head at an offset); AppendRope stores keys rotated at
 // positions len + i, which the cache reads back.
+// Q4 caches: codes -8..7 and one scale per block of 32 (here d 8: one
+// block a row, its largest magnitude coding to -8), every value within a
+// step of what was appended; attention over them is not there yet.
+func TestQ4CacheStoresCodesAndBlockScales(t *testing.T) {
+	c := newContext(t)
+	const n, row = 5, tHkv * tD
+	r := rand.New(rand.NewSource(4))
+	d := cacheDesc(1, 4)
+	d.Dtype = Q4
+	kv := must(c.NewKvCache(d))
+	defer kv.Close()
+	k, v := randoms(r, n*row), randoms(r, n*row)
+	step := must(kv.Begin([]int64{3}, []int32{n}))
+	if err := step.Append(0, tensorF32(t, c, k, n, tHkv, tD), tensorF32(t, c, v, n, tHkv, tD)); err != nil {
+		t.Fatal(err)
+	}
+	out := tensor(t, c, F32, n, tH, tD)
+	desc := NewAttentionDesc(tH, tHkv, tD)
+	wantError(t, step.Attention(0, &desc, tensorF32(t, c, randoms(r, n*tH*tD), n, tH, tD), out),
+		"vkattn_step_attention: attention over a q4 cache")
+	if err := step.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	step.Close()
+	kb, vb := make([]byte, n*row), make([]byte, n*row)
+	ks, vs := make([]float32, n*tHkv), make([]float32, n*tHkv)
+	if err := kv.ReadBytes(0, 3, 0, n, kb, vb); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.ReadBlockScales(0, 3, 0, n, ks, vs); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []struct {
+		x     []float32
+		codes []byte
+		s     []float32
+	}{{k, kb, ks}, {v, vb, vs}} {
+		for i := 0; i < n*tHkv; i++ {
+			m := float32(0)
+			for e := 0; e < tD; e++ {
+				if x := side.x[i*tD+e]; math.Abs(float64(x)) > math.Abs(float64(m)) {
+					m = x
+				}
+			}
+			if math.Abs(float64(side.s[i]-m/-8)) > 1e-3*math.Abs(float64(m/8)) {
+				t.Errorf("row %d: scale %g, want %g (its largest magnitude / -8)", i, side.s[i], m/-8)
+			}
+			for e := 0; e < tD; e++ {
+				code := int8(side.codes[i*tD+e])
+				got := float64(code) * float64(side.s[i])
+				if code < -8 || code > 7 || math.Abs(got-float64(side.x[i*tD+e])) > math.Abs(float64(side.s[i]))*1.001+1e-7 {
+					t.Fatalf("row %d elem %d: code %d x %g, appended %g", i, e, code, side.s[i], side.x[i*tD+e])
+				}
+			}
+		}
+	}
+	wantError(t, kv.ReadBlockScales(0, 3, 0, n, ks[:1], vs), "vkattn_kv_cache_read_block_scales: ")
+}
+
 func TestRopeRotatesQueriesAndAppendedKeys(t *testing.T) {
 	c := newContext(t)
 	r := rand.New(rand.NewSource(9))

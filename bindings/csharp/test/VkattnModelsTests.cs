@@ -37,6 +37,45 @@ public class VkattnModelsTests {
   }
 
   [Test]
+  public void Q4CacheStoresCodesAndBlockScales() {
+    const int n = 5;
+    var r = new Random(4);
+    var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.Q4 };
+    float[] k = VkattnTests.Randoms(r, n * Row), v = VkattnTests.Randoms(r, n * Row);
+    using (var ctx = new Context())
+    using (var cache = new KvCache(ctx, cd))
+    using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
+    using (var tv = Tensor.Of(ctx, v, n, Hkv, D)) {
+      using (var step = cache.Begin(new long[] { 3 }, new[] { n })) {
+        step.Append(0, tk, tv);
+        step.Commit();
+      }
+      // d 8: one block a row; its largest magnitude codes to -8, every
+      // value within a step of what was appended.
+      byte[] kb = new byte[n * Row], vb = new byte[n * Row];
+      float[] ks = new float[n * Hkv], vs = new float[n * Hkv];
+      cache.Read(0, 3, 0, n, kb, vb);
+      cache.ReadBlockScales(0, 3, 0, n, ks, vs);
+      Assert.Throws<VkattnException>(() => cache.ReadBlockScales(0, 3, 0, n, new float[1], vs));
+      for (int side = 0; side < 2; ++side) {
+        float[] x = side == 0 ? k : v, s = side == 0 ? ks : vs;
+        byte[] c = side == 0 ? kb : vb;
+        for (int row = 0; row < n * Hkv; ++row) {
+          float m = 0;
+          for (int e = 0; e < D; ++e)
+            if (Math.Abs(x[row * D + e]) > Math.Abs(m)) m = x[row * D + e];
+          Assert.AreEqual(m / -8, s[row], Math.Abs(m) / 8 * 1e-3, "row " + row);
+          for (int e = 0; e < D; ++e) {
+            int code = (sbyte)c[row * D + e];
+            Assert.That(code >= -8 && code <= 7, "code " + code);
+            Assert.LessOrEqual(Math.Abs(code * s[row] - x[row * D + e]), Math.Abs(s[row]) * 1.001 + 1e-7);
+          }
+        }
+      }
+    }
+  }
+
+  [Test]
   public void EightBitCachesDequantizeToWhatAttentionSees() {
     const int n = 5;
     foreach (var dt in new[] { Dtype.I8, Dtype.FP8_E4M3 }) {

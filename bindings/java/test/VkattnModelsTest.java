@@ -99,6 +99,45 @@ public class VkattnModelsTest {
     }
   }
 
+  @Test
+  public void q4CacheStoresCodesAndBlockScales() {
+    final int n = 5;
+    Random r = new Random(4);
+    KvCacheDesc cd = VkattnStepTest.cacheDesc();
+    cd.setNumLayers(1);
+    cd.setDtype(Dtype.Q4);
+    float[] k = VkattnTest.random(r, n * ROW), v = VkattnTest.random(r, n * ROW);
+    try (Context ctx = new Context(); KvCache cache = new KvCache(ctx, cd);
+        Tensor tk = Tensor.of(ctx, k, n, HKV, D); Tensor tv = Tensor.of(ctx, v, n, HKV, D)) {
+      try (Step step = cache.begin(new long[] {3}, new int[] {n})) {
+        step.append(0, tk, tv);
+        step.commit();
+      }
+      // d 8: one block a row; its largest magnitude codes to -8, every
+      // value within a step of what was appended.
+      byte[] kb = new byte[n * ROW], vb = new byte[n * ROW];
+      float[] ks = new float[n * HKV], vs = new float[n * HKV];
+      cache.read(0, 3, 0, n, kb, vb);
+      cache.readBlockScales(0, 3, 0, n, ks, vs);
+      assertThrows(VkattnException.class, () -> cache.readBlockScales(0, 3, 0, n, new float[1], vs));
+      for (int side = 0; side < 2; ++side) {
+        float[] x = side == 0 ? k : v, s = side == 0 ? ks : vs;
+        byte[] c = side == 0 ? kb : vb;
+        for (int row = 0; row < n * HKV; ++row) {
+          float m = 0;
+          for (int e = 0; e < D; ++e)
+            if (Math.abs(x[row * D + e]) > Math.abs(m)) m = x[row * D + e];
+          assertEquals(m / -8, s[row], Math.abs(m) / 8 * 1e-3);
+          for (int e = 0; e < D; ++e) {
+            int code = c[row * D + e];
+            assertTrue("code " + code, code >= -8 && code <= 7);
+            assertTrue(Math.abs(code * s[row] - x[row * D + e]) <= Math.abs(s[row]) * 1.001 + 1e-7);
+          }
+        }
+      }
+    }
+  }
+
   /** Host RoPE without scaling: pairs of dims [off, off + rot). */
   static float[] rotate(float[] x, int heads, int[] pos, boolean gptj, int rot, int off) {
     float[] out = x.clone();
