@@ -223,7 +223,7 @@ void main() {
         if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
           k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c,
                         0u) *
-              kv_scale(false, sq, it.kv_head, key);  // 8-bit caches: dequantized into the f16 tile
+              kv_chunk_scale(false, sq, it.kv_head, key, c);  // 8-bit caches: dequantized into the f16 tile
         sh_k[j * QS + cl] = f16vec4(k);
       }
       if (c0 == 0u)
@@ -319,7 +319,7 @@ void main() {
         if (c < DV4 && ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u)
           v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
                         1u) *
-              kv_scale(true, sq, it.kv_head, key);
+              kv_chunk_scale(true, sq, it.kv_head, key, c);
         sh_v[j * VS + cl] = f16vec4(v);
       }
       memoryBarrierShared();

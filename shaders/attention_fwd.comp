@@ -75,7 +75,9 @@ const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
 #define QK_STEP(c)                                                                      \
   {                                                                                     \
     vec4 kv[BK];                                                                        \
-    [[unroll]] for (uint j = 0u; j < BK; ++j) kv[j] = fetch_row(KVEC, D, kbase[j], c, 0u); \
+    [[unroll]] for (uint j = 0u; j < BK; ++j)                                           \
+      kv[j] = fetch_row(KVEC, D, kbase[j], c, 0u) *                                     \
+              (KDT == DT_Q4 ? q4_scale_at(ksb[j] + (c) / 8u) : 1.0);                   \
     [[unroll]] for (uint i = 0u; i < R; ++i) {                                          \
       vec4 qi = q[i * D4 + c];                                                          \
       [[unroll]] for (uint j = 0u; j < BK; ++j) s[i * BK + j] += dot(qi, kv[j]);        \
@@ -87,7 +89,9 @@ const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
 #define PV_STEP(c)                                                                      \
   {                                                                                     \
     vec4 vv[BK];                                                                        \
-    [[unroll]] for (uint j = 0u; j < BK; ++j) vv[j] = fetch_row(VVEC, DV, vbase[j], c, 1u); \
+    [[unroll]] for (uint j = 0u; j < BK; ++j)                                           \
+      vv[j] = fetch_row(VVEC, DV, vbase[j], c, 1u) *                                    \
+              (KDT == DT_Q4 ? q4_scale_at(vsb[j] + (c) / 8u) : 1.0);                   \
     [[unroll]] for (uint i = 0u; i < R; ++i) {                                          \
       vec4 a = acc[i * DV4 + c] * alphas[i];                                            \
       [[unroll]] for (uint j = 0u; j < BK; ++j)                                         \
@@ -158,11 +162,14 @@ void main() {
     float s[R * BK];
     [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;
     // First texel of each key's K and V row (keys past the range repeat the last).
-    uint kbase[BK], vbase[BK];
+    // 4-bit caches: each key's first block scale too (QK_STEP, PV_STEP).
+    uint kbase[BK], vbase[BK], ksb[BK], vsb[BK];
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
       uint key = min(kb + j, k_last - 1u);
       kbase[j] = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);
       vbase[j] = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);
+      ksb[j] = KDT == DT_Q4 ? q4_scale_base(false, sq, it.kv_head, key) : 0u;
+      vsb[j] = KDT == DT_Q4 ? q4_scale_base(true, sq, it.kv_head, key) : 0u;
     }
     // UNROLL_D = 0 iterates the head dim in chunks of CK (q and acc then
     // live in memory, which keeps lavapipe's compile time in seconds);

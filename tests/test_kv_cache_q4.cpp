@@ -2,15 +2,19 @@
 // and block scales of src/reference/quant_ref.h's q4_quantize (odd dims,
 // partial last blocks, zero / NaN / inf / huge blocks, pages over several
 // pool buffers), RoPE'd appends within one code of it, fork / copy-on-write
-// / truncate keep every row, and what is not there yet says so.
+// / truncate keep every row, bad input is refused; and every attention
+// family reads it as the reference over what it holds.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kv_model.h"
+#include "reference/attention_ref.h"
 #include "reference/quant_ref.h"
 #include "reference/rope_ref.h"
 
@@ -222,7 +226,7 @@ TEST_F(Q4Cache, SeveralPoolBuffers) {
   check(3);
 }
 
-TEST_F(Q4Cache, WhatIsNotThereSaysSo) {
+TEST_F(Q4Cache, BadInputIsRefused) {
   EXPECT_EQ(vkattn_dtype_size(VKATTN_Q4), 0u);
   vkattn_tensor* t = nullptr;
   const int64_t shp[1] = {8};
@@ -243,19 +247,6 @@ TEST_F(Q4Cache, WhatIsNotThereSaysSo) {
                  "beyond");
   EXPECT_INVALID(vkattn_kv_cache_read_scales(cache, 0, 1, 0, 6, ks.data(), vs.data()),
                  "only 8-bit");
-  // Attention over it: UNSUPPORTED, before anything is recorded.
-  const int64_t id = 1;
-  const int32_t one = 1;
-  ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &one, &step_), VKATTN_SUCCESS);
-  vkattn_tensor* q = tensor(VKATTN_F32, {1, 3, 128});
-  vkattn_tensor* out = tensor(VKATTN_F32, {1, 3, 37});
-  vkattn_attention_desc a;
-  vkattn_attention_desc_init(&a);
-  a.num_heads = 3, a.num_kv_heads = 3, a.head_dim = 128, a.head_dim_v = 37;
-  EXPECT_EQ(vkattn_step_attention(step_, 0, &a, q, out), VKATTN_ERROR_UNSUPPORTED);
-  EXPECT_NE(std::strstr(vkattn_last_error(), "q4"), nullptr) << vkattn_last_error();
-  vkattn_step_abort(step_);
-  step_ = nullptr;
   check(1);
   // Other caches have no block scales.
   vkattn_kv_cache_destroy(cache);
@@ -265,4 +256,133 @@ TEST_F(Q4Cache, WhatIsNotThereSaysSo) {
   create(f16);
   EXPECT_INVALID(vkattn_kv_cache_read_block_scales(cache, 0, 1, 0, 0, ks.data(), 0, vs.data(), 0),
                  "only q4");
+}
+
+namespace {
+
+// One q4 cache, two sequences (a prefill chunk of 7 tokens over 30, a
+// decode over 20), GQA 4:2, d 64 / dv 37 (a partial block), pages of 5:
+// the step's attention against the f64 reference over the K/V the cache
+// holds (its codes times their block scales, read back), on `ctx`. With
+// `nan`, one committed key of kv head 0 holds a NaN: its block's scale is
+// NaN, and every row that sees it is NaN (the reference's rule too).
+void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = false) {
+  const uint32_t hkv = 2, h = 4, ps = 5;
+  vkattn_kv_cache_desc cd;
+  vkattn_kv_cache_desc_init(&cd);
+  cd.num_layers = 1, cd.num_kv_heads = hkv, cd.head_dim = d, cd.head_dim_v = dv;
+  cd.page_size = ps, cd.num_pages = 32, cd.dtype = VKATTN_Q4;
+  vkattn_kv_cache* cache = nullptr;
+  ASSERT_EQ(vkattn_kv_cache_create(ctx, &cd, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+  std::mt19937 rng(17);
+  std::normal_distribution<float> g;
+  auto upload = [&](std::vector<int64_t> shape) {
+    vkattn_tensor* t = nullptr;
+    EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, shape.data(), &t), VKATTN_SUCCESS);
+    std::vector<float> x(shape[0] * shape[1] * shape[2]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = g(rng) * (i % 7 == 2 ? 20.0f : 1.0f);
+    EXPECT_EQ(vkattn_tensor_write(t, x.data(), x.size() * 4), VKATTN_SUCCESS);
+    return std::make_pair(t, x);
+  };
+  const int64_t ids[2] = {1, 2};
+  vkattn_step* step = nullptr;
+  // The context: 30 and 20 tokens, committed.
+  const int32_t before[2] = {30, 20};
+  ASSERT_EQ(vkattn_step_begin(cache, 2, ids, before, &step), VKATTN_SUCCESS);
+  auto k0 = upload({50, hkv, d}), v0 = upload({50, hkv, dv});
+  if (nan) {  // sequence 2's key 3 (row 33 of the packed batch), kv head 0
+    k0.second[(33 * hkv + 0) * d + d - 1] = std::numeric_limits<float>::quiet_NaN();
+    ASSERT_EQ(vkattn_tensor_write(k0.first, k0.second.data(), k0.second.size() * 4),
+              VKATTN_SUCCESS);
+  }
+  ASSERT_EQ(vkattn_step_append(step, 0, k0.first, v0.first), VKATTN_SUCCESS) << vkattn_last_error();
+  ASSERT_EQ(vkattn_step_commit(step), VKATTN_SUCCESS);
+  // The step: 7 and 1 new tokens, appended and attended (causal).
+  const int32_t t[2] = {7, 1};
+  ASSERT_EQ(vkattn_step_begin(cache, 2, ids, t, &step), VKATTN_SUCCESS);
+  auto k1 = upload({8, hkv, d}), v1 = upload({8, hkv, dv}), q = upload({8, h, d});
+  ASSERT_EQ(vkattn_step_append(step, 0, k1.first, v1.first), VKATTN_SUCCESS);
+  vkattn_tensor* out = nullptr;
+  const int64_t os[3] = {8, h, dv};
+  ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, os, &out), VKATTN_SUCCESS);
+  vkattn_attention_desc a;
+  vkattn_attention_desc_init(&a);
+  a.num_heads = h, a.num_kv_heads = hkv, a.head_dim = d, a.head_dim_v = dv, a.causal = 1;
+  ASSERT_EQ(vkattn_step_attention(step, 0, &a, q.first, out), VKATTN_SUCCESS)
+      << vkattn_last_error();
+  ASSERT_EQ(vkattn_step_commit(step), VKATTN_SUCCESS);
+  std::vector<float> got(8 * h * dv);
+  ASSERT_EQ(vkattn_tensor_read(out, got.data(), got.size() * 4), VKATTN_SUCCESS);
+  // What the cache holds, dequantized: [37 | 21 keys][Hkv][dim].
+  std::vector<float> hk, hv;
+  const uint32_t nbk = (d + 31) / 32, nbv = (dv + 31) / 32;
+  for (int b = 0; b < 2; ++b) {
+    const int32_t n = before[b] + t[b];
+    std::vector<int8_t> kc(n * hkv * d), vc(n * hkv * dv);
+    std::vector<float> ks(n * hkv * nbk), vs(n * hkv * nbv);
+    ASSERT_EQ(
+        vkattn_kv_cache_read(cache, 0, ids[b], 0, n, kc.data(), kc.size(), vc.data(), vc.size()),
+        VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_kv_cache_read_block_scales(cache, 0, ids[b], 0, n, ks.data(), ks.size(),
+                                                vs.data(), vs.size()),
+              VKATTN_SUCCESS);
+    for (size_t i = 0; i < kc.size(); ++i) hk.push_back(kc[i] * ks[i / d * nbk + i % d / 32]);
+    for (size_t i = 0; i < vc.size(); ++i) hv.push_back(vc[i] * vs[i / dv * nbv + i % dv / 32]);
+  }
+  vkattn::ref::AttentionParams p;
+  p.num_heads = h, p.num_kv_heads = hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = true;
+  const int32_t cu_q[3] = {0, 7, 8}, cu_k[3] = {0, 37, 58};
+  std::vector<float> want(8 * h * dv);
+  vkattn::ref::attention_varlen(p, 2, cu_q, cu_k, q.second.data(), hk.data(), hv.data(),
+                                want.data(), nullptr);
+  double worst = 0;
+  size_t nans = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+      ++nans;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (1 + std::fabs(want[i])));
+  }
+  // The NaN key's rows: sequence 2's decode, the 2 heads of kv head 0.
+  EXPECT_EQ(nans, nan ? 2u * dv : 0u);
+  // coopmat multiplies f16 q and P (test_util.h's slack: 2e-3 relative).
+  EXPECT_LT(worst, 2e-4 + 3 * f16_math_slack()) << "d " << d << " dv " << dv;
+  for (vkattn_tensor* x : {k0.first, v0.first, k1.first, v1.first, q.first, out})
+    vkattn_tensor_destroy(x);
+  vkattn_kv_cache_destroy(cache);
+}
+
+}  // namespace
+
+// Every family reads the 4-bit cache: codes times their block's scale.
+// A family forced from outside (ctest's mesa26 coopmat suite) is the only
+// one run.
+TEST(Q4Attention, EveryFamilyMatchesTheReferenceOverWhatTheCacheHolds) {
+  std::vector<std::string> families = {"lanes", "tiled", "decode"};
+  if (const char* forced = std::getenv("VKATTN_ATTN_KERNEL")) families = {forced};
+  for (const std::string& family : families) {
+    SCOPED_TRACE(family);
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", family.c_str()}});
+    ForcedContext fc;
+    ASSERT_NE(fc.ctx, nullptr);
+    attend_over_q4(fc.ctx, 64, 37);
+    attend_over_q4(fc.ctx, 128, 128);
+    attend_over_q4(fc.ctx, 64, 37, /*nan=*/true);
+    // Key ranges split (partials and their combine).
+    ScopedEnv split(ScopedEnv::Vars{{"VKATTN_ATTN_SPLIT_KEYS", "8"}});
+    ForcedContext fs;
+    attend_over_q4(fs.ctx, 64, 37);
+  }
+  // A batch-invariant context (pages gathered into buffers of their own).
+  vkattn_context_desc cd;
+  vkattn_context_desc_init(&cd);
+  cd.flags = VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_BATCH_INVARIANT;
+  vkattn_context* inv = nullptr;
+  ASSERT_EQ(vkattn_context_create(&cd, &inv), VKATTN_SUCCESS) << vkattn_last_error();
+  attend_over_q4(inv, 64, 37);
+  attend_over_q4(inv, 128, 128);
+  EXPECT_EQ(validation_messages(inv), 0u);
+  vkattn_context_destroy(inv);
 }

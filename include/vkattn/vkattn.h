@@ -1149,8 +1149,9 @@ typedef struct vkattn_kv_cache_desc {
    *    scales sit apart so that a kernel reads 8 codes per 32-bit word,
    *    and a pool in ggml's block_q4_0 layout cannot be handed to vkattn.
    *    vkattn_kv_cache_read returns one int8 code (-8..7) per element and
-   *    vkattn_kv_cache_read_block_scales the scales. Attention over a Q4
-   *    cache is not implemented yet: VKATTN_ERROR_UNSUPPORTED (issue K4).
+   *    vkattn_kv_cache_read_block_scales the scales. Attention dequantizes
+   *    (code x its block's scale, f32; coopmat into its f16 tiles) in
+   *    every kernel family, split or not, batch-invariant or not.
    *    K and V share the dtype; a separate V dtype would come as a new
    *    field in reserved[] (0 = the same as dtype), as llama.cpp's
    *    -ctk / -ctv. */

@@ -152,9 +152,12 @@ void main() {
 
   // A tile's raw K/V words, block-table lookups and 8-bit scales for this
   // lane (keys past the range repeat the last; they are hidden below).
+  // 4-bit caches: each key's first block scale (q4_scale_base), applied
+  // per decoded chunk (their ksc / vsc are 1).
   uvec4 kr[KPG * UK], vr[KPG * UV];
   float ksc[KPG], vsc[KPG];
-#define LOAD_TILE(kt, KR, VR, KS, VSC)                                                     \
+  uint ksb[KPG], vsb[KPG];
+#define LOAD_TILE(kt, KR, VR, KS, VSC, KSB, VSB)                                           \
   [[unroll]] for (uint j = 0u; j < KPG; ++j) {                                             \
     uint key = min((kt) + j * NKG + kg, k_last);                                           \
     uint kb = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);                 \
@@ -165,16 +168,19 @@ void main() {
       VR[j * UV + n] = raw_chunk(1u, VVEC, DV, vb, min(sl + n * LPK, NUV - 1u) * CV);      \
     KS[j] = kv_scale(false, sq, it.kv_head, key);                                          \
     VSC[j] = kv_scale(true, sq, it.kv_head, key);                                          \
+    KSB[j] = KDT == DT_Q4 ? q4_scale_base(false, sq, it.kv_head, key) : 0u;               \
+    VSB[j] = KDT == DT_Q4 ? q4_scale_base(true, sq, it.kv_head, key) : 0u;                \
   }
   if (it.k_begin < it.k_end) {
-    LOAD_TILE(it.k_begin, kr, vr, ksc, vsc)
+    LOAD_TILE(it.k_begin, kr, vr, ksc, vsc, ksb, vsb)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
     // The next tile's loads, issued before this tile's math.
     uvec4 nkr[KPG * UK], nvr[KPG * UV];
     float nks[KPG], nvs[KPG];
+    uint nksb[KPG], nvsb[KPG];
     if (kt + BC < it.k_end) {
-      LOAD_TILE(kt + BC, nkr, nvr, nks, nvs)
+      LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb)
     }
 
     // Partial dot products of this lane's units, then the key group's sums.
@@ -185,7 +191,9 @@ void main() {
         uint u = sl + n * LPK;
         bool in_row = FULL_K || u < NUK;  // a clamped unit would count twice
         [[unroll]] for (uint e = 0u; e < CK; ++e) {
-          vec4 kv = decode_chunk(KDT, KVEC, D, kr[j * UK + n], min(u, NUK - 1u) * CK + e);
+          uint ch = min(u, NUK - 1u) * CK + e;
+          vec4 kv = decode_chunk(KDT, KVEC, D, kr[j * UK + n], ch);
+          if (KDT == DT_Q4) kv *= q4_scale_at(ksb[j] + ch / 8u);
           [[unroll]] for (uint i = 0u; i < RL; ++i) {
             float d = dot(q[i * QS + n * CK + e], kv);
             s[i * KPG + j] += in_row ? d : 0.0;
@@ -262,8 +270,9 @@ void main() {
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
       [[unroll]] for (uint n = 0u; n < UV; ++n) {
         [[unroll]] for (uint e = 0u; e < CV; ++e) {
-          vec4 vv =
-              decode_chunk(KDT, VVEC, DV, vr[j * UV + n], min(sl + n * LPK, NUV - 1u) * CV + e);
+          uint ch = min(sl + n * LPK, NUV - 1u) * CV + e;
+          vec4 vv = decode_chunk(KDT, VVEC, DV, vr[j * UV + n], ch);
+          if (KDT == DT_Q4) vv *= q4_scale_at(vsb[j] + ch / 8u);
           [[unroll]] for (uint i = 0u; i < RL; ++i) {
             float p = s[i * KPG + j] * vsc[j];
             acc[i * VS + n * CV + e] += vis[i * KPG + j] ? p * vv : vec4(0.0);
@@ -276,6 +285,8 @@ void main() {
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
       ksc[j] = nks[j];
       vsc[j] = nvs[j];
+      ksb[j] = nksb[j];
+      vsb[j] = nvsb[j];
     }
   }
 

@@ -26,7 +26,8 @@ layout(std430, binding = 12) readonly buffer BlockTable {
 };
 // 8-bit caches: int8, the pool buffer (each K/V block's rows are followed
 // by their scales, f32 [Hkv][page_size]); fp8, the cache's scale table
-// [layer][K, V][Hkv] (ops/kv_cache.h).
+// [layer][K, V][Hkv]; 4-bit: the pool buffer (the rows' block scales, f16
+// [Hkv][page_size][blocks], follow them) (ops/kv_cache.h).
 layout(std430, binding = 14) readonly buffer KvScales {
   float kv_scales[];
 };
@@ -110,6 +111,31 @@ float kv_scale(bool is_v, Seq sq, uint kv_head, uint key) {
   return 1.0;
 }
 
+// 4-bit caches: the index (in f16 halves of the pool) of the first block
+// scale of key `key`'s K (V) row. Its page's block starts at texel
+// page * page_tx + layer_tx (4-byte texels); the rows of codes, whole
+// words each, take round16(Hkv x page_size x 4 x ceil(dim / 8)) bytes.
+uint q4_scale_base(bool is_v, Seq sq, uint kv_head, uint key) {
+  uint dim = is_v ? DV : D, nb = (dim + 31u) / 32u;
+  uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+  uint blk = (page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx)) * 4u;
+  uint rows = (pc.num_kv_heads * pc.page_size * ((dim + 7u) / 8u) * 4u + 15u) & ~15u;
+  return (blk + rows) / 2u + (kv_head * pc.page_size + key % pc.page_size) * nb;
+}
+
+// The f16 at half index i of the pool (a 4-bit block scale), widened.
+float q4_scale_at(uint i) {
+  uint w = floatBitsToUint(kv_scales[i >> 1]);
+  return unpackHalf2x16((i & 1u) != 0u ? w >> 16 : w).x;
+}
+
+// The factor that dequantizes elements [4c, 4c + 4) of key `key`'s K (V)
+// row: a 4-bit cache's block scale (block c / 8), else kv_scale's.
+float kv_chunk_scale(bool is_v, Seq sq, uint kv_head, uint key, uint c) {
+  if (KDT == DT_Q4) return q4_scale_at(q4_scale_base(is_v, sq, kv_head, key) + c / 8u);
+  return kv_scale(is_v, sq, kv_head, key);
+}
+
 // First texel of q's row (token, head) in the bound window.
 uint q_texel(uint token, uint head) {
   return token * pc.q_tok + head * pc.q_head - pc.q_base;
@@ -143,6 +169,12 @@ uvec4 raw_chunk(uint which, uint kind_vec, uint dim, uint base, uint c) {
 // head dim. 8-bit codes (K/V of an 8-bit cache; kind 2 texels hold 8, kind
 // 1 texels 4, kind 0 one) are not yet scaled (kv_scale).
 vec4 decode_chunk(uint dt, uint kind_vec, uint dim, uvec4 w, uint c) {
+  if (dt == DT_Q4) {  // kind 2 over 32-bit texels: chunk c is half c & 1 of w.x
+    uint h = (c & 1u) != 0u ? w.x >> 16 : w.x & 0xffffu;
+    vec4 r = vec4(ivec4(int(h << 28), int(h << 24), int(h << 20), int(h << 16)) >> 28);
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) r[e] = 4u * c + e < dim ? r[e] : 0.0;
+    return r;
+  }
   if (dt >= DT_I8) {
     if (kind_vec == 2u) return decode8x4(dt, (c & 1u) != 0u ? w.y : w.x);
     if (kind_vec == 1u) return decode8x4(dt, w.x);

@@ -125,16 +125,17 @@ void main() {
   const uint lid = gl_LocalInvocationID.x;
   // Element x of a tile's K or V rows (keys past the range repeat the
   // last; they are hidden below).
-  // 8-bit caches: dequantized here (kv_scale is 1.0, folded away, for others).
+  // 8-bit and 4-bit caches: dequantized here (kv_chunk_scale is 1.0,
+  // folded away, for others).
 #define TILE_KEY(kt, x, n4) min((kt) + (x) / (n4), it.k_end - 1u)
 #define TILE_K(kt, x)                                                                         \
   (fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, TILE_KEY(kt, x, D4), KVEC, D), \
              (x) % D4, 0u) *                                                                  \
-   kv_scale(false, sq, it.kv_head, TILE_KEY(kt, x, D4)))
+   kv_chunk_scale(false, sq, it.kv_head, TILE_KEY(kt, x, D4), (x) % D4))
 #define TILE_V(kt, x)                                                                            \
   (fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, TILE_KEY(kt, x, DV4), VVEC, DV), \
              (x) % DV4, 1u) *                                                                    \
-   kv_scale(true, sq, it.kv_head, TILE_KEY(kt, x, DV4)))
+   kv_chunk_scale(true, sq, it.kv_head, TILE_KEY(kt, x, DV4), (x) % DV4))
   // DBUF: this lane's share of the tile at kt (element lid + n * WG).
   vec4 nk[NK], nv[NV];
 #define PREFETCH(kt)                                                                    \

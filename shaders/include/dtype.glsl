@@ -9,6 +9,9 @@
 // 8-bit KV cache dtypes (vkattn_kv_cache_desc): codes, dequantized by a scale.
 #define DT_I8 6u
 #define DT_FP8 7u
+// 4-bit KV cache (VKATTN_Q4): 8 codes a 32-bit word, an f16 scale per
+// block of 32 elements beside the rows (ops/kv_cache.h).
+#define DT_Q4 8u
 
 // A quiet NaN.
 #define NAN_F uintBitsToFloat(0x7fc00000u)

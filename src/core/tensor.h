@@ -25,6 +25,10 @@ inline bool known_dtype(int64_t raw) {
 inline bool is_8bit(vkattn_dtype dtype) {
   return dtype == VKATTN_I8 || dtype == VKATTN_FP8_E4M3;
 }
+// The cache-only dtypes whose codes scales dequantize: 8-bit and 4-bit.
+inline bool is_quantized(vkattn_dtype dtype) {
+  return is_8bit(dtype) || dtype == VKATTN_Q4;
+}
 
 // Row-major strides (elements) of `shape`, a zero dim counting as 1.
 // Throws INVALID_ARGUMENT on a negative dim or a stride past 2^63 / 8.

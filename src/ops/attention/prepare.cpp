@@ -22,6 +22,9 @@ constexpr uint64_t kScratchBytes = 64ull << 20;
 
 // Texel width: 0 = one element, 1 = four elements, 2 = eight 16-bit or 8-bit elements.
 uint32_t texel_kind(vkattn_dtype dt, uint32_t dim, bool scalar) {
+  // A 4-bit cache's rows are whole 32-bit words of 8 codes (two chunks): kind
+  // 2 over 32-bit texels (texel_format), whatever the dim.
+  if (dt == VKATTN_Q4) return 2;
   if (scalar || dim % 4 != 0) return 0;
   return (dt != VKATTN_F32 && dim % 8 == 0) ? 2 : 1;
 }
@@ -99,7 +102,8 @@ bool rows_bindable(const DeviceCaps& caps, const Tensor& t, bool texel, bool poo
 }
 
 VkFormat texel_format(vkattn_dtype dt, uint32_t kind) {
-  if (is_8bit(dt))  // 8, 4 or 1 codes per texel
+  if (dt == VKATTN_Q4) return VK_FORMAT_R32_UINT;  // 8 codes a texel
+  if (is_8bit(dt))                                 // 8, 4 or 1 codes per texel
     return kind == 2 ? VK_FORMAT_R32G32_UINT : kind ? VK_FORMAT_R32_UINT : VK_FORMAT_R8_UINT;
   if (kind == 2) return VK_FORMAT_R32G32B32A32_UINT;
   if (dt == VKATTN_F32) return kind ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
@@ -184,7 +188,8 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     if (!c.step) pp.kvec = aligned_kind(pp.kvec, pp.k), pp.vvec = aligned_kind(pp.vvec, pp.v);
     if (c.pinned) {
       pp.qvec = std::min(pp.qvec, c.pinned->qvec);
-      pp.kvec = std::min(pp.kvec, c.pinned->kvec), pp.vvec = std::min(pp.vvec, c.pinned->vvec);
+      if (kv_dt != VKATTN_Q4)  // (one kind only)
+        pp.kvec = std::min(pp.kvec, c.pinned->kvec), pp.vvec = std::min(pp.vvec, c.pinned->vvec);
     }
   };
   // Tuned choices of this call's class before the device table, unless

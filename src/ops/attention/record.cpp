@@ -206,7 +206,8 @@ class PassBinder {
     push_.out_head = static_cast<uint32_t>(ol_.head);
     if (c.step) {
       // The cache's pages hold [Hkv, page_size, dim] rows (ops/kv_cache.h).
-      auto row_tx = [](uint32_t kind, uint32_t dim) -> uint64_t {
+      auto row_tx = [&](uint32_t kind, uint32_t dim) -> uint64_t {
+        if (c.step->cache().q4()) return (dim + 7) / 8;  // words of 8 codes
         return kind == 2 ? dim / 8 : kind == 1 ? (dim + 3) / 4 : dim;
       };
       const uint64_t kr = row_tx(pp.kvec, d.head_dim), vr = row_tx(pp.vvec, d.head_dim_v);
@@ -254,7 +255,7 @@ class PassBinder {
       push_.v_page_tx = static_cast<uint32_t>(gather_stride_v_ / texel_format_bytes(v_fmt_));
       push_.k_layer_tx = 0;
       push_.v_layer_tx = static_cast<uint32_t>(gather_v_off_ / texel_format_bytes(v_fmt_));
-      if (c_.step && c_.step->cache().int8())
+      if (c_.step && (c_.step->cache().int8() || c_.step->cache().q4()))
         scales_b_ = storage_window(caps_, Region::whole(kbuf), 0, kbuf->size(), &start);
     } else if (c_.pools) {
       // pass.buffer is a window of window_pages pages of the pools; the
@@ -283,8 +284,8 @@ class PassBinder {
       push_.k_layer_tx = static_cast<uint32_t>(at.offset / texel_format_bytes(k_fmt_));
       push_.v_layer_tx =
           static_cast<uint32_t>((at.offset + cache.k_block_bytes()) / texel_format_bytes(v_fmt_));
-      // int8: the scales beside the rows, read through the pool buffer.
-      if (cache.int8())
+      // int8 and q4: the scales beside the rows, read through the pool buffer.
+      if (cache.int8() || cache.q4())
         scales_b_ = storage_window(caps_, Region::whole(buf), 0, buf->size(), &start);
     } else {
       kb = texel_window(caps_, k_r_, k_fmt_, pp_.k.lo_byte(sp.keys.lo),

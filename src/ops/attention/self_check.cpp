@@ -74,6 +74,18 @@ double scaled_error(const std::vector<float>& got, const std::vector<double>& wa
 void read_dequantized(KvCache& cache, int64_t id, uint32_t u, float* k, float* v) {
   const auto& cd = cache.desc();
   const size_t rows = size_t(u) * cd.num_kv_heads, d = cd.head_dim, dv = cd.head_dim_v;
+  if (cache.q4()) {  // one code per element, a scale per block of 32
+    std::vector<int8_t> kc(rows * d), vc(rows * dv);
+    const size_t nbk = (d + 31) / 32, nbv = (dv + 31) / 32;
+    std::vector<float> ks(rows * nbk), vs(rows * nbv);
+    cache.read(0, id, 0, int32_t(u), kc.data(), kc.size(), vc.data(), vc.size());
+    cache.read_block_scales(0, id, 0, int32_t(u), ks.data(), ks.size(), vs.data(), vs.size());
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t e = 0; e < d; ++e) k[r * d + e] = float(kc[r * d + e]) * ks[r * nbk + e / 32];
+      for (size_t e = 0; e < dv; ++e) v[r * dv + e] = float(vc[r * dv + e]) * vs[r * nbv + e / 32];
+    }
+    return;
+  }
   std::vector<uint8_t> kc(rows * d), vc(rows * dv);
   std::vector<float> ks(rows), vs(rows);
   cache.read(0, id, 0, int32_t(u), kc.data(), kc.size(), vc.data(), vc.size());
@@ -206,7 +218,7 @@ struct CheckCall {
       kt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, d}, rng, &hk);
       vt = random_tensor(ctx, cfg.kv_dtype, {tk, hkv, dv}, rng, &hv);
       k.k = kt.get(), k.v = vt.get();
-    } else if (!is_8bit(cfg.kv_dtype)) {
+    } else if (!is_quantized(cfg.kv_dtype)) {
       // Pages of 4 tokens in a shuffled order.
       const uint32_t ps = 4;
       const uint32_t n0 = (u[0] + ps - 1) / ps, n1 = (u[1] + ps - 1) / ps, np = n0 + n1;
@@ -464,8 +476,8 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
   require(q_dt == VKATTN_F32 || q_dt == VKATTN_F16 || q_dt == VKATTN_BF16,
           "q_dtype must be f32, f16 or bf16");
   require(kv_dt == VKATTN_F32 || kv_dt == VKATTN_F16 || kv_dt == VKATTN_BF16 ||
-              (paged && is_8bit(kv_dt)),
-          "kv_dtype must be f32, f16 or bf16, or (paged) i8 or fp8_e4m3");
+              (paged && is_quantized(kv_dt)),
+          "kv_dtype must be f32, f16 or bf16, or (paged) i8, fp8_e4m3 or q4");
   require(paged <= 1, "paged must be 0 or 1");
   require(query_tokens >= 1 && query_tokens <= (1u << 24), "query_tokens must be 1 .. 2^24");
   require(!ctx.recorder().external(),

@@ -156,7 +156,7 @@ void build_problem(const std::shared_ptr<Context>& ctx, const TuneCase& tc, Prob
     c.v = tensor({U, tc.Hkv, tc.dv}, p->hv);
     return;
   }
-  if (is_8bit(tc.kv)) {
+  if (is_quantized(tc.kv)) {
     // A cache of that dtype: each sequence's first u - t keys appended and
     // committed, then its t new ones in a step; committed and read back
     // (the reference sees the codes and scales the kernels read); then cut

@@ -78,17 +78,14 @@ void check_tensors(Context& ctx, const AttentionCall& c) {
           ", got ", dtype_name(c.out->dtype()));
   if (!paged) require(c.k->dtype() == c.v->dtype(), "k and v must share a dtype");
   const vkattn_dtype kv = c.kv_dtype();
-  if (kv == VKATTN_Q4)
-    fail(VKATTN_ERROR_UNSUPPORTED,
-         "attention over a q4 cache is not implemented yet (issue K4): its appends, reads and "
-         "block scales work; attend over an f16, bf16, int8 or fp8 cache meanwhile");
   if (is_8bit(kv) && !c.step)
     fail(VKATTN_ERROR_UNSUPPORTED, paged ? "8-bit caller pools" : "8-bit k/v tensors", " (",
          dtype_name(kv), ") are not supported yet: use a vkattn_kv_cache of that dtype");
-  require(kv == c.q->dtype() || kv == VKATTN_F16 || kv == VKATTN_BF16 || is_8bit(kv),
-          paged ? "the cache dtype must be q's dtype or f16/bf16, got "
-                : "k/v must have q's dtype or f16/bf16, got ",
-          dtype_name(kv));
+  require(
+      kv == c.q->dtype() || kv == VKATTN_F16 || kv == VKATTN_BF16 || is_8bit(kv) || kv == VKATTN_Q4,
+      paged ? "the cache dtype must be q's dtype or f16/bf16, got "
+            : "k/v must have q's dtype or f16/bf16, got ",
+      dtype_name(kv));
   for (const Tensor* in : {c.q, c.k, c.v, c.mask, c.alibi, c.sinks})
     require(!elements_overlap(c.out, in) && !elements_overlap(c.lse, in),
             "out and lse must not alias (overlap) q, k, v, the mask, alibi_slopes or sinks");
