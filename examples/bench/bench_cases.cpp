@@ -80,8 +80,10 @@ struct Shape {
       if (pos >= a && pos < b) lo = std::min(lo, a), hi = std::max(hi, b);
     return {lo, hi};
   }
-  // Bytes one cached key takes per kv head (K and V rows; int8: + 2 scales).
+  // Bytes one cached key takes per kv head (K and V rows; int8: + 2 scales;
+  // q4: half a byte an element and an f16 scale per 32).
   double key_bytes() const {
+    if (cache_dt == VKATTN_Q4) return (d + v_dim()) * (0.5 + 2.0 / 32);
     return (d + v_dim()) * double(vkattn_dtype_size(cache_dt)) +
            (cache_dt == VKATTN_I8 ? 8.0 : 0.0);
   }
@@ -189,9 +191,13 @@ void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* k
 constexpr double kTolF16 = 2e-3;
 // 8-bit caches against the reference over the unquantized values: the
 // quantization error (int8: half a code of the row's absmax / 127; fp8
-// e4m3: 1/16 relative) averaged by the softmax.
+// e4m3: 1/16 relative; q4: half a step of a block's absmax / 8) averaged
+// by the softmax.
 double tolerance(const Shape& s) {
-  return s.cache_dt == VKATTN_I8 ? 1e-2 : s.cache_dt == VKATTN_FP8_E4M3 ? 5e-2 : kTolF16;
+  return s.cache_dt == VKATTN_I8         ? 1e-2
+         : s.cache_dt == VKATTN_FP8_E4M3 ? 5e-2
+         : s.cache_dt == VKATTN_Q4       ? 3e-2
+                                         : kTolF16;
 }
 
 // Verifies a case's f16 output `o` (the rows of `seqs`, as record() wrote
@@ -481,6 +487,16 @@ bool decode_16x2048_int8(vkattn_context* c, Result* r) {
 bool decode_16x2048_fp8(vkattn_context* c, Result* r) {
   return paged_layer(c, r, with_cache(kGqa, VKATTN_FP8_E4M3), std::vector<int32_t>(16, 2048),
                      std::vector<int32_t>(16, 1));
+}
+
+// 4-bit caches: 4.5 bits an element (18 / 64 of f16's bytes).
+bool decode_16x2048_q4(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, with_cache(kGqa, VKATTN_Q4), std::vector<int32_t>(16, 2048),
+                     std::vector<int32_t>(16, 1));
+}
+bool decode_8x32768_q4(vkattn_context* c, Result* r) {
+  return paged_layer(c, r, with_cache(kGqa, VKATTN_Q4), std::vector<int32_t>(8, 32768),
+                     std::vector<int32_t>(8, 1));
 }
 
 bool chunk_512_over_1536(vkattn_context* c, Result* r) {
@@ -804,6 +820,10 @@ const std::vector<Case>& all_cases() {
        decode_16x2048_int8},
       {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",
        decode_16x2048_fp8},
+      {"decode-16x2048-q4", "decode-16x2048 over a 4-bit cache (an f16 scale per 32)",
+       decode_16x2048_q4},
+      {"decode-8x32768-q4", "8 decodes over 32768 keys of a 4-bit cache, 32/8 heads, d 128",
+       decode_8x32768_q4},
       {"decode-16x512", "paged: one layer of layers-32 (16 decodes over 512)", decode_16x512},
       {"mixed-step", "paged: 12 decodes over 512 + 325 i, a 256 chunk over 1024, one step",
        mixed_step},
