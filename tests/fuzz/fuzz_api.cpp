@@ -224,12 +224,12 @@ class Fuzz {
         case 2:
           bad.head_dim = VKATTN_MAX_HEAD_DIM + 1 + in_.ConsumeIntegral<uint16_t>();
           break;
-        case 3: {  // not a cache dtype: 0, U8, I32, or past the last
+        case 3: {  // not a cache dtype: 0, U8, I32, or past the last (Q4, 8)
           const int pick = in_.ConsumeIntegralInRange<int>(0, 3);
           bad.dtype = vkattn_dtype(pick == 0   ? 0
                                    : pick == 1 ? VKATTN_U8
                                    : pick == 2 ? VKATTN_I32
-                                               : in_.ConsumeIntegralInRange<int>(8, 99));
+                                               : in_.ConsumeIntegralInRange<int>(9, 99));
           break;
         }
         case 4:
@@ -810,16 +810,18 @@ class Fuzz {
       valid = valid && vkattn_tensor_dtype(d.sinks) == VKATTN_F32 &&
               vkattn_tensor_ndim(d.sinks) == 1 && vkattn_tensor_shape(d.sinks, 0) == d.num_heads;
     // Every value of the enum's range (0, U8 and I32 are not attention dtypes).
-    const vkattn_dtype q_dt = static_cast<vkattn_dtype>(in_.ConsumeIntegralInRange<int>(0, 7));
-    const vkattn_dtype kv_dt = static_cast<vkattn_dtype>(in_.ConsumeIntegralInRange<int>(0, 7));
+    const vkattn_dtype q_dt = static_cast<vkattn_dtype>(in_.ConsumeIntegralInRange<int>(0, 8));
+    const vkattn_dtype kv_dt = static_cast<vkattn_dtype>(in_.ConsumeIntegralInRange<int>(0, 8));
     const uint32_t paged = in_.ConsumeIntegralInRange<uint32_t>(0, 2);
     const uint32_t t = in_.ConsumeBool() ? in_.ConsumeIntegral<uint32_t>()
                                          : in_.ConsumeIntegralInRange<uint32_t>(0, 12);
     auto is_float = [](vkattn_dtype x) {
       return x == VKATTN_F32 || x == VKATTN_F16 || x == VKATTN_BF16;
     };
-    valid = valid && is_float(q_dt) && paged <= 1 && t >= 1 && t <= (1u << 24) &&
-            (is_float(kv_dt) || (paged == 1 && (kv_dt == VKATTN_I8 || kv_dt == VKATTN_FP8_E4M3)));
+    valid =
+        valid && is_float(q_dt) && paged <= 1 && t >= 1 && t <= (1u << 24) &&
+        (is_float(kv_dt) ||
+         (paged == 1 && (kv_dt == VKATTN_I8 || kv_dt == VKATTN_FP8_E4M3 || kv_dt == VKATTN_Q4)));
     const vkattn_status s = vkattn_context_self_check(g_ctx, &d, q_dt, kv_dt, paged, t);
     if (valid) return expect_ok(s, "context_self_check");
     expect_rejected(s, "context_self_check(bad)");
