@@ -8,21 +8,13 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/tensor.h"
+#include "reference/dtype_util.h"
 
 namespace vkattn {
 
 namespace {
 uint64_t round16(uint64_t x) {
   return (x + 15) / 16 * 16;
-}
-
-// An IEEE half's bits as a float (exact; subnormals, inf and NaN kept).
-float f16_bits_to_f32(uint16_t h) {
-  const int e = (h >> 10) & 31, m = h & 1023;
-  const float mag = e == 31  ? (m ? NAN : INFINITY)
-                    : e == 0 ? std::ldexp(float(m), -24)
-                             : std::ldexp(float(1024 + m), e - 25);
-  return (h & 0x8000) ? -mag : mag;
 }
 }  // namespace
 
@@ -263,8 +255,8 @@ void KvCache::read_block_scales(uint32_t layer, int64_t id, int32_t start, int32
   std::vector<uint16_t> kh(k_count), vh(v_count);
   gather(layer, *s, start, count, nbk * 2, nbv * 2, k_rows_, v_rows_,
          reinterpret_cast<uint8_t*>(kh.data()), reinterpret_cast<uint8_t*>(vh.data()));
-  for (size_t i = 0; i < k_count; ++i) k[i] = f16_bits_to_f32(kh[i]);
-  for (size_t i = 0; i < v_count; ++i) v[i] = f16_bits_to_f32(vh[i]);
+  for (size_t i = 0; i < k_count; ++i) k[i] = vkattn_ref::f16_to_f32(kh[i]);
+  for (size_t i = 0; i < v_count; ++i) v[i] = vkattn_ref::f16_to_f32(vh[i]);
 }
 
 void KvCache::set_scales(uint32_t layer, uint32_t n, const float* k, const float* v) {
