@@ -194,6 +194,7 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 %rename(DeviceInfo) vkattn_device_info;
 %rename(AttentionDesc) vkattn_attention_desc;
 %rename(KvCacheDesc) vkattn_kv_cache_desc;
+%rename(KvCacheFlag) vkattn_kv_cache_flag;
 %rename(RopeDesc) vkattn_rope_desc;
 %rename(RopeLayout) vkattn_rope_layout;
 %rename(RopeScaling) vkattn_rope_scaling;

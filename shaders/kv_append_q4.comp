@@ -9,21 +9,51 @@
 // not x * (1 / scale)), clamped to -8..7, element e in bits 4 (e % 8).
 // Rows of codes are whole words, so each word has one writer; two rows'
 // scales may share a word (an odd block count): those are written with
-// atomics. The reference: src/reference/quant_ref.cpp (q4_quantize).
+// atomics. A row is first staged in shared memory (after RoPE); a key row
+// of a cache with VKATTN_KV_ROTATE_KEYS is then rotated there by the
+// normalized Walsh-Hadamard transform of each group of pc.k_rot elements
+// (butterflies, then x 1 / sqrt(k_rot)). The reference:
+// src/reference/quant_ref.cpp (q4_quantize, hadamard_rotate).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "kv_append_common.glsl"
 
 const uint MAX_BLOCKS = 18u;  // ceil(VKATTN_MAX_HEAD_DIM / 32), 576 / 32
 shared float sh_scale[MAX_BLOCKS];
+shared float sh_row[32u * MAX_BLOCKS];  // the row being quantized
+
+// Stages the row (after RoPE) in sh_row and, for a key row of a rotated
+// cache, rotates it there. Ends with a barrier.
+void stage_row(bool is_v, uint job, uint src, uint dim) {
+  uint lane = gl_LocalInvocationID.x;
+  for (uint e = lane; e < dim; e += 8u) sh_row[e] = new_value(is_v, job, src, e);
+  memoryBarrierShared();
+  barrier();
+  if (is_v || pc.k_rot <= 1u) return;
+  // Butterflies of span 1, 2, .. k_rot / 2: pair p joins elements i and
+  // i + len, i = (p / len) 2 len + p % len, within each aligned group.
+  for (uint len = 1u; len < pc.k_rot; len *= 2u) {
+    for (uint p = lane; p < dim / 2u; p += 8u) {
+      uint i = (p / len) * 2u * len + p % len;
+      float a = sh_row[i], b = sh_row[i + len];
+      sh_row[i] = a + b;
+      sh_row[i + len] = a - b;
+    }
+    memoryBarrierShared();
+    barrier();
+  }
+  for (uint e = lane; e < dim; e += 8u) sh_row[e] *= pc.k_rot_scale;
+  memoryBarrierShared();
+  barrier();
+}
 
 // The block's scale: m / -8 in f16 bits (m / -8 is exact in f32 wherever
 // the f16 can differ from 0).
-uint block_scale_bits(bool is_v, uint job, uint src, uint dim, uint b) {
+uint block_scale_bits(uint dim, uint b) {
   float m = 0.0;
   bool finite = true;
   for (uint e = 32u * b; e < min(32u * b + 32u, dim); ++e) {
-    float x = new_value(is_v, job, src, e);
+    float x = sh_row[e];
     finite = finite && !isnan(x) && !isinf(x);
     if (abs(x) > abs(m)) m = x;
   }
@@ -45,11 +75,12 @@ uint code4(float x, float scale) {
 // workgroup (barriers).
 void write_row4(bool is_v, uint job, uint src, uint dst, uint dim, uint h, uint page, uint slot) {
   uint lane = gl_LocalInvocationID.x;
+  stage_row(is_v, job, src, dim);
   uint nb = (dim + 31u) / 32u;
   uint blk = is_v ? page * pc.v_page_elems + pc.v_off + pc.v_scale_off
                   : page * pc.page_elems + pc.k_off + pc.k_scale_off;  // bytes
   for (uint b = lane; b < nb; b += 8u) {
-    uint bits = block_scale_bits(is_v, job, src, dim, b);
+    uint bits = block_scale_bits(dim, b);
     sh_scale[b] = f16_to_f32(bits);
     write_half(is_v, (blk >> 1) + (h * pc.page_size + slot) * nb + b, bits);
   }
@@ -61,11 +92,11 @@ void write_row4(bool is_v, uint job, uint src, uint dst, uint dim, uint h, uint 
     uint bits = 0u;
     [[unroll]] for (uint i = 0u; i < 8u; ++i) {
       uint e = 8u * w + i;
-      if (e < dim) bits |= code4(new_value(is_v, job, src, e), scale) << (4u * i);
+      if (e < dim) bits |= code4(sh_row[e], scale) << (4u * i);
     }
     write_word(is_v, (dst >> 2) + w, bits);
   }
-  barrier();  // every lane read sh_scale before the next row writes it
+  barrier();  // every lane read sh_scale and sh_row before the next row writes them
 }
 
 void main() {

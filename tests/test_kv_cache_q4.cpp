@@ -35,9 +35,13 @@ class Q4Cache : public ContextTest {
     ContextTest::TearDown();
   }
 
-  void create(const KvShape& s) {
+  void create(const KvShape& s, uint32_t flags = 0) {
     shape = s;
     vkattn_kv_cache_desc d = kv_cache_desc(s);
+    d.flags = flags;
+    // VKATTN_KV_ROTATE_KEYS: Hadamard groups of the largest power of two
+    // dividing d.
+    rot = flags & VKATTN_KV_ROTATE_KEYS ? s.d & (0u - s.d) : 1;
     ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
   }
 
@@ -84,6 +88,8 @@ class Q4Cache : public ContextTest {
       } else {
         ASSERT_EQ(vkattn_step_append(step_, l, k, v), VKATTN_SUCCESS) << vkattn_last_error();
       }
+      if (rot > 1)  // after RoPE, each group of rot elements
+        for (size_t g = 0; g < kx.size(); g += rot) vkattn::ref::hadamard_rotate(&kx[g], int(rot));
       int64_t off = 0;
       for (size_t i = 0; i < ids.size(); ++i) {
         Rows& m = model[{ids[i], l}];
@@ -101,9 +107,11 @@ class Q4Cache : public ContextTest {
   int32_t length(int64_t id) { return lengths.count(id) ? lengths[id] : 0; }
 
   // Every row of sequence `id` reads back as q4_quantize of its model row:
-  // codes and scales equal (exact: unrotated), or codes within one and
-  // scales within an f16 step (rotated keys: the device's RoPE may differ
-  // from the reference's in the last bit before quantization).
+  // codes and scales equal (exact: unrotated), or (RoPE'd keys: the
+  // device's RoPE may differ from the reference's in the last bit before
+  // quantization) scales within 1e-3 in magnitude (the sign may flip where
+  // two elements tie for the block's largest magnitude) and values within
+  // one step.
   void check(int64_t id, bool rotated = false) {
     const int32_t n = length(id);
     for (uint32_t l = 0; l < shape.layers; ++l) {
@@ -132,8 +140,9 @@ class Q4Cache : public ContextTest {
           for (uint32_t b = 0; b < nb; ++b) {
             const float got = scales[r * nb + b], w = want.scales[b];
             const bool ok = std::isnan(w) ? std::isnan(got)
-                            : loose       ? std::fabs(got - w) <= std::fabs(w) * 1e-3f
-                                          : got == w;
+                            : loose
+                                ? std::fabs(std::fabs(got) - std::fabs(w)) <= std::fabs(w) * 1e-3f
+                                : got == w;
             if (!ok) {
               ADD_FAILURE() << "layer " << l << (is_v ? " V" : " K") << " row " << r << " block "
                             << b << ": scale " << got << ", want " << w;
@@ -142,7 +151,10 @@ class Q4Cache : public ContextTest {
           }
           for (uint32_t e = 0; e < dim; ++e) {
             const int got = codes[r * dim + e], w = want.codes[e];
-            if (got < -8 || got > 7 || (loose ? std::abs(got - w) > 1 : got != w)) {
+            const float step = std::fabs(want.scales[e / 32]);
+            const float gv = got * scales[r * nb + e / 32], wv = w * want.scales[e / 32];
+            const bool near = std::isnan(step) || std::fabs(gv - wv) <= step * 1.002f;
+            if (got < -8 || got > 7 || (loose ? !near : got != w)) {
               ADD_FAILURE() << "layer " << l << (is_v ? " V" : " K") << " row " << r << " elem "
                             << e << ": code " << got << ", want " << w << " (x " << x[r * dim + e]
                             << ")";
@@ -161,6 +173,7 @@ class Q4Cache : public ContextTest {
   std::map<std::pair<int64_t, uint32_t>, Rows> model;
   std::map<int64_t, int32_t> lengths;
   std::mt19937 rng{41};
+  uint32_t rot = 1;  // the keys' Hadamard group (1: not rotated)
 };
 
 KvShape q4_shape() {
@@ -213,6 +226,34 @@ TEST_F(Q4Cache, RotatedKeysAreQuantizedAfterRope) {
   check(7, /*rotated=*/true);
 }
 
+// VKATTN_KV_ROTATE_KEYS: keys are RoPE'd, rotated by the normalized
+// Walsh-Hadamard transform of each group (the whole row for d 64, groups
+// of 32 for 96, of 16 for 80), then quantized; values are not rotated.
+// Codes within one of the reference's (the device's f32 butterflies round
+// differently from the host's), exact for V; fork / truncate keep them.
+TEST_F(Q4Cache, HadamardRotatedKeysAreQuantizedAfterRope) {
+  for (uint32_t d : {64u, 96u, 80u}) {
+    SCOPED_TRACE(d);
+    KvShape s = q4_shape();
+    s.d = d;
+    create(s, VKATTN_KV_ROTATE_KEYS);
+    vkattn_rope_desc rope;
+    vkattn_rope_desc_init(&rope);
+    step({7, 8}, {9, 3}, &rope);
+    ASSERT_EQ(vkattn_kv_cache_fork(cache, 8, 9), VKATTN_SUCCESS) << vkattn_last_error();
+    for (uint32_t l = 0; l < shape.layers; ++l) model[{9, l}] = model[{8, l}];
+    lengths[9] = lengths[8];
+    step({7, 9}, {3, 2}, &rope);
+    step({8}, {1});
+    check(7, /*rotated=*/true);
+    check(8, /*rotated=*/true);
+    check(9, /*rotated=*/true);
+    vkattn_kv_cache_destroy(cache);
+    cache = nullptr;
+    model.clear(), lengths.clear();
+  }
+}
+
 // Pools of several buffers (pages split in groups and layers apart; the
 // variable is read when the cache is created).
 TEST_F(Q4Cache, SeveralPoolBuffers) {
@@ -256,6 +297,20 @@ TEST_F(Q4Cache, BadInputIsRefused) {
   create(f16);
   EXPECT_INVALID(vkattn_kv_cache_read_block_scales(cache, 0, 1, 0, 0, ks.data(), 0, vs.data(), 0),
                  "only q4");
+  // The rotation flag: Q4 caches only; unknown bits refused.
+  vkattn_kv_cache* other = nullptr;
+  vkattn_kv_cache_desc d = kv_cache_desc(f16);
+  d.flags = VKATTN_KV_ROTATE_KEYS;
+  EXPECT_INVALID(vkattn_kv_cache_create(ctx, &d, &other), "VKATTN_Q4 caches only");
+  d.dtype = VKATTN_Q4;
+  d.flags = 2;
+  EXPECT_INVALID(vkattn_kv_cache_create(ctx, &d, &other), "bits vkattn does not know");
+  EXPECT_EQ(other, nullptr);
+  // A 0.1-0.4 struct (48 bytes, no flags field) is still accepted: flags 0.
+  d.flags = 0xdead;  // past the older struct: not read
+  d.struct_size = 48;
+  ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &other), VKATTN_SUCCESS) << vkattn_last_error();
+  vkattn_kv_cache_destroy(other);
 }
 
 namespace {
@@ -266,21 +321,29 @@ namespace {
 // holds (its codes times their block scales, read back), on `ctx`. With
 // `nan`, one committed key of kv head 0 holds a NaN: its block's scale is
 // NaN, and every row that sees it is NaN (the reference's rule too).
-void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = false) {
+// With `rotate`, the cache has VKATTN_KV_ROTATE_KEYS: the keys it holds
+// are rotated back (the transform is its own inverse) for the reference,
+// which uses the caller's queries.
+void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = false,
+                    bool rotate = false) {
   const uint32_t hkv = 2, h = 4, ps = 5;
   vkattn_kv_cache_desc cd;
   vkattn_kv_cache_desc_init(&cd);
   cd.num_layers = 1, cd.num_kv_heads = hkv, cd.head_dim = d, cd.head_dim_v = dv;
   cd.page_size = ps, cd.num_pages = 32, cd.dtype = VKATTN_Q4;
+  cd.flags = rotate ? VKATTN_KV_ROTATE_KEYS : 0;
   vkattn_kv_cache* cache = nullptr;
   ASSERT_EQ(vkattn_kv_cache_create(ctx, &cd, &cache), VKATTN_SUCCESS) << vkattn_last_error();
   std::mt19937 rng(17);
   std::normal_distribution<float> g;
-  auto upload = [&](std::vector<int64_t> shape) {
+  // Keys with channels 20x the others (every 7th element); values and
+  // queries Gaussian, as the K4 accuracy data (values with such channels
+  // leave coopmat's f16 probabilities errors of their size).
+  auto upload = [&](std::vector<int64_t> shape, float outlier) {
     vkattn_tensor* t = nullptr;
     EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, shape.data(), &t), VKATTN_SUCCESS);
     std::vector<float> x(shape[0] * shape[1] * shape[2]);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = g(rng) * (i % 7 == 2 ? 20.0f : 1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = g(rng) * (i % 7 == 2 ? outlier : 1.0f);
     EXPECT_EQ(vkattn_tensor_write(t, x.data(), x.size() * 4), VKATTN_SUCCESS);
     return std::make_pair(t, x);
   };
@@ -289,7 +352,7 @@ void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = fal
   // The context: 30 and 20 tokens, committed.
   const int32_t before[2] = {30, 20};
   ASSERT_EQ(vkattn_step_begin(cache, 2, ids, before, &step), VKATTN_SUCCESS);
-  auto k0 = upload({50, hkv, d}), v0 = upload({50, hkv, dv});
+  auto k0 = upload({50, hkv, d}, 20), v0 = upload({50, hkv, dv}, 1);
   if (nan) {  // sequence 2's key 3 (row 33 of the packed batch), kv head 0
     k0.second[(33 * hkv + 0) * d + d - 1] = std::numeric_limits<float>::quiet_NaN();
     ASSERT_EQ(vkattn_tensor_write(k0.first, k0.second.data(), k0.second.size() * 4),
@@ -300,7 +363,7 @@ void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = fal
   // The step: 7 and 1 new tokens, appended and attended (causal).
   const int32_t t[2] = {7, 1};
   ASSERT_EQ(vkattn_step_begin(cache, 2, ids, t, &step), VKATTN_SUCCESS);
-  auto k1 = upload({8, hkv, d}), v1 = upload({8, hkv, dv}), q = upload({8, h, d});
+  auto k1 = upload({8, hkv, d}, 20), v1 = upload({8, hkv, dv}, 1), q = upload({8, h, d}, 1);
   ASSERT_EQ(vkattn_step_append(step, 0, k1.first, v1.first), VKATTN_SUCCESS);
   vkattn_tensor* out = nullptr;
   const int64_t os[3] = {8, h, dv};
@@ -329,6 +392,9 @@ void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = fal
     for (size_t i = 0; i < kc.size(); ++i) hk.push_back(kc[i] * ks[i / d * nbk + i % d / 32]);
     for (size_t i = 0; i < vc.size(); ++i) hv.push_back(vc[i] * vs[i / dv * nbv + i % dv / 32]);
   }
+  const uint32_t rot = rotate ? d & (0u - d) : 1;
+  if (rot > 1)
+    for (size_t g = 0; g < hk.size(); g += rot) vkattn::ref::hadamard_rotate(&hk[g], int(rot));
   vkattn::ref::AttentionParams p;
   p.num_heads = h, p.num_kv_heads = hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = true;
   const int32_t cu_q[3] = {0, 7, 8}, cu_k[3] = {0, 37, 58};
@@ -370,6 +436,11 @@ TEST(Q4Attention, EveryFamilyMatchesTheReferenceOverWhatTheCacheHolds) {
     attend_over_q4(fc.ctx, 64, 37);
     attend_over_q4(fc.ctx, 128, 128);
     attend_over_q4(fc.ctx, 64, 37, /*nan=*/true);
+    // Rotated keys (the queries rotated before the kernel): d 64 whole,
+    // d 96 in groups of 32.
+    attend_over_q4(fc.ctx, 64, 37, false, /*rotate=*/true);
+    attend_over_q4(fc.ctx, 96, 64, true, /*rotate=*/true);
+    attend_over_q4(fc.ctx, 128, 128, false, /*rotate=*/true);
     // Key ranges split (partials and their combine).
     ScopedEnv split(ScopedEnv::Vars{{"VKATTN_ATTN_SPLIT_KEYS", "8"}});
     ForcedContext fs;
@@ -383,6 +454,7 @@ TEST(Q4Attention, EveryFamilyMatchesTheReferenceOverWhatTheCacheHolds) {
   ASSERT_EQ(vkattn_context_create(&cd, &inv), VKATTN_SUCCESS) << vkattn_last_error();
   attend_over_q4(inv, 64, 37);
   attend_over_q4(inv, 128, 128);
+  attend_over_q4(inv, 128, 128, false, /*rotate=*/true);
   EXPECT_EQ(validation_messages(inv), 0u);
   vkattn_context_destroy(inv);
 }

@@ -489,6 +489,11 @@ type KvCacheDesc struct {
 	PageSize              int // tokens per page
 	NumPages              int
 	Dtype                 Dtype // F32, F16, BF16, I8, FP8E4M3 or Q4 (see vkattn_quant.go)
+	// RotateKeys (VKATTN_KV_ROTATE_KEYS, Q4 caches only): keys are rotated
+	// by the normalized Walsh-Hadamard transform before they are
+	// quantized; attention rotates the queries alike, ReadBytes returns
+	// the rotated codes.
+	RotateKeys bool
 }
 
 // NewKvCacheDesc is the library's defaults (page size, dtype) with the
@@ -518,6 +523,9 @@ func (c *Context) NewKvCache(d *KvCacheDesc) (kv *KvCache, err error) {
 		r.SetPageSize(uint(d.PageSize))
 		r.SetNumPages(uint(d.NumPages))
 		r.SetDtype(raw.Enum_SS_vkattn_dtype(d.Dtype))
+		if d.RotateKeys {
+			r.SetFlags(uint(raw.KV_ROTATE_KEYS))
+		}
 	}
 	return &KvCache{h: raw.NewKvCache(c.handle(), r)}, nil
 }

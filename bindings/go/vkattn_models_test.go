@@ -2,7 +2,9 @@ package vkattn
 
 import (
 	"math"
+	"math/bits"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -204,6 +206,66 @@ func TestQ4CacheStoresCodesAndBlockScales(t *testing.T) {
 		}
 	}
 	wantError(t, kv.ReadBlockScales(0, 3, 0, n, ks[:1], vs), "vkattn_kv_cache_read_block_scales: ")
+}
+
+// hadamard8 is x (8 elements) times the normalized Hadamard matrix of
+// order 8: entry (i, j) = (-1)^popcount(i & j) / sqrt(8).
+func hadamard8(x []float32) []float64 {
+	y := make([]float64, 8)
+	for i := range y {
+		for j, xj := range x {
+			if bits.OnesCount(uint(i&j))%2 == 1 {
+				y[i] -= float64(xj)
+			} else {
+				y[i] += float64(xj)
+			}
+		}
+		y[i] /= math.Sqrt(8)
+	}
+	return y
+}
+
+// A Q4 cache with RotateKeys stores the keys' Hadamard transform (d 8:
+// the whole row), values as they are; other dtypes refuse the flag.
+func TestQ4CacheWithRotatedKeys(t *testing.T) {
+	c := newContext(t)
+	const n, row = 3, tHkv * tD
+	r := rand.New(rand.NewSource(6))
+	d := cacheDesc(1, 4)
+	d.Dtype, d.RotateKeys = Q4, true
+	kv := must(c.NewKvCache(d))
+	defer kv.Close()
+	k, v := randoms(r, n*row), randoms(r, n*row)
+	step := must(kv.Begin([]int64{3}, []int32{n}))
+	if err := step.Append(0, tensorF32(t, c, k, n, tHkv, tD), tensorF32(t, c, v, n, tHkv, tD)); err != nil {
+		t.Fatal(err)
+	}
+	if err := step.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	step.Close()
+	kb, vb := make([]byte, n*row), make([]byte, n*row)
+	ks, vs := make([]float32, n*tHkv), make([]float32, n*tHkv)
+	if err := kv.ReadBytes(0, 3, 0, n, kb, vb); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.ReadBlockScales(0, 3, 0, n, ks, vs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n*tHkv; i++ {
+		want := hadamard8(k[i*tD : (i+1)*tD])
+		for e := 0; e < tD; e++ {
+			got := float64(int8(kb[i*tD+e])) * float64(ks[i])
+			if math.Abs(got-want[e]) > math.Abs(float64(ks[i]))*1.001+1e-6 {
+				t.Fatalf("row %d elem %d: %g, want the rotated key's %g", i, e, got, want[e])
+			}
+		}
+	}
+	bad := cacheDesc(1, 4)
+	bad.Dtype, bad.RotateKeys = F16, true
+	if _, err := c.NewKvCache(bad); err == nil || !strings.Contains(err.Error(), "VKATTN_Q4 caches only") {
+		t.Fatalf("an f16 cache with RotateKeys: %v", err)
+	}
 }
 
 func TestRopeRotatesQueriesAndAppendedKeys(t *testing.T) {

@@ -1153,11 +1153,44 @@ typedef struct vkattn_kv_cache_desc {
    *    (code x its block's scale, f32; coopmat into its f16 tiles) in
    *    every kernel family, split or not, batch-invariant or not.
    *    K and V share the dtype; a separate V dtype would come as a new
-   *    field in reserved[] (0 = the same as dtype), as llama.cpp's
-   *    -ctk / -ctv. */
+   *    field appended to this struct (0 = the same as dtype), as
+   *    llama.cpp's -ctk / -ctv. */
   vkattn_dtype dtype;
   uint32_t reserved[4]; /**< must be 0 */
+  /** vkattn_kv_cache_flag bits (default 0): VKATTN_KV_ROTATE_KEYS. Added
+   * in 0.5; a struct_size of 48 (0.1-0.4) reads as 0. */
+  uint32_t flags;
 } vkattn_kv_cache_desc;
+
+/** Flags of vkattn_kv_cache_desc.flags. */
+typedef enum vkattn_kv_cache_flag {
+  /** VKATTN_Q4 caches only (INVALID_ARGUMENT otherwise): keys are rotated
+   * by the normalized Walsh-Hadamard transform before they are quantized,
+   * which spreads the few outlier channels real keys have over the whole
+   * head dim, so a 4-bit block's scale is no longer set by one channel
+   * (QuaRot; measured in docs/bench/k4-accuracy-2026-11-28.md: the
+   * median output error falls to about half of q4_0's). The transform
+   * acts on each group of h consecutive elements of a key row, h the
+   * largest power of two dividing head_dim: the whole row for 64, 128,
+   * 256 or 512; groups of 32 for 96, of 16 for 80 and 112, of 64 for MLA's
+   * 576; an odd head_dim has h = 1 and is stored as it is. Each group x
+   * becomes x H / sqrt(h), H the h x h Sylvester Hadamard matrix (entry
+   * (i, j) = (-1)^popcount(i & j)); the append applies it after RoPE and
+   * before the block scales and codes are computed. vkattn_step_attention
+   * over a rotated layer rotates the queries the same way first (a pass
+   * over q into a temporary of q's dtype, f32 arithmetic) and then runs the
+   * same kernels, so every q . k is the unrotated one up to rounding;
+   * outputs, lse, masks, sinks and merges are unaffected. Values are not
+   * rotated (values have no outlier channels; rotating them as well
+   * changed the measured error by under 1 %). vkattn_kv_cache_read and
+   * vkattn_kv_cache_read_block_scales return the rotated keys' codes and
+   * scales: rotate a dequantized key row by the same transform (it is its
+   * own inverse) to get back the key it stands for. The self-check of a
+   * pipeline that reads VKATTN_Q4 runs twice, over an unrotated and a
+   * rotated cache, and passes only if both pass, so
+   * vkattn_context_self_check with kv_dtype VKATTN_Q4 checks both. */
+  VKATTN_KV_ROTATE_KEYS = 1
+} vkattn_kv_cache_flag;
 
 /** Defaults: page_size 16, dtype f16, head_dim_v 0; the rest 0 (must be set). */
 VKATTN_API void vkattn_kv_cache_desc_init(vkattn_kv_cache_desc* desc);

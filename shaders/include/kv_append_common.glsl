@@ -71,6 +71,10 @@ layout(push_constant) uniform Push {
   uint k_scale_off;
   uint v_scale_off;
   uint scale_base;
+  // Q4 caches with VKATTN_KV_ROTATE_KEYS: the Walsh-Hadamard group of
+  // the keys (1 = none) and its normalization 1 / sqrt(k_rot).
+  uint k_rot;
+  float k_rot_scale;
 }
 pc;
 

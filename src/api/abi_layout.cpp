@@ -40,7 +40,7 @@ VKATTN_PIN(vkattn_attention_desc, chunk_size, 92);
 VKATTN_PIN(vkattn_attention_desc, span_indptr, 96);
 VKATTN_PIN(vkattn_attention_desc, spans, 104);
 
-static_assert(sizeof(vkattn_kv_cache_desc) == 48, "vkattn_kv_cache_desc size");
+static_assert(sizeof(vkattn_kv_cache_desc) == 52, "vkattn_kv_cache_desc size");
 VKATTN_PIN(vkattn_kv_cache_desc, struct_size, 0);
 VKATTN_PIN(vkattn_kv_cache_desc, num_layers, 4);
 VKATTN_PIN(vkattn_kv_cache_desc, num_kv_heads, 8);
@@ -50,6 +50,7 @@ VKATTN_PIN(vkattn_kv_cache_desc, page_size, 20);
 VKATTN_PIN(vkattn_kv_cache_desc, num_pages, 24);
 VKATTN_PIN(vkattn_kv_cache_desc, dtype, 28);
 VKATTN_PIN(vkattn_kv_cache_desc, reserved, 32);
+VKATTN_PIN(vkattn_kv_cache_desc, flags, 48);
 
 static_assert(sizeof(vkattn_device_info) == 824, "vkattn_device_info size");
 VKATTN_PIN(vkattn_device_info, struct_size, 0);
@@ -71,7 +72,7 @@ VKATTN_PIN(vkattn_device_info, supports_bf16, 816);
 // The newest shipped size of each struct (the last in its list) is this build's.
 static_assert(vkattn::kContextDescSizes[0] == sizeof(vkattn_context_desc), "sizes list");
 static_assert(vkattn::kAttentionDescSizes[2] == sizeof(vkattn_attention_desc), "sizes list");
-static_assert(vkattn::kKvCacheDescSizes[0] == sizeof(vkattn_kv_cache_desc), "sizes list");
+static_assert(vkattn::kKvCacheDescSizes[1] == sizeof(vkattn_kv_cache_desc), "sizes list");
 static_assert(vkattn::kDeviceInfoSizes[0] == sizeof(vkattn_device_info), "sizes list");
 
 static_assert(sizeof(vkattn_rope_desc) == 72, "vkattn_rope_desc size");

@@ -27,7 +27,7 @@ namespace vkattn {
 // struct_size values of every release, oldest first (x86_64 / aarch64).
 constexpr uint32_t kContextDescSizes[] = {16};             // 0.1
 constexpr uint32_t kAttentionDescSizes[] = {80, 88, 112};  // 0.1, 0.3 (sinks), 0.4 (X)
-constexpr uint32_t kKvCacheDescSizes[] = {48};             // 0.1
+constexpr uint32_t kKvCacheDescSizes[] = {48, 52};         // 0.1, 0.5 (K4 flags)
 constexpr uint32_t kDeviceInfoSizes[] = {824};             // 0.1
 constexpr uint32_t kRopeDescSizes[] = {72};                // 0.3 (issue M)
 constexpr uint32_t kVulkanDescSizes[] = {80};              // 0.2 (issue F)

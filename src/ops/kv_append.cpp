@@ -1,5 +1,6 @@
 // vkattn_step_append: validation and recording of shaders/kv_append.comp.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -25,9 +26,9 @@ namespace {
 // kv_append.comp (16/32-bit caches and pools) and kv_append_q8.comp (8-bit
 // caches): the same bindings and push constants.
 const std::vector<BindingKind> kAppendBindings(7, BindingKind::kStorageBuffer);
-const KernelLayout kAppendLayout{"kv_append", kAppendBindings, 104};
-const KernelLayout kAppendQ8Layout{"kv_append_q8", kAppendBindings, 104};
-const KernelLayout kAppendQ4Layout{"kv_append_q4", kAppendBindings, 104};
+const KernelLayout kAppendLayout{"kv_append", kAppendBindings, 112};
+const KernelLayout kAppendQ8Layout{"kv_append_q8", kAppendBindings, 112};
+const KernelLayout kAppendQ4Layout{"kv_append_q4", kAppendBindings, 112};
 
 struct AppendPush {
   uint32_t n_units, hkv, d, dv, uk, uv, page_size, page_elems, k_off, v_off, in_dt, cache_dt;
@@ -36,8 +37,24 @@ struct AppendPush {
   uint32_t rope_rd, rope_off, rope_gptj;  // RoPE of the keys (rd 0 = none)
   uint32_t k_scale_off, v_scale_off;      // int8: bytes from a K (V) block to its scales
   uint32_t scale_base;                    // fp8: the layer's first entry of the scale table
+  uint32_t k_rot;                         // q4 VKATTN_KV_ROTATE_KEYS: Hadamard group (1 = none)
+  float k_rot_scale;                      // ... and 1 / sqrt(k_rot)
 };
-static_assert(sizeof(AppendPush) == 104, "push constants mirror kv_append.comp");
+static_assert(sizeof(AppendPush) == 112, "push constants mirror kv_append.comp");
+
+// kv_append_q4.comp's loop iterations for one row of `dim` elements whose
+// keys are rotated in groups of `rot`: staging (dim / 8 per lane), the
+// butterflies (log2 rot passes of dim / 16) and the normalization, the
+// block scales (ceil(blocks / 8) blocks of 32), the words of codes.
+uint64_t q4_row_iterations(uint32_t dim, uint32_t rot) {
+  const uint64_t per_lane = (dim + 7) / 8, pairs = (dim / 2 + 7) / 8;
+  uint64_t stages = 0;
+  for (uint32_t len = 1; len < rot; len *= 2) ++stages;
+  const uint64_t blocks = (KvCache::q4_blocks(dim) + 7) / 8;
+  return loop_cost(per_lane) + loop_cost(stages) + stages * loop_cost(pairs) +
+         (rot > 1 ? loop_cost(per_lane) : 0) + loop_cost(blocks) + blocks * loop_cost(32) +
+         loop_cost(((dim + 7) / 8 + 7) / 8);
+}
 
 // Where one append writes: the pools' dtype and geometry, and per page
 // group (a pool buffer of the cache, a window of caller pools) the K and V
@@ -51,6 +68,7 @@ struct AppendTarget {
   std::shared_ptr<Buffer> fp8_scales;                     // fp8 caches: the scale table
   uint64_t fp8_table_bytes = 0;                           // ... and its bytes of scales
   uint32_t scale_base = 0;
+  uint32_t k_rot = 1;  // q4: the keys' Hadamard group (KvCache::key_rotation())
   std::function<void(uint32_t group, BoundBuffer* k, BoundBuffer* v, uint64_t* k_off,
                      uint64_t* v_off)>
       bind;
@@ -70,11 +88,13 @@ void record_append(Context& ctx, const AppendTarget& tg,
   const uint32_t uv = wide && tg.dv % 2 == 0 && tg.pairs ? tg.dv / 2 : tg.dv;
   // 8-bit rows run two loops of ceil(dim / 8) (the absmax, the codes) where
   // others run one of ceil(units / 8): a bound that covers both. 4-bit
-  // rows: a lane's blocks (32 elements each, ceil(blocks / 8) of them) and
-  // its words of codes (8 elements, ceil(words / 8)): under dim / 4 + 48
-  // element steps, as many as 8 x that units would take.
+  // rows: q4_row_iterations, as units (8 per iteration of a lane).
   const uint32_t wide_dim = std::max(tg.d, tg.dv);
-  const uint32_t budget_units = q4 ? 2 * wide_dim + 384 : q8 ? 2 * wide_dim + 16 : std::max(uk, uv);
+  const uint64_t q4_iters =
+      std::max(q4_row_iterations(tg.d, tg.k_rot), q4_row_iterations(tg.dv, 1));
+  const uint32_t budget_units = q4   ? static_cast<uint32_t>(8 * q4_iters)
+                                : q8 ? 2 * wide_dim + 16
+                                     : std::max(uk, uv);
   const uint64_t in_es = dtype_size(k->dtype());
   const uint64_t k_row = uint64_t(tg.hkv) * tg.d * in_es;
   const uint64_t v_row = uint64_t(tg.hkv) * tg.dv * in_es;
@@ -169,7 +189,9 @@ void record_append(Context& ctx, const AppendTarget& tg,
                       rope && rope->interleaved() ? 1u : 0u,
                       static_cast<uint32_t>(tg.k_scale_off),
                       static_cast<uint32_t>(tg.v_scale_off),
-                      tg.scale_base};
+                      tg.scale_base,
+                      tg.k_rot,
+                      static_cast<float>(1.0 / std::sqrt(double(tg.k_rot)))};
       // Rows are strided over the workgroups; each takes at most
       // rows_per_group of them (the loop cap), over at least
       // busy_workgroups() (a 16-token decode append took 1.5 ms on
@@ -274,6 +296,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   }
   tg.pairs = true;
   tg.k_scale_off = c.k_rows_bytes(), tg.v_scale_off = c.v_rows_bytes();
+  tg.k_rot = c.key_rotation();
   if (c.fp8()) {
     tg.fp8_scales = c.scale_table(), tg.scale_base = c.scale_index(layer);
     tg.fp8_table_bytes = c.scale_table_bytes();

@@ -34,6 +34,10 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   require(known_dtype(dt) && (dt <= VKATTN_BF16 || is_8bit(vkattn_dtype(dt)) || dt == VKATTN_Q4),
           "desc->dtype must be f32, f16, bf16, i8, fp8_e4m3 or q4");
   if (desc_.head_dim_v == 0) desc_.head_dim_v = desc_.head_dim;
+  require((d.flags & ~uint32_t(VKATTN_KV_ROTATE_KEYS)) == 0, "desc->flags ", d.flags,
+          " has bits vkattn does not know (VKATTN_KV_ROTATE_KEYS is 1)");
+  require(!(d.flags & VKATTN_KV_ROTATE_KEYS) || q4(),
+          "desc->flags: VKATTN_KV_ROTATE_KEYS is for VKATTN_Q4 caches only");
   const uint64_t rows = static_cast<uint64_t>(d.num_kv_heads) * d.page_size;
   if (q4()) {
     elem_size_ = 1;  // byte offsets (ops/kv_cache.h)

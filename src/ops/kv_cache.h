@@ -73,6 +73,11 @@ class KvCache {
   bool int8() const { return desc_.dtype == VKATTN_I8; }
   bool fp8() const { return desc_.dtype == VKATTN_FP8_E4M3; }
   bool q4() const { return desc_.dtype == VKATTN_Q4; }
+  // VKATTN_KV_ROTATE_KEYS: the size h of the Walsh-Hadamard groups keys
+  // are rotated by (the largest power of two dividing head_dim), 1 = none.
+  uint32_t key_rotation() const {
+    return desc_.flags & VKATTN_KV_ROTATE_KEYS ? desc_.head_dim & (0u - desc_.head_dim) : 1u;
+  }
   // Q4: bytes of one row of codes (ceil(dim / 8) words) and blocks a row
   // of that dim has.
   static uint64_t q4_row_bytes(uint32_t dim) { return (dim + 7) / 8 * 4; }

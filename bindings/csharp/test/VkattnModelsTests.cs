@@ -75,6 +75,53 @@ public class VkattnModelsTests {
     }
   }
 
+  // x (8 elements from off) times the normalized Hadamard matrix of order 8.
+  static double[] Hadamard8(float[] x, int off) {
+    var y = new double[8];
+    for (int i = 0; i < 8; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        int odd = 0;
+        for (int b = i & j; b != 0; b >>= 1) odd ^= b & 1;
+        y[i] += odd == 1 ? -x[off + j] : x[off + j];
+      }
+      y[i] /= Math.Sqrt(8);
+    }
+    return y;
+  }
+
+  // A Q4 cache with KV_ROTATE_KEYS stores the keys' Hadamard transform
+  // (d 8: the whole row); other dtypes refuse the flag.
+  [Test]
+  public void Q4CacheWithRotatedKeys() {
+    const int n = 3;
+    var r = new Random(6);
+    var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.Q4,
+                               Flags = (uint)KvCacheFlag.KV_ROTATE_KEYS };
+    float[] k = VkattnTests.Randoms(r, n * Row), v = VkattnTests.Randoms(r, n * Row);
+    using (var ctx = new Context())
+    using (var cache = new KvCache(ctx, cd))
+    using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
+    using (var tv = Tensor.Of(ctx, v, n, Hkv, D)) {
+      using (var step = cache.Begin(new long[] { 3 }, new[] { n })) {
+        step.Append(0, tk, tv);
+        step.Commit();
+      }
+      byte[] kb = new byte[n * Row], vb = new byte[n * Row];
+      float[] ks = new float[n * Hkv], vs = new float[n * Hkv];
+      cache.Read(0, 3, 0, n, kb, vb);
+      cache.ReadBlockScales(0, 3, 0, n, ks, vs);
+      for (int row = 0; row < n * Hkv; ++row) {
+        double[] want = Hadamard8(k, row * D);
+        for (int e = 0; e < D; ++e)
+          Assert.LessOrEqual(Math.Abs((sbyte)kb[row * D + e] * ks[row] - want[e]), Math.Abs(ks[row]) * 1.001 + 1e-6,
+                             "row " + row + " elem " + e);
+      }
+      var bad = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.F16,
+                                  Flags = (uint)KvCacheFlag.KV_ROTATE_KEYS };
+      Assert.Throws<VkattnException>(() => new KvCache(ctx, bad).Dispose());
+    }
+  }
+
   [Test]
   public void EightBitCachesDequantizeToWhatAttentionSees() {
     const int n = 5;

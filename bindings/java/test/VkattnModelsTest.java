@@ -9,6 +9,7 @@ import org.vkattn.Context;
 import org.vkattn.Dtype;
 import org.vkattn.KvCache;
 import org.vkattn.KvCacheDesc;
+import org.vkattn.KvCacheFlag;
 import org.vkattn.RopeDesc;
 import org.vkattn.RopeLayout;
 import org.vkattn.Step;
@@ -135,6 +136,49 @@ public class VkattnModelsTest {
           }
         }
       }
+    }
+  }
+
+  /** x (8 elements from off) times the normalized Hadamard matrix of order 8. */
+  static double[] hadamard8(float[] x, int off) {
+    double[] y = new double[8];
+    for (int i = 0; i < 8; ++i) {
+      for (int j = 0; j < 8; ++j) y[i] += Integer.bitCount(i & j) % 2 == 1 ? -x[off + j] : x[off + j];
+      y[i] /= Math.sqrt(8);
+    }
+    return y;
+  }
+
+  /** A Q4 cache with KV_ROTATE_KEYS stores the keys' Hadamard transform (d 8: the whole row). */
+  @Test
+  public void q4CacheWithRotatedKeys() {
+    final int n = 3;
+    Random r = new Random(6);
+    KvCacheDesc cd = VkattnStepTest.cacheDesc();
+    cd.setNumLayers(1);
+    cd.setDtype(Dtype.Q4);
+    cd.setFlags(KvCacheFlag.KV_ROTATE_KEYS.swigValue());
+    float[] k = VkattnTest.random(r, n * ROW), v = VkattnTest.random(r, n * ROW);
+    try (Context ctx = new Context(); KvCache cache = new KvCache(ctx, cd);
+        Tensor tk = Tensor.of(ctx, k, n, HKV, D); Tensor tv = Tensor.of(ctx, v, n, HKV, D)) {
+      try (Step step = cache.begin(new long[] {3}, new int[] {n})) {
+        step.append(0, tk, tv);
+        step.commit();
+      }
+      byte[] kb = new byte[n * ROW], vb = new byte[n * ROW];
+      float[] ks = new float[n * HKV], vs = new float[n * HKV];
+      cache.read(0, 3, 0, n, kb, vb);
+      cache.readBlockScales(0, 3, 0, n, ks, vs);
+      for (int row = 0; row < n * HKV; ++row) {
+        double[] want = hadamard8(k, row * D);
+        for (int e = 0; e < D; ++e)
+          assertTrue("row " + row + " elem " + e,
+              Math.abs(kb[row * D + e] * ks[row] - want[e]) <= Math.abs(ks[row]) * 1.001 + 1e-6);
+      }
+      KvCacheDesc bad = VkattnStepTest.cacheDesc();
+      bad.setDtype(Dtype.F16);
+      bad.setFlags(KvCacheFlag.KV_ROTATE_KEYS.swigValue());
+      assertThrows(VkattnException.class, () -> new KvCache(ctx, bad).close());
     }
   }
 

@@ -447,6 +447,42 @@ def test_q4_cache_stores_codes_and_block_scales(ctx):
         assert np.all(np.abs(deq - x) <= np.abs(s[:, :, block]) * 1.001 + 1e-7)
 
 
+def hadamard(n):
+    """The normalized Sylvester Hadamard matrix of order n (a power of two)."""
+    h = np.ones((1, 1))
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return h / np.sqrt(n)
+
+
+def test_q4_cache_with_rotated_keys(ctx):
+    rng = np.random.default_rng(5)
+    hkv, h, d, n = 2, 4, 64, 9
+    k, v, q = rand(rng, (n, hkv, d)), rand(rng, (n, hkv, d)), rand(rng, (n, h, d))
+    k[:, :, 5] *= 30  # an outlier channel
+    with ctx.kv_cache(1, hkv, d, num_pages=4, page_size=4, dtype=vkattn.Q4,
+                      rotate_keys=True) as cache:
+        assert cache.rotate_keys
+        with cache.begin([3], [n]) as step:
+            step.append(0, k, v)
+            with step.attention(0, q, causal=True) as out:
+                got = out.numpy()
+            step.commit()
+        kc, vc = cache.read(0, 3)
+        ks, vs = cache.read_block_scales(0, 3)
+    hd = hadamard(d)
+    block = np.arange(d) // 32
+    rot = k @ hd  # what the cache quantized
+    kd = kc * ks[:, :, block]
+    assert np.all(np.abs(kd - rot) <= np.abs(ks[:, :, block]) * 1.001 + 1e-6)
+    # Attention sees the keys the codes stand for: rotated back (H is its
+    # own inverse), with the caller's queries.
+    want, _ = ref_attention(q, kd @ hd, vc * vs[:, :, block], causal=True)
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
+    with pytest.raises(vkattn.Error, match="VKATTN_Q4 caches only"):
+        ctx.kv_cache(1, hkv, d, num_pages=4, dtype=vkattn.F16, rotate_keys=True)
+
+
 @pytest.mark.parametrize("cache_dtype", ["i8", "fp8"])
 def test_eight_bit_cache_dequantizes_to_what_attention_sees(ctx, cache_dtype):
     rng = np.random.default_rng(8)

@@ -256,11 +256,12 @@ class Context(_Owned):
         return t
 
     def kv_cache(self, num_layers, num_kv_heads, head_dim, num_pages, head_dim_v=0,
-                 page_size=16, dtype=F16):
-        """A paged KV cache (vkattn_kv_cache_desc's fields as keywords)."""
+                 page_size=16, dtype=F16, rotate_keys=False):
+        """A paged KV cache (vkattn_kv_cache_desc's fields as keywords;
+        ``rotate_keys``: VKATTN_KV_ROTATE_KEYS, Q4 caches only)."""
         return KvCache(self, num_layers=num_layers, num_kv_heads=num_kv_heads,
                        head_dim=head_dim, head_dim_v=head_dim_v, page_size=page_size,
-                       num_pages=num_pages, dtype=dtype)
+                       num_pages=num_pages, dtype=dtype, rotate_keys=rotate_keys)
 
 
 def _vk_dtype(dtype):
@@ -544,11 +545,16 @@ class KvCache(_Owned):
     _kind = "KvCache"
 
     def __init__(self, ctx, num_layers, num_kv_heads, head_dim, num_pages, head_dim_v=0,
-                 page_size=16, dtype=F16):
+                 page_size=16, dtype=F16, rotate_keys=False):
         d = _raw.KvCacheDesc()
         d.num_layers, d.num_kv_heads, d.head_dim = num_layers, num_kv_heads, head_dim
         d.head_dim_v, d.page_size, d.num_pages = head_dim_v, page_size, num_pages
         d.dtype = _vk_dtype(dtype)
+        # Keys rotated by the normalized Walsh-Hadamard transform before
+        # they are quantized (vkattn.h, VKATTN_KV_ROTATE_KEYS); read()
+        # returns the rotated codes.
+        d.flags = _raw.KV_ROTATE_KEYS if rotate_keys else 0
+        self.rotate_keys = bool(rotate_keys)
         self.context = ctx
         self.head_dim = head_dim
         self.head_dim_v = head_dim_v or head_dim

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "core/binding_window.h"
 #include "core/error.h"
@@ -17,6 +18,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/family.h"
 #include "ops/attention/prepare.h"
+#include "ops/attention/rotate_q.h"
 #include "ops/kv_cache.h"
 #include "ops/packed_views.h"
 
@@ -447,6 +449,13 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     return t && !rows_bindable(caps, *t, true, pool) ? packed.input(t) : t;
   };
   c.q = in(c.q, false), c.k = in(c.k, c.pools != nullptr), c.v = in(c.v, c.pools != nullptr);
+  // A cache whose keys were rotated (VKATTN_KV_ROTATE_KEYS): the queries
+  // are rotated alike into a temporary first (ops/attention/rotate_q.h).
+  std::optional<RotatedQueries> rotated;
+  if (c.step && c.step->cache().key_rotation() > 1) {
+    rotated.emplace(ctx, packed.input(call.q), c.step->cache().key_rotation());
+    c.q = rotated->tensor();
+  }
   c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi), c.sinks = packed.input(c.sinks);
   if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
   c.lse = packed.output(c.lse);
@@ -548,6 +557,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     }
   }
   packed.record_inputs();
+  if (rotated) rotated->record();
   for (const auto& b : binders) b->record_gathers();
   for (const PreparedDispatch& pd : prepared) pipes.record(ctx.recorder(), pd);
   packed.record_outputs();

@@ -69,6 +69,26 @@ double scaled_error(const std::vector<float>& got, const std::vector<double>& wa
   return worst;
 }
 
+// The keys of a cache with VKATTN_KV_ROTATE_KEYS back in the queries'
+// basis: each group of h elements of every row of d times the normalized
+// Walsh-Hadamard matrix (its own inverse), in double.
+void unrotate_rows(float* x, size_t rows, uint32_t d, uint32_t h) {
+  std::vector<double> g(h);
+  const double norm = 1.0 / std::sqrt(double(h));
+  for (size_t r = 0; r < rows; ++r)
+    for (uint32_t g0 = 0; g0 < d; g0 += h) {
+      float* y = x + r * d + g0;
+      std::copy(y, y + h, g.begin());
+      for (uint32_t len = 1; len < h; len *= 2)
+        for (uint32_t i = 0; i < h; i += 2 * len)
+          for (uint32_t j = i; j < i + len; ++j) {
+            const double a = g[j], b = g[j + len];
+            g[j] = a + b, g[j + len] = a - b;
+          }
+      for (uint32_t i = 0; i < h; ++i) y[i] = static_cast<float>(g[i] * norm);
+    }
+}
+
 }  // namespace
 
 void read_dequantized(KvCache& cache, int64_t id, uint32_t u, float* k, float* v) {
@@ -107,8 +127,9 @@ namespace {
 // placed as the pipeline reads them; and the reference's view of it all.
 struct CheckCall {
   CheckCall(const std::shared_ptr<Context>& context, const AttentionCall& c,
-            const FwdConfig& config)
-      : ctx(context),
+            const FwdConfig& config, bool rotate_keys)
+      : rotate(rotate_keys),
+        ctx(context),
         cfg(config),
         var(config.var),
         d(config.head_dim),
@@ -246,6 +267,7 @@ struct CheckCall {
       vkattn_kv_cache_desc_init(&cd);
       cd.num_layers = 1, cd.num_kv_heads = hkv, cd.head_dim = d, cd.head_dim_v = dv;
       cd.page_size = 4, cd.dtype = cfg.kv_dtype;
+      cd.flags = rotate ? VKATTN_KV_ROTATE_KEYS : 0;
       cd.num_pages = static_cast<uint32_t>((u[0] + 3) / 4 + (u[1] + 3) / 4 + 2);
       cache = std::make_shared<KvCache>(ctx, cd);
       if (cache->fp8()) {
@@ -298,6 +320,10 @@ struct CheckCall {
       for (uint32_t b = 0; b < 2; ++b)
         read_dequantized(*cache, ids[b], uint32_t(u[b]), &hk[size_t(cu_k[b]) * hkv * d],
                          &hv[size_t(cu_k[b]) * hkv * dv]);
+      // Rotated keys: the reference attends over the keys they stand for
+      // with the caller's queries (the kernel: rotated queries).
+      if (cache->key_rotation() > 1)
+        unrotate_rows(hk.data(), size_t(tk) * hkv, d, cache->key_rotation());
     }
     const std::vector<float> got = read_floats(*out);
     std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
@@ -325,6 +351,7 @@ struct CheckCall {
     return {err <= 1.0 ? CheckRecords::kPassed : CheckRecords::kFailed, err * abs_tol};
   }
 
+  const bool rotate;  // a VKATTN_Q4 cache with VKATTN_KV_ROTATE_KEYS
   std::shared_ptr<Context> ctx;
   const FwdConfig& cfg;
   const AttentionVariant& var;
@@ -351,12 +378,24 @@ struct CheckCall {
 }  // namespace
 
 CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, const FwdConfig& cfg) {
-  CheckCall check(parent.checker(), c, cfg);
-  check.setup(c);
-  check.add_transforms(c);
-  check.place_kv();
-  check.record();
-  return check.verdict();
+  auto run = [&](bool rotate) {
+    CheckCall check(parent.checker(), c, cfg, rotate);
+    check.setup(c);
+    check.add_transforms(c);
+    check.place_kv();
+    check.record();
+    return check.verdict();
+  };
+  CheckRecords::Entry e = run(false);
+  // A pipeline that reads VKATTN_Q4 is checked over a cache with rotated
+  // keys too (its queries rotated first): both must pass. (An odd head
+  // dim has nothing to rotate.)
+  if (cfg.paged && cfg.kv_dtype == VKATTN_Q4 && (cfg.head_dim & 1) == 0) {
+    const CheckRecords::Entry r = run(true);
+    if (r.status != CheckRecords::kPassed) e.status = r.status;
+    e.max_err = std::max(e.max_err, r.max_err);
+  }
+  return e;
 }
 
 CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdConfig& cfg) {

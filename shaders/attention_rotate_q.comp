@@ -1,0 +1,66 @@
+#version 450
+// The queries of vkattn_step_attention over a layer of a cache with
+// VKATTN_KV_ROTATE_KEYS (src/ops/attention/rotate_q.cpp): every (token,
+// head) row of q, split into groups of pc.group consecutive elements, each
+// group times the normalized Walsh-Hadamard matrix (the transform the
+// append applied to the keys: shaders/kv_append_q4.comp), into a
+// contiguous temporary of q's dtype. One workgroup per row: the row is
+// staged in shared memory, rotated there by log2(group) passes of
+// butterflies, scaled by 1 / sqrt(group) and written; 16-bit elements with
+// atomics (two lanes may share a word).
+#extension GL_GOOGLE_include_directive : require
+#include "attention_common.glsl"
+
+layout(local_size_x = 64) in;
+
+layout(std430, binding = 0) readonly buffer X {
+  uint x_w[];
+};
+layout(std430, binding = 1) coherent buffer Out {
+  uint out_w[];
+};
+
+layout(push_constant) uniform Push {
+  uint rows;  // rows of this dispatch
+  uint dim;
+  uint group;  // a power of two dividing dim
+  uint dt;
+  uint x_skip;  // elements of the bound windows before the dispatch's first row
+  uint out_skip;
+  float norm;  // 1 / sqrt(group), from the host
+  uint pad;
+}
+pc;
+
+const uint MAX_DIM = 576u;  // VKATTN_MAX_HEAD_DIM
+shared float sh_row[MAX_DIM];
+
+void main() {
+  uint lane = gl_LocalInvocationID.x;
+  // The flat workgroup id (grids spill into y); one row each, uniform.
+  uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (row >= pc.rows) return;
+  uint base = row * pc.dim;
+  for (uint e = lane; e < pc.dim; e += 64u) sh_row[e] = LOAD_ELEM(x_w, pc.dt, base + e + pc.x_skip);
+  memoryBarrierShared();
+  barrier();
+  for (uint len = 1u; len < pc.group; len *= 2u) {
+    for (uint p = lane; p < pc.dim / 2u; p += 64u) {
+      uint i = (p / len) * 2u * len + p % len;
+      float a = sh_row[i], b = sh_row[i + len];
+      sh_row[i] = a + b;
+      sh_row[i + len] = a - b;
+    }
+    memoryBarrierShared();
+    barrier();
+  }
+  for (uint e = lane; e < pc.dim; e += 64u) {
+    float v = sh_row[e] * pc.norm;
+    uint i = base + e + pc.out_skip;
+    if (pc.dt == DT_F32) {
+      out_w[i] = floatBitsToUint(v);
+    } else {
+      STORE16_ATOMIC(out_w, i, encode16(pc.dt, v));
+    }
+  }
+}
