@@ -254,6 +254,27 @@ TEST_F(Q4Cache, HadamardRotatedKeysAreQuantizedAfterRope) {
   }
 }
 
+// Appends long enough that every workgroup takes as many rows as the
+// host's bound on its loop iterations allows (lavapipe silently ends the
+// loops of an invocation past 65535 iterations: rows past an undercounted
+// bound stay unwritten; this caught an undercount by one loop): every row
+// of every token is written, for cheap rows (d 64) and the costliest (d 512
+// rotated whole: nine passes of butterflies).
+TEST_F(Q4Cache, LongAppendsWriteEveryRow) {
+  for (uint32_t d : {64u, 512u}) {
+    SCOPED_TRACE(d);
+    KvShape s;
+    s.layers = 1, s.hkv = 2, s.d = d, s.dv = 64, s.page_size = 16, s.pages = 12000 / 16 + 2;
+    s.dtype = VKATTN_Q4;
+    create(s, d == 512 ? VKATTN_KV_ROTATE_KEYS : 0);
+    step({1}, {12000});
+    check(1, /*rotated=*/d == 512);
+    vkattn_kv_cache_destroy(cache);
+    cache = nullptr;
+    model.clear(), lengths.clear();
+  }
+}
+
 // Pools of several buffers (pages split in groups and layers apart; the
 // variable is read when the cache is created).
 TEST_F(Q4Cache, SeveralPoolBuffers) {

@@ -45,15 +45,18 @@ static_assert(sizeof(AppendPush) == 112, "push constants mirror kv_append.comp")
 // kv_append_q4.comp's loop iterations for one row of `dim` elements whose
 // keys are rotated in groups of `rot`: staging (dim / 8 per lane), the
 // butterflies (log2 rot passes of dim / 16) and the normalization, the
-// block scales (ceil(blocks / 8) blocks of 32), the words of codes.
+// block scales (ceil(blocks / 8) blocks of 32), the words of codes (8
+// codes each: the unroll the shader asks for is not counted on; lavapipe
+// keeps that loop, and rows past the cap went unwritten when it was).
 uint64_t q4_row_iterations(uint32_t dim, uint32_t rot) {
   const uint64_t per_lane = (dim + 7) / 8, pairs = (dim / 2 + 7) / 8;
   uint64_t stages = 0;
   for (uint32_t len = 1; len < rot; len *= 2) ++stages;
   const uint64_t blocks = (KvCache::q4_blocks(dim) + 7) / 8;
+  const uint64_t words = ((dim + 7) / 8 + 7) / 8;
   return loop_cost(per_lane) + loop_cost(stages) + stages * loop_cost(pairs) +
          (rot > 1 ? loop_cost(per_lane) : 0) + loop_cost(blocks) + blocks * loop_cost(32) +
-         loop_cost(((dim + 7) / 8 + 7) / 8);
+         loop_cost(words) + words * loop_cost(8);
 }
 
 // Where one append writes: the pools' dtype and geometry, and per page
