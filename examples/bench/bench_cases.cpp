@@ -60,6 +60,7 @@ struct Shape {
   int dv = 0;                          // 0 = d (MLA: 512 under d 576)
   bool sinks = false;                  // per-head sink logits (gpt-oss)
   vkattn_dtype cache_dt = VKATTN_F16;  // paged cases: the cache dtype (8-bit caches)
+  uint32_t cache_flags = 0;            // ... and its flags (VKATTN_KV_ROTATE_KEYS)
   int chunk = 0;                       // desc->chunk_size (chunked local attention)
   // Bidirectional spans of a one-sequence case (desc->spans; Gemma 3's
   // images), and whether the case passes them, with causal, as the
@@ -311,7 +312,7 @@ struct PagedRun {
     vkattn_kv_cache_desc_init(&kd);
     kd.num_layers = layers, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.v_dim();
     kd.num_pages = uint32_t(pages + 1);
-    kd.dtype = s.cache_dt;
+    kd.dtype = s.cache_dt, kd.flags = s.cache_flags;
     check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
     if (s.cache_dt == VKATTN_FP8_E4M3) {
       // Values lie in [-1, 1]: 1 maps to 448, e4m3's largest.
@@ -493,6 +494,12 @@ bool decode_16x2048_fp8(vkattn_context* c, Result* r) {
 bool decode_16x2048_q4(vkattn_context* c, Result* r) {
   return paged_layer(c, r, with_cache(kGqa, VKATTN_Q4), std::vector<int32_t>(16, 2048),
                      std::vector<int32_t>(16, 1));
+}
+// ... with VKATTN_KV_ROTATE_KEYS: the queries' rotation is the extra work.
+bool decode_16x2048_q4_rot(vkattn_context* c, Result* r) {
+  Shape s = with_cache(kGqa, VKATTN_Q4);
+  s.cache_flags = VKATTN_KV_ROTATE_KEYS;
+  return paged_layer(c, r, s, std::vector<int32_t>(16, 2048), std::vector<int32_t>(16, 1));
 }
 bool decode_8x32768_q4(vkattn_context* c, Result* r) {
   return paged_layer(c, r, with_cache(kGqa, VKATTN_Q4), std::vector<int32_t>(8, 32768),
@@ -822,6 +829,8 @@ const std::vector<Case>& all_cases() {
        decode_16x2048_fp8},
       {"decode-16x2048-q4", "decode-16x2048 over a 4-bit cache (an f16 scale per 32)",
        decode_16x2048_q4},
+      {"decode-16x2048-q4-rot", "decode-16x2048-q4 with rotated keys (VKATTN_KV_ROTATE_KEYS)",
+       decode_16x2048_q4_rot},
       {"decode-8x32768-q4", "8 decodes over 32768 keys of a 4-bit cache, 32/8 heads, d 128",
        decode_8x32768_q4},
       {"decode-16x512", "paged: one layer of layers-32 (16 decodes over 512)", decode_16x512},
