@@ -66,7 +66,9 @@ shared vec4 sh_acc[MERGE_ROWS * DV4];
 // Head-dim chunks unrolled inside the iterated loops of the compact variant.
 const uint CK = (D4 % 4u == 0u) ? 4u : ((D4 % 2u == 0u) ? 2u : 1u);
 const uint CV = (DV4 % 4u == 0u) ? 4u : ((DV4 % 2u == 0u) ? 2u : 1u);
-// 4-bit caches: block scales a K (V) row has (one element otherwise).
+// 4-bit caches: block scales a K (V) row has (one element otherwise); a
+// key block keeps BK x (NSK + NSV) of them per lane (64 floats at d 128,
+// BK 8: lanes is lavapipe's family, where they live in memory anyway).
 const uint NSK = KDT == DT_Q4 ? (D + 31u) / 32u : 1u;
 const uint NSV = KDT == DT_Q4 ? (DV + 31u) / 32u : 1u;
 

@@ -32,6 +32,12 @@ layout(push_constant) uniform Push {
 }
 pc;
 
+// Budget: a workgroup of 64 lanes per (token, head) row, 2.3 KiB of shared
+// memory (the row), one load and one store per element, log2(group)
+// barriers (7 at d 128); no FMA (adds, then one multiply). Fake GPUs: 16-24
+// VGPRs on RDNA2/3, 12 on Adreno 7xx, 21 halves on M1; no spill, no
+// scratch. A decode step rotates Hq rows per token, a few hundred: one
+// small pass before the attention.
 const uint MAX_DIM = 576u;  // VKATTN_MAX_HEAD_DIM
 shared float sh_row[MAX_DIM];
 

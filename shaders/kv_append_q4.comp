@@ -18,6 +18,13 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "kv_append_common.glsl"
 
+// Budget (8 lanes a workgroup, a row at a time; the append is a small
+// share of a step): 3 KiB of shared memory (sh_row 2304 B + 72 B of
+// scales), one load in flight per lane while staging (dim / 8 elements
+// each), no FMA to speak of (a butterfly is an add and a subtract per
+// pair). Fake GPUs (docs/bench/lavapipe-2026-11-28-q4.md): 16-24 VGPRs on
+// RDNA2/3, 12 on Adreno 7xx, 37 halves on M1; no spill, no scratch; 10.5
+// waves/SIMD on RDNA, bound by LDS (3 KiB x 8 lanes).
 const uint MAX_BLOCKS = 18u;  // ceil(VKATTN_MAX_HEAD_DIM / 32), 576 / 32
 shared float sh_scale[MAX_BLOCKS];
 shared float sh_row[32u * MAX_BLOCKS];  // the row being quantized

@@ -188,8 +188,8 @@ class Fuzz {
     // Two head-dim pairs: 8-wide rows (vector fetches, word-aligned
     // appends) and odd ones (scalar fetches, 16-bit rows sharing words).
     static const uint32_t kDims[2][2] = {{8, 8}, {3, 5}};
-    static const vkattn_dtype kDt[] = {VKATTN_F32, VKATTN_F16, VKATTN_BF16, VKATTN_I8,
-                                       VKATTN_FP8_E4M3};
+    static const vkattn_dtype kDt[] = {VKATTN_F32, VKATTN_F16,      VKATTN_BF16,
+                                       VKATTN_I8,  VKATTN_FP8_E4M3, VKATTN_Q4};
     layers_ = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
     hkv_ = in_.ConsumeIntegralInRange<uint32_t>(1, 3);
     const int dims = in_.ConsumeIntegralInRange<int>(0, 1);
@@ -197,8 +197,12 @@ class Fuzz {
     dv_ = kDims[dims][1];
     ps_ = in_.ConsumeIntegralInRange<uint32_t>(1, 8);
     pages_ = in_.ConsumeIntegralInRange<uint32_t>(1, 40);
-    dt_ = kDt[in_.ConsumeIntegralInRange<int>(0, 4)];
-    q8_ = dt_ == VKATTN_I8 || dt_ == VKATTN_FP8_E4M3;
+    dt_ = kDt[in_.ConsumeIntegralInRange<int>(0, 5)];
+    q4_ = dt_ == VKATTN_Q4;
+    q8_ = dt_ == VKATTN_I8 || dt_ == VKATTN_FP8_E4M3 || q4_;
+    // Q4: keys rotated (VKATTN_KV_ROTATE_KEYS) or not; d 8 rotates whole,
+    // d 3 (odd) has nothing to rotate.
+    rot_ = q4_ && in_.ConsumeBool();
     mes_ = q8_ ? 4 : es(dt_);
     fixed_.assign(layers_, false);
     scales_.assign(layers_, {});
@@ -211,12 +215,16 @@ class Fuzz {
     d.page_size = ps_;
     d.num_pages = pages_;
     d.dtype = dt_;
+    d.flags = rot_ ? VKATTN_KV_ROTATE_KEYS : 0;
     if (in_.ConsumeBool()) {
       // A mangled descriptor first: rejected, nothing created.
       vkattn_kv_cache_desc bad = d;
-      switch (in_.ConsumeIntegralInRange<int>(0, 5)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 6)) {
         case 0:
           bad.struct_size = in_.ConsumeIntegral<uint32_t>() | 1u;
+          break;
+        case 5:  // a flag bit vkattn does not know, or rotation of a non-Q4 cache
+          bad.flags = q4_ ? 2u << in_.ConsumeIntegralInRange<int>(0, 30) : VKATTN_KV_ROTATE_KEYS;
           break;
         case 1:
           bad.num_layers = 0;
@@ -665,7 +673,7 @@ class Fuzz {
     const int64_t off = in_.ConsumeIntegralInRange<int64_t>(0, 3);
     // Caller pools are 16/32-bit: with an 8-bit cache dtype drawn, an 8-bit
     // pool is refused as unsupported, and the run goes on with f16 pools.
-    if (q8_) {
+    if (q8_ && !q4_) {  // (Q4 is no tensor dtype at all)
       vkattn_tensor* kp8 = tensor(dt_, {1, ps, hkv, d});
       vkattn_tensor* vp8 = tensor(dt_, {1, ps, hkv, dv});
       vkattn_tensor* kn8 = tensor(VKATTN_F32, {1, hkv, d});
@@ -862,7 +870,9 @@ class Fuzz {
 
   // Lengths, every known byte of every layer, free pages.
   void verify() {
-    const size_t krow = size_t(hkv_) * d_ * es(dt_), vrow = size_t(hkv_) * dv_ * es(dt_);
+    // (Q4 reads back one int8 code per element.)
+    const size_t ces = q4_ ? 1 : es(dt_);
+    const size_t krow = size_t(hkv_) * d_ * ces, vrow = size_t(hkv_) * dv_ * ces;
     const size_t mkrow = size_t(hkv_) * d_ * mes_, mvrow = size_t(hkv_) * dv_ * mes_;
     for (int64_t id = 0; id < 8; ++id) {
       int32_t len = -1;
@@ -879,7 +889,12 @@ class Fuzz {
             vkattn_kv_cache_read(cache_, l, id, 0, want, k.data(), k.size(), v.data(), v.size()),
             "kv_cache_read");
         std::vector<float> ks, vs;
-        if (q8_) {
+        if (q4_) {  // d and dv <= 32: one block scale per row
+          ks.resize(size_t(want) * hkv_), vs.resize(size_t(want) * hkv_);
+          expect_ok(vkattn_kv_cache_read_block_scales(cache_, l, id, 0, want, ks.data(), ks.size(),
+                                                      vs.data(), vs.size()),
+                    "kv_cache_read_block_scales");
+        } else if (q8_) {
           ks.resize(size_t(want) * hkv_), vs.resize(size_t(want) * hkv_);
           expect_ok(vkattn_kv_cache_read_scales(cache_, l, id, 0, want, ks.data(), vs.data()),
                     "kv_cache_read_scales");
@@ -912,6 +927,7 @@ class Fuzz {
   // an e4m3 ulp of the value saturated at 448 x scale.
   bool dequantizes_to(const uint8_t* codes, const float* scales, uint32_t dim, const uint8_t* model,
                       uint32_t layer, bool is_v) const {
+    if (q4_) return q4_dequantizes_to(codes, scales, dim, model, is_v);
     for (uint32_t h = 0; h < hkv_; ++h) {
       const float* x = reinterpret_cast<const float*>(model) + size_t(h) * dim;
       const float s = scales[h];
@@ -938,15 +954,45 @@ class Fuzz {
     return true;
   }
 
+  // Q4 (one block a row here): the scale is the row's element of largest
+  // magnitude / -8 (f16), every code within a step of its value; keys of
+  // a rotated cache against the model's keys times the normalized
+  // Hadamard matrix (d 8; d 3 is not rotated).
+  bool q4_dequantizes_to(const uint8_t* codes, const float* scales, uint32_t dim,
+                         const uint8_t* model, bool is_v) const {
+    for (uint32_t h = 0; h < hkv_; ++h) {
+      const float* in = reinterpret_cast<const float*>(model) + size_t(h) * dim;
+      std::vector<double> x(in, in + dim);
+      if (rot_ && !is_v && dim == 8)
+        for (uint32_t i = 0; i < 8; ++i) {
+          double y = 0;
+          for (uint32_t j = 0; j < 8; ++j) y += (__builtin_popcount(i & j) & 1 ? -in[j] : in[j]);
+          x[i] = y / std::sqrt(8.0);
+        }
+      double m = 0;
+      for (double e : x) m = std::max(m, std::fabs(e));
+      const float s = scales[h];
+      if (!(std::fabs(std::fabs(double(s)) - m / 8) <= 1e-3 * m / 8 + 1e-7)) return false;
+      for (uint32_t e = 0; e < dim; ++e) {
+        const int c = int8_t(codes[size_t(h) * dim + e]);
+        if (c < -8 || c > 7 || !(std::fabs(c * double(s) - x[e]) <= std::fabs(s) * 1.0001 + 1e-7))
+          return false;
+      }
+    }
+    return true;
+  }
+
   FuzzedDataProvider& in_;
   vkattn_kv_cache* cache_ = nullptr;
   vkattn_step* step_ = nullptr;
   std::vector<vkattn_tensor*> tensors_;
   uint32_t layers_ = 1, hkv_ = 1, d_ = 4, dv_ = 4, ps_ = 1, pages_ = 1;
   vkattn_dtype dt_ = VKATTN_F32;
-  bool q8_ = false;                         // an 8-bit cache: the model holds f32 values
-  size_t mes_ = 4;                          // bytes per element of the model's rows
-  std::vector<bool> fixed_;                 // per layer: appended to (fp8 scales fixed)
+  bool q8_ = false;          // a quantized cache (8-bit or Q4): the model holds f32 values
+  bool q4_ = false;          // VKATTN_Q4
+  bool rot_ = false;         // ... with VKATTN_KV_ROTATE_KEYS
+  size_t mes_ = 4;           // bytes per element of the model's rows
+  std::vector<bool> fixed_;  // per layer: appended to (fp8 scales fixed)
   std::vector<std::vector<float>> scales_;  // per layer: fp8 [K Hkv, V Hkv], empty = unset
   std::map<int64_t, SeqModel> seqs_;
   int next_page_ = 0;

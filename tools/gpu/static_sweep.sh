@@ -14,7 +14,7 @@
 # over a cache) and decode (d 128 GQA 4, dense and paged; d 64 GQA 8) cases,
 # each also with a family forced where sensible (tiled everywhere; coopmat
 # for prefill on GPUs offering cooperative matrices). --quick: navi31,
-# navi21, ga102, a740, a660, m1 x 7 cases, defaults only, plus ga102's forced
+# navi21, ga102, a740, a660, m1 x 8 cases, defaults only, plus ga102's forced
 # coopmat at d 128 (a CI check, minutes).
 # Overrides: VKATTN_SWEEP_GPUS, VKATTN_SWEEP_CASES (space-separated; a case
 # may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
@@ -30,12 +30,13 @@ bench=${VKATTN_BENCH:-$root/build/examples/vkattn-bench}
 
 if [ "$quick" = "--quick" ]; then
   gpus="navi31 navi21 ga102 a740 a660 m1"
-  cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode mla-decode"
+  cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode mla-decode
+         decode-16x2048-q4-rot"
 else
   gpus=$("$root/tools/gpu-static.sh" --list | tr '\n' ' ')
   cases="prefill-1k-d64 prefill-1k-8h-causal prefill-1k-d256 prefill-2k-gqa chunk-512-over-1536
          decode-16x2048 decode-16x2048-gqa8 decode-1x32768 decode-16x512 gptoss-decode mixed-step
-         mla-prefill mla-decode decode-16x2048-int8"
+         mla-prefill mla-decode decode-16x2048-int8 decode-16x2048-q4-rot decode-8x32768-q4"
 fi
 gpus=${VKATTN_SWEEP_GPUS:-$gpus}
 cases=${VKATTN_SWEEP_CASES:-$cases}
