@@ -395,6 +395,71 @@ TEST(SelfCheck, UpFrontCheckFindsAFaultedFamilyBeforeAnyCall) {
       });
 }
 
+// A pipeline that reads VKATTN_Q4 is checked over a cache with rotated keys
+// too (issue K4): with the queries' rotation faulted, every family's Q4
+// check fails and the up-front check of a Q4 call is refused, while the
+// same pipelines' int8 checks (no rotation) pass; unfaulted, Q4 passes.
+TEST(SelfCheck, Q4ChecksCoverRotatedCaches) {
+  vkattn_attention_desc ad;
+  vkattn_attention_desc_init(&ad);
+  ad.num_heads = 4, ad.num_kv_heads = 2, ad.head_dim = 64, ad.causal = 1;
+  {
+    TempDir dir;
+    with_context(dir.path, {{"VKATTN_FAULT_ROTATION", "1"}}, [&](vkattn_context* ctx) {
+      EXPECT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_Q4, 1, 1),
+                VKATTN_ERROR_UNSUPPORTED);
+      EXPECT_NE(std::string(vkattn_last_error()).find("no attention kernel family passed"),
+                std::string::npos)
+          << vkattn_last_error();
+      EXPECT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_I8, 1, 1), VKATTN_SUCCESS)
+          << vkattn_last_error();
+    });
+  }
+  // Unfaulted: passes, and checks the pipeline a decode over a Q4 cache
+  // then runs (the call checks nothing more).
+  TempDir dir;
+  with_context(dir.path, {}, [&](vkattn_context* ctx) {
+    EXPECT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_Q4, 1, 1), VKATTN_SUCCESS)
+        << vkattn_last_error();
+    auto checked = [&] {
+      uint32_t n = 0, passed = 0, failed = 0;
+      for (uint32_t f = 0; f < 4; ++f) {
+        EXPECT_EQ(vkattn_context_self_check_counts(ctx, f, &passed, &failed), VKATTN_SUCCESS);
+        n += passed + failed;
+      }
+      return n;
+    };
+    const uint32_t before = checked();
+    EXPECT_GE(before, 1u);
+    vkattn_kv_cache_desc cd;
+    vkattn_kv_cache_desc_init(&cd);
+    cd.num_layers = 1, cd.num_kv_heads = 2, cd.head_dim = 64, cd.num_pages = 4;
+    cd.dtype = VKATTN_Q4, cd.flags = VKATTN_KV_ROTATE_KEYS;
+    vkattn_kv_cache* cache = nullptr;
+    ASSERT_EQ(vkattn_kv_cache_create(ctx, &cd, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+    const int64_t id = 1;
+    const int32_t n = 1;
+    vkattn_step* step = nullptr;
+    ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &n, &step), VKATTN_SUCCESS);
+    auto zeros = [&](int64_t a, int64_t b, int64_t c) {
+      vkattn_tensor* t = nullptr;
+      const int64_t shape[3] = {a, b, c};
+      EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 3, shape, &t), VKATTN_SUCCESS);
+      std::vector<float> z(size_t(a * b * c), 0.5f);
+      EXPECT_EQ(vkattn_tensor_write(t, z.data(), z.size() * 4), VKATTN_SUCCESS);
+      return t;
+    };
+    vkattn_tensor *k = zeros(1, 2, 64), *v = zeros(1, 2, 64), *q = zeros(1, 4, 64),
+                  *o = zeros(1, 4, 64);
+    ASSERT_EQ(vkattn_step_append(step, 0, k, v), VKATTN_SUCCESS) << vkattn_last_error();
+    ASSERT_EQ(vkattn_step_attention(step, 0, &ad, q, o), VKATTN_SUCCESS) << vkattn_last_error();
+    ASSERT_EQ(vkattn_step_commit(step), VKATTN_SUCCESS);
+    EXPECT_EQ(checked(), before);
+    for (vkattn_tensor* t : {k, v, q, o}) vkattn_tensor_destroy(t);
+    vkattn_kv_cache_destroy(cache);
+  });
+}
+
 // The right window and the chunks are compiled in by their presence, as
 // ALiBi is: the up-front check of a descriptor with them checks their own
 // pipeline (a faulted family fails it, and the plain pipeline is a check of

@@ -74,6 +74,10 @@ struct KernelOptions {
   // path) write wrong values, so the self-check of that path can be
   // watched (ops/attention/self_check.h).
   bool fault_odd_stores = false;
+  // VKATTN_FAULT_ROTATION=1: the queries' rotation over a cache with
+  // VKATTN_KV_ROTATE_KEYS (ops/attention/rotate_q.h) leaves out its
+  // 1 / sqrt(h), so the rotated half of a Q4 self-check can be watched.
+  bool fault_rotation = false;
 
   // Some attention kernel choice is forced through the environment (then
   // the environment wins over tuned choices: VKATTN_LOG=kernels says
@@ -188,6 +192,7 @@ struct KernelOptions {
       }
     o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
     o.fault_odd_stores = env_uint("VKATTN_FAULT_ODD_STORES", 0) != 0;
+    o.fault_rotation = env_uint("VKATTN_FAULT_ROTATION", 0) != 0;
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);

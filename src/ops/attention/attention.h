@@ -46,6 +46,9 @@ struct AttentionCall {
   // A self-check's call (ops/attention/self_check.h): runs exactly this
   // pipeline configuration (variant and texel widths), never checked itself.
   const FwdConfig* pinned = nullptr;
+  // The up-front self-check of a VKATTN_Q4 call (q4 is no tensor dtype):
+  // its stand-in pools k, v are int8 and kv_dtype() says VKATTN_Q4.
+  bool q4_stand_in = false;
   bool paged() const { return step != nullptr || pools != nullptr; }
   vkattn_dtype kv_dtype() const;
 };

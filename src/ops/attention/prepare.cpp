@@ -185,7 +185,10 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     pp.kvec = texel_kind(kv_dt, d.head_dim, scalar);
     pp.vvec = texel_kind(kv_dt, d.head_dim_v, scalar);
     pp.qvec = aligned_kind(texel_kind(q_dt, d.head_dim, scalar), pp.q);
-    if (!c.step) pp.kvec = aligned_kind(pp.kvec, pp.k), pp.vvec = aligned_kind(pp.vvec, pp.v);
+    // (Q4 has one texel kind, whatever the stand-in pools of an up-front
+    // check look like.)
+    if (!c.step && kv_dt != VKATTN_Q4)
+      pp.kvec = aligned_kind(pp.kvec, pp.k), pp.vvec = aligned_kind(pp.vvec, pp.v);
     if (c.pinned) {
       pp.qvec = std::min(pp.qvec, c.pinned->qvec);
       if (kv_dt != VKATTN_Q4)  // (one kind only)

@@ -47,14 +47,12 @@ RotatedQueries::RotatedQueries(Context& ctx, Tensor* q, uint32_t group) : ctx_(c
     uint64_t xs = 0, os = 0;
     const BoundBuffer xb = storage_window(caps, Region::whole(q->buffer()), lo, hi, &xs);
     const BoundBuffer ob = storage_window(caps, Region::whole(out_->buffer()), lo, hi, &os);
-    const RotatePush push{static_cast<uint32_t>(r1 - r0),
-                          dim,
-                          group,
-                          static_cast<uint32_t>(q->dtype()),
-                          static_cast<uint32_t>((lo - xs) / es),
-                          static_cast<uint32_t>((lo - os) / es),
-                          static_cast<float>(1.0 / std::sqrt(double(group))),
-                          0};
+    const RotatePush push{
+        static_cast<uint32_t>(r1 - r0), dim, group, static_cast<uint32_t>(q->dtype()),
+        static_cast<uint32_t>((lo - xs) / es), static_cast<uint32_t>((lo - os) / es),
+        // (VKATTN_FAULT_ROTATION: left out, a wrong q)
+        ctx.options().fault_rotation ? 1.0f : static_cast<float>(1.0 / std::sqrt(double(group))),
+        0};
     prepared_.push_back(pipes.prepare(rec, p, {xb, ob}, &push, sizeof(push), r1 - r0));
   }
 }

@@ -541,8 +541,11 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
   if (paged) {
     c.pools = std::make_shared<AttentionCall::Pools>();
     c.pools->page_size = 16;
-    c.k = tensor(kv_dt, {1, 16, 1, d.head_dim});
-    c.v = tensor(kv_dt, {1, 16, 1, d.head_dim_v});
+    // (q4 pools cannot be tensors: int8 stand-ins, the call says q4.)
+    c.q4_stand_in = kv_dt == VKATTN_Q4;
+    const vkattn_dtype pool_dt = c.q4_stand_in ? VKATTN_I8 : kv_dt;
+    c.k = tensor(pool_dt, {1, 16, 1, d.head_dim});
+    c.v = tensor(pool_dt, {1, 16, 1, d.head_dim_v});
   } else {
     c.k = tensor(kv_dt, {1, 1, d.head_dim});
     c.v = tensor(kv_dt, {1, 1, d.head_dim_v});

@@ -352,6 +352,7 @@ AttentionCall make_pool_call(Context& ctx, const vkattn_attention_desc* desc, ui
 }
 
 vkattn_dtype AttentionCall::kv_dtype() const {
+  if (q4_stand_in) return VKATTN_Q4;
   return step ? step->cache().desc().dtype : k->dtype();
 }
 
