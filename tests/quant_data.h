@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "reference/attention_ref.h"
+
 namespace vkattn_test {
 
 struct Shape {  // head dim, kv heads, GQA group, query tokens, keys
@@ -55,6 +57,33 @@ inline void row_errors(const std::vector<float>& got, const std::vector<float>& 
     }
     errs->push_back(std::sqrt(num / std::max(den, 1e-30)));
   }
+}
+
+// The f64 reference's causal attention of shape s's one sequence, as f32.
+inline std::vector<float> attend(const Shape& s, const std::vector<float>& q,
+                                 const std::vector<float>& k, const std::vector<float>& v) {
+  vkattn::ref::AttentionParams p;
+  p.num_heads = s.hkv * s.g, p.num_kv_heads = s.hkv, p.head_dim = s.d, p.causal = true;
+  const int32_t cu_q[2] = {0, s.t}, cu_k[2] = {0, s.u};
+  std::vector<float> out(size_t(s.t) * p.num_heads * s.d);
+  vkattn::ref::attention_varlen(p, 1, cu_q, cu_k, q.data(), k.data(), v.data(), out.data(),
+                                nullptr);
+  return out;
+}
+
+// The K4 accuracy grid: d 64 and 128, 2 kv heads, GQA 1 and 8, 1 and 8
+// query tokens over 128, 1024 and 8192 keys (24 shapes); f(shape, data,
+// reference output) for each, the data drawn from seeds seed, seed + 1, ...
+template <typename F>
+void for_each_shape(uint32_t seed, F&& f) {
+  for (int d : {64, 128})
+    for (int g : {1, 8})
+      for (int t : {1, 8})
+        for (int u : {128, 1024, 8192}) {
+          const Shape s{d, 2, g, t, u};
+          const Data x = realistic(s, seed++);
+          f(s, x, attend(s, x.q, x.k, x.v));
+        }
 }
 
 inline double median(std::vector<double> x) {

@@ -20,17 +20,6 @@ using namespace vkattn_test;
 
 namespace {
 
-std::vector<float> attend(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
-                          const std::vector<float>& v) {
-  vkattn::ref::AttentionParams p;
-  p.num_heads = s.hkv * s.g, p.num_kv_heads = s.hkv, p.head_dim = s.d, p.causal = true;
-  const int32_t cu_q[2] = {0, s.t}, cu_k[2] = {0, s.u};
-  std::vector<float> out(size_t(s.t) * p.num_heads * s.d);
-  vkattn::ref::attention_varlen(p, 1, cu_q, cu_k, q.data(), k.data(), v.data(), out.data(),
-                                nullptr);
-  return out;
-}
-
 struct Kind {
   const char* name;
   vkattn_dtype dtype;
@@ -117,21 +106,14 @@ std::vector<float> q4_0_values(const std::vector<float>& x, int d) {
 // with rotation below it; the 8-bit caches below VKATTN_Q4.
 TEST_F(KvCacheAccuracy, Q4MatchesQ4_0AndRotationBeatsIt) {
   std::vector<double> errs[4], anchor;
-  uint32_t seed = 101;
-  for (int d : {64, 128})
-    for (int g : {1, 8})
-      for (int t : {1, 8})
-        for (int u : {128, 1024, 8192}) {
-          const Shape s{d, 2, g, t, u};
-          const Data x = realistic(s, seed++);
-          const std::vector<float> want = attend(s, x.q, x.k, x.v);
-          row_errors(attend(s, x.q, q4_0_values(x.k, d), q4_0_values(x.v, d)), want, d, &anchor);
-          for (int i = 0; i < 4; ++i) {
-            const std::vector<float> got = through_cache(s, x, kKinds[i]);
-            ASSERT_EQ(got.size(), want.size()) << kKinds[i].name;
-            row_errors(got, want, d, &errs[i]);
-          }
-        }
+  for_each_shape(101, [&](const Shape& s, const Data& x, const std::vector<float>& want) {
+    row_errors(attend(s, x.q, q4_0_values(x.k, s.d), q4_0_values(x.v, s.d)), want, s.d, &anchor);
+    for (int i = 0; i < 4; ++i) {
+      const std::vector<float> got = through_cache(s, x, kKinds[i]);
+      ASSERT_EQ(got.size(), want.size()) << kKinds[i].name;
+      row_errors(got, want, s.d, &errs[i]);
+    }
+  });
   const double a = median(anchor);
   std::printf("| cache (through vkattn) | median rel. L2 | max rel. L2 | median / q4_0's |\n");
   std::printf("|---|---|---|---|\n");

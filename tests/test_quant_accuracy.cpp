@@ -155,47 +155,27 @@ std::vector<float> rotated(std::vector<float> x, int d) {
   return x;
 }
 
-std::vector<float> attend(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
-                          const std::vector<float>& v) {
-  vkattn::ref::AttentionParams p;
-  p.num_heads = s.hkv * s.g;
-  p.num_kv_heads = s.hkv;
-  p.head_dim = s.d;
-  p.causal = true;
-  const int32_t cu_q[2] = {0, s.t}, cu_k[2] = {0, s.u};
-  std::vector<float> out(size_t(s.t) * p.num_heads * s.d);
-  vkattn::ref::attention_varlen(p, 1, cu_q, cu_k, q.data(), k.data(), v.data(), out.data(),
-                                nullptr);
-  return out;
-}
-
 TEST(Q4Accuracy, MatchesQ4_0AndRotationBeatsIt) {
   const Kind kinds[] = {Kind::kQ4,   Kind::kQ4RotK, Kind::kQ4RotKV,
                         Kind::kQ4_0, Kind::kInt8,   Kind::kFp8};
   std::vector<double> errs[6];
-  uint32_t seed = 1;
-  for (int d : {64, 128})
-    for (int g : {1, 8})
-      for (int t : {1, 8})
-        for (int u : {128, 1024, 8192}) {
-          const Shape s{d, 2, g, t, u};
-          const Data x = realistic(s, seed++);
-          const std::vector<float> want = attend(s, x.q, x.k, x.v);
-          const std::vector<float> qr = rotated(x.q, d), kr = rotated(x.k, d), vr = rotated(x.v, d);
-          for (int i = 0; i < 6; ++i) {
-            const Kind kind = kinds[i];
-            std::vector<float> got;
-            if (kind == Kind::kQ4RotK) {
-              got = attend(s, qr, store(kind, kr, s.hkv, d), store(kind, x.v, s.hkv, d));
-            } else if (kind == Kind::kQ4RotKV) {
-              // V rotated before it is stored, the output rotated back.
-              got = rotated(attend(s, qr, store(kind, kr, s.hkv, d), store(kind, vr, s.hkv, d)), d);
-            } else {
-              got = attend(s, x.q, store(kind, x.k, s.hkv, d), store(kind, x.v, s.hkv, d));
-            }
-            row_errors(got, want, d, &errs[i]);
-          }
-        }
+  for_each_shape(1, [&](const Shape& s, const Data& x, const std::vector<float>& want) {
+    const int d = s.d;
+    const std::vector<float> qr = rotated(x.q, d), kr = rotated(x.k, d), vr = rotated(x.v, d);
+    for (int i = 0; i < 6; ++i) {
+      const Kind kind = kinds[i];
+      std::vector<float> got;
+      if (kind == Kind::kQ4RotK) {
+        got = attend(s, qr, store(kind, kr, s.hkv, d), store(kind, x.v, s.hkv, d));
+      } else if (kind == Kind::kQ4RotKV) {
+        // V rotated before it is stored, the output rotated back.
+        got = rotated(attend(s, qr, store(kind, kr, s.hkv, d), store(kind, vr, s.hkv, d)), d);
+      } else {
+        got = attend(s, x.q, store(kind, x.k, s.hkv, d), store(kind, x.v, s.hkv, d));
+      }
+      row_errors(got, want, d, &errs[i]);
+    }
+  });
   std::printf("| cache | median rel. L2 | max rel. L2 | median / q4_0's |\n|---|---|---|---|\n");
   const double anchor = median(errs[3]);
   for (int i = 0; i < 6; ++i)

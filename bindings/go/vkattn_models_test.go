@@ -153,34 +153,19 @@ func rotate(x []float32, heads, dim int, pos []int, gptj bool, rot, off int) []f
 // its answers).
 func TestQ4CacheStoresCodesAndBlockScales(t *testing.T) {
 	c := newContext(t)
-	const n, row = 5, tHkv * tD
+	const n = 5
 	r := rand.New(rand.NewSource(4))
 	d := cacheDesc(1, 4)
 	d.Dtype = Q4
-	kv := must(c.NewKvCache(d))
-	defer kv.Close()
-	k, v := randoms(r, n*row), randoms(r, n*row)
-	step := must(kv.Begin([]int64{3}, []int32{n}))
-	if err := step.Append(0, tensorF32(t, c, k, n, tHkv, tD), tensorF32(t, c, v, n, tHkv, tD)); err != nil {
-		t.Fatal(err)
-	}
-	out := tensor(t, c, F32, n, tH, tD)
-	desc := NewAttentionDesc(tH, tHkv, tD)
-	if err := step.Attention(0, &desc, tensorF32(t, c, randoms(r, n*tH*tD), n, tH, tD), out); err != nil {
-		t.Fatal(err)
-	}
-	if err := step.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	step.Close()
-	kb, vb := make([]byte, n*row), make([]byte, n*row)
-	ks, vs := make([]float32, n*tHkv), make([]float32, n*tHkv)
-	if err := kv.ReadBytes(0, 3, 0, n, kb, vb); err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.ReadBlockScales(0, 3, 0, n, ks, vs); err != nil {
-		t.Fatal(err)
-	}
+	q4 := appendQ4(t, c, d, r, n, func(step *Step) {
+		out := tensor(t, c, F32, n, tH, tD)
+		desc := NewAttentionDesc(tH, tHkv, tD)
+		if err := step.Attention(0, &desc, tensorF32(t, c, randoms(r, n*tH*tD), n, tH, tD), out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer q4.kv.Close()
+	k, v, kb, vb, ks, vs := q4.k, q4.v, q4.kb, q4.vb, q4.ks, q4.vs
 	for _, side := range []struct {
 		x     []float32
 		codes []byte
@@ -205,7 +190,45 @@ func TestQ4CacheStoresCodesAndBlockScales(t *testing.T) {
 			}
 		}
 	}
-	wantError(t, kv.ReadBlockScales(0, 3, 0, n, ks[:1], vs), "vkattn_kv_cache_read_block_scales: ")
+	wantError(t, q4.kv.ReadBlockScales(0, 3, 0, n, ks[:1], vs), "vkattn_kv_cache_read_block_scales: ")
+}
+
+// q4Rows: n random rows appended to sequence 3 of a one-layer Q4 cache,
+// and what the cache reads back (codes as bytes, block scales: d 8, one a
+// row).
+type q4Rows struct {
+	kv     *KvCache
+	k, v   []float32
+	kb, vb []byte
+	ks, vs []float32
+}
+
+// appendQ4 makes the cache of d, appends n rows of r's values in one step
+// (calling during, if not nil, before the commit) and reads them back.
+func appendQ4(t *testing.T, c *Context, d *KvCacheDesc, r *rand.Rand, n int, during func(*Step)) q4Rows {
+	const row = tHkv * tD
+	q := q4Rows{kv: must(c.NewKvCache(d))}
+	q.k, q.v = randoms(r, n*row), randoms(r, n*row)
+	step := must(q.kv.Begin([]int64{3}, []int32{int32(n)}))
+	if err := step.Append(0, tensorF32(t, c, q.k, int64(n), tHkv, tD), tensorF32(t, c, q.v, int64(n), tHkv, tD)); err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during(step)
+	}
+	if err := step.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	step.Close()
+	q.kb, q.vb = make([]byte, n*row), make([]byte, n*row)
+	q.ks, q.vs = make([]float32, n*tHkv), make([]float32, n*tHkv)
+	if err := q.kv.ReadBytes(0, 3, 0, n, q.kb, q.vb); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.kv.ReadBlockScales(0, 3, 0, n, q.ks, q.vs); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 // hadamard8 is x (8 elements) times the normalized Hadamard matrix of
@@ -229,29 +252,13 @@ func hadamard8(x []float32) []float64 {
 // the whole row), values as they are; other dtypes refuse the flag.
 func TestQ4CacheWithRotatedKeys(t *testing.T) {
 	c := newContext(t)
-	const n, row = 3, tHkv * tD
+	const n = 3
 	r := rand.New(rand.NewSource(6))
 	d := cacheDesc(1, 4)
 	d.Dtype, d.RotateKeys = Q4, true
-	kv := must(c.NewKvCache(d))
-	defer kv.Close()
-	k, v := randoms(r, n*row), randoms(r, n*row)
-	step := must(kv.Begin([]int64{3}, []int32{n}))
-	if err := step.Append(0, tensorF32(t, c, k, n, tHkv, tD), tensorF32(t, c, v, n, tHkv, tD)); err != nil {
-		t.Fatal(err)
-	}
-	if err := step.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	step.Close()
-	kb, vb := make([]byte, n*row), make([]byte, n*row)
-	ks, vs := make([]float32, n*tHkv), make([]float32, n*tHkv)
-	if err := kv.ReadBytes(0, 3, 0, n, kb, vb); err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.ReadBlockScales(0, 3, 0, n, ks, vs); err != nil {
-		t.Fatal(err)
-	}
+	q4 := appendQ4(t, c, d, r, n, nil)
+	defer q4.kv.Close()
+	k, kb, ks := q4.k, q4.kb, q4.ks
 	for i := 0; i < n*tHkv; i++ {
 		want := hadamard8(k[i*tD : (i+1)*tD])
 		for e := 0; e < tD; e++ {

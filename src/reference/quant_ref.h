@@ -3,7 +3,8 @@
 // accuracy anchor, the int8 cache's per-row codes, and the normalized
 // Walsh-Hadamard rotation that spreads outlier channels before a 4-bit
 // quantizer sees them. The oracle of the K4 accuracy tests; it knows
-// nothing of Vulkan and shares no code with the library.
+// nothing of Vulkan and shares no code with the kernels (the library's
+// self-check uses hadamard_rotate, as it uses attention_ref.h).
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,7 @@
 #include "fuzz/fuzz_edges.h"
 #include "fuzz/fuzz_numeric.h"
 #include "reference/dtype_util.h"
+#include "reference/quant_ref.h"
 #include "vkattn/vkattn.h"
 
 using namespace vkattn_test;
@@ -962,13 +963,8 @@ class Fuzz {
                          const uint8_t* model, bool is_v) const {
     for (uint32_t h = 0; h < hkv_; ++h) {
       const float* in = reinterpret_cast<const float*>(model) + size_t(h) * dim;
-      std::vector<double> x(in, in + dim);
-      if (rot_ && !is_v && dim == 8)
-        for (uint32_t i = 0; i < 8; ++i) {
-          double y = 0;
-          for (uint32_t j = 0; j < 8; ++j) y += (__builtin_popcount(i & j) & 1 ? -in[j] : in[j]);
-          x[i] = y / std::sqrt(8.0);
-        }
+      std::vector<float> x(in, in + dim);
+      if (rot_ && !is_v && dim == 8) vkattn::ref::hadamard_rotate(x.data(), 8);
       double m = 0;
       for (double e : x) m = std::max(m, std::fabs(e));
       const float s = scales[h];

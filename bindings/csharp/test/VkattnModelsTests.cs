@@ -36,26 +36,40 @@ public class VkattnModelsTests {
     return out_;
   }
 
+  // A one-layer cache of dtype dt (flags: KvCacheFlag bits).
+  static KvCacheDesc Q4Desc(Dtype dt = Dtype.Q4, uint flags = 0) {
+    return new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = dt,
+                             Flags = flags };
+  }
+
+  // k and v (n rows) appended to sequence 3 of a Q4 cache in one step, and
+  // what it reads back: codes kb, vb and block scales ks, vs (d 8: one a row).
+  static void AppendAndRead(Context ctx, KvCache cache, float[] k, float[] v, int n, out byte[] kb, out byte[] vb,
+                            out float[] ks, out float[] vs) {
+    using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
+    using (var tv = Tensor.Of(ctx, v, n, Hkv, D))
+    using (var step = cache.Begin(new long[] { 3 }, new[] { n })) {
+      step.Append(0, tk, tv);
+      step.Commit();
+    }
+    kb = new byte[n * Row];
+    vb = new byte[n * Row];
+    ks = new float[n * Hkv];
+    vs = new float[n * Hkv];
+    cache.Read(0, 3, 0, n, kb, vb);
+    cache.ReadBlockScales(0, 3, 0, n, ks, vs);
+  }
+
   [Test]
   public void Q4CacheStoresCodesAndBlockScales() {
     const int n = 5;
     var r = new Random(4);
-    var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.Q4 };
     float[] k = VkattnTests.Randoms(r, n * Row), v = VkattnTests.Randoms(r, n * Row);
     using (var ctx = new Context())
-    using (var cache = new KvCache(ctx, cd))
-    using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
-    using (var tv = Tensor.Of(ctx, v, n, Hkv, D)) {
-      using (var step = cache.Begin(new long[] { 3 }, new[] { n })) {
-        step.Append(0, tk, tv);
-        step.Commit();
-      }
+    using (var cache = new KvCache(ctx, Q4Desc())) {
       // d 8: one block a row; its largest magnitude codes to -8, every
       // value within a step of what was appended.
-      byte[] kb = new byte[n * Row], vb = new byte[n * Row];
-      float[] ks = new float[n * Hkv], vs = new float[n * Hkv];
-      cache.Read(0, 3, 0, n, kb, vb);
-      cache.ReadBlockScales(0, 3, 0, n, ks, vs);
+      AppendAndRead(ctx, cache, k, v, n, out byte[] kb, out byte[] vb, out float[] ks, out float[] vs);
       Assert.Throws<VkattnException>(() => cache.ReadBlockScales(0, 3, 0, n, new float[1], vs));
       for (int side = 0; side < 2; ++side) {
         float[] x = side == 0 ? k : v, s = side == 0 ? ks : vs;
@@ -95,29 +109,17 @@ public class VkattnModelsTests {
   public void Q4CacheWithRotatedKeys() {
     const int n = 3;
     var r = new Random(6);
-    var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.Q4,
-                               Flags = (uint)KvCacheFlag.KV_ROTATE_KEYS };
     float[] k = VkattnTests.Randoms(r, n * Row), v = VkattnTests.Randoms(r, n * Row);
     using (var ctx = new Context())
-    using (var cache = new KvCache(ctx, cd))
-    using (var tk = Tensor.Of(ctx, k, n, Hkv, D))
-    using (var tv = Tensor.Of(ctx, v, n, Hkv, D)) {
-      using (var step = cache.Begin(new long[] { 3 }, new[] { n })) {
-        step.Append(0, tk, tv);
-        step.Commit();
-      }
-      byte[] kb = new byte[n * Row], vb = new byte[n * Row];
-      float[] ks = new float[n * Hkv], vs = new float[n * Hkv];
-      cache.Read(0, 3, 0, n, kb, vb);
-      cache.ReadBlockScales(0, 3, 0, n, ks, vs);
+    using (var cache = new KvCache(ctx, Q4Desc(Dtype.Q4, (uint)KvCacheFlag.KV_ROTATE_KEYS))) {
+      AppendAndRead(ctx, cache, k, v, n, out byte[] kb, out byte[] vb, out float[] ks, out float[] vs);
       for (int row = 0; row < n * Hkv; ++row) {
         double[] want = Hadamard8(k, row * D);
         for (int e = 0; e < D; ++e)
           Assert.LessOrEqual(Math.Abs((sbyte)kb[row * D + e] * ks[row] - want[e]), Math.Abs(ks[row]) * 1.001 + 1e-6,
                              "row " + row + " elem " + e);
       }
-      var bad = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 4, NumPages = 4, Dtype = Dtype.F16,
-                                  Flags = (uint)KvCacheFlag.KV_ROTATE_KEYS };
+      var bad = Q4Desc(Dtype.F16, (uint)KvCacheFlag.KV_ROTATE_KEYS);
       Assert.Throws<VkattnException>(() => new KvCache(ctx, bad).Dispose());
     }
   }

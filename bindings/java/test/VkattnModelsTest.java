@@ -100,30 +100,51 @@ public class VkattnModelsTest {
     }
   }
 
+  /** A one-layer Q4 cache's descriptor, keys rotated or not. */
+  static KvCacheDesc q4Desc(boolean rotateKeys) {
+    KvCacheDesc cd = VkattnStepTest.cacheDesc();
+    cd.setNumLayers(1);
+    cd.setDtype(Dtype.Q4);
+    if (rotateKeys) cd.setFlags(KvCacheFlag.KV_ROTATE_KEYS.swigValue());
+    return cd;
+  }
+
+  /** What a Q4 cache reads back: codes, and block scales (d 8: one a row). */
+  static final class Q4Rows {
+    byte[] kb, vb;
+    float[] ks, vs;
+  }
+
+  /** k and v (n rows) appended to sequence 3 of cache in one step, read back. */
+  static Q4Rows appendAndRead(Context ctx, KvCache cache, float[] k, float[] v, int n) {
+    try (Tensor tk = Tensor.of(ctx, k, n, HKV, D); Tensor tv = Tensor.of(ctx, v, n, HKV, D);
+        Step step = cache.begin(new long[] {3}, new int[] {n})) {
+      step.append(0, tk, tv);
+      step.commit();
+    }
+    Q4Rows q = new Q4Rows();
+    q.kb = new byte[n * ROW];
+    q.vb = new byte[n * ROW];
+    q.ks = new float[n * HKV];
+    q.vs = new float[n * HKV];
+    cache.read(0, 3, 0, n, q.kb, q.vb);
+    cache.readBlockScales(0, 3, 0, n, q.ks, q.vs);
+    return q;
+  }
+
   @Test
   public void q4CacheStoresCodesAndBlockScales() {
     final int n = 5;
     Random r = new Random(4);
-    KvCacheDesc cd = VkattnStepTest.cacheDesc();
-    cd.setNumLayers(1);
-    cd.setDtype(Dtype.Q4);
     float[] k = VkattnTest.random(r, n * ROW), v = VkattnTest.random(r, n * ROW);
-    try (Context ctx = new Context(); KvCache cache = new KvCache(ctx, cd);
-        Tensor tk = Tensor.of(ctx, k, n, HKV, D); Tensor tv = Tensor.of(ctx, v, n, HKV, D)) {
-      try (Step step = cache.begin(new long[] {3}, new int[] {n})) {
-        step.append(0, tk, tv);
-        step.commit();
-      }
+    try (Context ctx = new Context(); KvCache cache = new KvCache(ctx, q4Desc(false))) {
       // d 8: one block a row; its largest magnitude codes to -8, every
       // value within a step of what was appended.
-      byte[] kb = new byte[n * ROW], vb = new byte[n * ROW];
-      float[] ks = new float[n * HKV], vs = new float[n * HKV];
-      cache.read(0, 3, 0, n, kb, vb);
-      cache.readBlockScales(0, 3, 0, n, ks, vs);
-      assertThrows(VkattnException.class, () -> cache.readBlockScales(0, 3, 0, n, new float[1], vs));
+      Q4Rows q = appendAndRead(ctx, cache, k, v, n);
+      assertThrows(VkattnException.class, () -> cache.readBlockScales(0, 3, 0, n, new float[1], q.vs));
       for (int side = 0; side < 2; ++side) {
-        float[] x = side == 0 ? k : v, s = side == 0 ? ks : vs;
-        byte[] c = side == 0 ? kb : vb;
+        float[] x = side == 0 ? k : v, s = side == 0 ? q.ks : q.vs;
+        byte[] c = side == 0 ? q.kb : q.vb;
         for (int row = 0; row < n * HKV; ++row) {
           float m = 0;
           for (int e = 0; e < D; ++e)
@@ -154,26 +175,14 @@ public class VkattnModelsTest {
   public void q4CacheWithRotatedKeys() {
     final int n = 3;
     Random r = new Random(6);
-    KvCacheDesc cd = VkattnStepTest.cacheDesc();
-    cd.setNumLayers(1);
-    cd.setDtype(Dtype.Q4);
-    cd.setFlags(KvCacheFlag.KV_ROTATE_KEYS.swigValue());
     float[] k = VkattnTest.random(r, n * ROW), v = VkattnTest.random(r, n * ROW);
-    try (Context ctx = new Context(); KvCache cache = new KvCache(ctx, cd);
-        Tensor tk = Tensor.of(ctx, k, n, HKV, D); Tensor tv = Tensor.of(ctx, v, n, HKV, D)) {
-      try (Step step = cache.begin(new long[] {3}, new int[] {n})) {
-        step.append(0, tk, tv);
-        step.commit();
-      }
-      byte[] kb = new byte[n * ROW], vb = new byte[n * ROW];
-      float[] ks = new float[n * HKV], vs = new float[n * HKV];
-      cache.read(0, 3, 0, n, kb, vb);
-      cache.readBlockScales(0, 3, 0, n, ks, vs);
+    try (Context ctx = new Context(); KvCache cache = new KvCache(ctx, q4Desc(true))) {
+      Q4Rows q = appendAndRead(ctx, cache, k, v, n);
       for (int row = 0; row < n * HKV; ++row) {
         double[] want = hadamard8(k, row * D);
         for (int e = 0; e < D; ++e)
           assertTrue("row " + row + " elem " + e,
-              Math.abs(kb[row * D + e] * ks[row] - want[e]) <= Math.abs(ks[row]) * 1.001 + 1e-6);
+              Math.abs(q.kb[row * D + e] * q.ks[row] - want[e]) <= Math.abs(q.ks[row]) * 1.001 + 1e-6);
       }
       KvCacheDesc bad = VkattnStepTest.cacheDesc();
       bad.setDtype(Dtype.F16);

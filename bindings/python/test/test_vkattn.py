@@ -455,6 +455,17 @@ def hadamard(n):
     return h / np.sqrt(n)
 
 
+def append_and_attend(cache, k, v, q):
+    """k, v appended as sequence 3's first step, q attended (causal) in it;
+    the output as numpy."""
+    with cache.begin([3], [k.shape[0]]) as step:
+        step.append(0, k, v)
+        with step.attention(0, q, causal=True) as out:
+            got = out.numpy()
+        step.commit()
+    return got
+
+
 def test_q4_cache_with_rotated_keys(ctx):
     rng = np.random.default_rng(5)
     hkv, h, d, n = 2, 4, 64, 9
@@ -463,11 +474,7 @@ def test_q4_cache_with_rotated_keys(ctx):
     with ctx.kv_cache(1, hkv, d, num_pages=4, page_size=4, dtype=vkattn.Q4,
                       rotate_keys=True) as cache:
         assert cache.rotate_keys
-        with cache.begin([3], [n]) as step:
-            step.append(0, k, v)
-            with step.attention(0, q, causal=True) as out:
-                got = out.numpy()
-            step.commit()
+        got = append_and_attend(cache, k, v, q)
         kc, vc = cache.read(0, 3)
         ks, vs = cache.read_block_scales(0, 3)
     hd = hadamard(d)
@@ -492,11 +499,7 @@ def test_eight_bit_cache_dequantizes_to_what_attention_sees(ctx, cache_dtype):
     with ctx.kv_cache(1, hkv, d, num_pages=4, page_size=4, dtype=dt) as cache:
         if dt == vkattn.FP8_E4M3:
             cache.set_scales(0, [1 / 224.0, 1 / 300.0], [1 / 250.0, 1 / 250.0])
-        with cache.begin([3], [n]) as step:
-            step.append(0, k, v)
-            with step.attention(0, q, causal=True) as out:
-                got = out.numpy()
-            step.commit()
+        got = append_and_attend(cache, k, v, q)
         kc, vc = cache.read(0, 3)
         ks, vs = cache.read_scales(0, 3)
     if dt == vkattn.I8:

@@ -16,6 +16,7 @@
 #include "ops/kv_cache.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
+#include "reference/quant_ref.h"
 
 namespace vkattn {
 
@@ -67,26 +68,6 @@ double scaled_error(const std::vector<float>& got, const std::vector<double>& wa
     worst = std::max(worst, e / (abs_tol + rel_tol * std::fabs(w)));
   }
   return worst;
-}
-
-// The keys of a cache with VKATTN_KV_ROTATE_KEYS back in the queries'
-// basis: each group of h elements of every row of d times the normalized
-// Walsh-Hadamard matrix (its own inverse), in double.
-void unrotate_rows(float* x, size_t rows, uint32_t d, uint32_t h) {
-  std::vector<double> g(h);
-  const double norm = 1.0 / std::sqrt(double(h));
-  for (size_t r = 0; r < rows; ++r)
-    for (uint32_t g0 = 0; g0 < d; g0 += h) {
-      float* y = x + r * d + g0;
-      std::copy(y, y + h, g.begin());
-      for (uint32_t len = 1; len < h; len *= 2)
-        for (uint32_t i = 0; i < h; i += 2 * len)
-          for (uint32_t j = i; j < i + len; ++j) {
-            const double a = g[j], b = g[j + len];
-            g[j] = a + b, g[j + len] = a - b;
-          }
-      for (uint32_t i = 0; i < h; ++i) y[i] = static_cast<float>(g[i] * norm);
-    }
 }
 
 }  // namespace
@@ -321,9 +302,11 @@ struct CheckCall {
         read_dequantized(*cache, ids[b], uint32_t(u[b]), &hk[size_t(cu_k[b]) * hkv * d],
                          &hv[size_t(cu_k[b]) * hkv * dv]);
       // Rotated keys: the reference attends over the keys they stand for
-      // with the caller's queries (the kernel: rotated queries).
-      if (cache->key_rotation() > 1)
-        unrotate_rows(hk.data(), size_t(tk) * hkv, d, cache->key_rotation());
+      // with the caller's queries (the kernel: rotated queries); the
+      // transform is its own inverse.
+      const uint32_t h = cache->key_rotation();
+      if (h > 1)
+        for (size_t g = 0; g < hk.size(); g += h) ref::hadamard_rotate(&hk[g], int(h));
     }
     const std::vector<float> got = read_floats(*out);
     std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
