@@ -12,7 +12,8 @@
 // atomics. A row is first staged in shared memory (after RoPE); a key row
 // of a cache with VKATTN_KV_ROTATE_KEYS is then rotated there by the
 // normalized Walsh-Hadamard transform of each group of pc.k_rot elements
-// (butterflies, then x 1 / sqrt(k_rot)). The reference:
+// (include/hadamard.glsl: butterflies that halve on alternate passes, so
+// no intermediate leaves the range of the result). The reference:
 // src/reference/quant_ref.cpp (q4_quantize, hadamard_rotate).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -21,13 +22,14 @@
 // Budget (8 lanes a workgroup, a row at a time; the append is a small
 // share of a step): 3 KiB of shared memory (sh_row 2304 B + 72 B of
 // scales), one load in flight per lane while staging (dim / 8 elements
-// each), no FMA to speak of (a butterfly is an add and a subtract per
+// each), no FMA to speak of (a butterfly is two multiplies, an add and a subtract per
 // pair). Fake GPUs (docs/bench/lavapipe-2026-11-28-q4.md): 16-24 VGPRs on
 // RDNA2/3, 12 on Adreno 7xx, 37 halves on M1; no spill, no scratch; 10.5
 // waves/SIMD on RDNA, bound by LDS (3 KiB x 8 lanes).
 const uint MAX_BLOCKS = 18u;  // ceil(VKATTN_MAX_HEAD_DIM / 32), 576 / 32
 shared float sh_scale[MAX_BLOCKS];
 shared float sh_row[32u * MAX_BLOCKS];  // the row being quantized
+#include "hadamard.glsl"
 
 // Stages the row (after RoPE) in sh_row and, for a key row of a rotated
 // cache, rotates it there. Ends with a barrier.
@@ -37,21 +39,7 @@ void stage_row(bool is_v, uint job, uint src, uint dim) {
   memoryBarrierShared();
   barrier();
   if (is_v || pc.k_rot <= 1u) return;
-  // Butterflies of span 1, 2, .. k_rot / 2: pair p joins elements i and
-  // i + len, i = (p / len) 2 len + p % len, within each aligned group.
-  for (uint len = 1u; len < pc.k_rot; len *= 2u) {
-    for (uint p = lane; p < dim / 2u; p += 8u) {
-      uint i = (p / len) * 2u * len + p % len;
-      float a = sh_row[i], b = sh_row[i + len];
-      sh_row[i] = a + b;
-      sh_row[i + len] = a - b;
-    }
-    memoryBarrierShared();
-    barrier();
-  }
-  for (uint e = lane; e < dim; e += 8u) sh_row[e] *= pc.k_rot_scale;
-  memoryBarrierShared();
-  barrier();
+  hadamard_rotate_row(dim, pc.k_rot, pc.k_rot_scale, lane, 8u);
 }
 
 // The block's scale: m / -8 in f16 bits (m / -8 is exact in f32 wherever

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -74,6 +75,7 @@ class Q4Cache : public ContextTest {
     vkattn_tensor* v = tensor(VKATTN_F32, {total, shape.hkv, shape.dv});
     for (uint32_t l = 0; l < shape.layers; ++l) {
       std::vector<float> kx = rows(total, shape.d), vx = rows(total, shape.dv);
+      if (edit_keys) edit_keys(kx);
       ASSERT_EQ(vkattn_tensor_write(k, kx.data(), kx.size() * 4), VKATTN_SUCCESS);
       ASSERT_EQ(vkattn_tensor_write(v, vx.data(), vx.size() * 4), VKATTN_SUCCESS);
       if (rope) {
@@ -174,6 +176,8 @@ class Q4Cache : public ContextTest {
   std::map<int64_t, int32_t> lengths;
   std::mt19937 rng{41};
   uint32_t rot = 1;  // the keys' Hadamard group (1: not rotated)
+  // Changes the keys step() appends ([total][Hkv][d], before RoPE).
+  std::function<void(std::vector<float>&)> edit_keys;
 };
 
 KvShape q4_shape() {
@@ -252,6 +256,45 @@ TEST_F(Q4Cache, HadamardRotatedKeysAreQuantizedAfterRope) {
     cache = nullptr;
     model.clear(), lengths.clear();
   }
+}
+
+// Rotation never overflows where its result fits (the normalized
+// transform's elements are at most sqrt(h) x max|x|, and its passes stay
+// within that: include/hadamard.glsl): a d 64 row of 1e37 is (8e37, 0,
+// ..), stored as block 0 with the saturated scale -65504 and code -8 on
+// element 0, block 1 with scale 0; a row of +-3e37 alternating, whose
+// transform is 2.4e38 on element 1, and Gaussian rows of 4e37 match the
+// reference (its transform in double). Plain f32 butterflies reached 64 x
+// 1e37 on the way and stored NaN blocks.
+TEST_F(Q4Cache, RotationOfHugeFiniteRowsStaysFinite) {
+  KvShape s = q4_shape();
+  s.d = 64, s.dv = 32, s.hkv = 1, s.layers = 1;
+  create(s, VKATTN_KV_ROTATE_KEYS);
+  std::normal_distribution<float> g;
+  edit_keys = [&](std::vector<float>& k) {
+    for (size_t i = 0; i < k.size(); ++i) {
+      const size_t row = i / 64, e = i % 64;
+      k[i] = row == 0 ? 1e37f : row == 1 ? (e % 2 ? -3e37f : 3e37f) : g(rng) * 4e37f;
+    }
+  };
+  step({1}, {5});
+  check(1, /*rotated=*/true);
+  std::vector<int8_t> kc(5 * 64), vc(5 * 32);
+  std::vector<float> ks(5 * 2), vs(5 * 1);
+  ASSERT_EQ(vkattn_kv_cache_read(cache, 0, 1, 0, 5, kc.data(), kc.size(), vc.data(), vc.size()),
+            VKATTN_SUCCESS);
+  ASSERT_EQ(vkattn_kv_cache_read_block_scales(cache, 0, 1, 0, 5, ks.data(), ks.size(), vs.data(),
+                                              vs.size()),
+            VKATTN_SUCCESS);
+  EXPECT_EQ(ks[0], -65504.0f);
+  EXPECT_EQ(ks[1], 0.0f);
+  EXPECT_EQ(kc[0], -8);
+  for (int e = 1; e < 64; ++e) EXPECT_EQ(kc[e], 0) << "element " << e;
+  // Token 1: 2.4e38 on element 1 of block 0 (saturated), nothing in block 1.
+  EXPECT_EQ(ks[2], -65504.0f);
+  EXPECT_EQ(ks[3], 0.0f);
+  EXPECT_EQ(kc[64 + 1], -8);
+  for (float x : ks) EXPECT_FALSE(std::isnan(x));
 }
 
 // Appends long enough that every workgroup takes as many rows as the
@@ -442,6 +485,57 @@ void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = fal
 }
 
 }  // namespace
+
+// The queries' rotation over a rotated cache stays finite wherever its
+// result fits q's dtype (f32 here: the temporary is q's dtype): queries
+// of 1e37 at d 64 rotate to (8e37, 0, ..); keys of +-0.125 rotate to
+// (+-1, 0, ..), stored exactly (and values the cache holds exactly), so the scores are +-1e37 and
+// each row's output is the first key's value, in every family with f32 math. Plain f32 butterflies
+// reached 64 x 1e37 (inf) on the way: NaN rows.
+TEST(Q4Rotation, HugeQueriesRotateWithoutOverflow) {
+  const uint32_t d = 64, dv = 32, h = 2;
+  for (const char* family : {"lanes", "tiled", "decode"}) {
+    SCOPED_TRACE(family);
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", family}, {"VKATTN_FORCE_F16_MATH", "0"}});
+    ForcedContext fc;
+    ASSERT_NE(fc.ctx, nullptr);
+    vkattn_kv_cache_desc cd;
+    vkattn_kv_cache_desc_init(&cd);
+    cd.num_layers = 1, cd.num_kv_heads = 1, cd.head_dim = d, cd.head_dim_v = dv;
+    cd.num_pages = 4, cd.dtype = VKATTN_Q4, cd.flags = VKATTN_KV_ROTATE_KEYS;
+    vkattn_kv_cache* cache = nullptr;
+    ASSERT_EQ(vkattn_kv_cache_create(fc.ctx, &cd, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+    const int64_t id = 1;
+    const int32_t t = 2;
+    vkattn_step* step = nullptr;
+    ASSERT_EQ(vkattn_step_begin(cache, 1, &id, &t, &step), VKATTN_SUCCESS);
+    std::vector<float> k(2 * d), v(2 * dv), q(2 * h * d, 1e37f);
+    for (uint32_t e = 0; e < d; ++e) k[e] = 0.125f, k[d + e] = -0.125f;
+    // Values a q4 block holds exactly (scale 0.5, codes -8..7).
+    for (uint32_t e = 0; e < dv; ++e) v[e] = (float(e % 16) - 8.0f) * 0.5f, v[dv + e] = 100.0f;
+    auto upload = [&](std::vector<int64_t> shape, const std::vector<float>& x) {
+      vkattn_tensor* tt = nullptr;
+      EXPECT_EQ(vkattn_tensor_create(fc.ctx, VKATTN_F32, 3, shape.data(), &tt), VKATTN_SUCCESS);
+      EXPECT_EQ(vkattn_tensor_write(tt, x.data(), x.size() * 4), VKATTN_SUCCESS);
+      return tt;
+    };
+    vkattn_tensor *kt = upload({2, 1, d}, k), *vt = upload({2, 1, dv}, v);
+    vkattn_tensor *qt = upload({2, h, d}, q),
+                  *out = upload({2, h, dv}, std::vector<float>(2 * h * dv));
+    ASSERT_EQ(vkattn_step_append(step, 0, kt, vt), VKATTN_SUCCESS) << vkattn_last_error();
+    vkattn_attention_desc a;
+    vkattn_attention_desc_init(&a);
+    a.num_heads = h, a.num_kv_heads = 1, a.head_dim = d, a.head_dim_v = dv;
+    ASSERT_EQ(vkattn_step_attention(step, 0, &a, qt, out), VKATTN_SUCCESS) << vkattn_last_error();
+    ASSERT_EQ(vkattn_step_commit(step), VKATTN_SUCCESS);
+    std::vector<float> got(2 * h * dv);
+    ASSERT_EQ(vkattn_tensor_read(out, got.data(), got.size() * 4), VKATTN_SUCCESS);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], v[i % dv]) << "row " << i / dv << " element " << i % dv;
+    for (vkattn_tensor* x : {kt, vt, qt, out}) vkattn_tensor_destroy(x);
+    vkattn_kv_cache_destroy(cache);
+  }
+}
 
 // Every family reads the 4-bit cache: codes times their block's scale.
 // A family forced from outside (ctest's mesa26 coopmat suite) is the only

@@ -738,7 +738,13 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * arithmetic: VKATTN_FORCE_F16_MATH or the device table) multiply q by
  * scale first, in f16, as tensor-core FlashAttention does: they need
  * |scale * q| <= 65504 and the products within f16's range, and a larger
- * value follows the rule above as the inf or NaN it becomes.
+ * value follows the rule above as the inf or NaN it becomes. out is
+ * accumulated as FlashAttention accumulates it: the weights exp(S - the
+ * row's running maximum), each at most 1, times v, summed in f32 and
+ * divided by the weights' sum at the end; the sum before that division is
+ * at most (the row's visible keys) x max |v|, so out is finite wherever
+ * max |v| <= FLT_MAX / u (any f16 v; f32 or bf16 values past about 1e33
+ * over long rows may overflow to inf there).
  *
  * Dtypes: q and out share one of f32/f16/bf16; k and v share q's dtype or
  * f16/bf16 (f32 q over f16 k/v is fine); accumulation is f32; results are
@@ -1185,8 +1191,16 @@ typedef enum vkattn_kv_cache_flag {
    * changed the measured error by under 1 %). vkattn_kv_cache_read and
    * vkattn_kv_cache_read_block_scales return the rotated keys' codes and
    * scales: rotate a dequantized key row by the same transform (it is its
-   * own inverse) to get back the key it stands for. The self-check of a
-   * pipeline that reads VKATTN_Q4 runs twice, over an unrotated and a
+   * own inverse) to get back the key it stands for.
+   * Range: both rotations compute the normalized transform without any
+   * intermediate past sqrt(h) x the group's largest magnitude, within a
+   * few f32 ulps of the exact transform, so a key row whose transform is
+   * finite gets finite codes (its block scales saturated at +-65504, as
+   * for any row), and the rotated queries are finite wherever the exact
+   * transform fits q's dtype (an f16 q whose rotated elements pass 65504
+   * becomes inf there, as it would stored as f16). Subnormal elements
+   * follow the device's f32 denormal mode (they may be flushed to zero).
+   * The self-check of a pipeline that reads VKATTN_Q4 runs twice, over an unrotated and a
    * rotated cache, and passes only if both pass, so
    * vkattn_context_self_check with kv_dtype VKATTN_Q4 checks both. */
   VKATTN_KV_ROTATE_KEYS = 1

@@ -38,7 +38,7 @@ struct AppendPush {
   uint32_t k_scale_off, v_scale_off;      // int8: bytes from a K (V) block to its scales
   uint32_t scale_base;                    // fp8: the layer's first entry of the scale table
   uint32_t k_rot;                         // q4 VKATTN_KV_ROTATE_KEYS: Hadamard group (1 = none)
-  float k_rot_scale;                      // ... and 1 / sqrt(k_rot)
+  float k_rot_scale;                      // ... and KvCache::hadamard_final_scale(k_rot)
 };
 static_assert(sizeof(AppendPush) == 112, "push constants mirror kv_append.comp");
 
@@ -76,6 +76,35 @@ struct AppendTarget {
                      uint64_t* v_off)>
       bind;
 };
+
+// The job list of jobs [j0, j1) of one pool buffer's list `jb` (pairs of
+// source row, destination) in ring memory, rows relative to the first.
+BoundBuffer upload_jobs(Recorder& rec, const std::vector<uint32_t>& jb, uint64_t j0, uint64_t j1) {
+  const uint64_t first_row = jb[2 * j0];
+  HostSlice s = rec.alloc_host((j1 - j0) * 8);
+  auto* dst = reinterpret_cast<uint32_t*>(s.host);
+  for (uint64_t j = j0; j < j1; ++j) {
+    dst[2 * (j - j0)] = static_cast<uint32_t>(jb[2 * j] - first_row);
+    dst[2 * (j - j0) + 1] = jb[2 * j + 1];
+  }
+  BoundBuffer b;
+  b.raw = s.buffer, b.offset = s.offset, b.range = s.size;
+  return b;
+}
+
+// The RoPE table (cos, sin of each rotary pair) of jobs [j0, j1), at the
+// positions `pos` gives their source rows, in ring memory.
+BoundBuffer upload_rope_table(Recorder& rec, const Rope& rope, const std::vector<int64_t>& pos,
+                              const std::vector<uint32_t>& jb, uint64_t j0, uint64_t j1) {
+  const uint64_t half = rope.rotary_dim() / 2;
+  HostSlice t = rec.alloc_host((j1 - j0) * half * 8);
+  auto* tab = reinterpret_cast<float*>(t.host);
+  for (uint64_t j = j0; j < j1; ++j) rope.fill(tab + (j - j0) * half * 2, pos[jb[2 * j]]);
+  BoundBuffer b;
+  b.buffer = nullptr;
+  b.raw = t.buffer, b.offset = t.offset, b.range = t.size;
+  return b;
+}
 
 // Records kv_append.comp over jobs[group] = (row of k_new/v_new, local
 // page * page_size + slot) pairs, rows increasing. With `rope`, keys are
@@ -139,27 +168,9 @@ void record_append(Context& ctx, const AppendTarget& tg,
       }
       const uint64_t last_row = jb[2 * (j1 - 1)];
       const uint64_t rows = (j1 - j0) * rows_per_job;
-      HostSlice s = rec.alloc_host((j1 - j0) * 8);
-      auto* dst = reinterpret_cast<uint32_t*>(s.host);
-      for (uint64_t j = j0; j < j1; ++j) {
-        dst[2 * (j - j0)] = static_cast<uint32_t>(jb[2 * j] - first_row);
-        dst[2 * (j - j0) + 1] = jb[2 * j + 1];
-      }
-      BoundBuffer jobs_bound;
-      jobs_bound.raw = s.buffer;
-      jobs_bound.offset = s.offset;
-      jobs_bound.range = s.size;
-      BoundBuffer rope_bound = small_input(caps, nullptr, 0, ctx.dummy(), "");
-      if (rope) {
-        const uint64_t half = rope->rotary_dim() / 2;
-        HostSlice t = rec.alloc_host((j1 - j0) * half * 8);
-        auto* tab = reinterpret_cast<float*>(t.host);
-        for (uint64_t j = j0; j < j1; ++j) rope->fill(tab + (j - j0) * half * 2, (*pos)[jb[2 * j]]);
-        rope_bound.buffer = nullptr;
-        rope_bound.raw = t.buffer;
-        rope_bound.offset = t.offset;
-        rope_bound.range = t.size;
-      }
+      const BoundBuffer jobs_bound = upload_jobs(rec, jb, j0, j1);
+      const BoundBuffer rope_bound = rope ? upload_rope_table(rec, *rope, *pos, jb, j0, j1)
+                                          : small_input(caps, nullptr, 0, ctx.dummy(), "");
       const BoundBuffer fp8_bound = small_input(caps, tg.fp8_scales, tg.fp8_table_bytes,
                                                 ctx.dummy(), "the cache's fp8 scale table");
       uint64_t k_start = 0, v_start = 0;
@@ -194,7 +205,7 @@ void record_append(Context& ctx, const AppendTarget& tg,
                       static_cast<uint32_t>(tg.v_scale_off),
                       tg.scale_base,
                       tg.k_rot,
-                      static_cast<float>(1.0 / std::sqrt(double(tg.k_rot)))};
+                      KvCache::hadamard_final_scale(tg.k_rot)};
       // Rows are strided over the workgroups; each takes at most
       // rows_per_group of them (the loop cap), over at least
       // busy_workgroups() (a 16-token decode append took 1.5 ms on

@@ -78,6 +78,15 @@ class KvCache {
   uint32_t key_rotation() const {
     return desc_.flags & VKATTN_KV_ROTATE_KEYS ? desc_.head_dim & (0u - desc_.head_dim) : 1u;
   }
+  // The multiply that ends shaders/include/hadamard.glsl's passes for
+  // groups of `group`: sqrt(2) when log2(group) is odd, else 1 (its even
+  // passes halve their inputs, so the passes alone give the normalized
+  // transform times 1 or 1 / sqrt(2)).
+  static float hadamard_final_scale(uint32_t group) {
+    uint32_t passes = 0;
+    for (uint32_t len = 1; len < group; len *= 2) ++passes;
+    return passes % 2 ? 1.41421356237309515f : 1.0f;
+  }
   // Q4: bytes of one row of codes (ceil(dim / 8) words) and blocks a row
   // of that dim has.
   static uint64_t q4_row_bytes(uint32_t dim) { return (dim + 7) / 8 * 4; }

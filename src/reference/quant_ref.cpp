@@ -88,15 +88,19 @@ std::vector<float> i8_roundtrip(const float* x, int d) {
 }
 
 void hadamard_rotate(float* x, int n) {
+  // In double, rounded once: the exact transform to within f32's rounding,
+  // finite wherever it fits f32 (plain f32 butterflies overflow past
+  // FLT_MAX / n although the result may be finite).
+  std::vector<double> y(x, x + n);
   for (int h = 1; h < n; h *= 2)
     for (int i = 0; i < n; i += 2 * h)
       for (int j = i; j < i + h; ++j) {
-        const float a = x[j], b = x[j + h];
-        x[j] = a + b;
-        x[j + h] = a - b;
+        const double a = y[j], b = y[j + h];
+        y[j] = a + b;
+        y[j + h] = a - b;
       }
-  const float norm = float(1.0 / std::sqrt(double(n)));
-  for (int i = 0; i < n; ++i) x[i] *= norm;
+  const double norm = 1.0 / std::sqrt(double(n));
+  for (int i = 0; i < n; ++i) x[i] = float(y[i] * norm);
 }
 
 }  // namespace vkattn::ref

@@ -50,7 +50,8 @@ std::vector<float> q4_dequantize(const Q4Row& r);
 std::vector<float> i8_roundtrip(const float* x, int d);
 
 // x (n a power of two) times the normalized Walsh-Hadamard matrix H / sqrt(n),
-// in place: orthonormal and its own inverse, so (x H) . (y H) = x . y.
+// in place: orthonormal and its own inverse, so (x H) . (y H) = x . y;
+// computed in double and rounded once (finite wherever the result fits f32).
 void hadamard_rotate(float* x, int n);
 
 }  // namespace vkattn::ref

@@ -6,6 +6,7 @@
 #include "core/binding_window.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "ops/kv_cache.h"
 
 namespace vkattn {
 
@@ -50,8 +51,10 @@ RotatedQueries::RotatedQueries(Context& ctx, Tensor* q, uint32_t group) : ctx_(c
     const RotatePush push{
         static_cast<uint32_t>(r1 - r0), dim, group, static_cast<uint32_t>(q->dtype()),
         static_cast<uint32_t>((lo - xs) / es), static_cast<uint32_t>((lo - os) / es),
-        // (VKATTN_FAULT_ROTATION: left out, a wrong q)
-        ctx.options().fault_rotation ? 1.0f : static_cast<float>(1.0 / std::sqrt(double(group))),
+        // (VKATTN_FAULT_ROTATION: times sqrt(group), the unnormalized
+        // transform: a wrong q)
+        KvCache::hadamard_final_scale(group) *
+            (ctx.options().fault_rotation ? static_cast<float>(std::sqrt(double(group))) : 1.0f),
         0};
     prepared_.push_back(pipes.prepare(rec, p, {xb, ob}, &push, sizeof(push), r1 - r0));
   }
