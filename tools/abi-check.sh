@@ -11,16 +11,30 @@
 # enumerators appended. A change or removal fails, with abidiff's report.
 # An addition passes with a note: regenerate the baseline in the same
 # commit that adds it.
+#
+# The arguments, the library, the baseline (when checking), the headers and
+# libabigail's tools are checked first: a usage line (exit 2) or a clear
+# error (exit 1).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 baseline=$root/abi/libvkattn.abi
+usage() { echo "usage: tools/abi-check.sh [--update] <libvkattn.so> [baseline]" >&2; exit 2; }
 update=0
 if [ "${1:-}" = "--update" ]; then update=1; shift; fi
-lib=${1:?usage: tools/abi-check.sh [--update] <libvkattn.so> [baseline]}
+case $# in 1 | 2) ;; *) usage ;; esac
+case "$1" in -*) echo "abi-check: unknown option $1" >&2; usage ;; esac
+lib=$1
 baseline=${2:-$baseline}
+headers=${ABI_HEADERS_DIR:-$root/include/vkattn}  # the canary points it elsewhere
+[ -f "$lib" ] || { echo "abi-check: no library $lib" >&2; exit 1; }
+[ "$update" = 1 ] || [ -f "$baseline" ] ||
+  { echo "abi-check: no baseline $baseline (tools/abi-check.sh --update writes it)" >&2; exit 1; }
+[ -d "$headers" ] || { echo "abi-check: no headers folder $headers" >&2; exit 1; }
+for t in abidw abidiff; do
+  command -v "$t" >/dev/null || { echo "abi-check: $t not found (Debian: abigail-tools)" >&2; exit 1; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-headers=${ABI_HEADERS_DIR:-$root/include/vkattn}  # the canary points it elsewhere
 abidw --headers-dir "$headers" --drop-private-types --exported-interfaces-only \
   --drop-undefined-syms --no-corpus-path --no-comp-dir-path --short-locs --out-file "$tmp/new.abi" "$lib"
 if [ "$update" = 1 ]; then

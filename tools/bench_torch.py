@@ -21,6 +21,8 @@ Times: CUDA events (median of --reps after a warm-up), or wall clock on CPU.
 Numbers count only visible pairs, like vkattn-bench. Each case is checked
 against an explicit f32 attention of its first call (max_err, ok). JSON: the
 shape of vkattn-bench --json (no peaks: fraction_of_peak is null).
+The arguments are read before PyTorch is imported: a bad one is refused
+(exit 2), and a machine without PyTorch gets an error saying so (exit 1).
 """
 import argparse
 import fnmatch
@@ -30,8 +32,12 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # main() says so after reading the arguments
+    torch = F = None
+    TORCH_MISSING = str(e)
 
 GQA = (32, 8, 128)  # H, Hkv, d of the GQA cases
 
@@ -77,7 +83,7 @@ def bottom_right_mask(t, u, device):
     return j <= (u - t + i)  # True = visible
 
 
-HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+HAS_SDPA = F is not None and hasattr(F, "scaled_dot_product_attention")
 
 
 def sdpa_contexts(device):
@@ -211,16 +217,26 @@ def run_case(case, device, dtype, reps):
             "backend": backend, "calls_per_step": len(calls) * repeat}
 
 
+def reps_arg(text):
+    n = int(text) if text.isdigit() else 0
+    if n < 1:
+        raise argparse.ArgumentTypeError("needs a whole number above 0 (got %s)" % text)
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=reps_arg, default=5)
     # Several --case globs as vkattn-bench takes them (a case runs if any
     # matches); one flag used to keep only the last (H200 run, 2026-11-27).
     ap.add_argument("--case", action="append", default=[])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", help="cuda or cpu (default: cuda where PyTorch has it, else cpu)")
     args = ap.parse_args()
-    device = args.device
+    if torch is None:
+        print("bench_torch: needs PyTorch (%s)" % TORCH_MISSING, file=sys.stderr)
+        return 1
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     # f16 as vkattn-bench uses; f32 on CPU (CPU f16 matmuls are slow or missing in older torch).
     dtype = torch.float16 if device == "cuda" else torch.float32
     dev_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"

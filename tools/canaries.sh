@@ -4,9 +4,24 @@
 # its checker is blind, and this script fails. Kept out of the test suites
 # (tools/checks.sh runs it after them).
 #   tools/canaries.sh [build] [build-asan] [build-tsan] [build-abi]
+# The canaries these folders must hold (tools/checks.sh builds them) are
+# checked first: a missing one is an error (exit 1), not a blind checker.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -gt 4 ] || [[ "${1:-}" == -* ]]; then
+  echo "usage: tools/canaries.sh [build] [build-asan] [build-tsan] [build-abi]" >&2
+  exit 2
+fi
 build=${1:-build} asan=${2:-build-asan} tsan=${3:-build-tsan} abi=${4:-build-abi}
+missing=""
+for f in "$build/CMakeCache.txt" "$asan/tests/canary_leak" "$asan/tests/canary_oob_read" \
+  "$tsan/tests/canary_race" "$build/tests/canary_validation" "$asan/tests/libvkattn_keep_loaded.so"; do
+  [ -f "$f" ] || missing="$missing $f"
+done
+if [ -n "$missing" ]; then
+  echo "canaries: missing$missing (tools/checks.sh builds them: VKATTN_CHECKS=\"asan tsan canaries\")" >&2
+  exit 1
+fi
 source tools/sanitizer-env.sh
 export VKATTN_PIPELINE_CACHE_DIR=
 tmp=$(mktemp -d)

@@ -7,7 +7,9 @@
    string literal under src/) appears in the environment table of
    docs/guide/environment.md (a table row whose first cell names it in
    backticks).
-Prints each problem and exits 1 if there is any.
+Prints each problem and exits 1 if there is any. A ROOT that is not
+vkattn's source tree (no README.md, docs/guide/environment.md or src/), or
+more arguments, is refused (exit 2): it must not pass by finding nothing.
 """
 import glob
 import os
@@ -55,7 +57,17 @@ def env_table(root):
 
 
 def main(argv):
+    if len(argv) > 2 or any(a.startswith("-") for a in argv[1:]):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    need = [os.path.join(root, "README.md"), os.path.join(root, "docs", "guide", "environment.md"),
+            os.path.join(root, "src")]
+    missing = [p for p in need if not os.path.exists(p)]
+    if missing:
+        print("check_docs: %s is not vkattn's source tree (no %s)" % (root, ", ".join(missing)),
+              file=sys.stderr)
+        return 2
     bad = links(root)
     env_bad, n_env = env_table(root)
     bad += env_bad

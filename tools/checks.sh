@@ -11,12 +11,28 @@
 #   tsan      build-tsan (clang, TSan): tests/test_threads.cpp
 #   memcheck  valgrind on a few C API tests of build/
 #   canaries  tools/canaries.sh: every checker must catch its canary
-# Prints what each step cost. VKATTN_CHECKS="abi asan" runs a subset.
+# Prints what each step cost. VKATTN_CHECKS="abi asan" runs a subset. No
+# arguments; an unknown step, a VKATTN_FUZZ_SECONDS that is not a whole
+# number, or no build/ for memcheck and canaries is refused before any step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/sanitizer-env.sh
-steps=${VKATTN_CHECKS:-abi asan fuzz tsan memcheck canaries}
+all_steps="abi asan fuzz tsan memcheck canaries"
+[ $# -eq 0 ] || { echo "usage: tools/checks.sh (no arguments; VKATTN_CHECKS=\"$all_steps\" picks steps)" >&2; exit 2; }
+steps=${VKATTN_CHECKS:-$all_steps}
+for s in $steps; do
+  case " $all_steps " in
+    *" $s "*) ;;
+    *) echo "checks: no step \"$s\" in VKATTN_CHECKS (steps: $all_steps)" >&2; exit 2 ;;
+  esac
+  case "$s" in
+    memcheck | canaries) [ -f build/CMakeCache.txt ] ||
+      { echo "checks: $s needs build/ (tools/test.sh builds it)" >&2; exit 1; } ;;
+  esac
+done
 fuzz_seconds=${VKATTN_FUZZ_SECONDS:-270}
+[[ "$fuzz_seconds" =~ ^[0-9]+$ ]] ||
+  { echo "checks: VKATTN_FUZZ_SECONDS needs a whole number of seconds (got $fuzz_seconds)" >&2; exit 2; }
 jobs=$(nproc)
 clang=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14)
 declare -a table

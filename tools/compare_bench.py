@@ -8,14 +8,19 @@ device; or two vkattn runs before and after a change):
 Prints, per case present in both, the median times, B / A (above 1: A is
 faster), each side's GFLOP/s, and each side's fraction of its own peak where
 it has one. Cases present in one file only are listed after the table.
+A file that is missing or not such JSON is an error (exit 1) naming it.
 """
 import json
 import sys
 
 
 def load(path):
+    """(label, {name: case}); ValueError/OSError for a file that is not one."""
     with open(path) as f:
         d = json.load(f)
+    if not isinstance(d, dict) or not isinstance(d.get("cases", []), list) or \
+            not all(isinstance(c, dict) and "name" in c for c in d.get("cases", [])):
+        raise ValueError("not a benchmark JSON file (an object whose \"cases\" each have a \"name\")")
     cases = {c["name"]: c for c in d.get("cases", [])}
     dev = d.get("device", {})
     label = dev.get("name") or path
@@ -30,10 +35,18 @@ def fmt(x, spec):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) != 3 or any(x.startswith("-") for x in argv[1:]):
         print(__doc__.strip(), file=sys.stderr)
         return 1
-    (la, a), (lb, b) = load(argv[1]), load(argv[2])
+    loaded = []
+    for path in argv[1:]:
+        try:
+            loaded.append(load(path))
+        except (OSError, ValueError) as e:
+            print("compare_bench: %s: %s" % (path, e.strerror if isinstance(e, OSError) else e),
+                  file=sys.stderr)
+            return 1
+    (la, a), (lb, b) = loaded
     print("A: %s  [%s]" % (argv[1], la))
     print("B: %s  [%s]" % (argv[2], lb))
     rows = [("case", "A ms", "B ms", "B / A", "A GFLOP/s", "B GFLOP/s", "A % peak", "B % peak")]

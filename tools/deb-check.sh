@@ -9,8 +9,13 @@
 # with Debian's interpreter from outside the tree (when build/ has the Python
 # binding). The packages and those files are removed again on exit, so a
 # developer machine is left as it was. Run as root (or with sudo available).
+# No arguments. Refused before anything is installed: no build/, vkattn's
+# packages already installed, or (with the Python binding) a vkattn already
+# installed under /usr/local (only files this run installed are removed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ $# -eq 0 ] || { echo "usage: tools/deb-check.sh (no arguments; after tools/test.sh built build/)" >&2; exit 2; }
+[ -f build/CMakeCache.txt ] || { echo "deb-check: no build/ (tools/test.sh builds it)" >&2; exit 1; }
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -21,6 +26,15 @@ for p in $pkgs; do
     exit 1
   fi
 done
+if [ -f build/bindings/python/vkattn/__init__.py ]; then
+  for f in /usr/local/lib/python3.*/dist-packages/vkattn /usr/local/lib/libvkattn.so* \
+    /usr/local/lib/*/libvkattn.so*; do
+    if [ -e "$f" ]; then
+      echo "deb-check: $f is already installed; remove it first (the check installs and removes its own)" >&2
+      exit 1
+    fi
+  done
+fi
 work=$(mktemp -d)
 # dpkg, not apt-get: once one of them is gone apt no longer knows the
 # local packages' names and refuses the whole purge.
@@ -65,7 +79,8 @@ if [ -f build/bindings/python/vkattn/__init__.py ]; then  # VKATTN_BINDINGS or _
   purge libvkattn-dev libvkattn0  # the prefix's own library below
   $SUDO cmake --install build --component python --prefix /usr/local >"$work/py-install.log"
   $SUDO cmake --install build --component runtime --prefix /usr/local >>"$work/py-install.log"
-  sed -n 's/^-- \(Installing\|Up-to-date\): //p' "$work/py-install.log" >"$work/py-manifest.txt"
+  # What this run installed (not "Up-to-date": a file that was there before).
+  sed -n 's/^-- Installing: //p' "$work/py-install.log" >"$work/py-manifest.txt"
   $SUDO ldconfig
   (cd "$work" && env -u PYTHONPATH /usr/bin/python3 -c \
     'import vkattn; assert vkattn.__file__.startswith("/usr/local/"), vkattn.__file__; print("python3 -c \"import vkattn\":", vkattn.__file__, vkattn.device_count(), "device(s)")')

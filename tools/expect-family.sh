@@ -18,11 +18,27 @@
 # (a call's decode-shaped sequences on one family, the rest on the other):
 # CMD passes, both families ran, every other dispatch follows a fallback
 # line, and no self-check failed.
+#
+# A family that looks like an option, or a CMD that is not there, is refused
+# (exit 2, 127) before anything runs.
 set -uo pipefail
+usage() {
+  echo "usage: tools/expect-family.sh [--faulted] FAMILY CMD [ARGS...]" >&2
+  echo "       tools/expect-family.sh --classes DECODE PREFILL CMD [ARGS...]" >&2
+  exit 2
+}
+# need_cmd CMD: CMD exists (a path, or a name on PATH).
+need_cmd() {
+  command -v -- "$1" >/dev/null 2>&1 || { echo "expect-family: $1: not found" >&2; exit 127; }
+}
 if [ "${1:-}" = --classes ]; then
-  [ $# -ge 4 ] || { echo "usage: tools/expect-family.sh --classes DECODE PREFILL CMD [ARGS...]" >&2; exit 2; }
+  [ $# -ge 4 ] || usage
+  for f in "$2" "$3"; do
+    case "$f" in -* | "") echo "expect-family: not a family: '$f'" >&2; usage ;; esac
+  done
   dec=$2 pre=$3
   shift 3
+  need_cmd "$1"
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   VKATTN_LOG=kernels "$@" 2>"$log"
@@ -56,12 +72,11 @@ if [ "${1:-}" = --faulted ]; then
   faulted=1
   shift
 fi
-if [ $# -lt 2 ]; then
-  echo "usage: tools/expect-family.sh [--faulted] FAMILY CMD [ARGS...]" >&2
-  exit 2
-fi
+[ $# -ge 2 ] || usage
+case "$1" in -* | "") echo "expect-family: unknown option or not a family: '$1'" >&2; usage ;; esac
 family=$1
 shift
+need_cmd "$1"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 VKATTN_LOG=kernels "$@" 2>"$log"

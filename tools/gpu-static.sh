@@ -22,6 +22,7 @@
 # (its exec would leave Debian 13's loader). Set for vkattn: no self-checks,
 # no tuning, no pipeline cache; on NVK (whose shim reports 2 SMs) the board's
 # SM count, VKATTN_DEVICE_COMPUTE_UNITS=82 (ga102) / 46 (tu104) unless set.
+# The GPU, CMD and the arguments are checked before Mesa is fetched.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${VKATTN_MESA26_DIR:-$root/build/mesa26}
@@ -30,9 +31,11 @@ gpus="navi21 navi31 gfx1201 ga102 tu104 a740 a660 m1"
 usage() { echo "usage: tools/gpu-static.sh GPU CMD [ARGS...] | --list  (GPU: $gpus)" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 if [ "$1" = "--list" ]; then
+  [ $# -eq 1 ] || usage
   tr ' ' '\n' <<<"$gpus"
   exit 0
 fi
+case "$1" in -*) echo "gpu-static: unknown option $1" >&2; usage ;; esac
 gpu=$1
 shift
 [ $# -ge 1 ] || usage
@@ -47,6 +50,23 @@ case "$gpu" in
   m1) drv=asahi shim=asahi ;;
   *) echo "gpu-static: unknown GPU '$gpu' (one of: $gpus)" >&2; exit 2 ;;
 esac
+
+# CMD (after a leading `env VAR=VALUE...`, applied below), found before
+# anything is fetched.
+envs=()
+if [ "$1" = "env" ]; then
+  shift
+  while [ $# -gt 0 ] && [[ "$1" == *=* ]]; do envs+=("$1"); shift; done
+  [ $# -ge 1 ] || usage
+fi
+cmd=$1
+if [[ "$cmd" != */* ]]; then # ld.so wants a path
+  cmd=$(type -P "$cmd") || { echo "gpu-static: $1: not found" >&2; exit 127; }
+elif [ ! -f "$cmd" ]; then
+  echo "gpu-static: $cmd: no such file" >&2
+  exit 127
+fi
+shift
 
 # Mesa 26 with the drm-shim package (fetched once; --fetch adds the shim to
 # an older set). Quiet: the line below names the versions instead.
@@ -73,17 +93,8 @@ export MESA_SHADER_CACHE_DISABLE=true
 export VKATTN_SELF_CHECK=0 VKATTN_TUNING=0 VKATTN_PIPELINE_CACHE_DIR=
 [ -n "$sms" ] && export VKATTN_DEVICE_COMPUTE_UNITS=${VKATTN_DEVICE_COMPUTE_UNITS:-$sms}
 
-if [ "$1" = "env" ]; then # env VAR=VALUE... CMD: the variables, here
-  shift
-  while [ $# -gt 0 ] && [[ "$1" == *=* ]]; do export "${1?}"; shift; done
-  [ $# -ge 1 ] || usage
-fi
+for e in "${envs[@]}"; do export "${e?}"; done # env VAR=VALUE... CMD: the variables, here
 if [ -z "${VKATTN_MESA26_QUIET:-}" ]; then
   echo "gpu-static: $gpu on $drv, $(grep -E '^(mesa-vulkan-drivers|mesa-drm-shim) ' "$dir/versions" | paste -sd',' | sed 's/,/, /g')" >&2
 fi
-cmd=$1
-if [[ "$cmd" != */* ]]; then # ld.so wants a path
-  cmd=$(type -P "$cmd") || { echo "gpu-static: $1: not found" >&2; exit 127; }
-fi
-shift
 exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib" --preload "$shim_so" "$cmd" "$@"

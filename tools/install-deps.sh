@@ -5,8 +5,10 @@
 # Java/C#/Go bindings SWIG, a JDK with JUnit 4, Mono with NUnit 2.6, and Go;
 # for the checkers (tools/checks.sh) clang 14 with its sanitizer and
 # libFuzzer runtimes, libabigail and valgrind; python3 for tools/compare_bench.py;
-# for the Python binding its headers, NumPy, pytest, venv and pip.
+# for the Python binding its headers, NumPy, pytest, venv and pip. Takes
+# no arguments (VKATTN_EXTRA_PACKAGES adds packages); any is refused.
 set -euo pipefail
+[ $# -eq 0 ] || { echo "usage: tools/install-deps.sh (no arguments; VKATTN_EXTRA_PACKAGES adds packages)" >&2; exit 2; }
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi

@@ -5,27 +5,60 @@ by side (e.g. two devices, or before/after a change).
 
     python3 tools/plot_bench.py out.png bench-a.json [bench-b.json ...]
 
-Needs Debian's python3-matplotlib.
+Needs Debian's python3-matplotlib. The arguments and the JSON files are
+checked first: out.png must name an image (.png, .svg or .pdf) that is none
+of the inputs, so a forgotten out.png cannot overwrite a JSON file; a file
+that is missing or not vkattn-bench's JSON, or no matplotlib, is an error
+(exit 1) saying so.
 """
 import json
+import os
 import sys
 
-import matplotlib
+IMAGES = (".png", ".svg", ".pdf")
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
+def load(path):
+    """vkattn-bench --json's object; ValueError/OSError for a file that is not one."""
+    with open(path) as f:
+        d = json.load(f)
+    ok = isinstance(d, dict) and isinstance(d.get("cases"), list) and \
+        isinstance(d.get("peaks"), dict) and isinstance(d.get("device"), dict)
+    if ok:
+        ok = all(isinstance(c, dict) and {"name", "fraction_of_peak", "bound"} <= set(c)
+                 for c in d["cases"]) and {"fma_gflops", "read_gbps"} <= set(d["peaks"])
+    if not ok:
+        raise ValueError("not vkattn-bench --json's output (device, peaks, cases)")
+    return d
 
 
 def main(argv):
-    if len(argv) < 3:
+    if len(argv) < 3 or any(a.startswith("-") for a in argv[1:]):
         print(__doc__.strip(), file=sys.stderr)
         return 1
     out, files = argv[1], argv[2:]
+    if not out.lower().endswith(IMAGES):
+        print("plot_bench: the first argument is the image to write (%s), not %s" %
+              (", ".join(IMAGES), out), file=sys.stderr)
+        return 2
+    if any(os.path.abspath(out) == os.path.abspath(p) for p in files):
+        print("plot_bench: %s is an input; the image would overwrite it" % out, file=sys.stderr)
+        return 2
     runs = []
     for path in files:
-        with open(path) as f:
-            d = json.load(f)
-        runs.append((path, d))
+        try:
+            runs.append((path, load(path)))
+        except (OSError, ValueError) as e:
+            print("plot_bench: %s: %s" % (path, e.strerror if isinstance(e, OSError) else e),
+                  file=sys.stderr)
+            return 1
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        print("plot_bench: needs matplotlib (Debian: python3-matplotlib): %s" % e, file=sys.stderr)
+        return 1
     names = []
     for _, d in runs:
         for c in d["cases"]:

@@ -4,8 +4,11 @@
 # paged-cache program in each language) on the default device.
 #   bash tools/run-binding-example.sh java|csharp|go|python
 set -euo pipefail
-lang=${1:?usage: tools/run-binding-example.sh java|csharp|go|python}
-case "$lang" in java|csharp|go|python) ;; *) echo "unknown language: $lang" >&2; exit 2 ;; esac
+# The arguments are checked before anything is installed or built.
+usage() { echo "usage: tools/run-binding-example.sh java|csharp|go|python" >&2; exit 2; }
+[ $# -eq 1 ] || usage
+lang=$1
+case "$lang" in java|csharp|go|python) ;; *) echo "unknown language: $lang" >&2; usage ;; esac
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}

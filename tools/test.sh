@@ -3,8 +3,10 @@
 # build/ (with the Java, C# and Go bindings), runs every test except the
 # `slow` label on the default device, then the checkers (tools/checks.sh:
 # ABI, ASan/UBSan, fuzzing, TSan, valgrind, canaries; VKATTN_CHECKS=none
-# skips them).
+# skips them). Takes no arguments (any is refused before anything is
+# installed or built).
 set -euo pipefail
+[ $# -eq 0 ] || { echo "usage: tools/test.sh (no arguments; VKATTN_CHECKS=none skips the checkers)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}

@@ -21,9 +21,55 @@
 # The set includes mesa-drm-shim (Mesa's fake GPUs, for tools/gpu-static.sh);
 # --fetch adds it to a set fetched before it was (marker file ready-drm-shim).
 # The private apt configuration is tools/debian13-apt.sh's.
+#
+# The arguments, CMD's path and apt-get/dpkg-deb are checked before anything
+# is fetched. $VKATTN_MESA26_DIR is this script's own folder: a fetch
+# downloads into a new folder beside it and moves that in, and replaces only
+# an empty folder or one this script made (its mark, .vkattn-mesa26, written
+# with it); any other folder there is refused (exit 1), never deleted.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${VKATTN_MESA26_DIR:-$root/build/mesa26}
+while [ "$dir" != / ] && [ "${dir%/}" != "$dir" ]; do dir=${dir%/}; done # (its siblings' names)
+mark=.vkattn-mesa26
+
+usage() { echo "usage: tools/with-mesa26.sh CMD [ARGS...] | --fetch" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+case "$1" in
+  --fetch) [ $# -eq 1 ] || { echo "with-mesa26: --fetch takes no arguments" >&2; usage; } ;;
+  -*) echo "with-mesa26: unknown option $1" >&2; usage ;;
+esac
+# CMD: one of the fetched set's tools, a path, or a name on PATH.
+cmd=
+if [ "$1" != --fetch ]; then
+  case "$1" in
+    glslangValidator | spirv-val | spirv-dis) cmd=$1 ;;
+    */*) [ -f "$1" ] || { echo "with-mesa26: $1: no such file" >&2; exit 127; }; cmd=$1 ;;
+    *) # ld.so opens a bare name in the current folder; else the one on PATH
+      if [ -f "$1" ]; then cmd=./$1; else
+        cmd=$(type -P "$1") || { echo "with-mesa26: $1: not found" >&2; exit 127; }
+      fi ;;
+  esac
+fi
+
+# Whether $1 is a folder this script made (its mark), or an empty one.
+ours() { [ -f "$1/$mark" ]; }
+empty_dir() { [ -d "$1" ] && [ ! -L "$1" ] && [ -z "$(ls -A "$1")" ]; }
+refuse_dir() {
+  echo "with-mesa26: $dir exists and is not a folder this script made (no $dir/$mark, no" \
+    "fetched set in it); it is left as it is: point VKATTN_MESA26_DIR at a new or empty" \
+    "folder, or remove it yourself" >&2
+  exit 1
+}
+if [ ! -f "$dir/ready" ]; then
+  if { [ -e "$dir" ] || [ -L "$dir" ]; } && ! ours "$dir" && ! empty_dir "$dir"; then refuse_dir; fi
+  for t in apt-get apt-cache dpkg-deb; do
+    command -v "$t" >/dev/null || {
+      echo "with-mesa26: $t not found (fetching needs Debian's apt and dpkg)" >&2
+      exit 1
+    }
+  done
+fi
 # Exact versions this was last checked with; the archive replaces backports
 # versions, so a missing one falls back to the newest (printed).
 mesa_want=26.1.6-1~bpo13+1
@@ -32,13 +78,18 @@ mesa_pkgs="mesa-vulkan-drivers libvulkan1 vulkan-validationlayers"
 
 . "$root/tools/debian13-apt.sh"
 
+# Downloads and unpacks the set into a new folder of its own beside $dir
+# (removed again if this fails), then moves it to $dir.
+fetch_tmp=
 fetch() {
-  rm -rf "$dir.tmp"
-  mkdir -p "$dir.tmp"
-  local apt=$dir.tmp/apt
+  mkdir -p "$(dirname "$dir")"
+  fetch_tmp=$(mktemp -d "$dir.tmp.XXXXXX")
+  trap 'rm -rf "$fetch_tmp"' EXIT
+  echo "made by tools/with-mesa26.sh, which may replace this folder" >"$fetch_tmp/$mark"
+  local apt=$fetch_tmp/apt
   debian13_apt_config "$apt"
-  if ! apt-get update -q >"$dir.tmp/apt.log" 2>&1; then
-    cat "$dir.tmp/apt.log" >&2
+  if ! apt-get update -q >"$fetch_tmp/apt.log" 2>&1; then
+    cat "$fetch_tmp/apt.log" >&2
     echo "with-mesa26: cannot read the Debian 13 (trixie) package lists" >&2
     exit 1
   fi
@@ -47,25 +98,39 @@ fetch() {
     echo "with-mesa26: mesa-vulkan-drivers $mesa_want is gone from the archive; taking the newest backport" >&2
     mesa_sel=mesa-vulkan-drivers shim_sel=mesa-drm-shim
   fi
-  if ! apt-get install --download-only -y -q $tools_pkgs >>"$dir.tmp/apt.log" 2>&1 ||
+  if ! apt-get install --download-only -y -q $tools_pkgs >>"$fetch_tmp/apt.log" 2>&1 ||
     ! apt-get install --download-only -y -q -t trixie-backports "$mesa_sel" "$shim_sel" libvulkan1 \
-      vulkan-validationlayers >>"$dir.tmp/apt.log" 2>&1; then
-    tail -n 30 "$dir.tmp/apt.log" >&2
+      vulkan-validationlayers >>"$fetch_tmp/apt.log" 2>&1; then
+    tail -n 30 "$fetch_tmp/apt.log" >&2
     echo "with-mesa26: fetching the Debian 13 packages failed" >&2
     exit 1
   fi
-  mkdir -p "$dir.tmp/root"
+  mkdir -p "$fetch_tmp/root"
   local deb
   for deb in "$apt"/var/cache/apt/archives/*.deb; do
-    dpkg-deb -x "$deb" "$dir.tmp/root"
-    dpkg-deb --show --showformat='${Package} ${Version}\n' "$deb" >>"$dir.tmp/versions"
+    dpkg-deb -x "$deb" "$fetch_tmp/root"
+    dpkg-deb --show --showformat='${Package} ${Version}\n' "$deb" >>"$fetch_tmp/versions"
   done
   # The loader finds lavapipe by absolute path (the manifest's is relative).
   local lib=$dir/root/usr/lib/x86_64-linux-gnu
   printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s/libvulkan_lvp.so", "api_version": "1.4"}}\n' \
-    "$lib" >"$dir.tmp/lvp_icd.json"
-  rm -rf "$dir"
-  mv "$dir.tmp" "$dir"
+    "$lib" >"$fetch_tmp/lvp_icd.json"
+  # A parallel fetch may have finished first: keep that one. Otherwise
+  # replace an empty folder or one of this script's (checked again now).
+  if [ -f "$dir/ready" ]; then
+    rm -rf "$fetch_tmp"
+    trap - EXIT
+    return
+  fi
+  if ours "$dir"; then
+    rm -rf "$dir"
+  elif empty_dir "$dir"; then
+    rmdir "$dir"
+  elif [ -e "$dir" ] || [ -L "$dir" ]; then
+    refuse_dir
+  fi
+  mv "$fetch_tmp" "$dir"
+  trap - EXIT
   debian13_apt_config "$dir/apt" # its paths again, for later fetches
   touch "$dir/ready" "$dir/ready-drm-shim"
 }
@@ -100,7 +165,7 @@ fetch_drm_shim() {
 }
 
 [ -f "$dir/ready" ] || fetch
-if [ "${1:-}" = "--fetch" ] && [ ! -f "$dir/ready-drm-shim" ]; then
+if [ "$1" = "--fetch" ] && [ ! -f "$dir/ready-drm-shim" ]; then
   # One fetch at a time (parallel callers wait, then find the marker).
   (flock 9 && { [ -f "$dir/ready-drm-shim" ] || fetch_drm_shim; }) 9>"$dir/drm-shim.lock" ||
     echo "with-mesa26: no drm shim (tools/gpu-static.sh needs it; lavapipe does not)" >&2
@@ -109,9 +174,7 @@ lib=$dir/root/usr/lib/x86_64-linux-gnu
 if [ -z "${VKATTN_MESA26_QUIET:-}" ]; then
   echo "with-mesa26: $(grep -E '^(mesa-vulkan-drivers|libvulkan1|vulkan-validationlayers|glslang-tools|spirv-tools|libc6) ' "$dir/versions" | paste -sd',' | sed 's/,/, /g')" >&2
 fi
-[ "${1:-}" = "--fetch" ] && exit 0
-[ $# -ge 1 ] || { echo "usage: tools/with-mesa26.sh CMD [ARGS...]" >&2; exit 2; }
-cmd=$1
+[ "$1" = "--fetch" ] && exit 0
 shift
 case "$cmd" in
   glslangValidator | spirv-val | spirv-dis) cmd=$dir/root/usr/bin/$cmd ;;

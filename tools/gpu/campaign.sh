@@ -26,24 +26,46 @@
 # CAMPAIGN_LONG_CASES, CAMPAIGN_PREFILL_CASES, CAMPAIGN_TUNE_CASES,
 # CAMPAIGN_SUITES (space-separated), CAMPAIGN_REPS (bench --reps, 5);
 # VKATTN_BUILD names the build folder (default build).
+#
+# The arguments are read before anything runs: --budget takes the next
+# argument as its value unless that starts with "-" (then 540); a value
+# that is not a whole number of seconds, an unknown option or a second
+# OUTDIR is refused with a usage line (exit 2). Then tools/gpu/preflight.sh:
+# a build folder without the programs the steps run, or an OUTDIR (or
+# OUTDIR/../campaign.tar.gz) that is not a campaign's, is an error (exit 1).
 set -u
+usage() {
+  echo "usage: bash tools/gpu/run_checks.sh [OUTDIR] --budget [SECONDS]   (default 540)" >&2
+  exit 2
+}
+budget_value() {
+  if ! [[ "$1" =~ ^[0-9]+$ ]]; then
+    echo "--budget needs a whole number of seconds (got $1)" >&2
+    usage
+  fi
+  budget=$((10#$1)) # (a leading 0 is not octal)
+}
 out=""
 budget=540
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget)
-      if [ $# -gt 1 ] && [[ "$2" =~ ^[0-9]+$ ]]; then budget=$2; shift; fi ;;
-    -*) echo "campaign.sh: unknown option $1" >&2; exit 2 ;;
-    *) if [ -z "$out" ]; then out=$1; else echo "campaign.sh: stages are not taken with --budget ($1)" >&2; exit 2; fi ;;
+      if [ $# -gt 1 ] && [[ "$2" != -* ]]; then budget_value "$2"; shift; fi ;;
+    -*) echo "campaign.sh: unknown option $1" >&2; usage ;;
+    *) if [ -z "$out" ]; then out=$1; else echo "campaign.sh: stages are not taken with --budget ($1)" >&2; usage; fi ;;
   esac
   shift
 done
 out=${out:-.gpu/out}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/preflight.sh"
+preflight_build campaign.sh || exit 1
+preflight_outdir campaign.sh "$out" || exit 1
 t0=$SECONDS
 . "$here/gpu_env.sh"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+preflight_mark "$out"
 # Pipelines compiled by one step are reused by the next (and by the tuning
 # file's step); the folder is left out of the archive.
 export VKATTN_PIPELINE_CACHE_DIR=$out/cache

@@ -225,11 +225,17 @@ def check(path):
 
 def main(argv):
     if len(argv) == 3 and argv[1] == "--check":
+        if not os.path.isfile(argv[2]):
+            print("campaign_summary.py --check: no file %s" % argv[2], file=sys.stderr)
+            return 1
         return check(argv[2])
-    if len(argv) != 2:
+    if len(argv) != 2 or argv[1].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         return 1
     out = argv[1]
+    if not os.path.isdir(out):
+        print("campaign_summary.py: no folder %s (the campaign's OUTDIR)" % out, file=sys.stderr)
+        return 1
     steps = read(os.path.join(out, "steps.log"))
     lines = step_lines(steps)
     info = read(os.path.join(out, "info.log"))

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # After ../shared/gpu/pack.sh: adds glvnd's libraries to .gpu/debs (the
 # NVIDIA Vulkan driver, libGLX_nvidia.so.0, loads them) and this folder's
-# run_checks.sh to .gpu/. Run from the project root.
+# run_checks.sh to .gpu/ (which finds the rest of the campaign under
+# tools/gpu/ when run from the project root). Run from the project root; no
+# arguments.
 set -euo pipefail
+[ $# -eq 0 ] || { echo "usage: bash tools/gpu/pack_extra.sh (no arguments; from the project root)" >&2; exit 2; }
 [ -d .gpu/debs ] || { echo "pack_extra.sh: run ../shared/gpu/pack.sh first" >&2; exit 1; }
 (cd .gpu/debs && apt-get download libglvnd0 libglx0 libegl1 libgl1 libopengl0 libgles2 2>/dev/null >/dev/null)
 cp "$(dirname "$0")/run_checks.sh" .gpu/run_checks.sh

@@ -15,13 +15,46 @@
 # With --budget [SECONDS] (default 540) it runs tools/gpu/campaign.sh instead:
 # the whole campaign in one command, the open questions first, inside the
 # budget (what one GPU draw allows: ../shared/gpu/README.md).
+#
+# Before anything runs (tools/gpu/preflight.sh): an option or stage it does
+# not know is refused with a usage line (exit 2); a build folder
+# (VKATTN_BUILD, default build) without the programs the stages run, or an
+# OUTDIR (or OUTDIR/../campaign.tar.gz) that is not a campaign's, is an
+# error (exit 1).
 set -u
+# The campaign's other files: beside this script, or (the copy in .gpu/ that
+# tools/gpu/pack_extra.sh makes) under tools/gpu of the project root.
+lib=$(dirname "$0")
+[ -f "$lib/campaign.sh" ] || lib=tools/gpu
+if [ ! -f "$lib/campaign.sh" ]; then
+  echo "run_checks.sh: no tools/gpu/campaign.sh here: run it from the project root" >&2
+  exit 1
+fi
 for a in "$@"; do
-  if [ "$a" = --budget ]; then exec bash "$(dirname "$0")/campaign.sh" "$@"; fi
+  if [ "$a" = --budget ]; then exec bash "$lib/campaign.sh" "$@"; fi
 done
-out=${1:-.gpu/out}; mkdir -p "$out"; shift || true
+all=(info coopmat decode tests bench tune forced summary)
+usage() {
+  echo "usage: bash tools/gpu/run_checks.sh [OUTDIR [STAGE...]]   (stages: ${all[*]})" >&2
+  echo "       bash tools/gpu/run_checks.sh [OUTDIR] --budget [SECONDS]   (tools/gpu/campaign.sh)" >&2
+  exit 2
+}
+case "${1:-}" in -*) echo "run_checks.sh: unknown option $1" >&2; usage ;; esac
+out=${1:-.gpu/out}; shift || true
 stages=("$@")
-. "$(dirname "$0")/gpu_env.sh"
+for s in "${stages[@]}"; do
+  case "$s" in -*) echo "run_checks.sh: unknown option $s" >&2; usage ;; esac
+  case " ${all[*]} " in
+    *" $s "*) ;;
+    *) echo "run_checks.sh: no stage \"$s\" (stages: ${all[*]})" >&2; usage ;;
+  esac
+done
+. "$lib/preflight.sh"
+preflight_build run_checks.sh || exit 1
+preflight_outdir run_checks.sh "$out" || exit 1
+. "$lib/gpu_env.sh"
+mkdir -p "$out"
+preflight_mark "$out"
 logs=$(mktemp -d)
 stage_info() {
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -161,15 +194,10 @@ stage_summary() {
   cat "$out/summary.md"
 }
 
-all=(info coopmat decode tests bench tune forced summary)
 if [ ${#stages[@]} -eq 0 ]; then
   for s in "${all[@]}"; do [ -f "$out/.done-$s" ] || stages+=("$s"); done
 fi
 for s in "${stages[@]}"; do
-  case " ${all[*]} " in
-    *" $s "*) ;;
-    *) echo "run_checks.sh: no stage \"$s\" (stages: ${all[*]})" >&2; exit 2 ;;
-  esac
   t0=$SECONDS
   "stage_$s"
   echo "== stage $s done in $((SECONDS - t0)) s" | tee -a "$out/stages.log"

@@ -17,7 +17,8 @@ memory", ...) or a column of static_table.py's summary ("occupancy",
 cases the sweep ran but that matches no pipeline fails (a renamed shader must
 not silence a budget; one over cases the sweep did not run is skipped,
 and says so). Every run must have built at least one attention
-pipeline and logged no vkattn error. Exit status 0 when every budget holds.
+pipeline and logged no vkattn error. Exit status 0 when every budget holds;
+a file that is missing or malformed is an error (exit 1) naming it.
 """
 import fnmatch
 import json
@@ -48,10 +49,18 @@ def metric(p, name):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 3 or any(a.startswith("-") for a in sys.argv[1:]):
         sys.exit(__doc__)
-    data = json.load(open(sys.argv[1]))
-    budgets = load_budgets(sys.argv[2])
+    try:
+        data = json.load(open(sys.argv[1]))
+        if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
+            raise ValueError("not static_table.py's static.json (no \"gpus\")")
+    except (OSError, ValueError) as e:
+        sys.exit("static_budgets: %s: %s" % (sys.argv[1], e.strerror if isinstance(e, OSError) else e))
+    try:
+        budgets = load_budgets(sys.argv[2])
+    except (OSError, ValueError) as e:
+        sys.exit("static_budgets: %s: %s" % (sys.argv[2], e.strerror if isinstance(e, OSError) else e))
     gpus = data["gpus"]
     failed = 0
     for g, gd in gpus.items():

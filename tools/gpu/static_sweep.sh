@@ -20,20 +20,63 @@
 # may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
 # runs; default the CPU count), VKATTN_SWEEP_TIMEOUT (seconds a run, 600),
 # VKATTN_BENCH (default build/examples/vkattn-bench).
+#
+# The arguments, the overrides, the bench and python3 are checked before
+# Mesa is fetched. OUTDIR is the sweep's own: it must be new, empty, or one
+# a sweep made (its mark, OUTDIR/.vkattn-static-sweep; or, from before the
+# mark, nothing but GPU folders and static.md/static.json); each run
+# replaces OUTDIR/GPU for the GPUs it sweeps. Any other folder is refused
+# (exit 1), never touched.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -ge 1 ] || { echo "usage: tools/gpu/static_sweep.sh OUTDIR [--quick]" >&2; exit 2; }
+usage() { echo "usage: tools/gpu/static_sweep.sh OUTDIR [--quick]" >&2; exit 2; }
+case $# in 1 | 2) ;; *) usage ;; esac
+case "$1" in -*) echo "static_sweep: OUTDIR first, not $1" >&2; usage ;; esac
 outdir=$1
 quick=${2:-}
+[ -z "$quick" ] || [ "$quick" = --quick ] || { echo "static_sweep: unknown option $quick" >&2; usage; }
+for v in VKATTN_SWEEP_JOBS VKATTN_SWEEP_TIMEOUT; do
+  if [ -n "${!v:-}" ] && ! [[ "${!v}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "static_sweep: $v needs a whole number above 0 (got ${!v})" >&2
+    exit 2
+  fi
+done
+all_gpus=$("$root/tools/gpu-static.sh" --list | tr '\n' ' ')
+for g in ${VKATTN_SWEEP_GPUS:-}; do
+  [[ " $all_gpus" == *" $g "* ]] || { echo "static_sweep: VKATTN_SWEEP_GPUS: no fake GPU $g (one of: $all_gpus)" >&2; exit 2; }
+done
+command -v python3 >/dev/null || { echo "static_sweep: python3 not found (tools/gpu/static_table.py needs it)" >&2; exit 1; }
 bench=${VKATTN_BENCH:-$root/build/examples/vkattn-bench}
 [ -x "$bench" ] || { echo "static_sweep: no $bench (build vkattn-bench first)" >&2; exit 1; }
+mark=.vkattn-static-sweep
+if [ -e "$outdir" ] || [ -L "$outdir" ]; then
+  if [ ! -f "$outdir/$mark" ]; then
+    theirs=""
+    if [ -d "$outdir" ] && [ ! -L "$outdir" ]; then
+      for e in "$outdir"/* "$outdir"/.[!.]* "$outdir"/..?*; do
+        [ -e "$e" ] || [ -L "$e" ] || continue
+        n=${e##*/}
+        case "$n" in static.md | static.json) [ -f "$e" ] && [ ! -L "$e" ] && continue ;; esac
+        [ -d "$e" ] && [ ! -L "$e" ] && [[ " $all_gpus" == *" $n "* ]] && continue
+        theirs="$theirs $n"
+      done
+    else
+      theirs=" (not a folder)"
+    fi
+    if [ -n "$theirs" ]; then
+      echo "static_sweep: $outdir is not a sweep's folder (no $outdir/$mark; it holds:$theirs);" \
+        "it is left as it is: give a new or empty OUTDIR" >&2
+      exit 1
+    fi
+  fi
+fi
 
 if [ "$quick" = "--quick" ]; then
   gpus="navi31 navi21 ga102 a740 a660 m1"
   cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode mla-decode
          decode-16x2048-q4-rot"
 else
-  gpus=$("$root/tools/gpu-static.sh" --list | tr '\n' ' ')
+  gpus=$all_gpus
   cases="prefill-1k-d64 prefill-1k-8h-causal prefill-1k-d256 prefill-2k-gqa chunk-512-over-1536
          decode-16x2048 decode-16x2048-gqa8 decode-1x32768 decode-16x512 gptoss-decode mixed-step
          mla-prefill mla-decode decode-16x2048-int8 decode-16x2048-q4-rot decode-8x32768-q4"
@@ -65,6 +108,8 @@ known=$("$bench" --list | awk '{print $1}')
 # Mesa 26 and the drm shim, once, before the parallel runs.
 "$root/tools/with-mesa26.sh" --fetch
 
+mkdir -p "$outdir"
+echo "made by tools/gpu/static_sweep.sh, which replaces its GPU folders on every run" >"$outdir/$mark"
 runs=()
 for gpu in $gpus; do
   rm -rf "${outdir:?}/$gpu"

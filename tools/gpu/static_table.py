@@ -414,6 +414,9 @@ def main(argv):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     outdir = args[0]
+    if not os.path.isdir(outdir):
+        print("static_table: no folder %s (static_sweep.sh's OUTDIR)" % outdir, file=sys.stderr)
+        return 1
     result = collect(outdir, "--keep-peaks" in argv)
     if not result["gpus"]:
         print("static_table: no OUTDIR/GPU/*.log under %s" % outdir, file=sys.stderr)

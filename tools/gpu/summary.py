@@ -55,10 +55,13 @@ def fmt(x, spec="%.3f"):
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) != 2 or argv[1].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         return 1
     out = argv[1]
+    if not os.path.isdir(out):
+        print("summary.py: no folder %s (run_checks.sh's OUTDIR)" % out, file=sys.stderr)
+        return 1
     print("# GPU campaign summary\n")
     info = read(os.path.join(out, "info.log"))
     print("## Device\n")

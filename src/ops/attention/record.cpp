@@ -434,37 +434,14 @@ class PassBinder {
   uint64_t gather_stride_k_ = 0, gather_stride_v_ = 0, gather_v_off_ = 0;
 };
 
-}  // namespace
-
-void record_attention(Context& ctx, const AttentionCall& call) {
-  ctx.recorder().check_alive();
-  if (call.q->dim(0) == 0 || call.batch == 0) return;
-  // Views the kernels cannot bind in place go through packed temporaries.
-  // q, k, v and out strided in ways the kernels address (ops/
-  // attention/prepare.h RowLayout) are bound in place.
-  PackedViews packed(ctx);
-  AttentionCall c = call;
-  const DeviceCaps& caps = ctx.device().caps();
-  auto in = [&](Tensor* t, bool pool) {
-    return t && !rows_bindable(caps, *t, true, pool) ? packed.input(t) : t;
-  };
-  c.q = in(c.q, false), c.k = in(c.k, c.pools != nullptr), c.v = in(c.v, c.pools != nullptr);
-  // A cache whose keys were rotated (VKATTN_KV_ROTATE_KEYS): the queries
-  // are rotated alike into a temporary first (ops/attention/rotate_q.h).
-  std::optional<RotatedQueries> rotated;
-  if (c.step && c.step->cache().key_rotation() > 1) {
-    rotated.emplace(ctx, packed.input(call.q), c.step->cache().key_rotation());
-    c.q = rotated->tensor();
-  }
-  c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi), c.sinks = packed.input(c.sinks);
-  if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
-  c.lse = packed.output(c.lse);
-  // The plans: one, or (batch-invariant contexts) one per part that has
-  // sequences: decode-shaped and the others, each with its own variant.
-  // Elsewhere one plan, unless the call mixes decode-shaped sequences with
-  // others and the two classes get different families (the device table's
-  // decode family for the decodes, tiled or coopmat for a prefill chunk):
-  // then each class runs on its own family, in the same submission.
+// The plans of a call: one, or (batch-invariant contexts) one per part
+// that has sequences: decode-shaped and the others, each with its own
+// variant. Elsewhere one plan, unless the call mixes decode-shaped
+// sequences with others and the two classes get different families (the
+// device table's decode family for the decodes, tiled or coopmat for a
+// prefill chunk): then each class runs on its own family, in the same
+// submission.
+std::vector<std::shared_ptr<PreparedPlan>> attention_plans(Context& ctx, const AttentionCall& c) {
   std::vector<std::shared_ptr<PreparedPlan>> plans;
   if (ctx.options().batch_invariant) {
     for (PlanPart part : {PlanPart::kDecode, PlanPart::kPrefill})
@@ -497,6 +474,58 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   } else {
     plans.push_back(plan_of(ctx, c, PlanPart::kAll));
   }
+  return plans;
+}
+
+// VKATTN_LOG=kernels: one line a forward pass. rows: the pass's query
+// rows; keys: the call's; split: combine items; read: the most keys one
+// tile of rows reads in this pass; pairs: the (row, key) pairs its items
+// read.
+void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& cfg,
+              const AttentionFamilyDesc& family, const FwdPass& pass) {
+  const Schedule& sched = pp.sched;
+  std::fprintf(stderr,
+               "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
+               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s\n",
+               family.name,
+               static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
+                                               pp.units.group),
+               static_cast<long long>(c.cu_k.back()),
+               static_cast<unsigned long long>(max_tile_keys(sched, pass)),
+               static_cast<unsigned long long>(pass_pairs(sched, pass)), sched.combine.size(),
+               pass.count, cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
+               pp.source);
+}
+
+}  // namespace
+
+void record_attention(Context& ctx, const AttentionCall& call) {
+  ctx.recorder().check_alive();
+  if (call.q->dim(0) == 0 || call.batch == 0) return;
+  // Views the kernels cannot bind in place go through packed temporaries.
+  // q, k, v and out strided in ways the kernels address (ops/
+  // attention/prepare.h RowLayout) are bound in place.
+  PackedViews packed(ctx);
+  AttentionCall c = call;
+  const DeviceCaps& caps = ctx.device().caps();
+  auto in = [&](Tensor* t, bool pool) {
+    return t && !rows_bindable(caps, *t, true, pool) ? packed.input(t) : t;
+  };
+  c.k = in(c.k, c.pools != nullptr), c.v = in(c.v, c.pools != nullptr);
+  // A cache whose keys were rotated (VKATTN_KV_ROTATE_KEYS): the queries
+  // are rotated alike into a temporary first (ops/attention/rotate_q.h),
+  // from a plain q (packed only then: the kernels read the temporary).
+  std::optional<RotatedQueries> rotated;
+  if (c.step && c.step->cache().key_rotation() > 1) {
+    rotated.emplace(ctx, packed.input(call.q), c.step->cache().key_rotation());
+    c.q = rotated->tensor();
+  } else {
+    c.q = in(c.q, false);
+  }
+  c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi), c.sinks = packed.input(c.sinks);
+  if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
+  c.lse = packed.output(c.lse);
+  const std::vector<std::shared_ptr<PreparedPlan>> plans = attention_plans(ctx, c);
   Context::AttentionStats stats;
   for (const auto& pp : plans) {
     uint64_t passes = 0;
@@ -536,20 +565,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     PassBinder& bind = *binders.back();
     for (const Wave& wave : sched.waves) {
       for (const FwdPass& pass : wave.fwd) {
-        if (log)  // rows: the pass's query rows; keys: the call's; split: combine items;
-                  // read: the most keys one tile of rows reads in this pass; pairs: the
-                  // (row, key) pairs its items read
-          std::fprintf(stderr,
-                       "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
-                       "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s\n",
-                       family.name,
-                       static_cast<unsigned long long>(
-                           (pass.spans.tokens.hi - pass.spans.tokens.lo) * pp->units.group),
-                       static_cast<long long>(c.cu_k.back()),
-                       static_cast<unsigned long long>(max_tile_keys(sched, pass)),
-                       static_cast<unsigned long long>(pass_pairs(sched, pass)),
-                       sched.combine.size(), pass.count, cfg.var.wg, cfg.var.rows,
-                       cfg.var.block_keys, cfg.var.lanes_per_row, pp->source);
+        if (log) log_pass(c, *pp, cfg, family, pass);
         prepared.push_back(bind.fwd(fwd, pass));
       }
       for (const auto& level : wave.levels)
