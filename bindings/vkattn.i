@@ -525,6 +525,10 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
   void m_selfCheck(const vkattn_attention_desc* desc, int32_t qDtype, int32_t kvDtype,
                    int32_t paged, int64_t queryTokens) {
     VKATTNX_OPEN(self, "Context", );
+    if (paged != 0 && paged != 1) {
+      vkattnx_fail("vkattn: paged must be 0 or 1, got %d", (int)paged);
+      return;
+    }
     if (queryTokens < 1 || queryTokens > (1 << 24)) {
       vkattnx_fail("vkattn: query_tokens must be 1 .. 2^24, got %lld", (long long)queryTokens);
       return;

@@ -69,6 +69,27 @@ func recoverErr(err *error) {
 	*err = &Error{Status: Status(code), Message: rest[i+1:]}
 }
 
+// Checked conversions of the caller's ints to the C types: a value that
+// does not fit is an *Error (ErrorInvalidArgument) naming the argument,
+// never a wrapped or truncated value (Go's int is 64 bits; the C fields
+// are 32). They panic in the SWIG layer's form, so the exported function
+// that calls them (with defer recoverErr) returns the error.
+func u32(what string, x int) uint {
+	if x < 0 || int64(x) > 0xFFFFFFFF {
+		panic(fmt.Sprintf("vkattn:%d:vkattn: %s = %d does not fit uint32 (0 .. 4294967295)",
+			int(ErrorInvalidArgument), what, x))
+	}
+	return uint(x)
+}
+
+func i32(what string, x int) int {
+	if int64(x) < -0x80000000 || int64(x) > 0x7FFFFFFF {
+		panic(fmt.Sprintf("vkattn:%d:vkattn: %s = %d does not fit int32 (-2147483648 .. 2147483647)",
+			int(ErrorInvalidArgument), what, x))
+	}
+	return x
+}
+
 func max(a, b int) int {
 	if a > b {
 		return a
@@ -173,7 +194,7 @@ func NewContext() (c *Context, err error) {
 // (ContextValidation, ContextProfiling).
 func NewContextOn(deviceIndex int, flags uint32) (c *Context, err error) {
 	defer recoverErr(&err)
-	return &Context{h: raw.NewContext(deviceIndex, int64(flags))}, nil
+	return &Context{h: raw.NewContext(i32("deviceIndex", deviceIndex), int64(flags))}, nil
 }
 
 func (c *Context) handle() raw.Context {
@@ -417,19 +438,19 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 	}
 	r := raw.NewAttentionDesc()
 	defer raw.DeleteAttentionDesc(r)
-	r.SetNumHeads(uint(d.NumHeads))
-	r.SetNumKvHeads(uint(d.NumKvHeads))
-	r.SetHeadDim(uint(d.HeadDim))
-	r.SetHeadDimV(uint(d.HeadDimV))
+	r.SetNumHeads(u32("AttentionDesc.NumHeads", d.NumHeads))
+	r.SetNumKvHeads(u32("AttentionDesc.NumKvHeads", d.NumKvHeads))
+	r.SetHeadDim(u32("AttentionDesc.HeadDim", d.HeadDim))
+	r.SetHeadDimV(u32("AttentionDesc.HeadDimV", d.HeadDimV))
 	r.SetScale(d.Scale)
 	if d.Causal {
 		r.SetCausal(1)
 	}
-	r.SetWindowLeft(d.WindowLeft)
-	r.SetWindowRight(d.WindowRight)
-	r.SetChunkSize(uint(d.ChunkSize))
+	r.SetWindowLeft(i32("AttentionDesc.WindowLeft", d.WindowLeft))
+	r.SetWindowRight(i32("AttentionDesc.WindowRight", d.WindowRight))
+	r.SetChunkSize(u32("AttentionDesc.ChunkSize", d.ChunkSize))
 	r.SetSoftcap(d.Softcap)
-	r.SetMaskType(uint(d.MaskType))
+	r.SetMaskType(u32("AttentionDesc.MaskType", int(d.MaskType)))
 	r.SetAlibiSlopes(d.AlibiSlopes.optional("AlibiSlopes"))
 	r.SetMask(d.Mask.optional("Mask"))
 	r.SetLse(d.Lse.optional("Lse"))
@@ -516,13 +537,13 @@ func (c *Context) NewKvCache(d *KvCacheDesc) (kv *KvCache, err error) {
 	if d != nil {
 		r = raw.NewKvCacheDesc()
 		defer raw.DeleteKvCacheDesc(r)
-		r.SetNumLayers(uint(d.NumLayers))
-		r.SetNumKvHeads(uint(d.NumKvHeads))
-		r.SetHeadDim(uint(d.HeadDim))
-		r.SetHeadDimV(uint(d.HeadDimV))
-		r.SetPageSize(uint(d.PageSize))
-		r.SetNumPages(uint(d.NumPages))
-		r.SetDtype(raw.Enum_SS_vkattn_dtype(d.Dtype))
+		r.SetNumLayers(u32("KvCacheDesc.NumLayers", d.NumLayers))
+		r.SetNumKvHeads(u32("KvCacheDesc.NumKvHeads", d.NumKvHeads))
+		r.SetHeadDim(u32("KvCacheDesc.HeadDim", d.HeadDim))
+		r.SetHeadDimV(u32("KvCacheDesc.HeadDimV", d.HeadDimV))
+		r.SetPageSize(u32("KvCacheDesc.PageSize", d.PageSize))
+		r.SetNumPages(u32("KvCacheDesc.NumPages", d.NumPages))
+		r.SetDtype(raw.Enum_SS_vkattn_dtype(i32("KvCacheDesc.Dtype", int(d.Dtype))))
 		if d.RotateKeys {
 			r.SetFlags(uint(raw.KV_ROTATE_KEYS))
 		}
@@ -570,7 +591,7 @@ func (kv *KvCache) Fork(src, dst int64) (err error) {
 // Truncate drops a sequence's tokens from newLength on.
 func (kv *KvCache) Truncate(seq int64, newLength int) (err error) {
 	defer recoverErr(&err)
-	kv.handle().Truncate(seq, newLength)
+	kv.handle().Truncate(seq, i32("newLength", newLength))
 	return nil
 }
 
@@ -584,14 +605,14 @@ func (kv *KvCache) NumFreePages() (n int, err error) {
 // f32 cache: k [count, Hkv, d], v [count, Hkv, dv].
 func (kv *KvCache) ReadF32(layer int, seq int64, start, count int, k, v []float32) (err error) {
 	defer recoverErr(&err)
-	kv.handle().ReadF32(layer, seq, start, count, k, v)
+	kv.handle().ReadF32(i32("layer", layer), seq, i32("start", start), i32("count", count), k, v)
 	return nil
 }
 
 // ReadU16 is ReadF32 for f16/bf16 caches (bit patterns).
 func (kv *KvCache) ReadU16(layer int, seq int64, start, count int, k, v []uint16) (err error) {
 	defer recoverErr(&err)
-	kv.handle().ReadU16(layer, seq, start, count, k, v)
+	kv.handle().ReadU16(i32("layer", layer), seq, i32("start", start), i32("count", count), k, v)
 	return nil
 }
 
@@ -616,7 +637,7 @@ func (s *Step) handle() raw.Step {
 // v [total_new, Hkv, dv], packed in the order of Begin's ids.
 func (s *Step) Append(layer int, k, v *Tensor) (err error) {
 	defer recoverErr(&err)
-	s.handle().Append(layer, k.handle(), v.handle())
+	s.handle().Append(i32("layer", layer), k.handle(), v.handle())
 	return nil
 }
 

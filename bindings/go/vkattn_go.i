@@ -20,6 +20,31 @@ static void vkattnx_go_raise(int status, const char* message) {
 #define VKATTNX_CALL(...) __VA_ARGS__ /* the native call, as it is */
 %}
 
+/* ---- 32-bit integers: Go passes its 64-bit int and uint --------------- */
+/* A value past the C type panics (an *Error, ErrorInvalidArgument), never
+ * reaches C cut to 32 bits. vkattn.go checks what callers give it first
+ * (u32, i32: messages that name the field); this catches the rest. */
+%{
+static void vkattnx_go_range(const char* where, long long value, int is_unsigned) {
+  char m[256];
+  if (is_unsigned)
+    snprintf(m, sizeof m, "vkattn: %llu does not fit the uint32_t of %s", (unsigned long long)value,
+             where);
+  else
+    snprintf(m, sizeof m, "vkattn: %lld does not fit the int32_t of %s", value, where);
+  vkattnx_go_raise(VKATTN_ERROR_INVALID_ARGUMENT, m); /* does not return */
+}
+%}
+%typemap(in) uint32_t %{
+  if ((unsigned long long)$input > 0xFFFFFFFFull) vkattnx_go_range("$symname", (long long)$input, 1);
+  $1 = ($1_ltype)$input;
+%}
+%typemap(in) int32_t %{
+  if ((long long)$input < INT32_MIN || (long long)$input > INT32_MAX)
+    vkattnx_go_range("$symname", (long long)$input, 0);
+  $1 = ($1_ltype)$input;
+%}
+
 /* ---- names: methods UpperCamel (Go exports them) ---------------------- */
 %rename("%(regex:/^m_(.)(.*)/\\U\\1\\E\\2/)s", %$isfunction) "";
 %rename("%(camelcase)s", %$isvariable, %$ismember) "";

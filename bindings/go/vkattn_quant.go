@@ -9,7 +9,7 @@ package vkattn
 // (Q4: int8 codes -8..7 as bytes).
 func (kv *KvCache) ReadBytes(layer int, seq int64, start, count int, k, v []byte) (err error) {
 	defer recoverErr(&err)
-	kv.handle().ReadBytes(layer, seq, start, count, k, v)
+	kv.handle().ReadBytes(i32("layer", layer), seq, i32("start", start), i32("count", count), k, v)
 	return nil
 }
 
@@ -17,7 +17,7 @@ func (kv *KvCache) ReadBytes(layer int, seq int64, start, count int, k, v []byte
 // (I8: the append's per-token scales; FP8E4M3: the layer's, repeated).
 func (kv *KvCache) ReadScales(layer int, seq int64, start, count int, k, v []float32) (err error) {
 	defer recoverErr(&err)
-	kv.handle().ReadScales(layer, seq, start, count, k, v)
+	kv.handle().ReadScales(i32("layer", layer), seq, i32("start", start), i32("count", count), k, v)
 	return nil
 }
 
@@ -26,7 +26,7 @@ func (kv *KvCache) ReadScales(layer int, seq int64, start, count int, k, v []flo
 // row is ReadBytes' code (an int8, -8..7) times the scale of block e/32.
 func (kv *KvCache) ReadBlockScales(layer int, seq int64, start, count int, k, v []float32) (err error) {
 	defer recoverErr(&err)
-	kv.handle().ReadBlockScales(layer, seq, start, count, k, v)
+	kv.handle().ReadBlockScales(i32("layer", layer), seq, i32("start", start), i32("count", count), k, v)
 	return nil
 }
 
@@ -35,6 +35,6 @@ func (kv *KvCache) ReadBlockScales(layer int, seq int64, start, count int, k, v 
 // layer's first append.
 func (kv *KvCache) SetScales(layer int, k, v []float32) (err error) {
 	defer recoverErr(&err)
-	kv.handle().SetScales(layer, k, v)
+	kv.handle().SetScales(i32("layer", layer), k, v)
 	return nil
 }

@@ -58,15 +58,15 @@ func (d *RopeDesc) withRaw(f func(raw.RopeDesc)) {
 	}
 	r := raw.NewRopeDesc()
 	defer raw.DeleteRopeDesc(r)
-	r.SetLayout(uint(d.Layout))
-	r.SetRotaryDim(uint(d.RotaryDim))
-	r.SetRotaryOffset(uint(d.RotaryOffset))
+	r.SetLayout(u32("RopeDesc.Layout", int(d.Layout)))
+	r.SetRotaryDim(u32("RopeDesc.RotaryDim", d.RotaryDim))
+	r.SetRotaryOffset(u32("RopeDesc.RotaryOffset", d.RotaryOffset))
 	r.SetTheta(d.Theta)
-	r.SetScaling(uint(d.Scaling))
+	r.SetScaling(u32("RopeDesc.Scaling", int(d.Scaling)))
 	r.SetFactor(d.Factor)
 	r.SetLowFreqFactor(d.LowFreqFactor)
 	r.SetHighFreqFactor(d.HighFreqFactor)
-	r.SetOriginalMaxPosition(uint(d.OriginalMaxPosition))
+	r.SetOriginalMaxPosition(u32("RopeDesc.OriginalMaxPosition", d.OriginalMaxPosition))
 	r.SetBetaFast(d.BetaFast)
 	r.SetBetaSlow(d.BetaSlow)
 	r.SetAttentionFactor(d.AttentionFactor)
@@ -94,7 +94,7 @@ func (c *Context) Rope(d *RopeDesc, cuSeqlens, startPositions []int32, x, out *T
 func (s *Step) AppendRope(layer int, d *RopeDesc, k, v *Tensor) (err error) {
 	defer recoverErr(&err)
 	d.withRaw(func(r raw.RopeDesc) {
-		s.handle().AppendRope(layer, r, k.handle(), v.handle())
+		s.handle().AppendRope(i32("layer", layer), r, k.handle(), v.handle())
 	})
 	return nil
 }

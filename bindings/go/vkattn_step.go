@@ -8,7 +8,7 @@ import raw "vkattn/internal/vkattnraw"
 func (s *Step) Attention(layer int, d *AttentionDesc, q, out *Tensor) (err error) {
 	defer recoverErr(&err)
 	d.withRaw(func(r raw.AttentionDesc) {
-		s.handle().Attention(layer, r, q.handle(), out.handle())
+		s.handle().Attention(i32("layer", layer), r, q.handle(), out.handle())
 	})
 	return nil
 }

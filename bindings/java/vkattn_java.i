@@ -27,6 +27,21 @@ static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
 #define VKATTNX_CALL(...) __VA_ARGS__ /* the native call, as it is */
 %}
 
+/* uint32_t fields are Java longs (SWIG's mapping): a value outside
+ * 0 .. 2^32 - 1 throws VkattnException (INVALID_ARGUMENT) and the field
+ * keeps its value, never a value cut to 32 bits. (int32_t is Java's int:
+ * exact. No method takes a uint32_t besides the fields' setters.) */
+%typemap(in) uint32_t %{
+  if ($input < 0 || $input > (jlong)0xFFFFFFFFu) {
+    char m[256];
+    snprintf(m, sizeof m, "vkattn: %lld does not fit the uint32_t of $symname (0 .. 4294967295)",
+             (long long)$input);
+    vkattnx_java_throw(jenv, VKATTN_ERROR_INVALID_ARGUMENT, m);
+    return $null;
+  }
+  $1 = ($1_ltype)$input;
+%}
+
 /* The JNI class loads the native library (from java.library.path, else
  * from the jar; see NativeLoader). */
 %pragma(java) jniclasscode=%{

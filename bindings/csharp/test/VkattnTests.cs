@@ -312,6 +312,28 @@ public class VkattnTests {
     }
   }
 
+  // Arguments whose C# type is wider than the C one (longs for uint32_t,
+  // an int for a 0/1 flag) or an enum value the header does not name: a
+  // clear exception, never a value cut to 32 bits or read as another.
+  [Test]
+  public void ArgumentsThatDoNotFitTheCTypeThrow() {
+    Throws("vkattn: flags -1 out of range", () => new Context(-1, -1L));
+    Throws("vkattn: flags 4294967296 out of range", () => new Context(-1, 1L << 32));
+    var d = Desc(false, -1);
+    Throws("vkattn: paged must be 0 or 1, got 2",
+           () => ctx.SelfCheck(d, (int)Dtype.F32, (int)Dtype.F32, 2, 1));
+    Throws("vkattn: query_tokens must be 1 .. 2^24, got 4294967297",
+           () => ctx.SelfCheck(d, (int)Dtype.F32, (int)Dtype.F32, 0, (1L << 32) + 1));
+    Throws("vkattn_tensor_create: ", () => new Tensor(ctx, (Dtype)99, 2));
+    var kd = new KvCacheDesc();
+    kd.NumLayers = 1;
+    kd.NumKvHeads = 1;
+    kd.HeadDim = 8;
+    kd.NumPages = 2;
+    kd.Dtype = (Dtype)99;
+    Throws("vkattn_kv_cache_create: ", () => new KvCache(ctx, kd));
+  }
+
   // ---- misuse fails cleanly ----
 
   [Test]

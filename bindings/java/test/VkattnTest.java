@@ -17,6 +17,7 @@ import org.vkattn.DeviceInfo;
 import org.vkattn.Dtype;
 import org.vkattn.KvCache;
 import org.vkattn.KvCacheDesc;
+import org.vkattn.RopeDesc;
 import org.vkattn.Step;
 import org.vkattn.Status;
 import org.vkattn.Tensor;
@@ -390,6 +391,28 @@ public class VkattnTest {
       e = assertThrows(VkattnException.class, () -> ctx.attentionVarlen(desc(false, -1), new int[] {0, 2}, new int[] {0}, q, q, q, o));
       assertTrue(e.getMessage(), e.getMessage().contains("cu_seqlens_k has 1 entries"));
     }
+  }
+
+  // uint32_t fields are Java longs: a value past 0 .. 2^32 - 1 throws and
+  // the field keeps its value (it was cut to 32 bits: 2^32 + 8 heads ran
+  // as 8, a chunk of -1 as 4294967295).
+  @Test
+  public void uint32FieldsRefuseLongsThatDoNotFit() {
+    AttentionDesc d = desc(false, -1);
+    VkattnException e = assertThrows(VkattnException.class, () -> d.setNumHeads((1L << 32) + H));
+    assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+    assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn: " + ((1L << 32) + H) + " does not fit the uint32_t"));
+    assertEquals(H, d.getNumHeads());
+    e = assertThrows(VkattnException.class, () -> d.setChunkSize(-1));
+    assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn: -1 does not fit the uint32_t"));
+    assertEquals(0, d.getChunkSize());
+    d.setChunkSize(4294967295L); // the largest uint32_t is taken
+    assertEquals(4294967295L, d.getChunkSize());
+    KvCacheDesc kd = new KvCacheDesc();
+    assertThrows(VkattnException.class, () -> kd.setNumPages(Long.MAX_VALUE));
+    assertThrows(VkattnException.class, () -> kd.setFlags(-1L));
+    RopeDesc rd = new RopeDesc();
+    assertThrows(VkattnException.class, () -> rd.setRotaryDim(1L << 33));
   }
 
   // ---- misuse fails cleanly ----

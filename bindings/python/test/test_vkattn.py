@@ -552,6 +552,113 @@ def test_errors_carry_status_and_message(ctx):
     k.close()
 
 
+def test_integer_arguments_are_exact_or_refused(ctx):
+    """Every integer a caller gives is taken exactly or refused before the
+    C call: floats (3.0 too), strings and None raise TypeError, values past
+    the C type OverflowError; NumPy integers of any width are taken, bool
+    arrays only where 0/1 is meant (key_mask)."""
+    rng = np.random.default_rng(50)
+    q, k = rand(rng, (4, 2, 8)), rand(rng, (4, 2, 8))
+    want, _ = ref_attention(q, k, k, spans=[(0, 3)])
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K:
+        # The review's cases: spans as floats, or past int32, no longer run as [0, 3).
+        for spans, err in (([0.5, 3.7], TypeError), ([0, 2**32 + 3], OverflowError),
+                           ([0, 3.0], TypeError), ([0, 2**70], OverflowError),
+                           (["0", "3"], TypeError), ([0, None], TypeError)):
+            with pytest.raises(err, match="spans"):
+                vkattn.attention_varlen(Q, K, K, [0, 4], [0, 4], span_indptr=[0, 1], spans=spans)
+        # Integer NumPy arrays of any width (and Python ints) are taken.
+        for dt in (np.int8, np.uint16, np.int64, np.uint64):
+            got = vkattn.attention_varlen(Q, K, K, np.array([0, 4], dt), np.array([0, 4], dt),
+                                          span_indptr=np.array([0, 1], dt),
+                                          spans=np.array([0, 3], dt)).numpy()
+            np.testing.assert_allclose(got, want, atol=2e-5)
+        for bad, err in (([0, 4.0], TypeError), ([0, 2**31], OverflowError),
+                         (np.array([0, 4], np.uint64) + np.uint64(2**63), OverflowError),
+                         ([False, True], TypeError), (None, TypeError), ("04", TypeError)):
+            with pytest.raises(err, match="cu_seqlens_q"):
+                vkattn.attention_varlen(Q, K, K, bad, [0, 4])
+        # Scalar fields: NumPy integers are taken, floats and overflows refused.
+        got = vkattn.attention_varlen(Q, K, K, [0, 4], [0, 4], window_left=np.int64(1),
+                                      window_right=np.uint8(0)).numpy()
+        np.testing.assert_allclose(got, ref_attention(q, k, k, window_left=1,
+                                                      window_right=0)[0], atol=2e-5)
+        for field, value, err in (("window_right", 3.7, TypeError), ("window_left", 3.0, TypeError),
+                                  ("chunk_size", -1, OverflowError),
+                                  ("window_right", 2**31, OverflowError),
+                                  ("num_heads", None, TypeError), ("causal", "no", TypeError),
+                                  ("causal", 2, ValueError), ("scale", "1", TypeError)):
+            with pytest.raises(err, match=field):
+                vkattn.attention_varlen(Q, K, K, [0, 4], [0, 4], **{field: value})
+    # key_mask: bool arrays and integers of any width, never floats.
+    qp, kp = rand(rng, (1, 3, 2, 8)), rand(rng, (1, 5, 2, 8))
+    with ctx.tensor(qp) as Q, ctx.tensor(kp) as K:
+        keep = np.array([[True, True, False, True, False]])
+        want, _ = ref_attention(qp[0], kp[0], kp[0], key_valid=keep[0])
+        for mask in (keep, keep.astype(np.int64), keep.astype(np.uint8).tolist()):
+            np.testing.assert_allclose(vkattn.attention_padded(Q, K, K, mask).numpy()[0], want,
+                                       atol=2e-5)
+        for bad, err in ((keep.astype(np.float32), TypeError), ([[1, 1, 0, 1, 2**40]], OverflowError)):
+            with pytest.raises(err, match="key_mask"):
+                vkattn.attention_padded(Q, K, K, bad)
+    # RoPE start positions, the cache's ids, layers and counts, tensor shapes.
+    with ctx.tensor(q) as X:
+        for bad, err in (([0.5], TypeError), ([2**31], OverflowError)):
+            with pytest.raises(err, match="start_positions"):
+                vkattn.rope(X, [0, 4], bad)
+    for shape, err in (((2, 3.5), TypeError), ((2, 2**63), OverflowError), ("23", TypeError)):
+        with pytest.raises(err, match="shape"):
+            ctx.empty(shape)
+    with ctx.kv_cache(num_layers=1, num_kv_heads=1, head_dim=8, num_pages=4) as cache:
+        for ids, err in (([1.0], TypeError), ([2**63], OverflowError)):
+            with pytest.raises(err, match="seq_ids"):
+                cache.begin(ids, [1])
+        with pytest.raises(OverflowError, match="num_new_tokens"):
+            cache.begin([1], [2**32 + 1])
+        with cache.begin(np.array([7], np.uint8), np.array([2], np.int16)) as step:
+            with pytest.raises(TypeError, match="layer"):
+                step.append(0.0, np.zeros((2, 1, 8), np.float32), np.zeros((2, 1, 8), np.float32))
+            with pytest.raises(OverflowError, match="layer"):
+                step.append(-1, np.zeros((2, 1, 8), np.float32), np.zeros((2, 1, 8), np.float32))
+            step.append(np.int64(0), np.ones((2, 1, 8), np.float32), np.ones((2, 1, 8), np.float32))
+            step.commit()
+        assert cache.length(np.int32(7)) == 2
+        for call in (lambda: cache.length(7.0), lambda: cache.truncate(7, 1.0),
+                     lambda: cache.fork(7, "8"), lambda: cache.read(0, 7, 0.0)):
+            with pytest.raises(TypeError):
+                call()
+        with pytest.raises(OverflowError, match="new_length"):
+            cache.truncate(7, 2**31)
+        with pytest.raises(vkattn.Error, match="negative"):
+            cache.read(0, 7, start=3)
+    # Constructor arguments: sizes, flags and dtypes.
+    with pytest.raises(TypeError, match="num_pages"):
+        ctx.kv_cache(num_layers=1, num_kv_heads=1, head_dim=8, num_pages=4.0)
+    with pytest.raises(OverflowError, match="head_dim"):
+        ctx.kv_cache(num_layers=1, num_kv_heads=1, head_dim=-8, num_pages=4)
+    with pytest.raises(TypeError, match="rotate_keys"):
+        ctx.kv_cache(num_layers=1, num_kv_heads=1, head_dim=8, num_pages=4, dtype=vkattn.Q4,
+                     rotate_keys="yes")
+    with pytest.raises(TypeError, match="validation"):
+        vkattn.Context(validation="off")
+
+
+def test_unknown_dtypes_name_vkattn_dtypes(ctx):
+    """A dtype that is neither a vkattn dtype nor a NumPy one raises vkattn's
+    own message (not NumPy's 'Cannot interpret')."""
+    with pytest.raises(vkattn.Error, match="unknown dtype 99") as e:
+        vkattn.KvCache(ctx, num_layers=1, num_kv_heads=1, head_dim=8, num_pages=4, dtype=99)
+    assert e.value.status == vkattn.ERROR_INVALID_ARGUMENT
+    with pytest.raises(vkattn.Error, match="unknown dtype -1"):
+        ctx.empty((2,), dtype=-1)
+    for bad in (3.0, "f17", None, True):
+        with pytest.raises(TypeError, match="dtype"):
+            ctx.empty((2,), dtype=bad)
+    # Still taken: vkattn dtypes as NumPy integers, and NumPy dtypes.
+    assert ctx.empty((2,), dtype=np.int32(vkattn.F16)).dtype == vkattn.F16
+    assert ctx.empty((2,), dtype=np.float32).dtype == vkattn.F32
+
+
 def test_dtypes_round_trip(ctx):
     rng = np.random.default_rng(8)
     for arr, dt in ((rand(rng, (3, 5)), None), (rand(rng, (3, 5), np.float16), None),

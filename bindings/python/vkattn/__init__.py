@@ -24,6 +24,8 @@ write C-contiguous arrays in place (no copy beyond the device transfer);
 other arrays are made contiguous first.
 """
 
+import operator as _operator
+
 import numpy as _np
 
 from . import vkattnraw as _raw
@@ -90,6 +92,71 @@ _NAMES = {F32: "f32", F16: "f16", BF16: "bf16", I32: "i32", U8: "u8", I8: "i8",
 
 def _fail(message):
     return Error(ERROR_INVALID_ARGUMENT, "vkattn: " + message)
+
+
+# Caller values are converted exactly or refused before the C call: an
+# integer argument takes a Python int, a NumPy integer or a bool within the
+# C type's range; a float (3.0 included), a string or None is a TypeError,
+# a value outside the range an OverflowError. Integer arrays take integer
+# NumPy arrays of any width and sequences of such values (bool arrays only
+# where 0/1 is meant: key_mask), checked element by element alike.
+_RANGES = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1),
+           "int64": (-2**63, 2**63 - 1)}
+
+
+def _int(value, name, ctype="int32"):
+    """``value`` as a Python int that fits ``ctype`` (see above)."""
+    if isinstance(value, (float, complex, _np.floating, _np.complexfloating)):
+        raise TypeError("vkattn: %s must be an integer, got the float %r" % (name, value))
+    try:
+        v = _operator.index(value)
+    except TypeError:
+        raise TypeError("vkattn: %s must be an integer, got %r" % (name, value)) from None
+    lo, hi = _RANGES[ctype]
+    if not lo <= v <= hi:
+        raise OverflowError("vkattn: %s = %d is outside %s (%d..%d)" % (name, v, ctype, lo, hi))
+    return v
+
+
+def _flag(value, name):
+    """A yes/no argument: a bool (Python or NumPy) or the integer 0 or 1."""
+    if isinstance(value, (bool, _np.bool_)):
+        return 1 if value else 0
+    v = _int(value, name, "uint32")
+    if v not in (0, 1):
+        raise ValueError("vkattn: %s must be True/False or 0/1, got %d" % (name, v))
+    return v
+
+
+def _ints(values, name, ctype="int32", allow_bool=False):
+    """``values`` (an integer array or a sequence of integers) as a flat,
+    C-contiguous NumPy array of ``ctype``, every element checked as _int
+    checks one (an empty sequence is an empty array)."""
+    if values is None or isinstance(values, (str, bytes)):
+        raise TypeError("vkattn: %s must be an array of integers, got %r" % (name, values))
+    a = _np.asarray(values)
+    lo, hi = _RANGES[ctype]
+    if a.size == 0:
+        return _np.zeros(0, ctype)
+    if not isinstance(values, _np.ndarray) and a.dtype.kind not in "iub":
+        # A sequence NumPy did not read as integers: Python ints past int64
+        # (read as floats or objects), floats, strings, None; each element
+        # is checked as it is.
+        a = _np.asarray(values, dtype=object)
+    if a.dtype == _np.bool_:
+        if not allow_bool:
+            raise TypeError("vkattn: %s must hold integers, got a bool array" % name)
+        return _np.ascontiguousarray(a, dtype=ctype).reshape(-1)
+    if a.dtype.kind in "iu":
+        if int(a.min()) < lo or int(a.max()) > hi:
+            bad = a.reshape(-1)[(a.reshape(-1) < lo) | (a.reshape(-1) > hi)][0]
+            raise OverflowError("vkattn: %s holds %d, outside %s (%d..%d)" %
+                                (name, int(bad), ctype, lo, hi))
+        return _np.ascontiguousarray(a, dtype=ctype).reshape(-1)
+    if a.dtype.kind == "O":  # Python ints past int64, or mixed objects
+        return _np.array([_int(x, name + " element", ctype) for x in a.reshape(-1)], ctype)
+    raise TypeError("vkattn: %s must hold integers, got %s values (%r)" %
+                    (name, a.dtype, a.reshape(-1)[0]))
 
 
 def version():
@@ -167,9 +234,10 @@ class Context(_Owned):
     _kind = "Context"
 
     def __init__(self, device_index=-1, validation=False, profiling=False, batch_invariant=False):
-        flags = (CONTEXT_VALIDATION if validation else 0) | (CONTEXT_PROFILING if profiling else 0)
-        flags |= CONTEXT_BATCH_INVARIANT if batch_invariant else 0
-        self._h = _raw.Context(int(device_index), int(flags))
+        flags = (CONTEXT_VALIDATION if _flag(validation, "validation") else 0)
+        flags |= CONTEXT_PROFILING if _flag(profiling, "profiling") else 0
+        flags |= CONTEXT_BATCH_INVARIANT if _flag(batch_invariant, "batch_invariant") else 0
+        self._h = _raw.Context(_int(device_index, "device_index"), flags)
 
     @property
     def device_info(self):
@@ -193,7 +261,7 @@ class Context(_Owned):
         external mode, where checks cannot run."""
         d = AttentionDesc(**desc)
         self._handle().selfCheck(d._native(), _vk_dtype(q_dtype), _vk_dtype(kv_dtype),
-                                 1 if paged else 0, int(query_tokens))
+                                 _flag(paged, "paged"), _int(query_tokens, "query_tokens", "uint32"))
 
     def tune(self, seconds=60, cases=None):
         """Tunes this device's kernel choices (docs/guide/tuning.md;
@@ -211,6 +279,8 @@ class Context(_Owned):
             if not isinstance(c, str) or not c or "," in c:
                 raise ValueError("vkattn: a case pattern must be a non-empty string without "
                                  "commas, got %r (cases=None tunes every case)" % (c,))
+        if isinstance(seconds, (str, bytes)) or seconds is None:
+            raise TypeError("vkattn: seconds must be a number, got %r" % (seconds,))
         text = self._handle().tune(float(seconds), ",".join(cases))
         rows = []
         for line in (text or "").splitlines():
@@ -265,9 +335,18 @@ class Context(_Owned):
 
 
 def _vk_dtype(dtype):
-    if dtype in _NAMES:
-        return dtype
-    d = _np.dtype(dtype)
+    if dtype is None or isinstance(dtype, (bool, _np.bool_)):
+        raise TypeError("vkattn: dtype must be a vkattn dtype or a NumPy dtype, got %r" % dtype)
+    if isinstance(dtype, (int, _np.integer)):
+        if int(dtype) in _NAMES:
+            return int(dtype)
+        raise _fail("unknown dtype %d (F32, F16, BF16, U8, I32, I8, FP8_E4M3, Q4 or a NumPy "
+                    "dtype)" % dtype)
+    try:
+        d = _np.dtype(dtype)
+    except TypeError:
+        raise TypeError("vkattn: dtype must be a vkattn dtype or a NumPy dtype, got %r"
+                        % (dtype,)) from None
     if d not in _VK_OF:
         raise _fail("no tensor dtype for %s (uint16: give F16 or BF16)" % d)
     return _VK_OF[d]
@@ -280,7 +359,9 @@ class Tensor(_Owned):
     _kind = "Tensor"
 
     def __init__(self, ctx, shape, dtype=F32):
-        shape = (int(shape),) if _np.isscalar(shape) else tuple(int(s) for s in shape)
+        if _np.isscalar(shape) and not isinstance(shape, (str, bytes)):
+            shape = (shape,)
+        shape = tuple(int(s) for s in _ints(shape, "shape", "int64"))
         self.context = ctx
         # Fixed for the tensor's life: kept here, not asked of the library.
         self._shape, self._dtype = shape, _vk_dtype(dtype)
@@ -363,6 +444,10 @@ class AttentionDesc:
               "alibi_slopes", "mask", "lse", "sinks", "span_indptr", "spans")
     TENSORS = ("alibi_slopes", "mask", "lse", "sinks")
     SPANS = ("span_indptr", "spans")
+    # The C types of the integer fields (converted by _int before SWIG).
+    INTS = {"num_heads": "uint32", "num_kv_heads": "uint32", "head_dim": "uint32",
+            "head_dim_v": "uint32", "window_left": "int32", "window_right": "int32",
+            "chunk_size": "uint32", "mask_type": "uint32"}
 
     def __init__(self, **fields):
         self._d = _raw.AttentionDesc()
@@ -377,7 +462,7 @@ class AttentionDesc:
         if name not in self.FIELDS:
             raise TypeError("vkattn: AttentionDesc has no field %r" % name)
         if name in self.SPANS:
-            self._keep[name] = None if value is None else _i32(value)
+            self._keep[name] = None if value is None else _ints(value, name)
             indptr, spans = self._keep.get("span_indptr"), self._keep.get("spans")
             if indptr is None and spans is None:
                 self._d.setSpans(None, None)
@@ -392,9 +477,13 @@ class AttentionDesc:
             self._keep[name] = value  # the Tensor stays open while the desc is used
             value = None if value is None else value._handle()
         elif name == "causal":
-            value = 1 if value else 0
+            value = _flag(value, name)
         elif name == "mask_type" and value is None:
             value = MASK_NONE
+        elif name in self.INTS:
+            value = _int(value, name, self.INTS[name])
+        elif isinstance(value, (str, bytes)) or value is None:  # scale, softcap
+            raise TypeError("vkattn: %s must be a number, got %r" % (name, value))
         setattr(self._d, name, value)
 
     def __getitem__(self, name):
@@ -426,10 +515,6 @@ def _desc(q, k, v, heads_dim, kw):
     }
     fields.update(kw)
     return AttentionDesc(**fields)
-
-
-def _i32(values):
-    return _np.ascontiguousarray(values, dtype=_np.int32).reshape(-1)
 
 
 def spans_from_token_type_ids(token_type_ids, span_type=1):
@@ -472,7 +557,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
     if out is None:
         qs = q.shape
         out = Tensor(ctx, (qs[0], qs[1] if len(qs) > 1 else 0, v.shape[-1]), q.dtype)
-    ctx._handle().attentionVarlen(d._native(), _i32(cu_seqlens_q), _i32(cu_seqlens_k), q._handle(),
+    ctx._handle().attentionVarlen(d._native(), _ints(cu_seqlens_q, "cu_seqlens_q"),
+                                  _ints(cu_seqlens_k, "cu_seqlens_k"), q._handle(),
                                   k._handle(), v._handle(), out._handle())
     return out
 
@@ -486,7 +572,7 @@ def attention_padded(q, k, v, key_mask=None, out=None, **desc):
     if out is None:
         qs = q.shape
         out = Tensor(ctx, tuple(qs[:3]) + (v.shape[-1],), q.dtype)
-    mask = None if key_mask is None else _i32(key_mask)
+    mask = None if key_mask is None else _ints(key_mask, "key_mask", allow_bool=True)
     ctx._handle().attentionPadded(d._native(), q._handle(), k._handle(), v._handle(), mask,
                                   out._handle())
     return out
@@ -516,13 +602,19 @@ class RopeDesc:
     FIELDS = ("layout", "rotary_dim", "rotary_offset", "theta", "scaling", "factor",
               "low_freq_factor", "high_freq_factor", "original_max_position", "beta_fast",
               "beta_slow", "attention_factor", "yarn_truncate")
+    INTS = ("layout", "rotary_dim", "rotary_offset", "scaling", "original_max_position",
+            "yarn_truncate")
 
     def __init__(self, **fields):
         self._d = _raw.RopeDesc()
         for name, value in fields.items():
             if name not in self.FIELDS:
                 raise TypeError("vkattn: RopeDesc has no field %r" % name)
-            setattr(self._d, name, int(value) if name == "yarn_truncate" else value)
+            if name in self.INTS:
+                value = _int(value, name, "uint32")
+            elif isinstance(value, (str, bytes)) or value is None:
+                raise TypeError("vkattn: %s must be a number, got %r" % (name, value))
+            setattr(self._d, name, value)
 
 
 def rope(x, cu_seqlens, start_positions, out=None, **desc):
@@ -533,7 +625,8 @@ def rope(x, cu_seqlens, start_positions, out=None, **desc):
     d = RopeDesc(**desc)
     if out is None:
         out = Tensor(x.context, x.shape, x.dtype)
-    x.context._handle().rope(d._d, _i32(cu_seqlens), _i32(start_positions), x._handle(),
+    x.context._handle().rope(d._d, _ints(cu_seqlens, "cu_seqlens"),
+                             _ints(start_positions, "start_positions"), x._handle(),
                              out._handle())
     return out
 
@@ -547,18 +640,22 @@ class KvCache(_Owned):
     def __init__(self, ctx, num_layers, num_kv_heads, head_dim, num_pages, head_dim_v=0,
                  page_size=16, dtype=F16, rotate_keys=False):
         d = _raw.KvCacheDesc()
-        d.num_layers, d.num_kv_heads, d.head_dim = num_layers, num_kv_heads, head_dim
-        d.head_dim_v, d.page_size, d.num_pages = head_dim_v, page_size, num_pages
+        d.num_layers = _int(num_layers, "num_layers", "uint32")
+        d.num_kv_heads = _int(num_kv_heads, "num_kv_heads", "uint32")
+        d.head_dim = _int(head_dim, "head_dim", "uint32")
+        d.head_dim_v = _int(head_dim_v, "head_dim_v", "uint32")
+        d.page_size = _int(page_size, "page_size", "uint32")
+        d.num_pages = _int(num_pages, "num_pages", "uint32")
         d.dtype = _vk_dtype(dtype)
         # Keys rotated by the normalized Walsh-Hadamard transform before
         # they are quantized (vkattn.h, VKATTN_KV_ROTATE_KEYS); read()
         # returns the rotated codes.
-        d.flags = _raw.KV_ROTATE_KEYS if rotate_keys else 0
-        self.rotate_keys = bool(rotate_keys)
+        d.flags = _raw.KV_ROTATE_KEYS if _flag(rotate_keys, "rotate_keys") else 0
+        self.rotate_keys = bool(d.flags)
         self.context = ctx
-        self.head_dim = head_dim
-        self.head_dim_v = head_dim_v or head_dim
-        self.num_kv_heads = num_kv_heads
+        self.head_dim = d.head_dim
+        self.head_dim_v = d.head_dim_v or d.head_dim
+        self.num_kv_heads = d.num_kv_heads
         self._h = _raw.KvCache(ctx._handle(), d)
 
     @property
@@ -567,17 +664,17 @@ class KvCache(_Owned):
 
     def length(self, seq_id):
         """Committed tokens of a sequence (0 if it does not exist)."""
-        return self._handle().length(int(seq_id))
+        return self._handle().length(_int(seq_id, "seq_id", "int64"))
 
     def remove(self, seq_id):
-        self._handle().remove(int(seq_id))
+        self._handle().remove(_int(seq_id, "seq_id", "int64"))
 
     def fork(self, src, dst):
         """``dst`` (a new id) shares every page of ``src`` (copy on write)."""
-        self._handle().fork(int(src), int(dst))
+        self._handle().fork(_int(src, "src", "int64"), _int(dst, "dst", "int64"))
 
     def truncate(self, seq_id, new_length):
-        self._handle().truncate(int(seq_id), int(new_length))
+        self._handle().truncate(_int(seq_id, "seq_id", "int64"), _int(new_length, "new_length"))
 
     @property
     def num_free_pages(self):
@@ -588,30 +685,38 @@ class KvCache(_Owned):
         arrays (k [count, Hkv, d], v [count, Hkv, dv]; f32 cache float32,
         f16 float16, bf16 uint16 bits, i8 int8 codes, fp8 uint8 codes, q4
         int8 codes -8..7). Waits for the cache's work."""
-        if count is None:
-            count = self.length(seq_id) - start
+        layer, seq_id, start, count = self._range(layer, seq_id, start, count)
         dt = self.dtype
         k = _np.empty((count, self.num_kv_heads, self.head_dim), _NP_OF[dt])
         v = _np.empty((count, self.num_kv_heads, self.head_dim_v), _NP_OF[dt])
         h = self._handle()
         if dt == F32:
-            h.readF32(int(layer), int(seq_id), int(start), int(count), k.reshape(-1), v.reshape(-1))
+            h.readF32(layer, seq_id, start, count, k.reshape(-1), v.reshape(-1))
         elif dt in (I8, FP8_E4M3, Q4):
-            h.readBytes(int(layer), int(seq_id), int(start), int(count),
+            h.readBytes(layer, seq_id, start, count,
                         k.reshape(-1).view(_np.uint8), v.reshape(-1).view(_np.uint8))
         else:
-            h.readU16(int(layer), int(seq_id), int(start), int(count),
+            h.readU16(layer, seq_id, start, count,
                       k.reshape(-1).view(_np.uint16), v.reshape(-1).view(_np.uint16))
         return k, v
+
+    def _range(self, layer, seq_id, start, count):
+        """read*'s arguments, checked (count None: to the end)."""
+        layer = _int(layer, "layer", "uint32")
+        seq_id, start = _int(seq_id, "seq_id", "int64"), _int(start, "start")
+        count = self.length(seq_id) - start if count is None else _int(count, "count")
+        if count < 0:
+            raise _fail("read: count %d is negative (start %d past the sequence's %d tokens?)"
+                        % (count, start, self.length(seq_id)))
+        return layer, seq_id, start, count
 
     def read_scales(self, layer, seq_id, start=0, count=None):
         """8-bit caches: the float32 scales [count, Hkv] of K and V that
         dequantize read()'s codes (value = code * scale)."""
-        if count is None:
-            count = self.length(seq_id) - start
+        layer, seq_id, start, count = self._range(layer, seq_id, start, count)
         k = _np.empty((count, self.num_kv_heads), _np.float32)
         v = _np.empty((count, self.num_kv_heads), _np.float32)
-        self._handle().readScales(int(layer), int(seq_id), int(start), int(count), k.reshape(-1),
+        self._handle().readScales(layer, seq_id, start, count, k.reshape(-1),
                                   v.reshape(-1))
         return k, v
 
@@ -619,11 +724,10 @@ class KvCache(_Owned):
         """Q4 caches: the float32 block scales of K [count, Hkv, ceil(d / 32)]
         and V [count, Hkv, ceil(dv / 32)]; element e of a row is read()'s
         code times the scale of block e // 32."""
-        if count is None:
-            count = self.length(seq_id) - start
+        layer, seq_id, start, count = self._range(layer, seq_id, start, count)
         k = _np.empty((count, self.num_kv_heads, (self.head_dim + 31) // 32), _np.float32)
         v = _np.empty((count, self.num_kv_heads, (self.head_dim_v + 31) // 32), _np.float32)
-        self._handle().readBlockScales(int(layer), int(seq_id), int(start), int(count),
+        self._handle().readBlockScales(layer, seq_id, start, count,
                                        k.reshape(-1), v.reshape(-1))
         return k, v
 
@@ -632,15 +736,15 @@ class KvCache(_Owned):
         first append."""
         k = _np.ascontiguousarray(k_scales, dtype=_np.float32).reshape(-1)
         v = _np.ascontiguousarray(v_scales, dtype=_np.float32).reshape(-1)
-        self._handle().setScales(int(layer), k, v)
+        self._handle().setScales(_int(layer, "layer", "uint32"), k, v)
 
     def begin(self, seq_ids, num_new_tokens):
         """Opens a step: ``seq_ids[i]`` brings ``num_new_tokens[i]`` new tokens
         (unknown ids start new sequences). Raises Error(ERROR_CACHE_FULL) with
         the cache unchanged when pages run out. Use it as a context manager:
         leaving the block without commit() aborts the step."""
-        ids = _np.ascontiguousarray(seq_ids, dtype=_np.int64).reshape(-1)
-        counts = _np.ascontiguousarray(num_new_tokens, dtype=_np.int32).reshape(-1)
+        ids = _ints(seq_ids, "seq_ids", "int64")
+        counts = _ints(num_new_tokens, "num_new_tokens")
         return Step(self, self._handle().begin(ids, counts), int(counts.sum()))
 
 
@@ -673,9 +777,11 @@ class Step(_Owned):
         v_t = v_new if isinstance(v_new, Tensor) else ctx.tensor(v_new)
         try:
             if rope is None:
-                self._handle().append(int(layer), k_t._handle(), v_t._handle())
+                self._handle().append(_int(layer, "layer", "uint32"), k_t._handle(),
+                                      v_t._handle())
             else:
-                self._handle().appendRope(int(layer), rope._d, k_t._handle(), v_t._handle())
+                self._handle().appendRope(_int(layer, "layer", "uint32"), rope._d, k_t._handle(),
+                                          v_t._handle())
         finally:
             if k_t is not k_new:
                 k_t.close()
@@ -697,7 +803,8 @@ class Step(_Owned):
         if out is None:
             out = Tensor(ctx, (qs[0], qs[1], self.cache.head_dim_v), q_t.dtype)
         try:
-            self._handle().attention(int(layer), d._native(), q_t._handle(), out._handle())
+            self._handle().attention(_int(layer, "layer", "uint32"), d._native(), q_t._handle(),
+                                     out._handle())
         finally:
             if q_t is not q:
                 q_t.close()
