@@ -472,23 +472,12 @@ class Fuzz {
     // sequence's keys (len + t), or one value of them made arbitrary.
     std::vector<int32_t> span_indptr, span_pairs;
     if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
-      span_indptr.push_back(0);
+      std::vector<int32_t> keys;
       for (size_t i = 0; i < st_ids_.size(); ++i) {
         const auto it = seqs_.find(st_ids_[i]);
-        const int32_t u = (it == seqs_.end() ? 0 : it->second.len) + st_t_[i];
-        for (int32_t at = 0; at < u && in_.ConsumeBool();) {
-          const int32_t lo = in_.ConsumeIntegralInRange<int32_t>(at, u - 1);
-          const int32_t hi = in_.ConsumeIntegralInRange<int32_t>(lo + 1, u);
-          span_pairs.push_back(lo), span_pairs.push_back(hi);
-          at = hi;
-        }
-        span_indptr.push_back(int32_t(span_pairs.size() / 2));
+        keys.push_back((it == seqs_.end() ? 0 : it->second.len) + st_t_[i]);
       }
-      if (!span_pairs.empty() && in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
-        const size_t at = in_.ConsumeIntegralInRange<size_t>(0, span_pairs.size() - 1);
-        span_pairs[at] = in_.ConsumeIntegral<int32_t>();
-        valid = false;  // (may still be legal: judged as arbitrary)
-      }
+      valid = spans_for(keys, &span_indptr, &span_pairs) && valid;
       d.span_indptr = span_indptr.data();
       d.spans = span_pairs.empty() ? nullptr : span_pairs.data();
     }
@@ -778,21 +767,48 @@ class Fuzz {
       cq.push_back(cq.back() + 1);
       lens[b] = before[b] + cu[b + 1] - cu[b];
     }
-    vkattn_attention_desc ad;
-    vkattn_attention_desc_init(&ad);
-    ad.num_heads = hkv, ad.num_kv_heads = hkv, ad.head_dim = d, ad.head_dim_v = dv;
-    ad.causal = in_.ConsumeBool();
-    vkattn_tensor* q = tensor(pd, {int64_t(batch), hkv, d});
-    vkattn_tensor* out = tensor(pd, {int64_t(batch), hkv, dv});
+    // The descriptor as the other entry points draw it (GQA, both windows,
+    // chunks, softcap, sinks; sometimes hostile), and spans now and then.
+    bool desc_valid = false;
+    vkattn_attention_desc ad = desc(&desc_valid);
+    std::vector<int32_t> span_indptr, span_pairs;
+    if (in_.ConsumeIntegralInRange<int>(0, 2) == 0) {
+      desc_valid = desc_valid && spans_for(lens, &span_indptr, &span_pairs);
+      ad.span_indptr = span_indptr.data();
+      ad.spans = span_pairs.empty() ? nullptr : span_pairs.data();
+    }
+    const uint32_t H = ad.num_heads > 0 && ad.num_heads < 64 ? ad.num_heads : 1;
+    vkattn_tensor* q = tensor(pd, {int64_t(batch), H, d});
+    vkattn_tensor* out = tensor(pd, {int64_t(batch), H, dv});
     expect_ok(vkattn_tensor_write(q, std::vector<uint8_t>(vkattn_tensor_nbytes(q), 0).data(),
                                   vkattn_tensor_nbytes(q)),
               "tensor_write");
-    expect_ok(
-        vkattn_attention_paged(g_ctx, &ad, batch, cq.data(), lens.data(), indptr.data(),
-                               indices.empty() ? nullptr : indices.data(), ps, q, kp, vp, out),
-        "attention_paged");
+    s = vkattn_attention_paged(g_ctx, &ad, batch, cq.data(), lens.data(), indptr.data(),
+                               indices.empty() ? nullptr : indices.data(), ps, q, kp, vp, out);
+    if (!desc_valid || H != ad.num_heads) return expect_sane(s, "attention_paged(arbitrary)");
+    expect_ok(s, "attention_paged");
     std::vector<uint8_t> o(vkattn_tensor_nbytes(out));
     expect_ok(vkattn_tensor_read(out, o.data(), o.size()), "tensor_read");
+  }
+
+  // Bidirectional spans over sequences of `lens` keys: sorted and disjoint
+  // within each, or (returns false) one value made arbitrary.
+  bool spans_for(const std::vector<int32_t>& lens, std::vector<int32_t>* indptr,
+                 std::vector<int32_t>* pairs) {
+    indptr->push_back(0);
+    for (const int32_t u : lens) {
+      for (int32_t at = 0; at < u && in_.ConsumeBool();) {
+        const int32_t lo = in_.ConsumeIntegralInRange<int32_t>(at, u - 1);
+        const int32_t hi = in_.ConsumeIntegralInRange<int32_t>(lo + 1, u);
+        pairs->push_back(lo), pairs->push_back(hi);
+        at = hi;
+      }
+      indptr->push_back(int32_t(pairs->size() / 2));
+    }
+    if (pairs->empty() || in_.ConsumeIntegralInRange<int>(0, 3) != 0) return true;
+    (*pairs)[in_.ConsumeIntegralInRange<size_t>(0, pairs->size() - 1)] =
+        in_.ConsumeIntegral<int32_t>();
+    return false;  // (may still be legal: judged as arbitrary)
   }
 
   // NULL handles and pointers, wrong sizes, zero-sized and absurd shapes.
