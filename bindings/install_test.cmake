@@ -30,7 +30,7 @@ unset(ENV{CGO_LDFLAGS})
 
 if("java" IN_LIST LANGS)
   foreach(f ${P}/share/java/vkattn.jar
-            ${P}/share/maven-repo/org/vkattn/vkattn/0.1.0/vkattn-0.1.0.pom)
+            ${P}/share/maven-repo/org/vkattn/vkattn/${VERSION}/vkattn-${VERSION}.pom)
     if(NOT EXISTS ${f})
       message(FATAL_ERROR "not installed: ${f}")
     endif()

@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# The ABI check: compares libvkattn.so (built with -g) against the committed
-# baseline abi/libvkattn.abi with libabigail (Debian: abigail-tools).
+# The ABI check: compares libvkattn.so (built with -g) against the baseline
+# of the last release, abi/libvkattn-X.Y.Z.abi, with libabigail (Debian:
+# abigail-tools).
 #
-#   tools/abi-check.sh <libvkattn.so>            check (CI)
-#   tools/abi-check.sh --update <libvkattn.so>   regenerate the baseline
+#   tools/abi-check.sh <libvkattn.so> [baseline]   check (CI)
+#   tools/abi-check.sh --update <libvkattn.so>     at a release: write its baseline
+#   tools/abi-check.sh --update <lib.so> <file>    write that baseline file only
 #
 # Passes when nothing changed, or when the only changes are additions the
 # growth rule allows (vkattn.h "ABI stability", src/core/abi.h): new
 # functions, fields appended to a struct (inserted at or past its old end),
 # enumerators appended. A change or removal fails, with abidiff's report.
-# An addition passes with a note: regenerate the baseline in the same
-# commit that adds it.
+# Additions since the release pass with a note; tools/check_abi_version.py
+# (ctest abi.versioned) requires the minor version to have moved for them.
+# --update without a file is for cutting a release: it writes abi/libvkattn-<version>.abi
+# and abi/exports-<version>.txt (the version the header's VKATTN_VERSION_*
+# say) and removes the previous release's pair: abi/ keeps the last
+# release's baseline only.
 #
 # The arguments, the library, the baseline (when checking), the headers and
 # libabigail's tools are checked first: a usage line (exit 2) or a clear
 # error (exit 1).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-baseline=$root/abi/libvkattn.abi
+# The last release's baseline (abi/ holds one).
+baseline=$(ls "$root"/abi/libvkattn-*.abi 2>/dev/null | sort -V | tail -n 1)
+header_version() {
+  local h=$root/include/vkattn/vkattn.h
+  printf '%s.%s.%s' "$(sed -n 's/^#define VKATTN_VERSION_MAJOR \([0-9]*\)$/\1/p' "$h")" \
+    "$(sed -n 's/^#define VKATTN_VERSION_MINOR \([0-9]*\)$/\1/p' "$h")" \
+    "$(sed -n 's/^#define VKATTN_VERSION_PATCH \([0-9]*\)$/\1/p' "$h")"
+}
 usage() { echo "usage: tools/abi-check.sh [--update] <libvkattn.so> [baseline]" >&2; exit 2; }
 update=0
 if [ "${1:-}" = "--update" ]; then update=1; shift; fi
 case $# in 1 | 2) ;; *) usage ;; esac
 case "$1" in -*) echo "abi-check: unknown option $1" >&2; usage ;; esac
 lib=$1
+explicit=${2:-}  # a baseline named by the caller (the canary's): --update writes just it
 baseline=${2:-$baseline}
 headers=${ABI_HEADERS_DIR:-$root/include/vkattn}  # the canary points it elsewhere
 [ -f "$lib" ] || { echo "abi-check: no library $lib" >&2; exit 1; }
@@ -37,9 +51,26 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 abidw --headers-dir "$headers" --drop-private-types --exported-interfaces-only \
   --drop-undefined-syms --no-corpus-path --no-comp-dir-path --short-locs --out-file "$tmp/new.abi" "$lib"
+if [ "$update" = 1 ] && [ -n "$explicit" ]; then
+  cp "$tmp/new.abi" "$explicit"
+  echo "abi-check: baseline written: $explicit"
+  exit 0
+fi
 if [ "$update" = 1 ]; then
-  cp "$tmp/new.abi" "$baseline"
-  echo "abi-check: baseline regenerated: $baseline"
+  version=$(header_version)
+  [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+    { echo "abi-check: cannot read VKATTN_VERSION_* from the header (got $version)" >&2; exit 1; }
+  new=$root/abi/libvkattn-$version.abi
+  cp "$tmp/new.abi" "$new.tmp"
+  { echo "# The functions release $version exported (tools/check_abi_version.py; written by tools/abi-check.sh --update)"
+    grep -oE 'VKATTN_API[^;]*[^a-z0-9_]vkattn_[a-z0-9_]+\(' "$root/include/vkattn/vkattn.h" |
+      grep -oE 'vkattn_[a-z0-9_]+\($' | tr -d '(' | sort -u; } >"$root/abi/exports-$version.txt.tmp"
+  for old in "$root"/abi/libvkattn-*.abi "$root"/abi/exports-*.txt; do
+    case "$old" in "$new" | "$root/abi/exports-$version.txt") ;; *) rm -f "$old" ;; esac
+  done
+  mv "$new.tmp" "$new"
+  mv "$root/abi/exports-$version.txt.tmp" "$root/abi/exports-$version.txt"
+  echo "abi-check: the baseline of release $version: $new and abi/exports-$version.txt"
   exit 0
 fi
 set +e

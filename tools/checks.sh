@@ -2,7 +2,8 @@
 # The checkers (issue E), run by .ci/run after the test suite; each builds
 # what it needs beside build/ (which tools/test.sh made):
 #   abi       build-abi (gcc, -g): exported symbols = the header's functions,
-#             and abidiff against abi/libvkattn.abi (tools/abi-check.sh)
+#             and abidiff against abi/libvkattn-X.Y.Z.abi, the last
+#             release's baseline (tools/abi-check.sh)
 #   asan      build-asan (clang, ASan + UBSan): ctest -L "unit|sanitize"
 #             (unit tests, the small kernel grid, fault sweeps, the fuzz
 #             corpus)

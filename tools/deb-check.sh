@@ -55,6 +55,12 @@ trap cleanup EXIT
 
 (cd build && cpack -G DEB -B "$work/debs" >/dev/null)
 echo "deb-check: $(cd "$work/debs" && ls ./*.deb | tr '\n' ' ')"
+# Every package carries the project's version (CHANGELOG.md, the header).
+want=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' build/CMakeCache.txt)
+for deb in "$work"/debs/*.deb; do
+  got=$(dpkg-deb -f "$deb" Version)
+  [ "$got" = "$want" ] || { echo "deb-check: $(basename "$deb") has version $got, the project $want" >&2; exit 1; }
+done
 $SUDO apt-get install -y -qq --no-install-recommends "$work"/debs/*.deb >/dev/null
 dpkg -L libvkattn0 | grep 'libvkattn.so.0$' >/dev/null
 
@@ -69,6 +75,8 @@ cmake --build "$work/cmake-consumer" >/dev/null
 "$work/cmake-consumer/consumer"
 # The tools.
 vkattn-info --json | python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["round_trip"] == "ok", d; print("vkattn-info --json:", d["default_device"])'
+[ "$(vkattn-info --version)" = "vkattn $want" ] ||
+  { echo "deb-check: the installed vkattn-info says $(vkattn-info --version), the project $want" >&2; exit 1; }
 vkattn-bench --variants >"$work/variants.txt"  # (not piped to head: SIGPIPE under pipefail)
 vkattn-tune --list >"$work/tune-cases.txt" && grep -q '^decode-16x512$' "$work/tune-cases.txt"
 head -n 2 "$work/variants.txt"

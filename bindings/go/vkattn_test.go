@@ -2,6 +2,7 @@ package vkattn
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"strconv"
@@ -311,8 +312,9 @@ func TestGettersAndDevices(t *testing.T) {
 	if n := must(x.ReadU16()); len(n) != 0 {
 		t.Errorf("read %d elements", len(n))
 	}
-	if F16.Size() != 2 || Version() != 100 {
-		t.Errorf("size %d version %d", F16.Size(), Version())
+	v := Version()
+	if F16.Size() != 2 || fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100) != ModuleVersion {
+		t.Errorf("size %d version %d, module version %s", F16.Size(), v, ModuleVersion)
 	}
 	info := must(c.DeviceInfo())
 	if info.Name == "" || info.MaxBufferRange == 0 {

@@ -35,6 +35,8 @@ foreach(f ${VKATTN_PY_HAND})
     DEPENDS ${f} VERBATIM)
   list(APPEND VKATTN_PY_COPIES ${PY_PKG}/${n})
 endforeach()
+# __version__ (the CMake project version), generated into the package.
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/python/_version.py.in ${PY_PKG}/_version.py @ONLY)
 # pip: pyproject.toml beside the package, and the library inside it.
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/python/pyproject.toml.in ${B}/python/pyproject.toml @ONLY)
 add_custom_command(OUTPUT ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR}
@@ -49,7 +51,7 @@ add_custom_target(vkattn_python_package ALL DEPENDS ${VKATTN_PY_COPIES})
 set(VKATTN_PY_DEST
   ${CMAKE_INSTALL_LIBDIR}/python3.${Python3_VERSION_MINOR}/dist-packages/vkattn)
 install(TARGETS vkattn_python LIBRARY DESTINATION ${VKATTN_PY_DEST} COMPONENT python)
-install(FILES ${VKATTN_PY_HAND} ${PY_PKG}/vkattnraw.py DESTINATION ${VKATTN_PY_DEST}
+install(FILES ${VKATTN_PY_HAND} ${PY_PKG}/vkattnraw.py ${PY_PKG}/_version.py DESTINATION ${VKATTN_PY_DEST}
   COMPONENT python)
 add_dependencies(vkattn_python vkattn_python_package)
 

@@ -2,9 +2,11 @@
  * prints the kernels the device table picks there (the table's row and the
  * kernel of a few prefill and decode shapes; VKATTN_ATTN_* forcing applies)
  * and does a tensor round trip. Run it first to check a machine.
+ * `vkattn-info --version` prints only "vkattn MAJOR.MINOR.PATCH" of the
+ * library loaded (no device is opened).
  * `vkattn-info --json` prints the same as one JSON object for scripts:
- * {"version", "devices": [{"index", "name", "type", "driver_name",
- * "driver_info", "vendor_id", "device_id", "api_version", "subgroup_size",
+ * {"version" (text, "0.5.0"), "version_number" (vkattn_version()), "devices": [{"index", "name",
+ * "type", "driver_name", "driver_info", "vendor_id", "device_id", "api_version", "subgroup_size",
  * "max_shared_memory", "max_buffer_range", "f16", "storage_16bit"}],
  * "default_device", "kernels": {"row", "shapes": [{"shape", "kernel"}]},
  * "round_trip": "ok" | "mismatch"}; on an error it prints
@@ -35,6 +37,14 @@ static int json = 0;
  * field, 3 open right after "devices". An error completes the object with
  * "error", "message", "call". */
 static int json_state = 0;
+
+/* "vkattn MAJOR.MINOR.PATCH" (JSON: "MAJOR.MINOR.PATCH") of the library
+ * loaded, without a newline. */
+static void print_version(void) {
+  const uint32_t v = vkattn_version();
+  printf("%s%u.%u.%u", json ? "" : "vkattn ", VKATTN_VERSION_GET_MAJOR(v),
+         VKATTN_VERSION_GET_MINOR(v), VKATTN_VERSION_GET_PATCH(v));
+}
 
 /* A JSON string: quotes, backslashes and control characters escaped. */
 static void json_string(const char* s) {
@@ -143,18 +153,26 @@ int main(int argc, char** argv) {
   for (i = 1; i < (uint32_t)argc; ++i) {
     if (strcmp(argv[i], "--json") == 0) {
       json = 1;
+    } else if (strcmp(argv[i], "--version") == 0 && argc == 2) {
+      print_version();
+      printf("\n");
+      return 0;
     } else {
-      fprintf(stderr, "usage: vkattn-info [--json]\n");
+      fprintf(stderr, "usage: vkattn-info [--json | --version]\n");
       return 2;
     }
   }
 
   if (check(vkattn_device_count(&n), "vkattn_device_count")) return 1;
   if (json) {
-    printf("{\"version\": %u, \"devices\": [", vkattn_version());
+    printf("{\"version\": \"");
+    print_version();
+    printf("\", \"version_number\": %u, \"devices\": [", vkattn_version());
     json_state = 1;
-  } else
-    printf("vkattn %u\n", vkattn_version());
+  } else {
+    print_version();
+    printf("\n");
+  }
   for (i = 0; i < n; ++i) {
     if (check(vkattn_device_get_info(i, &info), "vkattn_device_get_info")) return 1;
     if (json) {

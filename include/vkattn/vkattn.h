@@ -39,6 +39,19 @@
  * release's struct and struct_size is lowered to what was written. Enum
  * values are never reused or renumbered; new ones are appended. The SONAME
  * carries the major version.
+ *
+ * Versions: VKATTN_VERSION_MAJOR/MINOR/PATCH below (and vkattn_version()
+ * at run time, the library actually loaded) say which release this is;
+ * CHANGELOG.md says what each release added, changed and fixed. Before
+ * 1.0: a minor release (0.x.0) may only add, under the rules above (new
+ * functions, fields appended to a struct, enumerators appended), and
+ * every addition moves the minor version, so `#if VKATTN_VERSION_MINOR >=
+ * 4` tells a caller that vkattn_attention_desc::window_right exists; a
+ * patch release (0.x.y) changes no declaration (fixes and speed only); the
+ * SONAME stays libvkattn.so.0 until a release breaks the ABI, which only
+ * a major release may do. A caller built against release R passes R's
+ * struct sizes, which every later release accepts. Each field appended
+ * after 0.1 names the release that appended it.
  */
 #ifndef VKATTN_VKATTN_H_
 #define VKATTN_VKATTN_H_
@@ -48,10 +61,27 @@
 
 /** Major version of this header; the SONAME carries it. @ingroup errors */
 #define VKATTN_VERSION_MAJOR 0
-/** Minor version of this header. @ingroup errors */
-#define VKATTN_VERSION_MINOR 1
-/** Patch version of this header. @ingroup errors */
+/** Minor version of this header: moves with every addition to the API. @ingroup errors */
+#define VKATTN_VERSION_MINOR 5
+/** Patch version of this header: fixes only, no declaration changes. @ingroup errors */
 #define VKATTN_VERSION_PATCH 0
+/** This header's version as text, "MAJOR.MINOR.PATCH". @ingroup errors */
+#define VKATTN_VERSION_STRING "0.5.0"
+/** vkattn_version()'s encoding of a version: major * 10000 + minor * 100 +
+ * patch (minor and patch stay below 100). @ingroup errors */
+#define VKATTN_MAKE_VERSION(major, minor, patch) \
+  ((uint32_t)(major)*10000u + (uint32_t)(minor)*100u + (uint32_t)(patch))
+/** This header's version in vkattn_version()'s encoding: compare it with
+ * vkattn_version() to see whether the loaded library is at least as new.
+ * @ingroup errors */
+#define VKATTN_VERSION \
+  VKATTN_MAKE_VERSION(VKATTN_VERSION_MAJOR, VKATTN_VERSION_MINOR, VKATTN_VERSION_PATCH)
+/** The major part of an encoded version (vkattn_version()). @ingroup errors */
+#define VKATTN_VERSION_GET_MAJOR(v) ((uint32_t)(v) / 10000u)
+/** The minor part of an encoded version. @ingroup errors */
+#define VKATTN_VERSION_GET_MINOR(v) ((uint32_t)(v) / 100u % 100u)
+/** The patch part of an encoded version. @ingroup errors */
+#define VKATTN_VERSION_GET_PATCH(v) ((uint32_t)(v) % 100u)
 
 /**
  * @def VKATTN_API
@@ -110,7 +140,10 @@ VKATTN_API const char* vkattn_status_string(vkattn_status status);
  * valid until the next vkattn call on this thread. */
 VKATTN_API const char* vkattn_last_error(void);
 
-/** major*10000 + minor*100 + patch of the library actually loaded. */
+/** The version of the library actually loaded, major * 10000 + minor * 100
+ * + patch (VKATTN_MAKE_VERSION; VKATTN_VERSION_GET_MAJOR/MINOR/PATCH take it
+ * apart): 500 is 0.5.0. A program built against this header may check
+ * vkattn_version() >= VKATTN_VERSION at startup. */
 VKATTN_API uint32_t vkattn_version(void);
 
 /** @} */
@@ -482,7 +515,7 @@ VKATTN_API size_t vkattn_tensor_nbytes(const vkattn_tensor* tensor);
  * @ingroup tensors
  * @brief Strided views of tensors and tensors over the caller's VkBuffers.
  *
- * Views and caller buffers (issue F, "Interop").
+ * Views and caller buffers ("Interop", since 0.2).
  *
  * A tensor is a buffer range plus a shape and strides (in elements): every
  * tensor vkattn_tensor_create makes is dense and row-major; views and
@@ -779,7 +812,7 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  */
 
 /** Largest head_dim and head_dim_v of attention, caches and pools
- * (0.1 to H: 256). */
+ * (576 since 0.3; 256 before). */
 #define VKATTN_MAX_HEAD_DIM 576
 
 /** Kind of vkattn_attention_desc::mask. */
@@ -807,9 +840,9 @@ typedef struct vkattn_attention_desc {
   vkattn_tensor* mask;         /**< see each entry point for its shape; optional, borrowed */
   vkattn_tensor* lse;          /**< output, f32, see each entry point; optional, borrowed */
   uint32_t reserved[4];        /**< must be 0 */
-  /* Appended in 0.3 (issue M); a struct_size of 80 (0.1) reads as NULL. */
+  /* Appended in 0.3; a struct_size of 80 (0.1, 0.2) reads as NULL. */
   vkattn_tensor* sinks; /**< [H] f32 attention-sink logits (gpt-oss); optional, borrowed */
-  /* Appended in 0.4 (issue X); a struct_size of 80 or 88 reads as
+  /* Appended in 0.4; a struct_size of 80 or 88 (0.1 to 0.3) reads as
    * window_right -1, chunk_size 0 and no spans. */
   /** -1 = none, else >= 0: key j is hidden when j - pos(i) > window_right.
    * WARNING: a struct filled without vkattn_attention_desc_init (memset 0,

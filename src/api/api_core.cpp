@@ -56,7 +56,7 @@ VKATTN_API const char* vkattn_last_error(void) {
 }
 
 VKATTN_API uint32_t vkattn_version(void) {
-  return VKATTN_VERSION_MAJOR * 10000 + VKATTN_VERSION_MINOR * 100 + VKATTN_VERSION_PATCH;
+  return VKATTN_VERSION;
 }
 
 VKATTN_API vkattn_status vkattn_device_count(uint32_t* out) {

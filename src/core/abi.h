@@ -11,8 +11,9 @@
 //
 // When a struct grows: append the field, add the new size to its list
 // below, give the field a default in its _init function, update the
-// static_asserts of src/api/abi_layout.cpp, and regenerate abi/libvkattn.abi
-// (tools/abi-check.sh --update).
+// static_asserts of src/api/abi_layout.cpp, and move the minor version
+// (CMakeLists.txt and the header: tools/check_abi_version.py); at the
+// release, tools/abi-check.sh --update writes abi/libvkattn-X.Y.Z.abi.
 #pragma once
 
 #include <algorithm>
@@ -26,12 +27,12 @@ namespace vkattn {
 
 // struct_size values of every release, oldest first (x86_64 / aarch64).
 constexpr uint32_t kContextDescSizes[] = {16};             // 0.1
-constexpr uint32_t kAttentionDescSizes[] = {80, 88, 112};  // 0.1, 0.3 (sinks), 0.4 (X)
-constexpr uint32_t kKvCacheDescSizes[] = {48, 52};         // 0.1, 0.5 (K4 flags)
+constexpr uint32_t kAttentionDescSizes[] = {80, 88, 112};  // 0.1, 0.3 (sinks), 0.4 (mask shapes)
+constexpr uint32_t kKvCacheDescSizes[] = {48, 52};         // 0.1, 0.5 (flags)
 constexpr uint32_t kDeviceInfoSizes[] = {824};             // 0.1
-constexpr uint32_t kRopeDescSizes[] = {72};                // 0.3 (issue M)
-constexpr uint32_t kVulkanDescSizes[] = {80};              // 0.2 (issue F)
-constexpr uint32_t kTuneDescSizes[] = {64};                // 0.3 (issue P3)
+constexpr uint32_t kRopeDescSizes[] = {72};                // 0.3 (RoPE)
+constexpr uint32_t kVulkanDescSizes[] = {80};              // 0.2 (interop)
+constexpr uint32_t kTuneDescSizes[] = {64};                // 0.3 (tuning)
 
 template <size_t N>
 bool shipped_size(const uint32_t (&sizes)[N], uint32_t size) {

@@ -254,6 +254,11 @@ public class VkattnTests {
     }
     Assert.AreEqual(Library.VERSION_MAJOR * 10000 + Library.VERSION_MINOR * 100 + Library.VERSION_PATCH,
                     Library.Version());
+    // The assembly's version is the release the header and library say.
+    var asm = typeof(Library).Assembly.GetName().Version;
+    Assert.AreEqual(new System.Version(Library.VERSION_MAJOR, Library.VERSION_MINOR, Library.VERSION_PATCH, 0),
+                    asm);
+    Assert.AreEqual(Library.VERSION_STRING, asm.ToString(3));
     Assert.AreEqual(2, Library.DtypeSize(Dtype.F16));
     var info = ctx.DeviceInfo();
     Assert.IsNotEmpty(info.Name);

@@ -326,6 +326,8 @@ public class VkattnTest {
     }
     assertEquals(Vkattn.VERSION_MAJOR * 10000 + Vkattn.VERSION_MINOR * 100 + Vkattn.VERSION_PATCH,
         Vkattn.version());
+    long v = Vkattn.version();
+    assertEquals(Vkattn.VERSION_STRING, (v / 10000) + "." + (v / 100 % 100) + "." + (v % 100));
     assertEquals(2, Vkattn.dtypeSize(Dtype.F16));
     assertTrue(Vkattn.deviceCount() >= 1);
     DeviceInfo info = ctx.deviceInfo();

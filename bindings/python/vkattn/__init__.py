@@ -29,9 +29,10 @@ import operator as _operator
 import numpy as _np
 
 from . import vkattnraw as _raw
+from ._version import __version__
 
 __all__ = [
-    "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
+    "__version__", "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
     "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "Q4", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
     "attention_merge", "spans_from_token_type_ids", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
@@ -160,7 +161,8 @@ def _ints(values, name, ctype="int32", allow_bool=False):
 
 
 def version():
-    """major*10000 + minor*100 + patch of the loaded library."""
+    """major*10000 + minor*100 + patch of the loaded library (``__version__``
+    is this package's release as text, "MAJOR.MINOR.PATCH")."""
     return _raw.version()
 
 
