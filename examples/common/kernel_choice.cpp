@@ -6,7 +6,9 @@
 
 #include "api/handles.h"
 #include "core/device.h"
+#include "core/buffer.h"
 #include "ops/attention/devices.h"
+#include "ops/attention/prepare.h"
 #include "ops/attention/variant.h"
 
 namespace vkattn_tools {
@@ -15,6 +17,38 @@ const ReportShape kReportShapes[4] = {{"prefill, d 128 (1024 tokens x 4 GQA head
                                       {"prefill, d 64", 64, 4096, 4},
                                       {"prefill, d 256", 256, 4096, 4},
                                       {"decode, d 128, 4 GQA heads", 128, 4, 4}};
+
+namespace {
+
+// A memory type in words: its index and property flags.
+std::string memory_words(const vkattn::Device& dev, uint32_t type) {
+  if (type == UINT32_MAX) return "none";
+  const VkMemoryPropertyFlags f = dev.memory_type_flags(type);
+  std::string w;
+  auto add = [&](VkMemoryPropertyFlags bit, const char* name) {
+    if (f & bit) w += std::string(w.empty() ? "" : "+") + name;
+  };
+  add(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "device-local");
+  add(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, "host-visible");
+  add(VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "cached");
+  return w + " (type " + std::to_string(type) + ")";
+}
+
+// Which memory each kind of vkattn's buffers gets on ctx's device: probes
+// of 4 KiB made as the library makes them.
+std::string memory_row(vkattn_context* ctx) {
+  vkattn::Context& c = *ctx->impl;
+  vkattn::Device& dev = c.device();
+  vkattn::Buffer data(dev, 4096, false), ring(dev, 4096, true);
+  const bool plans = vkattn::plan_on_device(c);
+  return "  memory: tensors, caches and scratch " + memory_words(dev, data.memory_type()) +
+         "; rings and staging " + memory_words(dev, ring.memory_type()) +
+         "; attention plans and page tables " +
+         (plans ? "copied to device-local memory" : "in host-visible memory") +
+         " (VKATTN_PLAN_MEMORY=" + (plans ? "device" : "host") + ")\n";
+}
+
+}  // namespace
 
 std::string device_table_row(vkattn_context* ctx) {
   const vkattn::Device& dev = ctx->impl->device();
@@ -25,7 +59,7 @@ std::string device_table_row(vkattn_context* ctx) {
   return vkattn::describe_attention_defaults(dev) +
          "  device extensions: " + (exts.empty() ? "none" : exts) +
          "; pipeline statistics (VKATTN_LOG=stats): " + (dev.caps().pipeline_stats ? "yes" : "no") +
-         "\n";
+         "\n" + memory_row(ctx);
 }
 
 std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t max_rows,

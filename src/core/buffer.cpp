@@ -6,7 +6,7 @@
 
 namespace vkattn {
 
-Buffer::Buffer(Device& device, uint64_t size, bool host_visible)
+Buffer::Buffer(Device& device, uint64_t size, bool host_visible, bool charged)
     : device_(device.shared_from_this()), size_(size) {
   const DeviceCaps& caps = device.caps();
   if (caps.max_allocation_size && size > caps.max_allocation_size)
@@ -39,10 +39,11 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible)
       type = device.find_memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
     }
     if (type == UINT32_MAX) fail(VKATTN_ERROR_UNSUPPORTED, "no suitable memory type for a buffer");
+    memory_type_ = type;
     // VKATTN_DEVICE_MEMORY_LIMIT counts data buffers (tensors, caches,
     // scratch), not host-visible staging and rings: those are host memory
     // on a discrete GPU, and reads and writes must work at the limit.
-    if (!host_visible) {
+    if (!host_visible && charged) {
       device.charge_memory(req.size);
       charged_ = req.size;
     }

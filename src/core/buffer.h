@@ -36,7 +36,9 @@ class Buffer {
  public:
   // host_visible: require mapped, coherent memory (staging, metadata rings);
   // otherwise device-local memory, mapped too where the device prefers it.
-  Buffer(Device& device, uint64_t size, bool host_visible);
+  // charged = false: internal metadata (the device ring of plans), not
+  // counted against VKATTN_DEVICE_MEMORY_LIMIT, like the host rings.
+  Buffer(Device& device, uint64_t size, bool host_visible, bool charged = true);
   // Borrows the caller's `handle`: bytes [0, size) are usable, `usage` is
   // what it was created with. No memory is allocated or freed.
   Buffer(Device& device, VkBuffer handle, uint64_t size, VkBufferUsageFlags usage);
@@ -47,6 +49,8 @@ class Buffer {
   VkBuffer handle() const { return buffer_; }
   uint64_t size() const { return size_; }
   uint8_t* mapped() const { return static_cast<uint8_t*>(mapped_); }
+  // The Vulkan memory type allocated (UINT32_MAX for a borrowed buffer).
+  uint32_t memory_type() const { return memory_type_; }
   bool borrowed() const { return borrowed_; }
   // Texel views may be made of it (owned buffers always; borrowed ones
   // when created with VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT).
@@ -71,6 +75,7 @@ class Buffer {
   void* mapped_ = nullptr;
   uint64_t size_ = 0;
   uint64_t charged_ = 0;  // bytes accounted with Device::charge_memory
+  uint32_t memory_type_ = UINT32_MAX;  // the memory type allocated (none: borrowed)
   VkBufferUsageFlags usage_ = 0;
   bool borrowed_ = false;
   struct ViewKey {

@@ -348,6 +348,7 @@ void Device::init_caps() {
   c.subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                        (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.prefer_host_visible = info_.device_type != VKATTN_DEVICE_DISCRETE_GPU;
+  c.loop_capped = info_.device_type == VKATTN_DEVICE_CPU;
   // Subgroup size control and pipeline statistics: what the device
   // supports (the device's creation enables them, an adopted device keeps
   // what its creator enabled), in one query of the offered extensions'

@@ -48,6 +48,10 @@ struct DeviceCaps {
   // Subgroup shuffles (subgroupShuffleXor) in compute shaders.
   bool subgroup_shuffle = false;
   bool prefer_host_visible = false;  // UMA / CPU devices: tensors live in mapped memory
+  // lavapipe's loop cap (core/loop_budget.h) applies: CPU devices. GPUs
+  // run any loop to its end, so bounds kept only for the cap (keys per
+  // decode item, splits per combine item) are lifted there.
+  bool loop_capped = false;
   // VKATTN_UNMAPPED_DATA=1: data buffers (tensors, caches, scratch) are never
   // mapped, so reads and writes take the staging paths of a discrete GPU
   // (how lavapipe tests them).

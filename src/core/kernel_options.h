@@ -32,6 +32,9 @@ struct KernelOptions {
   uint32_t attn_static_chunks = kUnset;    // VKATTN_ATTN_STATIC_CHUNKS
   uint32_t attn_decode_min_keys = kUnset;  // VKATTN_ATTN_DECODE_MIN_KEYS
   uint32_t attn_decode_merge = kUnset;     // VKATTN_ATTN_DECODE_MERGE
+  // Splits one combine item merges at most (more make a tree of combine
+  // levels); unset: as many as attention_combine.comp takes.
+  uint32_t attn_combine_fan_in = kUnset;  // VKATTN_ATTN_COMBINE_FAN_IN
   uint32_t attn_kernel = kUnset;  // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled, 2 coopmat, 3 decode
   // Per class of sequences (at most kDecodeMaxTokens query tokens, or
   // more), over VKATTN_ATTN_KERNEL: VKATTN_ATTN_KERNEL_DECODE and
@@ -78,6 +81,11 @@ struct KernelOptions {
   // VKATTN_KV_ROTATE_KEYS (ops/attention/rotate_q.h) leaves out its
   // 1 / sqrt(h), so the rotated half of a Q4 self-check can be watched.
   bool fault_rotation = false;
+  // VKATTN_PLAN_MEMORY=host|device: where attention plans (items, combine
+  // items, sequence records, page tables) live for the kernels; unset: the
+  // device's own (device-local on discrete GPUs, host-visible elsewhere).
+  uint32_t plan_memory = kUnset;  // 0 host, 1 device
+  bool bad_plan_memory = false;   // a value that is neither
 
   // Some attention kernel choice is forced through the environment (then
   // the environment wins over tuned choices: VKATTN_LOG=kernels says
@@ -87,7 +95,7 @@ struct KernelOptions {
                        attn_split_keys, attn_target_items, attn_decode_min_keys, attn_decode_merge,
                        attn_kernel, attn_min_split_keys, attn_subgroups, attn_lanes_per_row,
                        attn_tile_keys, attn_double_buffer, attn_head_chunk, attn_row_splits,
-                       attn_kernel_decode, attn_kernel_prefill})
+                       attn_kernel_decode, attn_kernel_prefill, attn_combine_fan_in})
       if (v != kUnset) return true;
     return attn_o_regs != kUnset || disable_subgroup_ops || force_f16_math || bad_kernel_name;
   }
@@ -123,6 +131,7 @@ struct KernelOptions {
         {&K::attn_static_chunks, "VKATTN_ATTN_STATIC_CHUNKS", nullptr, 0, 1u << 16},
         {&K::attn_decode_min_keys, "VKATTN_ATTN_DECODE_MIN_KEYS", nullptr, 0, kMany},
         {&K::attn_decode_merge, "VKATTN_ATTN_DECODE_MERGE", nullptr, 0, 1},
+        {&K::attn_combine_fan_in, "VKATTN_ATTN_COMBINE_FAN_IN", nullptr, 2, 2048},
         {&K::attn_head_chunk, "VKATTN_ATTN_HEAD_CHUNK", nullptr, 1, 4096},
         {&K::attn_o_regs, "VKATTN_ATTN_O_REGS", nullptr, 0, 1},
         {&K::attn_row_splits, "VKATTN_ATTN_ROW_SPLITS", "row_splits", 1, 16},
@@ -173,6 +182,7 @@ struct KernelOptions {
     o.attn_static_chunks = env_uint("VKATTN_ATTN_STATIC_CHUNKS", kUnset);
     o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
     o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
+    o.attn_combine_fan_in = env_uint("VKATTN_ATTN_COMBINE_FAN_IN", kUnset);
     o.attn_min_split_keys = env_uint("VKATTN_ATTN_MIN_SPLIT_KEYS", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
     o.batch_invariant = env_uint("VKATTN_BATCH_INVARIANT", 0) != 0;
@@ -193,6 +203,14 @@ struct KernelOptions {
     o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
     o.fault_odd_stores = env_uint("VKATTN_FAULT_ODD_STORES", 0) != 0;
     o.fault_rotation = env_uint("VKATTN_FAULT_ROTATION", 0) != 0;
+    if (const char* pm = std::getenv("VKATTN_PLAN_MEMORY"); pm && *pm) {
+      if (std::strcmp(pm, "host") == 0)
+        o.plan_memory = 0;
+      else if (std::strcmp(pm, "device") == 0)
+        o.plan_memory = 1;
+      else
+        o.bad_plan_memory = true;
+    }
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);

@@ -10,7 +10,8 @@
 namespace vkattn {
 
 namespace {
-constexpr uint64_t kChunkSize = 4ull << 20;  // ring chunk
+constexpr uint64_t kChunkSize = 4ull << 20;         // ring chunk
+constexpr uint64_t kDeviceChunkSize = 1ull << 20;  // device ring chunk
 constexpr uint32_t kSetsPerPool = 256;
 
 uint64_t align_up(uint64_t v, uint64_t a) {
@@ -210,6 +211,30 @@ HostSlice Recorder::alloc_host(uint64_t size) {
   return HostSlice{chunk, off, chunk->mapped() + off, size};
 }
 
+DeviceSlice Recorder::alloc_device(uint64_t size) {
+  cmd();
+  const DeviceCaps& caps = device_.caps();
+  uint64_t align =
+      std::max<uint64_t>({caps.min_storage_offset_alignment, caps.min_texel_offset_alignment, 64});
+  size = std::max<uint64_t>(size, 4);
+  Batch& b = *open_;
+  uint64_t off = align_up(b.device_chunk_offset, align);
+  if (b.device_chunks.empty() || off + size > b.device_chunks.back()->size()) {
+    std::unique_ptr<Buffer> chunk;
+    if (size <= kDeviceChunkSize && !spare_device_chunks_.empty()) {
+      chunk = std::move(spare_device_chunks_.back());
+      spare_device_chunks_.pop_back();
+    } else {
+      chunk = std::make_unique<Buffer>(device_, std::max(size, kDeviceChunkSize), false, false);
+    }
+    b.device_chunks.push_back(std::move(chunk));
+    off = 0;
+  }
+  Buffer* chunk = b.device_chunks.back().get();
+  b.device_chunk_offset = off + size;
+  return DeviceSlice{chunk, off, size};
+}
+
 VkDescriptorPool Recorder::new_pool() {
   if (!spare_pools_.empty()) {
     VkDescriptorPool p = spare_pools_.back();
@@ -312,6 +337,10 @@ void Recorder::recycle(std::unique_ptr<Batch> b) {
     if (c->size() == kChunkSize) spare_chunks_.push_back(std::move(c));
   b->chunks.clear();
   b->chunk_offset = 0;
+  for (auto& c : b->device_chunks)
+    if (c->size() == kDeviceChunkSize) spare_device_chunks_.push_back(std::move(c));
+  b->device_chunks.clear();
+  b->device_chunk_offset = 0;
   for (auto p : b->pools) {
     vk.vkResetDescriptorPool(dev, p, 0);
     spare_pools_.push_back(p);

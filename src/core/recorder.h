@@ -8,7 +8,9 @@
 // that used them, so a read waits only when it must and a write that races
 // with recorded work is itself recorded (stream order). Per-call metadata
 // goes to a ring of host-visible chunks that is recycled when the batch
-// that used it has finished.
+// that used it has finished; data kernels read in their dependent chains
+// (attention plans on discrete GPUs) may be copied into a ring of
+// device-local chunks, recycled alike.
 //
 // Failure rules (vkattn.h "Errors"): an op acquires everything that can
 // fail (the open batch, descriptor sets, ring memory, buffers) before it
@@ -40,6 +42,15 @@ struct HostSlice {
   Buffer* buffer = nullptr;
   uint64_t offset = 0;
   uint8_t* host = nullptr;
+  uint64_t size = 0;
+};
+
+// A slice of device-local memory of the open batch's device ring, valid
+// until its batch has completed: filled by a copy the op records (from a
+// HostSlice), read by its kernels without a trip to host memory.
+struct DeviceSlice {
+  Buffer* buffer = nullptr;
+  uint64_t offset = 0;
   uint64_t size = 0;
 };
 
@@ -77,6 +88,9 @@ class Recorder {
   }
   // Host-visible scratch of `size` bytes aligned for storage/texel use.
   HostSlice alloc_host(uint64_t size);
+  // Device-local scratch of `size` bytes, aligned alike (not counted
+  // against VKATTN_DEVICE_MEMORY_LIMIT: metadata, as the host ring).
+  DeviceSlice alloc_device(uint64_t size);
   // A descriptor set from the open batch's pools.
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
 
@@ -127,6 +141,7 @@ class Recorder {
   std::unique_ptr<Batch> open_;
   std::vector<std::unique_ptr<Batch>> spare_;
   std::vector<std::unique_ptr<Buffer>> spare_chunks_;
+  std::vector<std::unique_ptr<Buffer>> spare_device_chunks_;
   std::vector<VkDescriptorPool> spare_pools_;
   bool needs_barrier_ = false;
   bool profile_ = false;

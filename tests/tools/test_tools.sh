@@ -297,6 +297,18 @@ expect "says it is not found" err_has "expect-family: /no/such/program: not foun
 run "expect-family.sh --classes -x tiled true" bash "$T/expect-family.sh" --classes -x tiled true
 expect "exit status 2" rc_is 2
 
+run "gpu/facts.sh (no arguments)" bash "$G/facts.sh"
+expect "exit status 2" rc_is 2
+expect "usage line" err_has "usage:"
+run "gpu/facts.sh /no/such/build" bash "$G/facts.sh" /no/such/build
+expect "exit status 2" rc_is 2
+run "check_version.py (no arguments)" "$py" "$T/check_version.py"
+expect "exit status 2" rc_is 2
+run "check_abi_version.py --bogus" "$py" "$T/check_abi_version.py" --bogus
+expect "exit status 2" rc_is 2
+run "check_function_length.py --max x" "$py" "$T/check_function_length.py" --max x
+expect "exit status 2" rc_is 2
+
 run "abi-check.sh (no arguments)" bash "$T/abi-check.sh"
 expect "exit status 2" rc_is 2
 expect "usage line" err_has "usage:"

@@ -8,10 +8,15 @@
 # step that no longer fits what is left (the summary says so), and always
 # leaves OUTDIR/summary.md (tools/gpu/campaign_summary.py) and
 # OUTDIR/../campaign.tar.gz before the budget ends, even when a step hangs.
+#   0. facts (no GPU work): NUMA nodes, the IOMMU, BAR1, vkattn's memory
+#      types (system.txt), for the spread between processes;
 #   1. decode: the bench's decode cases (long contexts first) on the
-#      table's choice, on forced tiled, in PyTorch where it is installed,
-#      and the table's choice again in a second process (the spread
-#      between processes: up to 4x on the H200, 2026-11-27);
+#      table's choice in four processes A B A B (A pinned to NUMA node 0,
+#      B to node 1 where numactl sees two; no VKATTN_* knob: the
+#      default-choice runs), between them the plan forced into host memory
+#      (VKATTN_PLAN_MEMORY=host: the spread's first suspect, 2026-11-28),
+#      forced tiled, PyTorch where it is installed, and one run with the
+#      kernel log and the driver's statistics (VKATTN_LOG; named forced);
 #   2. coopmat and prefill: coopmat's self-checks where the device offers
 #      it, the prefill cases on the table's choice, forced tiled, forced
 #      coopmat, and PyTorch;
@@ -141,15 +146,32 @@ torch_ok=0
 python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null && torch_ok=1
 [ $torch_ok = 1 ] || log "== torch not applicable (no PyTorch with CUDA on this machine)"
 
-# 1. Decode.
-step q1_decode 20 150 env VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$decode") \
-  --json "$out/q1_decode.json"
-step q1_decode_tiled 20 90 env VKATTN_ATTN_KERNEL=tiled VKATTN_LOG=kernels,stats $B --reps "$reps" \
-  $(cases_args "$long") --json "$out/q1_decode_tiled.json"
+# 0. Facts: where the GPU hangs, whether an IOMMU translates its reads of
+# host memory, what vkattn's buffers get (vkattn-info's memory line).
+step facts 3 30 bash "$here/facts.sh" "$build"
+# Processes A and B on NUMA nodes 0 and 1 where there are two.
+pin_a="" pin_b=""
+if command -v numactl >/dev/null && [ "$(numactl -H 2>/dev/null | sed -n 's/^available: \([0-9]*\) nodes.*/\1/p')" -ge 2 ] 2>/dev/null; then
+  pin_a="numactl --cpunodebind=0 --membind=0" pin_b="numactl --cpunodebind=1 --membind=1"
+  log "== pinning processes A to NUMA node 0, B to node 1"
+fi
+# 1. Decode: default-choice processes A B A B with the forced runs between.
+default_run() {  # NAME PIN: the table's choice over every decode case, no VKATTN_* knob
+  step "$1" 20 120 env -u VKATTN_LOG -u VKATTN_PLAN_MEMORY $2 $B --reps "$reps" \
+    $(cases_args "$decode") --json "$out/$1.json"
+}
+default_run q1_decode_a "$pin_a"
+step q1_decode_forced_plan_host 20 90 env VKATTN_PLAN_MEMORY=host $pin_a $B --reps "$reps" \
+  $(cases_args "$long") --json "$out/q1_decode_forced_plan_host.json"
+default_run q1_decode_b "$pin_b"
 [ $torch_ok = 1 ] && step q1_torch 10 90 python3 tools/bench_torch.py $(cases_args "$decode $prefill") \
   --json "$out/q1_torch.json"
-step q1_decode_again 20 90 env VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$long") \
-  --json "$out/q1_decode_again.json"
+step q1_decode_tiled 20 90 env VKATTN_ATTN_KERNEL=tiled VKATTN_LOG=kernels,stats $B --reps "$reps" \
+  $(cases_args "$long") --json "$out/q1_decode_tiled.json"
+default_run q1_decode_a2 "$pin_a"
+default_run q1_decode_b2 "$pin_b"
+step q1_decode_forced_log 15 60 env VKATTN_LOG=kernels,stats $B --reps 1 $(cases_args "$long") \
+  --json "$out/q1_decode_forced_log.json"
 
 # 2. coopmat and prefill.
 if [ $coopmat_ok = 1 ]; then

@@ -14,8 +14,10 @@ import re
 import sys
 
 SECTIONS = [
-    ("1. Decode: the table's choice, forced tiled, PyTorch", ["q1_decode", "q1_decode_tiled",
-                                                             "q1_torch", "q1_decode_again"]),
+    ("1. Decode: the table's choice in processes A B A B, forced runs, PyTorch",
+     ["facts", "q1_decode_a", "q1_decode_forced_plan_host", "q1_decode_b", "q1_torch",
+      "q1_decode_tiled", "q1_decode_a2", "q1_decode_b2", "q1_decode_forced_log",
+      "q1_decode", "q1_decode_again"]),
     ("2. coopmat and prefill", ["q2_coopmat_checks", "q2_prefill", "q2_prefill_tiled",
                                 "q2_prefill_coopmat"]),
     ("3. The driver's pipeline statistics", []),
@@ -75,25 +77,43 @@ def spread(c):
         hi, (int, float)) else "-"
 
 
+# The default-choice processes of step 1, in order (older campaigns:
+# q1_decode and q1_decode_again).
+DEFAULT_DECODE = ["q1_decode_a", "q1_decode_b", "q1_decode_a2", "q1_decode_b2"]
+
+
 def decode_section(out, lines):
-    table, tiled = cases(load(out, "q1_decode")), cases(load(out, "q1_decode_tiled"))
-    torch, again = cases(load(out, "q1_torch")), cases(load(out, "q1_decode_again"))
-    if not table:
+    runs = [(n, cases(load(out, n))) for n in DEFAULT_DECODE]
+    runs = [(n, c) for n, c in runs if c]
+    if not runs:  # an older campaign's two processes
+        runs = [(n, cases(load(out, n))) for n in ("q1_decode", "q1_decode_again")]
+        runs = [(n, c) for n, c in runs if c]
+    if not runs:
         return False
-    print("vkattn-bench medians (GPU timestamps, answers verified first); runs = fastest-slowest "
-          "of the timed runs; again = the table's choice in a second process.\n")
-    print("| case | table ms | runs | % of peak | again ms | tiled ms | tiled / table | "
-          "torch ms | torch / table | table's kernel |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, c in table.items():
-        t, x, a = tiled.get(name, {}), torch.get(name, {}), again.get(name, {})
-        m = c.get("median_ms")
-        ratio = lambda o: fmt(o / m, "%.2f") if isinstance(o, (int, float)) and m else "-"
-        print("| %s | %s%s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            name, fmt(m), "" if c.get("ok", True) else " WRONG", spread(c), pct(c),
-            fmt(a.get("median_ms")), fmt(t.get("median_ms")), ratio(t.get("median_ms")),
-            fmt(x.get("median_ms")), ratio(x.get("median_ms")),
-            (c.get("variant") or "").split(";")[0]))
+    host = cases(load(out, "q1_decode_forced_plan_host"))
+    tiled, torch = cases(load(out, "q1_decode_tiled")), cases(load(out, "q1_torch"))
+    print("vkattn-bench medians (GPU timestamps, answers verified first) of the table's choice in "
+          "each default-choice process (%s; no VKATTN_* knob); spread = the slowest process's "
+          "median over the fastest's; %% of peak = the slowest process's fraction_of_peak; "
+          "plan host = VKATTN_PLAN_MEMORY=host forced; torch / worst = PyTorch's median over "
+          "vkattn's slowest.\n" % ", ".join(n for n, _ in runs))
+    head = " | ".join("%s ms" % n.replace("q1_decode_", "") for n, _ in runs)
+    print("| case | %s | spread | %% of peak (worst) | plan host ms | tiled ms | torch ms | "
+          "torch / worst | kernel |" % head)
+    print("|---|" + "---|" * len(runs) + "---|---|---|---|---|---|---|")
+    names = list(dict.fromkeys(n for _, c in runs for n in c))
+    for name in names:
+        per = [c.get(name, {}) for _, c in runs]
+        ms = [p.get("median_ms") for p in per if isinstance(p.get("median_ms"), (int, float))]
+        worst = max(per, key=lambda p: p.get("median_ms") or 0)
+        wrong = any(p and not p.get("ok", True) for p in per)
+        x = torch.get(name, {}).get("median_ms")
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, " | ".join(fmt(p.get("median_ms")) for p in per) + (" WRONG" if wrong else ""),
+            fmt(max(ms) / min(ms), "%.2f") if ms and min(ms) > 0 else "-", pct(worst),
+            fmt(host.get(name, {}).get("median_ms")), fmt(tiled.get(name, {}).get("median_ms")),
+            fmt(x), fmt(x / max(ms), "%.2f") if x and ms else "-",
+            (worst.get("variant") or "").split(";")[0]))
     return True
 
 
@@ -129,8 +149,8 @@ def stats_section(out, lines, info):
               "(vkattn-info)")
         return True
     rows = {}
-    for name in ["q1_decode", "q1_decode_tiled", "q1_decode_again", "q2_prefill",
-                 "q2_prefill_tiled", "q2_prefill_coopmat", "q4_tuned"]:
+    for name in ["q1_decode_forced_log", "q1_decode", "q1_decode_tiled", "q1_decode_again",
+                 "q2_prefill", "q2_prefill_tiled", "q2_prefill_coopmat", "q4_tuned"]:
         for c in cases(load(out, name)).values():
             for p in c.get("pipelines") or []:
                 key = (p.get("shader"), json.dumps(p.get("spec")), p.get("executable"))
@@ -151,7 +171,8 @@ def stats_section(out, lines, info):
 
 
 def tune_section(out, lines):
-    table = {**cases(load(out, "q1_decode")), **cases(load(out, "q2_prefill"))}
+    table = {**cases(load(out, "q1_decode_a") or load(out, "q1_decode")),
+             **cases(load(out, "q2_prefill"))}
     tuned = cases(load(out, "q4_tuned"))
     if not tuned:
         return False
@@ -251,6 +272,14 @@ def main(argv):
     else:
         print("no device information: " + lines.get("info", "the info step did not run"))
     print()
+    facts = read(os.path.join(out, "facts.log"))
+    if facts:  # step 0: IOMMU, NUMA, BAR1, vkattn's memory types (a few lines each)
+        print("Machine facts (facts.log):\n")
+        for block in re.split(r"^== ", facts, flags=re.M)[1:]:
+            head, _, body = block.partition("\n")
+            body = [l.strip() for l in body.splitlines() if l.strip()][:4]
+            print("    %s: %s" % (head.strip(), " / ".join(body) or "-"))
+        print()
     first = (steps or "").splitlines()[:1]
     if first:
         print(first[0] + "; " + (lines.get("torch") and "PyTorch " + lines["torch"] or

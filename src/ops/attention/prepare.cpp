@@ -29,15 +29,42 @@ uint32_t texel_kind(vkattn_dtype dt, uint32_t dim, bool scalar) {
   return (dt != VKATTN_F32 && dim % 8 == 0) ? 2 : 1;
 }
 
-// Splits one combine item may merge: attention_combine.comp runs, per lane,
-// ceil(stride / 64) rows of 2 (n + 1) + (dv + 1) + dv (n + 1) loop
-// iterations (plus the row loop's own).
-uint32_t combine_fan_in(uint32_t stride, uint32_t dv) {
-  const uint64_t rows = (stride + 63) / 64;
-  const uint64_t per_row = (kLoopUsable - loop_cost(0)) / rows - 1;  // minus the row loop
-  if (per_row < 3 * uint64_t(dv) + 8) return 2;
-  const uint64_t n_plus_1 = (per_row - loop_cost(dv)) / (uint64_t(dv) + 2);
-  return static_cast<uint32_t>(std::clamp<uint64_t>(n_plus_1 - 1, 2, 1u << 20));
+// attention_combine.comp's MAX_W: the (row, slot) weights of a row chunk.
+constexpr uint32_t kCombineMaxWeights = 2048;
+
+// attention_combine.comp's loop iterations for one lane of an item of
+// `stride` rows (the worst case) merging n slots of dv elements: its row
+// chunks, lanes per row, and per chunk the lse loads, the two reductions
+// (their strided loops and trees), the weights and the (row, word) jobs,
+// each summing n slots four at a time and then the rest.
+uint64_t combine_loop_cost(uint64_t stride, uint64_t dv, uint64_t n) {
+  constexpr uint64_t kLanes = 64, kMaxW = kCombineMaxWeights;
+  const uint64_t rc = std::min({stride, kLanes, std::max<uint64_t>(1, kMaxW / n)});
+  uint64_t lpr = 1, tree = 0, lpr_steps = 0;
+  while (lpr * 2 * rc <= kLanes) lpr *= 2, ++lpr_steps;
+  for (uint64_t off = lpr / 2; off > 0; off /= 2) ++tree;
+  const uint64_t chunks = (stride + rc - 1) / rc, words = (dv + 1) / 2;
+  const uint64_t pairs = (rc * n + kLanes - 1) / kLanes, strided = (n + lpr - 1) / lpr;
+  const uint64_t jobs = (rc * (words + 1) + kLanes - 1) / kLanes;
+  const uint64_t per_chunk = 2 * loop_cost(pairs) + 2 * loop_cost(strided) + 2 * loop_cost(tree) +
+                             loop_cost(jobs) + jobs * (loop_cost(n / 4) + loop_cost(n % 4));
+  return loop_cost(lpr_steps) + loop_cost(chunks) + chunks * per_chunk;
+}
+
+// Splits one combine item may merge: at most kCombineMaxWeights (the
+// shader's shared weights of a row chunk hold one row's), and on a device
+// with lavapipe's loop cap within it (combine_loop_cost).
+uint32_t combine_fan_in(uint32_t stride, uint32_t dv, bool loop_capped) {
+  if (!loop_capped) return kCombineMaxWeights;
+  uint32_t lo = 2, hi = kCombineMaxWeights;
+  while (lo < hi) {  // the largest n whose cost fits (the cost grows with n)
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (combine_loop_cost(stride, dv, mid) <= kLoopUsable)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
 }
 
 // The widest texel kind (at most `kind`) whose width divides the first
@@ -273,7 +300,8 @@ ScheduleLimits schedule_limits(Context& ctx, const AttentionCall& c, const Prepa
   lim.arena_rows = std::min(
       lim.arena_rows_max,
       (ctx.options().scratch_bytes ? ctx.options().scratch_bytes : kScratchBytes) / (part_row + 4));
-  lim.fan_in = combine_fan_in(var.tile_rows(), c.desc.head_dim_v);
+  lim.fan_in = std::min(combine_fan_in(var.tile_rows(), c.desc.head_dim_v, caps.loop_capped),
+                        ctx.options().attn_combine_fan_in);  // (VKATTN_ATTN_COMBINE_FAN_IN)
   lim.static_chunks = var.static_chunks;
   lim.max_groups = uint64_t(caps.max_workgroup_count[0]) *
                    std::min<uint32_t>(caps.max_workgroup_count[1], 65535);
@@ -318,9 +346,23 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   return shape;
 }
 
+// Whether this context's kernels read plans from device-local memory
+// (VKATTN_PLAN_MEMORY=device; by default on discrete GPUs, whose
+// host-visible memory is system RAM behind PCIe) or from host-visible
+// memory (VKATTN_PLAN_MEMORY=host; by default on UMA and CPU devices,
+// where that is the device's memory anyway).
+bool plan_on_device(Context& ctx) {
+  const uint32_t forced = ctx.options().plan_memory;
+  return forced != KernelOptions::kUnset ? forced == 1
+                                         : !ctx.device().caps().prefer_host_visible;
+}
+
 // The plan's device copy: items | combine items | sequences | block table,
-// in the step's own buffer (reused by every layer) or the recorder's host
-// slice for this call.
+// in the step's own buffer (reused by every layer) or the recorder's ring
+// for this call. Host plans are written in place (host-visible memory);
+// device plans keep their bytes in plan_image, copied into device-local
+// memory (the step's buffer, or the open batch's device ring) by the
+// first call that records the plan (record_attention: stage_plan_uploads).
 void upload_plan(Context& ctx, const AttentionCall& c, const std::vector<uint32_t>& table,
                  PreparedPlan* pp) {
   const Plan& plan = pp->plan;
@@ -333,11 +375,25 @@ void upload_plan(Context& ctx, const AttentionCall& c, const std::vector<uint32_
   const uint64_t o_seqs = o_combine + round_up(combine_bytes, kRegionAlign);
   const uint64_t o_table = o_seqs + round_up(seqs_bytes, kRegionAlign);
   const uint64_t bytes = o_table + round_up(std::max<uint64_t>(table_bytes, 16), kRegionAlign);
+  const bool on_device = plan_on_device(ctx);
   std::shared_ptr<Buffer> data;
   Buffer* raw = nullptr;
   uint64_t base = 0;
   uint8_t* m = nullptr;
-  if (c.step) {
+  if (on_device) {
+    pp->plan_image.assign(bytes, 0);
+    m = pp->plan_image.data();
+    if (c.step) {
+      data = std::make_shared<Buffer>(ctx.device(), bytes, false, false);
+      pp->plan_dst = data.get();
+    } else {
+      const DeviceSlice d = ctx.recorder().alloc_device(bytes);
+      raw = d.buffer, base = d.offset;
+      pp->plan_dst = raw;
+    }
+    pp->plan_dst_offset = base;
+    pp->upload_pending = true;
+  } else if (c.step) {
     data = std::make_shared<Buffer>(ctx.device(), bytes, true);
     m = data->mapped();
   } else {
@@ -346,6 +402,7 @@ void upload_plan(Context& ctx, const AttentionCall& c, const std::vector<uint32_
     base = s.offset;
     m = s.host;
   }
+  pp->plan_on_device = on_device;
   std::memset(m, 0, bytes);
   std::memcpy(m + o_items, sched.items.data(), items_bytes);
   if (combine_bytes) std::memcpy(m + o_combine, sched.combine.data(), combine_bytes);

@@ -76,6 +76,16 @@ struct PreparedPlan {
   const char* source = "table";
   uint32_t window_pages = 0;  // caller pools: pages of one binding window
   Region items, combine, seqs, table;
+  // Where the kernels read the regions above: device-local memory
+  // (VKATTN_PLAN_MEMORY=device, discrete GPUs' default) or host-visible.
+  // A device plan's bytes wait in plan_image until a call records their
+  // copy to plan_dst (upload_pending; the step's own buffer, or this call's
+  // device ring slice).
+  bool plan_on_device = false;
+  std::vector<uint8_t> plan_image;
+  Buffer* plan_dst = nullptr;
+  uint64_t plan_dst_offset = 0;
+  bool upload_pending = false;
   // Batch invariance: a sequence whose pages change pool buffer (or caller
   // pool window) is read from copies of its pages gathered into buffers of
   // their own, chunk c of it (at most one binding's pages, cut at fixed
@@ -87,6 +97,10 @@ struct PreparedPlan {
   std::vector<uint32_t> gathered;
   std::vector<uint32_t> gather_first;
 };
+
+// Whether the context's attention kernels read their plans from
+// device-local memory (VKATTN_PLAN_MEMORY; default: discrete GPUs).
+bool plan_on_device(Context& ctx);
 
 // Which sequences of a call a plan serves: all of them, or those with at
 // most kDecodeMaxTokens query tokens (decode-shaped) or the others. Parts

@@ -486,7 +486,7 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
   const Schedule& sched = pp.sched;
   std::fprintf(stderr,
                "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
-               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s\n",
+               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s\n",
                family.name,
                static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
                                                pp.units.group),
@@ -494,7 +494,7 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
                static_cast<unsigned long long>(max_tile_keys(sched, pass)),
                static_cast<unsigned long long>(pass_pairs(sched, pass)), sched.combine.size(),
                pass.count, cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
-               pp.source);
+               pp.source, pp.plan_on_device ? "device" : "host");
 }
 
 }  // namespace
@@ -536,6 +536,15 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   if (stats.items == 0) return;
   host_alloc_point();
   ctx.last_attention = stats;
+  // Device-local plans not yet copied (a step's plan: its first call;
+  // others: this call's ring slice): staged now, copied below.
+  std::vector<std::pair<PreparedPlan*, HostSlice>> uploads;
+  for (const auto& pp : plans)
+    if (pp->upload_pending) {
+      HostSlice s = ctx.recorder().alloc_host(pp->plan_image.size());
+      std::memcpy(s.host, pp->plan_image.data(), pp->plan_image.size());
+      uploads.emplace_back(pp.get(), s);
+    }
 
   const uint32_t flags = call_flags(c);  // pick
   const bool log = ctx.options().log_kernels;
@@ -571,6 +580,12 @@ void record_attention(Context& ctx, const AttentionCall& call) {
       for (const auto& level : wave.levels)
         for (const CombinePass& pass : level) prepared.push_back(bind.combine(*combine, pass));
     }
+  }
+  for (auto& [pp, staged] : uploads) {
+    const VkBufferCopy region{staged.offset, pp->plan_dst_offset, staged.size};
+    ctx.recorder().copy_buffer(*staged.buffer, *pp->plan_dst, &region, 1);
+    pp->upload_pending = false;
+    if (pp->items.buffer) pp->plan_image = {};  // a step's plan: copied for good
   }
   packed.record_inputs();
   if (rotated) rotated->record();

@@ -337,6 +337,8 @@ void check_family_names(const KernelOptions& forced) {
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "VKATTN_ATTN_KERNEL (or VKATTN_ATTN_KERNEL_DECODE, VKATTN_ATTN_KERNEL_PREFILL) names no "
          "kernel family (lanes, tiled, coopmat or decode)");
+  if (forced.bad_plan_memory)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_PLAN_MEMORY is neither host nor device");
 }
 
 }  // namespace

@@ -207,7 +207,9 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
       if (v.rows % v.row_splits != 0) probe.var.row_splits = v.row_splits = v.rows;
     }
   }
-  v.max_keys = std::min(v.max_keys, decode_max_keys(v, head_dim, head_dim_v));
+  // The loop cap's bound on keys per item, where the device has the cap
+  // (on GPUs it cut 8x32768-paged into 25 splits for nothing).
+  if (caps.loop_capped) v.max_keys = std::min(v.max_keys, decode_max_keys(v, head_dim, head_dim_v));
   v.min_split_keys = K::pick(forced.attn_min_split_keys, 128);
   v.min_split_keys = std::max(1u, std::min(v.min_split_keys, v.max_keys));
 }
