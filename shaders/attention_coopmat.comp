@@ -15,9 +15,11 @@
 //      the key range, padding keys and the head dim), and q's (scaled, f16)
 //      unless the whole head dim fits one chunk (then q is staged once);
 //      S is stored to shared memory as f32 (the accumulators' only way out);
-//   2. the subgroup's lanes take its rows one each: transforms and
-//      visibility exactly as attention_mask.glsl says (a hidden score is
-//      -inf), the online-softmax update, P as f16, the row's rescale alpha;
+//   2. the subgroup's lanes take its rows, LPR lanes a row (SG / TM by
+//      default: every row at once; each lane a strided share of the tile's
+//      keys; row max and sum by subgroup shuffles): transforms and visibility exactly as attention_mask.glsl
+//      says (a hidden score is -inf), the online-softmax update, P as f16,
+//      the row's rescale alpha;
 //   3. O = O * alpha + P V, DVC columns of V at a time: the chunk's V
 //      columns, f16, zero for keys no row of the item sees (so a 0 in P
 //      never meets a NaN in V); each TM x TN block of P V starts from zero
@@ -31,9 +33,16 @@
 //      on that known layout, never on an accumulator. A NaN in V at a key
 //      that some row of the tile sees reaches the tile's other rows too
 //      (0 * NaN), as in every tensor-core attention.
+// K and V take turns in one shared tile (sh_kv: K's chunk for step 1, V's
+// for step 3). Where each is one chunk (ONE_CHUNK: the head dims fit), the
+// tile's V is loaded into registers when the tile starts and the next
+// tile's K right after this one's is staged, so both global loads run
+// under the math (V's unconditionally: a key no row sees is zeroed when
+// it is stored, never skipped by the load, which would wait for the
+// softmax); with chunks, each chunk is loaded when it is staged.
 // Between a subgroup's stores and its own lanes' loads (scores, P V
 // blocks) a subgroup barrier is enough: no other subgroup touches those
-// rows. Workgroup barriers guard only what is shared (the K/V tiles, the
+// rows. Workgroup barriers guard only what is shared (the K/V tile, the
 // seen-keys mask): four per tile when V is one chunk.
 //
 // The Vulkan rules the matrices follow (../shared/GPU-KERNELS.md §2; an
@@ -62,6 +71,7 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
@@ -87,6 +97,7 @@ layout(constant_id = 15) const uint DC = 64;  // q/k head-dim columns per chunk:
 layout(constant_id = 16) const uint DVC = 64; // v head-dim columns per chunk: a multiple of TN, <= DVP
 layout(constant_id = 17) const uint SG = 8;    // the subgroup size the pipeline requires
 layout(constant_id = 18) const uint OREG = 0;  // 1: O in registers (DVC == DVP, TM*TN % SG == 0)
+layout(constant_id = 19) const uint LPR = 1;   // lanes a row in the softmax: SG / TM .. SG, powers of 2
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -105,11 +116,17 @@ const uint QS = DC / 4u + 2u;   // f16vec4 per staged q or K row
 const uint VS = DVC / 4u + 2u;  // f16vec4 per staged V row
 const uint PS = BC / 4u + 2u;   // f16vec4 per P row
 const uint SS = BC / 4u + 1u;   // vec4 per score row
+const uint KVN = BC * (QS > VS ? QS : VS);
 shared f16vec4 sh_q[ROWS * QS];  // a chunk of q's columns
-shared f16vec4 sh_k[BC * QS];    // the tile's K, the same columns
-shared f16vec4 sh_v[BC * VS];    // the tile's V, a chunk of columns
+shared f16vec4 sh_kv[KVN];       // the tile's K (rows of QS), then its V (rows of VS)
 shared vec4 sh_s[ROWS * SS];     // scores, masked ones as -inf; then P V blocks, output blocks
 shared f16vec4 sh_p[ROWS * PS];  // exp(s - m)
+const uint RPP = SG / LPR;  // rows the subgroup's softmax takes at once (divides TM)
+// ONE_CHUNK: K and V are loaded a tile ahead into registers, KL and VL
+// 4-vectors a lane.
+const bool ONE_CHUNK = DC == DP && DVC == DVP;
+const uint KL = ONE_CHUNK ? (BC * DC4 + WG - 1u) / WG : 1u;
+const uint VL = ONE_CHUNK ? (BC * DVC4 + WG - 1u) / WG : 1u;
 const bool O_IN_REGS = OREG != 0u;
 const uint NB = O_IN_REGS ? DVP / TN : 1u;      // blocks of O's columns
 const uint OE = O_IN_REGS ? TM * TN / SG : 1u;  // a lane's elements of one block
@@ -146,6 +163,35 @@ void stage_q(Item it, Seq sq, uint G, uint row_lim, uint c0) {
   }
 }
 
+// Texel x of the tile's K chunk (key kt + x / DC4, columns c0 + 4 (x %
+// DC4)): f16, zero beyond the key range, padding keys and the head dim
+// (8-bit caches dequantized into it).
+f16vec4 k_texel(Item it, Seq sq, uint kt, uint c0, uint x) {
+  uint j = x / DC4, c = c0 / 4u + x % DC4, key = kt + j;
+  vec4 k = vec4(0.0);
+  if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
+    k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c, 0u) *
+        kv_chunk_scale(false, sq, it.kv_head, key, c);
+  return f16vec4(k);
+}
+
+// Texel x of the tile's V chunk (key kt + x / DVC4, columns v0 + 4 (x %
+// DVC4)): f16, zero beyond the key range and the head dim. Keys no row
+// sees are loaded too and zeroed where the tile is stored (v_seen).
+f16vec4 v_texel(Item it, Seq sq, uint kt, uint v0, uint x) {
+  uint j = x / DVC4, c = v0 / 4u + x % DVC4, key = kt + j;
+  vec4 v = vec4(0.0);
+  if (key < it.k_end && c < DV4)
+    v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c, 1u) *
+        kv_chunk_scale(true, sq, it.kv_head, key, c);
+  return f16vec4(v);
+}
+
+// Whether some row of the work item sees key kt + j (after the softmax).
+bool key_seen(uint j) {
+  return ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u;
+}
+
 // Block nb (columns nb * TN .. + TN of the staged V chunk) of this
 // subgroup's P V, from a fresh accumulator (never loaded from memory),
 // stored into the subgroup's own score rows for its lanes to read.
@@ -155,7 +201,7 @@ void pv_block_to_scores(uint r0, uint nb) {
     MAT_A a;
     MAT_B b;
     coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatLoad(b, sh_v, kb * TK * VS + nb * (TN / 4u), VS, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(b, sh_kv, kb * TK * VS + nb * (TN / 4u), VS, gl_CooperativeMatrixLayoutRowMajor);
     o = coopMatMulAdd(a, b, o);
   }
   coopMatStore(o, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
@@ -206,26 +252,62 @@ void main() {
     sh_l[x] = 0.0;
   }
 
+  // ONE_CHUNK: the first tile's K, ahead (then each tile's V at its start
+  // and the next tile's K after this one's is staged).
+  f16vec4 kpre[KL], vpre[VL];
+  [[unroll]] for (uint i = 0u; i < KL; ++i) {
+    const uint x = lid + WG * i;
+    kpre[i] = ONE_CHUNK && x < BC * DC4 && it.k_begin < it.k_end
+                  ? k_texel(it, sq, it.k_begin, 0u, x)
+                  : f16vec4(0.0);
+  }
+  [[unroll]] for (uint i = 0u; i < VL; ++i) vpre[i] = f16vec4(0.0);
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
     // 1. S = Q K^T for this subgroup's rows, a chunk of DC head-dim
     // columns at a time.
     MAT_C sc[BC / TN];
     [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) sc[nb] = MAT_C(0.0);
-    for (uint c0 = 0u; c0 < DP; c0 += DC) {
+    if (ONE_CHUNK) {
+      // This tile's V, issued now and stored after the softmax.
+      [[unroll]] for (uint i = 0u; i < VL; ++i) {
+        const uint x = lid + WG * i;
+        vpre[i] = x < BC * DVC4 ? v_texel(it, sq, kt, 0u, x) : f16vec4(0.0);
+      }
+      // Every subgroup is done with the previous tile's V (and q is staged).
+      memoryBarrierShared();
+      barrier();
+      [[unroll]] for (uint i = 0u; i < KL; ++i) {
+        const uint x = lid + WG * i;
+        if (x < BC * DC4) sh_kv[(x / DC4) * QS + x % DC4] = kpre[i];
+      }
+      for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
+      memoryBarrierShared();
+      barrier();
+      // The next tile's K, issued under this tile's math.
+      if (kt + BC < it.k_end) {
+        [[unroll]] for (uint i = 0u; i < KL; ++i) {
+          const uint x = lid + WG * i;
+          if (x < BC * DC4) kpre[i] = k_texel(it, sq, kt + BC, 0u, x);
+        }
+      }
+      [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) {
+        for (uint kk = 0u; kk < DP / TK; ++kk) {
+          MAT_A a;
+          MAT_B b;
+          coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
+                      gl_CooperativeMatrixLayoutColumnMajor);
+          sc[nb] = coopMatMulAdd(a, b, sc[nb]);
+        }
+      }
+    }
+    for (uint c0 = 0u; !ONE_CHUNK && c0 < DP; c0 += DC) {
       // Every subgroup is done with the previous chunk or tile (and q is
       // staged).
       memoryBarrierShared();
       barrier();
       if (!Q_ONCE) stage_q(it, sq, G, row_lim, c0);
-      for (uint x = lid; x < BC * DC4; x += WG) {
-        uint j = x / DC4, cl = x % DC4, c = c0 / 4u + cl, key = kt + j;
-        vec4 k = vec4(0.0);
-        if (key < it.k_end && c < D4 && (!uses(F_KEY_VALID) || key_is_valid(sq, key)))
-          k = fetch_row(KVEC, D, key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D), c,
-                        0u) *
-              kv_chunk_scale(false, sq, it.kv_head, key, c);  // 8-bit caches: dequantized into the f16 tile
-        sh_k[j * QS + cl] = f16vec4(k);
-      }
+      for (uint x = lid; x < BC * DC4; x += WG) sh_kv[(x / DC4) * QS + x % DC4] = k_texel(it, sq, kt, c0, x);
       if (c0 == 0u)
         for (uint x = lid; x < KW; x += WG) sh_kseen[x] = 0u;
       memoryBarrierShared();
@@ -236,7 +318,7 @@ void main() {
           MAT_A a;
           MAT_B b;
           coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
-          coopMatLoad(b, sh_k, nb * TN * QS + kk * (TK / 4u), QS,
+          coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
                       gl_CooperativeMatrixLayoutColumnMajor);
           sc[nb] = coopMatMulAdd(a, b, sc[nb]);
         }
@@ -248,17 +330,19 @@ void main() {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 
-    // 2. One lane per row: visibility, transforms, online softmax, P.
-    for (uint i = lane; i < TM; i += nl) {
+    // 2. LPR lanes a row (each every LPR-th key of the tile; max and sum
+    // by shuffles among them): visibility, transforms, online softmax, P.
+    for (uint i0 = 0u; i0 < TM; i0 += RPP) {  // uniform: the shuffles need every lane
+      const uint i = i0 + lane / LPR, sub = lane % LPR;
       uint rr = r0 + i, r = it.row0 + rr;
       bool ok = r < row_lim;
       uint rc = ok ? r : it.row0;
       uint tok = rc / G, head = it.kv_head * G + rc % G;
       int pos = int(sq.u) - int(sq.t) + int(tok);
       float m_old = sh_m[rr], bm = m_old;
-      uint seen[KW];  // keys this row sees, one atomic per word below
+      uint seen[KW];  // keys this lane sees, one atomic per word below
       [[unroll]] for (uint w = 0u; w < KW; ++w) seen[w] = 0u;
-      for (uint j = 0u; j < BC; ++j) {
+      for (uint j = sub; j < BC; j += LPR) {
         uint key = kt + j, kc = min(key, it.k_end - 1u);
         float s = sh_s[rr * SS + j / 4u][j % 4u];
         if (uses(F_SOFTCAP)) s = soft_capped(s);
@@ -272,24 +356,30 @@ void main() {
           s += a;
         }
         s = v ? s : NEG_INF;
-        seen[j >> 5] |= v ? 1u << (j & 31u) : 0u;
+        // (Constant indices only: a runtime index put seen[] in NAK's
+        // local memory.)
+        [[unroll]] for (uint w = 0u; w < KW; ++w) seen[w] |= v && (j >> 5) == w ? 1u << (j & 31u) : 0u;
         sh_s[rr * SS + j / 4u][j % 4u] = s;
         bm = max(bm, s);
       }
+      for (uint o = LPR / 2u; o > 0u; o /= 2u) bm = max(bm, subgroupShuffleXor(bm, o));
       [[unroll]] for (uint w = 0u; w < KW; ++w) {
         if (seen[w] != 0u) atomicOr(sh_kseen[w], seen[w]);
       }
       // Nothing visible yet: subtract 0, not -inf, so every p is exp(-inf) = 0.
       float base = bm == NEG_INF ? 0.0 : bm;
       float alpha = exp(m_old - base), sum = 0.0;
-      for (uint j = 0u; j < BC; ++j) {
+      for (uint j = sub; j < BC; j += LPR) {
         float16_t p = float16_t(exp(sh_s[rr * SS + j / 4u][j % 4u] - base));
         sh_p[rr * PS + j / 4u][j % 4u] = p;
         sum += float(p);  // the sum of what P V multiplies
       }
-      sh_l[rr] = sh_l[rr] * alpha + sum;
-      sh_m[rr] = bm;
-      sh_alpha[rr] = alpha;
+      for (uint o = LPR / 2u; o > 0u; o /= 2u) sum += subgroupShuffleXor(sum, o);
+      if (sub == 0u) {
+        sh_l[rr] = sh_l[rr] * alpha + sum;
+        sh_m[rr] = bm;
+        sh_alpha[rr] = alpha;
+      }
     }
     // Every row's seen keys are in the mask (and this subgroup's P and
     // alpha are written).
@@ -313,14 +403,18 @@ void main() {
         memoryBarrierShared();
         barrier();
       }
-      for (uint x = lid; x < BC * DVC4; x += WG) {
-        uint j = x / DVC4, cl = x % DVC4, c = v0 / 4u + cl, key = kt + j;
-        vec4 v = vec4(0.0);
-        if (c < DV4 && ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u)
-          v = fetch_row(VVEC, DV, key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV), c,
-                        1u) *
-              kv_chunk_scale(true, sq, it.kv_head, key, c);
-        sh_v[j * VS + cl] = f16vec4(v);
+      // K's place in the tile is free: every subgroup passed the softmax's
+      // barrier after its Q K^T.
+      if (ONE_CHUNK) {
+        [[unroll]] for (uint i = 0u; i < VL; ++i) {
+          const uint x = lid + WG * i, j = x / DVC4;
+          if (x < BC * DVC4) sh_kv[j * VS + x % DVC4] = key_seen(j) ? vpre[i] : f16vec4(0.0);
+        }
+      } else {
+        for (uint x = lid; x < BC * DVC4; x += WG) {
+          const uint j = x / DVC4;
+          sh_kv[j * VS + x % DVC4] = key_seen(j) ? v_texel(it, sq, kt, v0, x) : f16vec4(0.0);
+        }
       }
       memoryBarrierShared();
       barrier();

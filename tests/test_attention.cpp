@@ -687,41 +687,50 @@ TEST_F(Attention, DecodeMode) {
   }
 }
 
-// The split-KV combine (shaders/attention_combine.comp) over many splits:
-// one level (up to 2048 splits an item), and trees of levels when the fan
-// in is forced down; in each family that splits; 16-bit outputs with an
-// odd dv (rows starting mid-word: the edge halves go through atomics, the
-// rest as whole words), sinks, lse, rows with no visible key, NaN beyond
-// the valid keys.
+// The split-KV combine over many splits, in both variants
+// (attention_combine.comp's (row, word) jobs, attention_combine_rows.comp's
+// lane per row): one level (up to 2048 splits an item for words), and
+// trees of levels when the fan in is forced down; in each family that
+// splits; 16-bit outputs with an odd dv (rows starting mid-word: the edge
+// halves go through atomics, the rest as whole words), sinks, lse, rows
+// with no visible key, NaN beyond the valid keys.
 TEST_F(Attention, CombineMergesManySplits) {
-  const std::vector<std::vector<std::pair<const char*, const char*>>> variants = {
-      {{"VKATTN_ATTN_SPLIT_KEYS", "8"}},
-      {{"VKATTN_ATTN_SPLIT_KEYS", "8"}, {"VKATTN_ATTN_COMBINE_FAN_IN", "2"}},
-      {{"VKATTN_ATTN_SPLIT_KEYS", "5"}, {"VKATTN_ATTN_COMBINE_FAN_IN", "3"}},
-      {{"VKATTN_ATTN_SPLIT_KEYS", "8"}, {"VKATTN_ATTN_COMBINE_FAN_IN", "7"},
-       {"VKATTN_ATTN_KERNEL", "tiled"}},
-      {{"VKATTN_ATTN_SPLIT_KEYS", "16"}, {"VKATTN_ATTN_DECODE_MIN_KEYS", "1"},
-       {"VKATTN_ATTN_KERNEL", "decode"}},
-      {{"VKATTN_ATTN_SPLIT_KEYS", "16"}, {"VKATTN_ATTN_DECODE_MIN_KEYS", "1"},
-       {"VKATTN_ATTN_COMBINE_FAN_IN", "2"}, {"VKATTN_ATTN_KERNEL", "decode"}},
-  };
-  uint32_t seed = 900;
-  for (const auto& vars : variants) {
-    ScopedEnv env(vars);
-    std::string label;
-    for (auto [k, v] : vars) label += std::string(k) + "=" + v + " ";
-    SCOPED_TRACE(label);
-    ForcedContext forced;
-    AttnCase c;
-    c.H = 4, c.Hkv = 2, c.d = 40, c.dv = 23;
-    c.seqs = {{1, 700}, {3, 301}, {1, 1}, {2, 129}};
-    c.causal = true;
-    c.sinks = true;
-    c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
-    c.seed = seed++;
-    run_attention_case(forced.ctx, c);
-    c.window = 40, c.dv = 64, c.qdt = VKATTN_F32, c.seed = seed++;  // whole f32 rows
-    run_attention_case(forced.ctx, c);
+  for (const char* combine : {"words", "rows"}) {
+    SCOPED_TRACE(combine);
+    const std::vector<std::vector<std::pair<const char*, const char*>>> variants = {
+        {{"VKATTN_ATTN_SPLIT_KEYS", "8"}},
+        {{"VKATTN_ATTN_SPLIT_KEYS", "8"}, {"VKATTN_ATTN_COMBINE_FAN_IN", "2"}},
+        {{"VKATTN_ATTN_SPLIT_KEYS", "5"}, {"VKATTN_ATTN_COMBINE_FAN_IN", "3"}},
+        {{"VKATTN_ATTN_SPLIT_KEYS", "8"},
+         {"VKATTN_ATTN_COMBINE_FAN_IN", "7"},
+         {"VKATTN_ATTN_KERNEL", "tiled"}},
+        {{"VKATTN_ATTN_SPLIT_KEYS", "16"},
+         {"VKATTN_ATTN_DECODE_MIN_KEYS", "1"},
+         {"VKATTN_ATTN_KERNEL", "decode"}},
+        {{"VKATTN_ATTN_SPLIT_KEYS", "16"},
+         {"VKATTN_ATTN_DECODE_MIN_KEYS", "1"},
+         {"VKATTN_ATTN_COMBINE_FAN_IN", "2"},
+         {"VKATTN_ATTN_KERNEL", "decode"}},
+    };
+    uint32_t seed = 900;
+    for (auto vars : variants) {
+      vars.push_back({"VKATTN_ATTN_COMBINE", combine});
+      ScopedEnv env(vars);
+      std::string label;
+      for (auto [k, v] : vars) label += std::string(k) + "=" + v + " ";
+      SCOPED_TRACE(label);
+      ForcedContext forced;
+      AttnCase c;
+      c.H = 4, c.Hkv = 2, c.d = 40, c.dv = 23;
+      c.seqs = {{1, 700}, {3, 301}, {1, 1}, {2, 129}};
+      c.causal = true;
+      c.sinks = true;
+      c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+      c.seed = seed++;
+      run_attention_case(forced.ctx, c);
+      c.window = 40, c.dv = 64, c.qdt = VKATTN_F32, c.seed = seed++;  // whole f32 rows
+      run_attention_case(forced.ctx, c);
+    }
   }
 }
 

@@ -35,6 +35,7 @@ struct KernelOptions {
   // Splits one combine item merges at most (more make a tree of combine
   // levels); unset: as many as attention_combine.comp takes.
   uint32_t attn_combine_fan_in = kUnset;  // VKATTN_ATTN_COMBINE_FAN_IN
+  uint32_t attn_softmax_lanes = kUnset;   // VKATTN_ATTN_SOFTMAX_LANES: coopmat's lanes a row
   uint32_t attn_kernel = kUnset;  // VKATTN_ATTN_KERNEL: 0 lanes, 1 tiled, 2 coopmat, 3 decode
   // Per class of sequences (at most kDecodeMaxTokens query tokens, or
   // more), over VKATTN_ATTN_KERNEL: VKATTN_ATTN_KERNEL_DECODE and
@@ -86,16 +87,38 @@ struct KernelOptions {
   // device's own (device-local on discrete GPUs, host-visible elsewhere).
   uint32_t plan_memory = kUnset;  // 0 host, 1 device
   bool bad_plan_memory = false;   // a value that is neither
+  // VKATTN_ATTN_COMBINE=rows|words: the split-KV combine's variant
+  // (attention_combine_rows.comp: a lane per row, CPU devices' default;
+  // attention_combine.comp: (row, word) jobs over every lane, GPUs').
+  uint32_t attn_combine = kUnset;  // 0 rows, 1 words
+  bool bad_combine = false;
 
   // Some attention kernel choice is forced through the environment (then
   // the environment wins over tuned choices: VKATTN_LOG=kernels says
   // source=env).
   bool forces_attention() const {
-    for (uint32_t v : {attn_wg, attn_rows, attn_block_keys, attn_scalar_fetch, attn_unroll_d,
-                       attn_split_keys, attn_target_items, attn_decode_min_keys, attn_decode_merge,
-                       attn_kernel, attn_min_split_keys, attn_subgroups, attn_lanes_per_row,
-                       attn_tile_keys, attn_double_buffer, attn_head_chunk, attn_row_splits,
-                       attn_kernel_decode, attn_kernel_prefill, attn_combine_fan_in})
+    for (uint32_t v : {attn_wg,
+                       attn_rows,
+                       attn_block_keys,
+                       attn_scalar_fetch,
+                       attn_unroll_d,
+                       attn_split_keys,
+                       attn_target_items,
+                       attn_decode_min_keys,
+                       attn_decode_merge,
+                       attn_kernel,
+                       attn_min_split_keys,
+                       attn_subgroups,
+                       attn_lanes_per_row,
+                       attn_tile_keys,
+                       attn_double_buffer,
+                       attn_head_chunk,
+                       attn_row_splits,
+                       attn_kernel_decode,
+                       attn_kernel_prefill,
+                       attn_combine_fan_in,
+                       attn_combine,
+                       attn_softmax_lanes})
       if (v != kUnset) return true;
     return attn_o_regs != kUnset || disable_subgroup_ops || force_f16_math || bad_kernel_name;
   }
@@ -132,6 +155,7 @@ struct KernelOptions {
         {&K::attn_decode_min_keys, "VKATTN_ATTN_DECODE_MIN_KEYS", nullptr, 0, kMany},
         {&K::attn_decode_merge, "VKATTN_ATTN_DECODE_MERGE", nullptr, 0, 1},
         {&K::attn_combine_fan_in, "VKATTN_ATTN_COMBINE_FAN_IN", nullptr, 2, 2048},
+        {&K::attn_softmax_lanes, "VKATTN_ATTN_SOFTMAX_LANES", nullptr, 1, 64},
         {&K::attn_head_chunk, "VKATTN_ATTN_HEAD_CHUNK", nullptr, 1, 4096},
         {&K::attn_o_regs, "VKATTN_ATTN_O_REGS", nullptr, 0, 1},
         {&K::attn_row_splits, "VKATTN_ATTN_ROW_SPLITS", "row_splits", 1, 16},
@@ -183,6 +207,7 @@ struct KernelOptions {
     o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
     o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
     o.attn_combine_fan_in = env_uint("VKATTN_ATTN_COMBINE_FAN_IN", kUnset);
+    o.attn_softmax_lanes = env_uint("VKATTN_ATTN_SOFTMAX_LANES", kUnset);
     o.attn_min_split_keys = env_uint("VKATTN_ATTN_MIN_SPLIT_KEYS", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
     o.batch_invariant = env_uint("VKATTN_BATCH_INVARIANT", 0) != 0;
@@ -203,6 +228,14 @@ struct KernelOptions {
     o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
     o.fault_odd_stores = env_uint("VKATTN_FAULT_ODD_STORES", 0) != 0;
     o.fault_rotation = env_uint("VKATTN_FAULT_ROTATION", 0) != 0;
+    if (const char* cb = std::getenv("VKATTN_ATTN_COMBINE"); cb && *cb) {
+      if (std::strcmp(cb, "rows") == 0)
+        o.attn_combine = 0;
+      else if (std::strcmp(cb, "words") == 0)
+        o.attn_combine = 1;
+      else
+        o.bad_combine = true;
+    }
     if (const char* pm = std::getenv("VKATTN_PLAN_MEMORY"); pm && *pm) {
       if (std::strcmp(pm, "host") == 0)
         o.plan_memory = 0;

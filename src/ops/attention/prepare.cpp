@@ -51,9 +51,21 @@ uint64_t combine_loop_cost(uint64_t stride, uint64_t dv, uint64_t n) {
   return loop_cost(lpr_steps) + loop_cost(chunks) + chunks * per_chunk;
 }
 
-// Splits one combine item may merge: at most kCombineMaxWeights (the
-// shader's shared weights of a row chunk hold one row's), and on a device
-// with lavapipe's loop cap within it (combine_loop_cost).
+// Splits one item of attention_combine_rows.comp may merge: per lane,
+// ceil(stride / 64) rows of 2 (n + 1) + (dv + 1) + dv (n + 1) loop
+// iterations (plus the row loop's own), within lavapipe's loop cap.
+uint32_t combine_rows_fan_in(uint32_t stride, uint32_t dv) {
+  const uint64_t rows = (stride + 63) / 64;
+  const uint64_t per_row = (kLoopUsable - loop_cost(0)) / rows - 1;  // minus the row loop
+  if (per_row < 3 * uint64_t(dv) + 8) return 2;
+  const uint64_t n_plus_1 = (per_row - loop_cost(dv)) / (uint64_t(dv) + 2);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(n_plus_1 - 1, 2, 1u << 20));
+}
+
+// Splits one item of attention_combine.comp may merge: at most
+// kCombineMaxWeights (the shader's shared weights of a row chunk hold one
+// row's), and on a device with lavapipe's loop cap within it
+// (combine_loop_cost).
 uint32_t combine_fan_in(uint32_t stride, uint32_t dv, bool loop_capped) {
   if (!loop_capped) return kCombineMaxWeights;
   uint32_t lo = 2, hi = kCombineMaxWeights;
@@ -300,7 +312,9 @@ ScheduleLimits schedule_limits(Context& ctx, const AttentionCall& c, const Prepa
   lim.arena_rows = std::min(
       lim.arena_rows_max,
       (ctx.options().scratch_bytes ? ctx.options().scratch_bytes : kScratchBytes) / (part_row + 4));
-  lim.fan_in = std::min(combine_fan_in(var.tile_rows(), c.desc.head_dim_v, caps.loop_capped),
+  lim.fan_in = std::min(combine_by_words(ctx)
+                            ? combine_fan_in(var.tile_rows(), c.desc.head_dim_v, caps.loop_capped)
+                            : combine_rows_fan_in(var.tile_rows(), c.desc.head_dim_v),
                         ctx.options().attn_combine_fan_in);  // (VKATTN_ATTN_COMBINE_FAN_IN)
   lim.static_chunks = var.static_chunks;
   lim.max_groups = uint64_t(caps.max_workgroup_count[0]) *
@@ -353,8 +367,13 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
 // where that is the device's memory anyway).
 bool plan_on_device(Context& ctx) {
   const uint32_t forced = ctx.options().plan_memory;
+  return forced != KernelOptions::kUnset ? forced == 1 : !ctx.device().caps().prefer_host_visible;
+}
+
+bool combine_by_words(Context& ctx) {
+  const uint32_t forced = ctx.options().attn_combine;
   return forced != KernelOptions::kUnset ? forced == 1
-                                         : !ctx.device().caps().prefer_host_visible;
+                                         : ctx.device().info().device_type != VKATTN_DEVICE_CPU;
 }
 
 // The plan's device copy: items | combine items | sequences | block table,

@@ -101,6 +101,11 @@ struct PreparedPlan {
 // Whether the context's attention kernels read their plans from
 // device-local memory (VKATTN_PLAN_MEMORY; default: discrete GPUs).
 bool plan_on_device(Context& ctx);
+// Whether the context's split-KV combine is attention_combine.comp's
+// (row, word) jobs over every lane (GPUs' default) or
+// attention_combine_rows.comp's lane per row (CPU devices';
+// VKATTN_ATTN_COMBINE=words|rows).
+bool combine_by_words(Context& ctx);
 
 // Which sequences of a call a plan serves: all of them, or those with at
 // most kDecodeMaxTokens query tokens (decode-shaped) or the others. Parts

@@ -26,12 +26,15 @@ namespace vkattn {
 
 namespace {
 
-const KernelLayout kCombineLayout{
-    "attention_combine",
-    {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
-     BindingKind::kStorageBuffer},
-    44};
+// attention_combine.comp ((row, word) jobs over every lane) and
+// attention_combine_rows.comp (a lane per row): the same bindings and push
+// constants (combine_by_words picks).
+const std::vector<BindingKind> kCombineBindings = {
+    BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+    BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
+    BindingKind::kStorageBuffer};
+const KernelLayout kCombineLayout{"attention_combine", kCombineBindings, 44};
+const KernelLayout kCombineRowsLayout{"attention_combine_rows", kCombineBindings, 44};
 
 struct CombinePush {
   uint32_t n_items, num_heads, num_kv_heads, flags, dv, item_base, seq_base, out_base, lse_base;
@@ -482,11 +485,11 @@ std::vector<std::shared_ptr<PreparedPlan>> attention_plans(Context& ctx, const A
 // tile of rows reads in this pass; pairs: the (row, key) pairs its items
 // read.
 void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& cfg,
-              const AttentionFamilyDesc& family, const FwdPass& pass) {
+              const AttentionFamilyDesc& family, const FwdPass& pass, const char* combine) {
   const Schedule& sched = pp.sched;
   std::fprintf(stderr,
                "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
-               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s\n",
+               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s combine=%s\n",
                family.name,
                static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
                                                pp.units.group),
@@ -494,7 +497,7 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
                static_cast<unsigned long long>(max_tile_keys(sched, pass)),
                static_cast<unsigned long long>(pass_pairs(sched, pass)), sched.combine.size(),
                pass.count, cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
-               pp.source, pp.plan_on_device ? "device" : "host");
+               pp.source, pp.plan_on_device ? "device" : "host", combine);
 }
 
 }  // namespace
@@ -568,13 +571,15 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     if (c.pinned && &fwd != &attention_family(c.pinned->var.family).pipeline(pipes, *c.pinned))
       fail(VKATTN_ERROR_INTERNAL, "a self-check ran another pipeline than the one it checks");
     const Pipeline* combine =
-        sched.combine.empty() ? nullptr
-                              : &pipes.get(kCombineLayout, {static_cast<uint32_t>(c.q->dtype())});
+        sched.combine.empty()
+            ? nullptr
+            : &pipes.get(combine_by_words(ctx) ? kCombineLayout : kCombineRowsLayout,
+                         {static_cast<uint32_t>(c.q->dtype())});
     binders.push_back(std::make_unique<PassBinder>(ctx, c, *pp, flags));
     PassBinder& bind = *binders.back();
     for (const Wave& wave : sched.waves) {
       for (const FwdPass& pass : wave.fwd) {
-        if (log) log_pass(c, *pp, cfg, family, pass);
+        if (log) log_pass(c, *pp, cfg, family, pass, combine_by_words(ctx) ? "words" : "rows");
         prepared.push_back(bind.fwd(fwd, pass));
       }
       for (const auto& level : wave.levels)

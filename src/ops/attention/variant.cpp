@@ -217,6 +217,10 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
     }
   }
   v.lanes_per_row = sg;
+  // The softmax: every row at once (sg / m lanes a row: 2 on NVIDIA's 32
+  // lanes over 16 rows), or more lanes a row over several passes.
+  v.softmax_lanes =
+      K::pick(forced.attn_softmax_lanes, best.m > 0 && sg > best.m ? sg / best.m : 1u);
   v.wg = v.subgroups * sg;
   v.rows = std::max<uint32_t>(best.m, 1);
   v.block_keys = v.tile_keys;
@@ -230,6 +234,12 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   // cap) and GPU drivers.
   v.max_keys = 1u << 30;
   if (!cpu) v.min_split_keys = std::min(v.min_split_keys, 4 * v.tile_keys);
+  // A prefill whose row tiles fill about 3/4 of the compute units runs
+  // unsplit (FlashAttention-2 never splits a prefill's keys; a split adds
+  // the combine): the planner splits only below 3/8 of the 2 workgroups a
+  // unit it aims at elsewhere (prefill-1k-8h's 128 tiles on 132 SMs).
+  if (!cpu && forced.attn_target_items == K::kUnset)
+    v.target_items = std::max(1u, dev.target_items * 3 / 8);
 }
 
 }  // namespace
@@ -339,6 +349,8 @@ void check_family_names(const KernelOptions& forced) {
          "kernel family (lanes, tiled, coopmat or decode)");
   if (forced.bad_plan_memory)
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_PLAN_MEMORY is neither host nor device");
+  if (forced.bad_combine)
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_COMBINE is neither rows nor words");
 }
 
 }  // namespace

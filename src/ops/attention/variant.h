@@ -93,6 +93,9 @@ struct AttentionVariant {
   // coopmat: O kept in registers (a known layout over the subgroup's
   // lanes) instead of shared memory; needs one V chunk.
   bool o_regs = false;
+  // coopmat: lanes a row takes in the softmax (a power of two from
+  // subgroup / coopmat_m, every row at once, to the subgroup).
+  uint32_t softmax_lanes = 1;
   // Set when the forced family declined this call and this variant is the
   // fallback's: "<family> to <family>: <reason>" (VKATTN_LOG=kernels).
   std::string fallback;

@@ -10,27 +10,34 @@
 // chooser hands them to `tiled`, logged).
 //
 // Budget, for the 16x16x16 shape, d = dv = 128, f16 K/V, the table's NSG 4
-// and BC 32 (halved to 16 where 48 KiB is the limit), reasoned and then
-// checked on Mesa 26.1's compilers (tools/gpu-static.sh, 2026-11-28):
+// and BC 32, reasoned and then checked on Mesa 26.1's compilers
+// (tools/gpu-static.sh, 2026-11-28, after K and V came to share a tile):
 //   - shared memory (coopmat_shared_bytes): q 64 rows x 136 f16 (17 KiB),
-//     the K and V tiles (8.5 KiB each at BC 32), scores (64 x 36 f32,
-//     9 KiB; the P V blocks and the output blocks pass through them), P
-//     (5 KiB): 49 KiB at BC 32, 34 KiB at BC 16. O is not in shared memory
-//     (it was 32 KiB a workgroup of 64 rows, and the P V chunk 33 KiB more:
-//     that forced one subgroup a workgroup before).
-//     RDNA3 (ACO, navi31): 4 wave64 a workgroup, 50176 bytes of LDS ->
-//     2 workgroups a WGP = 2 waves/SIMD (was 0.75), no spill; ACO then lets
-//     VGPRs grow to 256 (118 before scheduling). NVIDIA (NAK, ga102,
-//     forced): BC 16, 4 warps a workgroup, 35 KiB -> 2 workgroups on
-//     GA10x's 100 KiB = 8 warps/SM (was 2), 6 on an H100's 228 KiB.
-//   - registers per lane: O's 16 x 128 block row over the subgroup,
-//     64 floats on 32 lanes (32 on wave64), S for BC/TN blocks (8 f32 each
-//     on 32 lanes), one A and one B fragment, the P V accumulator: NAK
-//     144 GPRs, no spill, no local memory (12 warps/SM by registers; shared
-//     memory limits GA10x to 8).
-//   - loads in flight per lane: the K and V staging loops, one 16-byte
-//     fetch per iteration, BC x DC / 4 / WG = 8-16 per tile (no double
-//     buffering); each K/V byte read from memory serves 64 query rows.
+//     one tile for K and then V (8.5 KiB at BC 32: K for Q K^T, then V
+//     for P V, so the barrier after the softmax frees it), scores (64 x 36
+//     f32, 9 KiB; the P V blocks and the output blocks pass through them),
+//     P (5 KiB): 40.3 KiB at BC 32, so BC 32 fits NVIDIA's 48 KiB (it was
+//     halved to 16 while K and V had a tile each: 49 KiB). BC 64 would need
+//     60 KiB at 4 subgroups (two at 32 rows: 39 KiB).
+//     RDNA3 (ACO, navi31): 4 wave64 a workgroup, 41984 bytes of LDS ->
+//     3 waves/SIMD (was 2), 4 at d 64 (was 3), no spill. NVIDIA (NAK,
+//     ga102, forced): BC 32, 4 warps a workgroup, 41 KiB -> 2 workgroups on
+//     GA10x's 100 KiB = 8 warps/SM, 5 on an H100's 228 KiB (20 warps).
+//   - registers per lane: O's 16 x 128 block row over the subgroup, 64
+//     floats on 32 lanes (32 on wave64), S for BC/TN blocks (8 f32 each on
+//     32 lanes), one A and one B fragment, the P V accumulator, and the
+//     loads a tile ahead: K and V 8 f16vec4 each (16 registers each) at BC
+//     32: NAK 160 GPRs (144 before the loads ahead), no spill to memory, no
+//     local memory (12 warps/SM by registers; shared memory limits GA10x
+//     to 8).
+//   - loads in flight per lane: the next tile's K (issued right after this
+//     tile's is staged, under Q K^T, the softmax and P V) and this tile's V
+//     (issued when the tile starts, stored after the softmax): 16 16-byte
+//     loads a lane, 32 KiB a workgroup of 128 lanes; each K/V byte read
+//     serves 64 query rows.
+//   - the softmax: SG / TM = 2 lanes a row on NVIDIA (each 16 of the 32
+//     keys, max and sum by one shuffle each), 4 on wave64; every lane busy
+//     (it was one lane a row: half the lanes idle, two serial loops).
 //   - matrix work per shared byte: per tile 2 x 64 x BC x 128 MACs over
 //     the staged K/V and the fragment reads (q, K, P, V): about 10 MACs
 //     per shared byte at BC 32; tensor cores would want more (q in
@@ -54,8 +61,9 @@ struct CoopmatSpec {
   uint32_t tm, tn, tk;  // 12-14 TM, TN, TK
   uint32_t dc, dvc;     // 15-16 DC, DVC: head-dim columns staged at a time
   uint32_t sg, oreg;    // 17-18 SG: the required subgroup size; OREG: O in registers
+  uint32_t lpr;         // 19 LPR: lanes a row takes in the softmax
 };
-static_assert(sizeof(CoopmatSpec) == 19 * 4, "attention_coopmat.comp has 19 constants");
+static_assert(sizeof(CoopmatSpec) == 20 * 4, "attention_coopmat.comp has 20 constants");
 
 uint32_t round_up(uint32_t x, uint32_t m) {
   return (x + m - 1) / m * m;
@@ -100,12 +108,22 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
            " are not multiples of K/N";
   if (caps.subgroup_size == 0 || v.wg != v.subgroups * caps.subgroup_size)
     return "the workgroup must be whole subgroups";
+  // The softmax's row max and sum: shuffles among a row's lanes, every
+  // row of the subgroup's within one pass or several.
+  if (!caps.subgroup_shuffle) return "the device has no subgroup shuffles";
+  const uint32_t lpr = v.softmax_lanes, sg = caps.subgroup_size;
+  if (lpr == 0 || (lpr & (lpr - 1)) != 0 || lpr > sg || sg / lpr > s.m || s.m % (sg / lpr) != 0)
+    return "softmax lanes " + std::to_string(lpr) + " a row: a power of two from " +
+           std::to_string(sg > s.m ? sg / s.m : 1) + " to the subgroup's " + std::to_string(sg);
+  if (v.tile_keys % lpr != 0)
+    return "tile of " + std::to_string(v.tile_keys) + " keys does not split over the " +
+           std::to_string(lpr) + " lanes of a row";
   if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
   return exceeds_shared_memory(caps, kCoopmatFamily.shared_bytes(cfg));
 }
 
-// attention_coopmat.comp's shared arrays: a chunk of q and of the K tile's
-// columns and one of V's (f16), scores (f32; the P V blocks pass through
+// attention_coopmat.comp's shared arrays: a chunk of q and one tile for a
+// chunk of K's columns and then of V's (f16), scores (f32; the P V blocks pass through
 // them too), P (f16), O (f32, all DVP columns) unless O is in registers,
 // m, l, alpha per row, and a seen bit per key.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
@@ -119,7 +137,8 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   // declares them, so that no packing order puts a matrix array off 16.
   const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs ? 16 : rows * d.dvp * 4;
   const uint64_t rows4 = (rows + 3) / 4 * 4, kw4 = ((bc + 31) / 32 + 3) / 4 * 4;
-  return rows * qs + bc * qs + bc * vs + rows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
+  // K and V take turns in one tile (sh_kv).
+  return rows * qs + bc * std::max(qs, vs) + rows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
@@ -132,7 +151,8 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          d.dc,
                          d.dvc,
                          v.lanes_per_row,
-                         v.o_regs ? 1u : 0u};
+                         v.o_regs ? 1u : 0u,
+                         v.softmax_lanes};
   return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg));
 }
 
