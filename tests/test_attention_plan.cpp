@@ -634,3 +634,67 @@ TEST(AttentionVariantChoice, Decode) {
             vkattn::AttentionFamily::kDecode);
   vkattn_context_destroy(ctx);
 }
+
+// The decode family's shape on a GPU's table row, without the GPU: an
+// NVIDIA device's defaults and caps (32-lane subgroups, 48 KiB of shared
+// memory, no loop cap). MLA (d 576 / dv 512, 16 heads over one kv head)
+// takes one tile of all 16 rows in a 256-lane workgroup of 8 row splits,
+// so its keys are read once per group; a GQA-8 decode at d 128 keeps the
+// table's 128 lanes and 4 splits; CPU devices and forced shapes keep
+// theirs.
+TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
+  vkattn_device_info info{};
+  info.device_type = VKATTN_DEVICE_DISCRETE_GPU;
+  info.vendor_id = 0x10DE;  // the NVIDIA row: decode_wide_rows
+  DeviceCaps caps;
+  caps.subgroup_size = 32;
+  caps.subgroup_shuffle = true;
+  caps.max_shared_memory = 48 * 1024;
+  caps.max_workgroup_invocations = 1024;
+  caps.loop_capped = false;
+  const AttentionDefaults dev = attention_defaults(info, caps);
+  auto shape = [&](const DeviceCaps& c, const KernelOptions& o, uint32_t d, uint32_t dv,
+                   uint32_t rows) {
+    AttentionVariant v;
+    configure_decode(v, c, dev, o, d, dv, rows);
+    EXPECT_EQ(kDecodeFamily.declines(c, probe_config(v, d, dv, VKATTN_F16)), "");
+    return v;
+  };
+  KernelOptions none;
+  AttentionVariant v = shape(caps, none, 576, 512, 16);
+  EXPECT_EQ(v.lanes_per_row, 32u);
+  EXPECT_EQ(v.rows, 16u);
+  EXPECT_EQ(v.row_splits, 8u);
+  EXPECT_EQ(v.wg, 256u);
+  EXPECT_EQ(v.tile_keys, dev.decode_keys_per_group);  // one key group
+  // One key group: no merge arrays.
+  EXPECT_LT(kDecodeFamily.shared_bytes(probe_config(v, 576, 512, VKATTN_F16)), 64u);
+  // 8 heads: one tile of 8 rows, 2 a lane over 4 splits.
+  v = shape(caps, none, 576, 512, 8);
+  EXPECT_EQ(v.rows, 8u);
+  EXPECT_EQ(v.row_splits, 4u);
+  EXPECT_EQ(v.wg, 128u);
+  // The GQA-8 decode at d 128 is the table's shape.
+  v = shape(caps, none, 128, 128, 8);
+  EXPECT_EQ(v.wg, dev.decode_wg);
+  EXPECT_EQ(v.rows, 8u);
+  EXPECT_EQ(v.row_splits, 4u);
+  // Forced row splits keep the workgroup; a CPU device keeps its lanes.
+  KernelOptions forced;
+  forced.attn_row_splits = 4;
+  v = shape(caps, forced, 576, 512, 16);
+  EXPECT_EQ(v.wg, dev.decode_wg);
+  EXPECT_LT(v.rows, 16u);
+  DeviceCaps cpu = caps;
+  cpu.loop_capped = true;
+  v = shape(cpu, none, 576, 512, 16);
+  EXPECT_EQ(v.wg, dev.decode_wg);
+  // A row without decode_wide_rows (no vendor: M1 among them) keeps 4 rows a tile.
+  info.vendor_id = 0x106B;
+  const AttentionDefaults other = attention_defaults(info, caps);
+  EXPECT_FALSE(other.decode_wide_rows);
+  AttentionVariant o;
+  configure_decode(o, caps, other, none, 576, 512, 16);
+  EXPECT_EQ(o.wg, other.decode_wg);
+  EXPECT_LT(o.rows, 16u);
+}

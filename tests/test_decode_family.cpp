@@ -118,6 +118,34 @@ TEST_F(DecodeFamily, LargeHeadDims) {
   run_on_decode({}, cases);
 }
 
+// MLA on a GPU's wide workgroup (families/decode.cpp, widen_for_wide_rows):
+// 16 heads over one kv head in one tile, row splits filling the workgroup
+// with one key group (no merge), 2 rows a lane; forced here (lavapipe keeps
+// its own shape), with shuffle and shared-memory sums, split keys, a
+// causal speculative chunk and a NaN-free hidden tail.
+TEST_F(DecodeFamily, WideRowsOneKeyGroup) {
+  AttnCase c;
+  c.H = 16, c.Hkv = 1, c.d = 576, c.dv = 512;
+  c.seqs = {{1, 300}, {2, 41}, {0, 3}, {1, 1}};
+  c.causal = true;
+  c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+  AttnCase o = c;
+  o.d = 573, o.dv = 509, o.H = 8, o.seqs = {{1, 77}, {3, 20}}, o.kdt = VKATTN_BF16, o.seed = 5;
+  o.sinks = true;
+  for (const char* sums : {"0", "1"}) {
+    ScopedEnv::Vars vars = {{"VKATTN_ATTN_WG", "64"},
+                            {"VKATTN_ATTN_ROW_SPLITS", "8"},
+                            {"VKATTN_ATTN_ROWS", "16"},
+                            {"VKATTN_ATTN_MIN_SPLIT_KEYS", "64"},
+                            {"VKATTN_DISABLE_SUBGROUP_OPS", sums}};
+    // (The odd dims once: 12 s of lavapipe compile each.)
+    if (sums[0] == '0')
+      run_on_decode(vars, {c, o});
+    else
+      run_on_decode(vars, {c});
+  }
+}
+
 // GQA groups 1, 2, 4, 8 and 16 query heads per kv head (16 x 8 tokens = 128
 // rows: several tiles of one group).
 TEST_F(DecodeFamily, GqaGroups) {

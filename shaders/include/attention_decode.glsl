@@ -79,9 +79,11 @@ const bool FULL_V = NUV % LPK == 0u;
 
 // The key groups' merge: (m, l) of every group and row, and the
 // accumulators of the upper half of the groups still merging.
+// One key group (MLA's wide workgroups: every lane set a row split) has
+// no merge: one element each.
 const uint MERGE_GROUPS = NKG > 1u ? NKG / 2u : 1u;
-shared vec2 sh_ml[NKG * R];
-shared vec4 sh_acc[MERGE_GROUPS * R * VS * LPK];
+shared vec2 sh_ml[NKG > 1u ? NKG * R : 1u];
+shared vec4 sh_acc[NKG > 1u ? MERGE_GROUPS * R * VS * LPK : 1u];
 #if DECODE_SUBGROUP_OPS == 0
 // Partial dot products of every lane, row and key of a tile, and each key
 // group's sums (lane sl of a group adds the entries x = sl mod LPK).

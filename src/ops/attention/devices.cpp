@@ -39,6 +39,7 @@ struct RowChoices {
   bool decode_default;
   uint32_t decode_wg, decode_keys_per_group, decode_lane_vec4, decode_row_splits, decode_max_tiles;
   uint32_t invariant_split_keys;
+  bool decode_wide_rows = false;  // last: the rows' positional lists leave it off
 };
 
 // One row of the device table: the devices it matches, its choices, where
@@ -109,6 +110,13 @@ constexpr const char* kNoCoopmat =
 
 constexpr RowChoices with_tile_keys(RowChoices c, uint32_t keys) {
   c.tiled_tile_keys = keys;
+  return c;
+}
+// MLA decodes in one wide tile (NVIDIA: GA102's NAK held d 576 / dv 512 at
+// 16 rows in 256 lanes to 224 GPRs, no spill; M1's compiler spilled 419
+// values on the same shape, so other rows keep several tiles).
+constexpr RowChoices with_wide_decode(RowChoices c) {
+  c.decode_wide_rows = true;
   return c;
 }
 constexpr RowChoices with_coopmat(RowChoices c, uint32_t subgroups) {
@@ -201,7 +209,7 @@ const DeviceRow kDeviceTable[] = {
      "measured: H100 and H200 (driver 580.159.04, 2026-11-23/27/28); static: GA102 NAK (Mesa "
      "26.1, 2026-11-27)",
      {false, kNvidia, nullptr, nullptr},
-     kGpu,
+     with_wide_decode(kGpu),
      "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as FlashAttention-2's "
      "forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared memory under Vulkan "
      "bounds the tile",
@@ -346,6 +354,7 @@ AttentionDefaults attention_defaults(const vkattn_device_info& info, const Devic
   d.decode_lane_vec4 = c.decode_lane_vec4;
   d.decode_row_splits = c.decode_row_splits;
   d.decode_max_tiles = c.decode_max_tiles;
+  d.decode_wide_rows = c.decode_wide_rows;
   d.decode_why = row->decode_why;
   d.invariant_split_keys = c.invariant_split_keys;
   d.why = row->why;
@@ -391,8 +400,10 @@ std::string describe_attention_defaults(const Device& device) {
                          : "forced only")
     << "; workgroup " << d.decode_wg << ", " << d.decode_keys_per_group
     << " keys per key group and tile, " << d.decode_lane_vec4
-    << " vec4 of q and accumulators per lane, splits for " << d.target_items
-    << " workgroups (compute units: "
+    << " vec4 of q and accumulators per lane"
+    << (d.decode_wide_rows ? " (rows wider than that: up to 16 row splits, 256 lanes, one tile)"
+                           : "")
+    << ", splits for " << d.target_items << " workgroups (compute units: "
     << (device.caps().compute_units ? std::to_string(device.caps().compute_units)
                                     : std::string("unknown"))
     << "); " << d.decode_why << "\n"

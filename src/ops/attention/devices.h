@@ -54,6 +54,10 @@ struct AttentionDefaults {
   uint32_t decode_lane_vec4;       // q + accumulator vec4 one lane may hold (rows per lane)
   uint32_t decode_row_splits;      // a tile's rows split over up to this many lane sets
   uint32_t decode_max_tiles;
+  // Rows past a lane's budget on their own (MLA's d 576 / dv 512) take a
+  // wider workgroup of up to 16 row splits instead of several tiles
+  // (families/decode.cpp, widen_for_wide_rows).
+  bool decode_wide_rows;
   const char* decode_why;
   // Batch-invariant contexts: keys per split of a decode-shaped sequence.
   uint32_t invariant_split_keys;

@@ -108,8 +108,8 @@ uint64_t decode_shared_bytes(const FwdConfig& cfg) {
   const uint64_t L = std::max<uint32_t>(v.lanes_per_row, 1), rs = std::max(v.row_splits, 1u);
   const uint64_t nkg = std::max<uint64_t>(v.wg / (L * rs), 1);
   const DecodeLane lane = decode_lane(cfg.head_dim, cfg.head_dim_v, static_cast<uint32_t>(L));
-  const uint64_t merge_groups = nkg > 1 ? nkg / 2 : 1;
-  uint64_t bytes = nkg * v.rows * 8 + merge_groups * v.rows * lane.vs * L * 16;
+  // One key group merges nothing (attention_decode.glsl declares one element each).
+  uint64_t bytes = nkg > 1 ? nkg * v.rows * 8 + nkg / 2 * v.rows * lane.vs * L * 16 : 8 + 16;
   // sh_red (every lane's partials of its rows) and sh_sum (each lane
   // set's sums).
   if (!v.subgroup_ops)
@@ -123,6 +123,46 @@ const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                         std::max(v.row_splits, 1u)};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
                    decode_shared_bytes(cfg));
+}
+
+// Wide rows (MLA: d 576 / dv 512 over one kv head, 16-128 query heads):
+// one row alone is past a lane's budget (10 vec4 at 32 lanes a key), so
+// the table's 4 row splits hold 4 rows a tile and a 16-head group took 4
+// tiles, each reading every key again (the table then gave the call to
+// tiled: mla-decode on the H200 read at 1 % of its peak). On GPUs the
+// workgroup grows instead: up to 16 row splits of one key group, 256
+// lanes, 2 rows a lane, so a 16-head group is one tile and its keys are
+// read from memory once (from L1 once per lane set). Rows of the device
+// table that set decode_wide_rows only (NVIDIA: M1's compiler spilled 419
+// values on this shape).
+//
+// Budget (d 576 / dv 512 f16, 16 heads, NVIDIA's 32-lane key rows: 8
+// splits of 2 rows): q 2 x 6 vec4 + accumulators 2 x 4 vec4 = 80 floats,
+// two tiles of 2 keys x 5 texels = 80 words in flight, ~180 registers a
+// lane reasoned; measured on GA102's NAK (Mesa 26.1, 2026-11-28,
+// tools/gpu/static_sweep.sh, case mla-decode): 224 GPRs, no spill, 8
+// warps/SM (one 256-lane workgroup: 57 K of 64 K registers); 8.7 KB of K/V
+// in flight per workgroup (2 tiles x 2 keys x 2176 B), each texel read 8
+// times from L1. Left alone on CPU devices (their lanes hold 128 vec4) and
+// when the workgroup, rows or row splits are forced.
+bool widen_for_wide_rows(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
+                         const KernelOptions& forced, const DecodeLane& lane, uint32_t max_rows,
+                         uint32_t& max_splits) {
+  using K = KernelOptions;
+  if (!dev.decode_wide_rows || caps.loop_capped || forced.attn_wg != K::kUnset ||
+      forced.attn_rows != K::kUnset || forced.attn_row_splits != K::kUnset ||
+      lane.qs + lane.vs <= dev.decode_lane_vec4)
+    return false;
+  const uint32_t L = v.lanes_per_row, wanted = pow2_at_least(std::max(max_rows, 1u));
+  if (wanted <= max_splits) return false;
+  uint32_t cap =
+      std::min(256u, caps.max_workgroup_invocations ? caps.max_workgroup_invocations : 256u);
+  cap = pow2_at_most(std::max(cap, L));
+  // Two rows a lane, up to 16 splits and the lanes the cap leaves.
+  max_splits =
+      std::max(max_splits, std::min({16u, std::max(1u, cap / L), std::max(1u, wanted / 2)}));
+  v.wg = L * max_splits;
+  return true;
 }
 
 }  // namespace
@@ -163,9 +203,10 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   // group x tokens above it is cut into several tiles (each reads the keys
   // once). Row splits: as many as the rows past one lane's budget need.
   const DecodeLane lane = decode_lane(head_dim, head_dim_v, L);
-  const uint32_t budget_rows =
+  uint32_t budget_rows =
       std::max(1u, pow2_at_most(std::max(1u, dev.decode_lane_vec4 / (lane.qs + lane.vs))));
-  const uint32_t max_splits = std::max(1u, pow2_at_most(std::max(dev.decode_row_splits, 1u)));
+  uint32_t max_splits = std::max(1u, pow2_at_most(std::max(dev.decode_row_splits, 1u)));
+  if (widen_for_wide_rows(v, caps, dev, forced, lane, max_rows, max_splits)) budget_rows = 2;
   v.rows = K::pick(forced.attn_rows,
                    std::min(pow2_at_least(std::max(max_rows, 1u)), budget_rows * max_splits));
   // Splits that divide the rows and the workgroup's key rows of lanes (a
