@@ -16,6 +16,7 @@
 #include "ops/attention/plan.h"
 #include "ops/attention/schedule.h"
 #include "ops/attention/variant.h"
+#include "ops/kv_cache.h"
 
 using namespace vkattn;
 
@@ -667,6 +668,7 @@ TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
   EXPECT_EQ(v.row_splits, 8u);
   EXPECT_EQ(v.wg, 256u);
   EXPECT_EQ(v.tile_keys, dev.decode_keys_per_group);  // one key group
+  EXPECT_EQ(v.page_window, 64u);                      // GPUs: the block-table window
   // One key group: no merge arrays.
   EXPECT_LT(kDecodeFamily.shared_bytes(probe_config(v, 576, 512, VKATTN_F16)), 64u);
   // 8 heads: one tile of 8 rows, 2 a lane over 4 splits.
@@ -689,6 +691,7 @@ TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
   cpu.loop_capped = true;
   v = shape(cpu, none, 576, 512, 16);
   EXPECT_EQ(v.wg, dev.decode_wg);
+  EXPECT_EQ(v.page_window, 0u);  // lavapipe: no window (barriers cost more)
   // A row without decode_wide_rows (no vendor: M1 among them) keeps 4 rows a tile.
   info.vendor_id = 0x106B;
   const AttentionDefaults other = attention_defaults(info, caps);
@@ -697,4 +700,40 @@ TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
   configure_decode(o, caps, other, none, 576, 512, 16);
   EXPECT_EQ(o.wg, other.decode_wg);
   EXPECT_LT(o.rows, 16u);
+}
+
+// An fp8 cache's scale table (read with every key by attention, written by
+// the host only when scales are set) is device-local where the device has
+// a device-local type the host can map (a discrete GPU's BAR; lavapipe's
+// one type), so no kernel reads it from system memory there.
+TEST(PlanMemory, Fp8ScaleTablesAreDeviceLocalWhereMappable) {
+  vkattn_context* ctx = nullptr;
+  ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
+  vkattn::Device& dev = ctx->impl->device();
+  const VkMemoryPropertyFlags near = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  bool offered = false;
+  for (uint32_t i = 0; i < dev.memory_type_count(); ++i)
+    offered = offered || (dev.memory_type_flags(i) & near) == near;
+  vkattn_kv_cache_desc d;
+  vkattn_kv_cache_desc_init(&d);
+  d.num_layers = 2, d.num_kv_heads = 2, d.head_dim = 16, d.num_pages = 4;
+  d.dtype = VKATTN_FP8_E4M3;
+  vkattn_kv_cache* cache = nullptr;
+  ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+  const vkattn::Buffer& table = *cache->impl->scale_table();
+  const VkMemoryPropertyFlags f = dev.memory_type_flags(table.memory_type());
+  EXPECT_EQ((f & near) == near, offered) << "memory type " << table.memory_type();
+  EXPECT_NE(table.mapped(), nullptr);
+  // Scales set through the mapping read back exactly.
+  const float ks[2] = {0.5f, 3.0f}, vs[2] = {0.25f, 8.0f};
+  ASSERT_EQ(vkattn_kv_cache_set_scales(cache, 1, 2, ks, vs), VKATTN_SUCCESS) << vkattn_last_error();
+  const float* tab = reinterpret_cast<const float*>(table.mapped()) + cache->impl->scale_index(1);
+  EXPECT_EQ(tab[0], 0.5f);
+  EXPECT_EQ(tab[1], 3.0f);
+  EXPECT_EQ(tab[2], 0.25f);
+  EXPECT_EQ(tab[3], 8.0f);
+  vkattn_kv_cache_destroy(cache);
+  vkattn_context_destroy(ctx);
 }

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "api/handles.h"
-#include "core/device.h"
 #include "core/buffer.h"
+#include "core/device.h"
 #include "ops/attention/devices.h"
 #include "ops/attention/prepare.h"
 #include "ops/attention/variant.h"
@@ -39,11 +39,11 @@ std::string memory_words(const vkattn::Device& dev, uint32_t type) {
 std::string memory_row(vkattn_context* ctx) {
   vkattn::Context& c = *ctx->impl;
   vkattn::Device& dev = c.device();
-  vkattn::Buffer data(dev, 4096, false), ring(dev, 4096, true);
+  vkattn::Buffer data(dev, 4096, false), ring(dev, 4096, true), scales(dev, 4096, true, true, true);
   const bool plans = vkattn::plan_on_device(c);
   return "  memory: tensors, caches and scratch " + memory_words(dev, data.memory_type()) +
-         "; rings and staging " + memory_words(dev, ring.memory_type()) +
-         "; attention plans and page tables " +
+         "; rings and staging " + memory_words(dev, ring.memory_type()) + "; fp8 scale tables " +
+         memory_words(dev, scales.memory_type()) + "; attention plans and page tables " +
          (plans ? "copied to device-local memory" : "in host-visible memory") +
          " (VKATTN_PLAN_MEMORY=" + (plans ? "device" : "host") + ")\n";
 }
@@ -71,7 +71,7 @@ std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t
       v.static_chunks > 1
           ? "items balanced over " + std::to_string(v.static_chunks) + " thread chunks"
           : std::string("items heaviest first");
-  char s[240];
+  char s[400];
   if (v.family == vkattn::AttentionFamily::kCoopmat) {
     std::snprintf(s, sizeof(s),
                   "coopmat: %ux%ux%u f16 matrices, %u subgroups of %u lanes (%u rows), keys/tile "
@@ -84,10 +84,12 @@ std::string kernel_choice(vkattn_context* ctx, uint32_t d, uint32_t dv, uint32_t
     std::snprintf(
         s, sizeof(s),
         "decode: wg %u, %u lanes per key row, %u rows/tile (%u a lane), keys/tile %u, key sums by "
-        "%s, splits for %u workgroups, no split below %u keys, %s%s%s",
+        "%s, paged: %u block-table entries in shared memory, splits for %u workgroups, no split "
+        "below %u keys, %s%s%s",
         v.wg, v.lanes_per_row, v.rows, v.rows / std::max(v.row_splits, 1u), v.tile_keys,
-        v.subgroup_ops ? "subgroup shuffles" : "shared memory", v.target_items, v.min_split_keys,
-        order.c_str(), v.fallback.empty() ? "" : "; fallback from ", v.fallback.c_str());
+        v.subgroup_ops ? "subgroup shuffles" : "shared memory", v.page_window, v.target_items,
+        v.min_split_keys, order.c_str(), v.fallback.empty() ? "" : "; fallback from ",
+        v.fallback.c_str());
     return s;
   }
   if (v.family == vkattn::AttentionFamily::kTiled) {

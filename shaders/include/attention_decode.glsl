@@ -53,6 +53,7 @@ layout(constant_id = 10) const uint PAGED = 0; // K/V in the pages of a paged KV
 layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
 layout(constant_id = 12) const uint LPK = 16;  // lanes per key row (a power of two dividing WG)
 layout(constant_id = 13) const uint RS = 1;    // row splits (divides R; LPK * RS divides WG)
+layout(constant_id = 14) const uint PW = 0;    // paged: block-table entries kept in shared memory
 
 // Row splits: the RS lane sets of a key group each hold RL of the tile's
 // rows (lane set ry rows ry * RL ..), and each reads the key's K/V units
@@ -91,7 +92,35 @@ shared float sh_red[WG * RL * KPG];
 shared float sh_sum[NGRP * RL * KPG];
 #endif
 
+// Paged K/V: a window of PW consecutive entries of the item's block table
+// (from entry pw0 of its sequence) in shared memory, filled when the item
+// starts and again when the next tile's keys leave it, so the next tile's
+// address chain starts from shared memory, not from a global load per key
+// and tile. Keys outside the window read block_table (never wrong, only
+// slower).
+const bool PAGE_WINDOW = PAGED != 0u && PW > 0u;
+shared uint sh_pages[PAGE_WINDOW ? PW : 1u];
+uint pw0 = 0u;
+#define PAGE_OF_OWN 1
 #include "attention_fetch.glsl"
+
+uint page_of(Seq sq, uint key) {
+  uint e = key / pc.page_size;
+  if (PAGE_WINDOW && e - pw0 < PW) return sh_pages[e - pw0];  // (e < pw0 wraps: outside)
+  return block_table[sq.k_off + e - pc.table_base];
+}
+
+// Refills the window from entry `first` (uniform in the workgroup); `last`:
+// the item's last entry.
+void fill_page_window(Seq sq, uint first, uint last, uint lane) {
+  barrier();  // every lane is done with the previous window
+  pw0 = first;
+  for (uint e = lane; e < PW; e += WG) {
+    if (first + e <= last) sh_pages[e] = block_table[sq.k_off + first + e - pc.table_base];
+  }
+  memoryBarrierShared();
+  barrier();
+}
 #include "attention_mask.glsl"
 #include "attention_store.glsl"
 
@@ -173,14 +202,20 @@ void main() {
     KSB[j] = KDT == DT_Q4 ? q4_scale_base(false, sq, it.kv_head, key) : 0u;               \
     VSB[j] = KDT == DT_Q4 ? q4_scale_base(true, sq, it.kv_head, key) : 0u;                \
   }
+  const uint last_page = k_last / max(pc.page_size, 1u);
+  if (PAGE_WINDOW) fill_page_window(sq, it.k_begin / pc.page_size, last_page, lin);
   if (it.k_begin < it.k_end) {
     LOAD_TILE(it.k_begin, kr, vr, ksc, vsc, ksb, vsb)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
-    // The next tile's loads, issued before this tile's math.
+    // The next tile's loads, issued before this tile's math (this tile's
+    // words are in registers: the window may move first).
     uvec4 nkr[KPG * UK], nvr[KPG * UV];
     float nks[KPG], nvs[KPG];
     uint nksb[KPG], nvsb[KPG];
+    if (PAGE_WINDOW && kt + BC < it.k_end &&
+        min(kt + 2u * BC - 1u, k_last) / pc.page_size >= pw0 + PW)
+      fill_page_window(sq, (kt + BC) / pc.page_size, last_page, lin);
     if (kt + BC < it.k_end) {
       LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb)
     }

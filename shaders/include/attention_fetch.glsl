@@ -84,12 +84,24 @@ uint row_texels(uint kind_vec, uint dim) {
   return kind_vec == 2u ? dim / 8u : kind_vec == 1u ? (dim + 3u) / 4u : dim;
 }
 
+// The page (local to this dispatch's pool buffer) holding key `key` of
+// sequence sq. A shader that defines PAGE_OF_OWN before including this
+// file supplies its own (attention_decode.glsl: an item's entries kept in
+// shared memory), reading block_table for keys outside it.
+#ifdef PAGE_OF_OWN
+uint page_of(Seq sq, uint key);
+#else
+uint page_of(Seq sq, uint key) {
+  return block_table[sq.k_off + key / pc.page_size - pc.table_base];
+}
+#endif
+
 // First texel of key `key`'s K (V) row, kind kvec (vvec), of sequence sq
 // and kv head `kv_head`: through the block table when paged.
 uint key_texel(bool paged, bool is_v, Seq sq, uint kv_head, uint key, uint kvec, uint dim) {
   uint tok = is_v ? pc.v_tok : pc.k_tok, hs = is_v ? pc.v_head : pc.k_head;
   if (paged) {
-    uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+    uint page = page_of(sq, key);
     return page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx) +
            (key % pc.page_size) * tok + kv_head * hs;
   }
@@ -100,7 +112,7 @@ uint key_texel(bool paged, bool is_v, Seq sq, uint kv_head, uint key, uint kvec,
 // (value = code x factor); 1 for other dtypes. A paged cache only.
 float kv_scale(bool is_v, Seq sq, uint kv_head, uint key) {
   if (KDT == DT_I8) {
-    uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+    uint page = page_of(sq, key);
     uint kind = is_v ? VVEC : KVEC;
     uint tb = kind == 2u ? 8u : kind == 1u ? 4u : 1u;  // bytes per texel (texel_format)
     uint blk = (page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx)) * tb;
@@ -117,7 +129,7 @@ float kv_scale(bool is_v, Seq sq, uint kv_head, uint key) {
 // words each, take round16(Hkv x page_size x 4 x ceil(dim / 8)) bytes.
 uint q4_scale_base(bool is_v, Seq sq, uint kv_head, uint key) {
   uint dim = is_v ? DV : D, nb = (dim + 31u) / 32u;
-  uint page = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+  uint page = page_of(sq, key);
   uint blk = (page * (is_v ? pc.v_page_tx : pc.k_page_tx) + (is_v ? pc.v_layer_tx : pc.k_layer_tx)) * 4u;
   uint rows = (pc.num_kv_heads * pc.page_size * ((dim + 7u) / 8u) * 4u + 15u) & ~15u;
   return (blk + rows) / 2u + (kv_head * pc.page_size + key % pc.page_size) * nb;

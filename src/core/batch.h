@@ -23,7 +23,7 @@ struct Batch {
   std::vector<VkDescriptorPool> pools;
   uint32_t pool_used = 0;  // pools[0..pool_used) handed out sets
   std::vector<std::unique_ptr<Buffer>> chunks;
-  uint64_t chunk_offset = 0;                  // fill of chunks.back()
+  uint64_t chunk_offset = 0;                           // fill of chunks.back()
   std::vector<std::unique_ptr<Buffer>> device_chunks;  // the device ring's
   uint64_t device_chunk_offset = 0;
   std::vector<std::shared_ptr<Buffer>> keep;  // every buffer its commands use

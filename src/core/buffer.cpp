@@ -6,7 +6,7 @@
 
 namespace vkattn {
 
-Buffer::Buffer(Device& device, uint64_t size, bool host_visible, bool charged)
+Buffer::Buffer(Device& device, uint64_t size, bool host_visible, bool charged, bool near_device)
     : device_(device.shared_from_this()), size_(size) {
   const DeviceCaps& caps = device.caps();
   if (caps.max_allocation_size && size > caps.max_allocation_size)
@@ -29,7 +29,12 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible, bool charged)
   try {
     check_vk(vk.vkCreateBuffer(dev, &bci, vk_allocator(), &buffer_), "vkCreateBuffer");
     vk.vkGetBufferMemoryRequirements(dev, buffer_, &req);
-    if (host_visible) {
+    if (host_visible && near_device)
+      type =
+          device.find_memory_type(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    if (type != UINT32_MAX) {
+      // (device-local and mapped: the BAR of a discrete GPU, or UMA memory)
+    } else if (host_visible) {
       type = device.find_memory_type(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     } else if (caps.prefer_host_visible) {
       type = device.find_memory_type(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);

@@ -38,7 +38,11 @@ class Buffer {
   // otherwise device-local memory, mapped too where the device prefers it.
   // charged = false: internal metadata (the device ring of plans), not
   // counted against VKATTN_DEVICE_MEMORY_LIMIT, like the host rings.
-  Buffer(Device& device, uint64_t size, bool host_visible, bool charged = true);
+  // near_device (host-visible buffers the GPU reads often and the host
+  // writes rarely, such as fp8 scale tables): device-local host-visible
+  // memory where the device has it (a discrete GPU's BAR), else as above.
+  Buffer(Device& device, uint64_t size, bool host_visible, bool charged = true,
+         bool near_device = false);
   // Borrows the caller's `handle`: bytes [0, size) are usable, `usage` is
   // what it was created with. No memory is allocated or freed.
   Buffer(Device& device, VkBuffer handle, uint64_t size, VkBufferUsageFlags usage);
@@ -74,7 +78,7 @@ class Buffer {
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   void* mapped_ = nullptr;
   uint64_t size_ = 0;
-  uint64_t charged_ = 0;  // bytes accounted with Device::charge_memory
+  uint64_t charged_ = 0;               // bytes accounted with Device::charge_memory
   uint32_t memory_type_ = UINT32_MAX;  // the memory type allocated (none: borrowed)
   VkBufferUsageFlags usage_ = 0;
   bool borrowed_ = false;

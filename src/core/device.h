@@ -129,6 +129,7 @@ class Device : public std::enable_shared_from_this<Device> {
   // preferring one that also has `preferred`; UINT32_MAX if none.
   uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
                             VkMemoryPropertyFlags preferred) const;
+  uint32_t memory_type_count() const { return memory_.memoryTypeCount; }
   VkMemoryPropertyFlags memory_type_flags(uint32_t type) const {
     return memory_.memoryTypes[type].propertyFlags;
   }

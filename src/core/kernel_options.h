@@ -51,6 +51,7 @@ struct KernelOptions {
   uint32_t attn_head_chunk = kUnset;      // VKATTN_ATTN_HEAD_CHUNK (coopmat)
   uint32_t attn_o_regs = kUnset;          // VKATTN_ATTN_O_REGS (coopmat: O in registers)
   uint32_t attn_row_splits = kUnset;      // VKATTN_ATTN_ROW_SPLITS (decode)
+  uint32_t attn_page_window = kUnset;     // VKATTN_ATTN_PAGE_WINDOW (decode, paged; 0 off)
   bool disable_subgroup_ops = false;      // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;          // VKATTN_DISABLE_F16_MATH=1
   bool force_f16_math = false;            // VKATTN_FORCE_F16_MATH=1
@@ -114,6 +115,7 @@ struct KernelOptions {
                        attn_double_buffer,
                        attn_head_chunk,
                        attn_row_splits,
+                       attn_page_window,
                        attn_kernel_decode,
                        attn_kernel_prefill,
                        attn_combine_fan_in,
@@ -159,6 +161,7 @@ struct KernelOptions {
         {&K::attn_head_chunk, "VKATTN_ATTN_HEAD_CHUNK", nullptr, 1, 4096},
         {&K::attn_o_regs, "VKATTN_ATTN_O_REGS", nullptr, 0, 1},
         {&K::attn_row_splits, "VKATTN_ATTN_ROW_SPLITS", "row_splits", 1, 16},
+        {&K::attn_page_window, "VKATTN_ATTN_PAGE_WINDOW", "page_window", 0, 1024},
         {&K::invariant_split_keys, "VKATTN_ATTN_INVARIANT_SPLIT_KEYS", nullptr, 1, kMany},
     };
     return k;
@@ -251,6 +254,7 @@ struct KernelOptions {
     o.attn_head_chunk = env_uint("VKATTN_ATTN_HEAD_CHUNK", kUnset);
     o.attn_o_regs = env_uint("VKATTN_ATTN_O_REGS", kUnset);
     o.attn_row_splits = env_uint("VKATTN_ATTN_ROW_SPLITS", kUnset);
+    o.attn_page_window = env_uint("VKATTN_ATTN_PAGE_WINDOW", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;
     o.force_f16_math = env_uint("VKATTN_FORCE_F16_MATH", 0) != 0;

@@ -54,8 +54,10 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
     v_block_ = v_rows_ + scales;
   }
   if (fp8()) {
-    scale_table_ =
-        std::make_shared<Buffer>(ctx_->device(), std::max<uint64_t>(16, scale_table_bytes()), true);
+    // Read with every key by attention: device-local where the host can
+    // still map it (a discrete GPU's BAR), not system memory.
+    scale_table_ = std::make_shared<Buffer>(
+        ctx_->device(), std::max<uint64_t>(16, scale_table_bytes()), true, true, true);
     scales_set_.assign(d.num_layers, false);
     appended_.assign(d.num_layers, false);
   }

@@ -113,8 +113,9 @@ constexpr RowChoices with_tile_keys(RowChoices c, uint32_t keys) {
   return c;
 }
 // MLA decodes in one wide tile (NVIDIA: GA102's NAK held d 576 / dv 512 at
-// 16 rows in 256 lanes to 224 GPRs, no spill; M1's compiler spilled 419
-// values on the same shape, so other rows keep several tiles).
+// 16 rows in 256 lanes to 224 GPRs, 232 with the page window, no spill;
+// M1's compiler spilled 419 values on the same shape, so other rows keep
+// several tiles).
 constexpr RowChoices with_wide_decode(RowChoices c) {
   c.decode_wide_rows = true;
   return c;

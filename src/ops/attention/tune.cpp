@@ -81,6 +81,9 @@ std::vector<Candidate> candidates(const DeviceCaps& caps, const TuneCase& tc, bo
       for (uint32_t split : {64u, 128u, 256u})
         add(30 + dv4 / L,
             "kernel=decode,lanes_per_row=" + num(L) + ",min_split_keys=" + num(split));
+  // decode over pages: the block-table window off and on.
+  if (decode && tc.paged)
+    for (uint32_t pw : {0u, 64u}) add(31 + dv4 / 16, "kernel=decode,page_window=" + num(pw));
   // coopmat: subgroups and keys per tile (f16 K/V only; the family
   // declines the rest).
   if (!decode && caps.coopmat.usable() && coopmat_built())
@@ -96,10 +99,11 @@ std::vector<Candidate> candidates(const DeviceCaps& caps, const TuneCase& tc, bo
 // the same.
 std::string signature(const AttentionVariant& v) {
   char s[256];
-  std::snprintf(s, sizeof(s), "%u/%u/%u/%u/%u/%u/%u/%u/%d%d%d%d%d/%u/%u/%u/%u", unsigned(v.family),
-                v.wg, v.rows, v.block_keys, v.lanes_per_row, v.tile_keys, v.subgroups, v.head_chunk,
-                v.f16_math, v.double_buffer, v.unroll_d, v.subgroup_ops, v.decode_merge,
-                v.min_split_keys, v.target_items, v.max_keys, v.decode_min_keys);
+  std::snprintf(s, sizeof(s), "%u/%u/%u/%u/%u/%u/%u/%u/%d%d%d%d%d/%u/%u/%u/%u/%u/%u",
+                unsigned(v.family), v.wg, v.rows, v.block_keys, v.lanes_per_row, v.tile_keys,
+                v.subgroups, v.head_chunk, v.f16_math, v.double_buffer, v.unroll_d, v.subgroup_ops,
+                v.decode_merge, v.min_split_keys, v.target_items, v.max_keys, v.decode_min_keys,
+                v.row_splits, v.page_window);
   return s;
 }
 

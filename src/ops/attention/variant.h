@@ -103,6 +103,9 @@ struct AttentionVariant {
   // lane holds rows / row_splits of them; each split reads the key again,
   // from L1).
   uint32_t row_splits = 1;
+  // decode over paged K/V: block-table entries an item keeps in shared
+  // memory (attention_decode.glsl PW; 0: every lookup reads the table).
+  uint32_t page_window = 0;
   // decode: lanes_per_row is the lanes per key row, tile_keys the keys of
   // a tile, rows the rows of a tile (each lane holds rows / row_splits).
   uint32_t tile_rows() const {

@@ -28,8 +28,11 @@
 //     32-64 KiB per SM, above the ~16 KiB per SM that 3.35 TB/s x ~600 ns
 //     of latency needs over 132 SMs. The RS lane sets read each texel RS
 //     times from L1 (L1 bandwidth is ~5x DRAM's per SM).
-//   - shared memory: the merge only, NKG x R x 8 B + NKG/2 x R x 2 x 16 x
-//     16 B: 4.2 KiB; no K/V staging.
+//   - shared memory: the merge, NKG x R x 8 B + NKG/2 x R x 2 x 16 x
+//     16 B: 4.2 KiB, and paged calls' window of 64 block-table entries
+//     (256 B: 1024 keys at pages of 16, refilled with two barriers when an
+//     item's keys leave it, so a tile's address chain starts in shared
+//     memory, not with a global load a key and tile); no K/V staging.
 //   - workgroups: 2 per SM wanted over the whole step (the planner's
 //     target_items = 2 x compute units), splits no shorter than
 //     VKATTN_ATTN_MIN_SPLIT_KEYS (128).
@@ -57,8 +60,9 @@ struct DecodeSpec {
   FwdSpecHead head;        // 0-11, shape = R: rows of a tile; keys = BC: keys per tile
   uint32_t lanes_per_key;  // 12 LPK
   uint32_t row_splits;     // 13 RS
+  uint32_t page_window;    // 14 PW
 };
-static_assert(sizeof(DecodeSpec) == 14 * 4, "attention_decode.glsl has 14 constants");
+static_assert(sizeof(DecodeSpec) == 15 * 4, "attention_decode.glsl has 15 constants");
 
 uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
@@ -114,13 +118,15 @@ uint64_t decode_shared_bytes(const FwdConfig& cfg) {
   // set's sums).
   if (!v.subgroup_ops)
     bytes += (uint64_t(v.wg) + nkg * rs) * (v.rows / rs) * (v.tile_keys / nkg) * 4;
+  // sh_pages: the item's window of block-table entries.
+  if (cfg.paged && v.page_window) bytes += uint64_t(v.page_window) * 4;
   return bytes;
 }
 
 const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
-                        std::max(v.row_splits, 1u)};
+                        std::max(v.row_splits, 1u), cfg.paged ? v.page_window : 0u};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
                    decode_shared_bytes(cfg));
 }
@@ -140,8 +146,9 @@ const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
 // splits of 2 rows): q 2 x 6 vec4 + accumulators 2 x 4 vec4 = 80 floats,
 // two tiles of 2 keys x 5 texels = 80 words in flight, ~180 registers a
 // lane reasoned; measured on GA102's NAK (Mesa 26.1, 2026-11-28,
-// tools/gpu/static_sweep.sh, case mla-decode): 224 GPRs, no spill, 8
-// warps/SM (one 256-lane workgroup: 57 K of 64 K registers); 8.7 KB of K/V
+// tools/gpu/static_sweep.sh, case mla-decode): 224 GPRs (232 with the
+// page window), no spill, 8 warps/SM (one 256-lane workgroup: 59 K of 64 K
+// registers); 8.7 KB of K/V
 // in flight per workgroup (2 tiles x 2 keys x 2176 B), each texel read 8
 // times from L1. Left alone on CPU devices (their lanes hold 128 vec4) and
 // when the workgroup, rows or row splits are forced.
@@ -232,6 +239,11 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   v.block_keys = v.tile_keys;
   v.subgroup_ops =
       caps.subgroup_shuffle && !forced.disable_subgroup_ops && sg % L == 0 && v.wg % sg == 0;
+  // Paged calls: 64 block-table entries an item (1024 keys at pages of
+  // 16) copied to shared memory when it starts and when its keys leave
+  // them, so a tile's address chain starts there (256 bytes; GPUs only:
+  // on lavapipe the barriers cost more than the loads they save).
+  v.page_window = K::pick(forced.attn_page_window, caps.loop_capped ? 0u : 64u);
   v.decode_min_keys = 0;  // its own split rule: items from target_items
   v.decode_merge = false;
   v.unroll_d = true;
@@ -251,6 +263,11 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   // The loop cap's bound on keys per item, where the device has the cap
   // (on GPUs it cut 8x32768-paged into 25 splits for nothing).
   if (caps.loop_capped) v.max_keys = std::min(v.max_keys, decode_max_keys(v, head_dim, head_dim_v));
+  // No split below 128 keys: a split writes its rows' partials (R x dv x
+  // 4 B, read once more by the combine) against the 128 x (d + dv) x 2 B
+  // of f16 K/V it reads: d 128 GQA 8 1/16 (1/8 with the combine's read),
+  // MLA's 16 rows of dv 512 1/8 (1/4), so splits for occupancy (from
+  // target_items) cost little next to the keys they spread.
   v.min_split_keys = K::pick(forced.attn_min_split_keys, 128);
   v.min_split_keys = std::max(1u, std::min(v.min_split_keys, v.max_keys));
 }
@@ -271,11 +288,13 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
   const DecodeLane lane = decode_lane(head_dim, head_dim_v, static_cast<uint32_t>(lpk));
   const uint64_t uk = lane.qs, uv = lane.vs, rk = R * kpg;
   const uint64_t load = L(kpg) + kpg * (L(uk) + uk * L(4) + L(uv) + uv * L(4));
-  const uint64_t per_tile = 1 + load + L(rk) + L(kpg) + kpg * (L(uk) + uk * (L(4) + L(R))) + L(rk) +
-                            rk * L(lpk) + L(rk) + L(kpg) + kpg * L(R) + L(R) + R * 2 * L(kpg) +
-                            L(R) + R * L(uv) + L(kpg) + kpg * (L(uv) + uv * (L(4) + L(R))) +
-                            L(kpg * uk) + L(kpg * uv) + L(kpg);
-  const uint64_t fixed = L(R) + R * (L(uk) + uk * L(4) + L(uv)) + load + L(R) +
+  // The page window's refill loop (paged calls), at most once a tile.
+  const uint64_t window = v.page_window ? L((v.page_window + v.wg - 1) / std::max(v.wg, 1u)) : 0;
+  const uint64_t per_tile =
+      1 + window + load + L(rk) + L(kpg) + kpg * (L(uk) + uk * (L(4) + L(R))) + L(rk) +
+      rk * L(lpk) + L(rk) + L(kpg) + kpg * L(R) + L(R) + R * 2 * L(kpg) + L(R) + R * L(uv) +
+      L(kpg) + kpg * (L(uv) + uv * (L(4) + L(R))) + L(kpg * uk) + L(kpg * uv) + L(kpg);
+  const uint64_t fixed = window + L(R) + R * (L(uk) + uk * L(4) + L(uv)) + load + L(R) +
                          R * (2 * L(nkg) + L(uv)) + L(nkg) * (1 + 2 * R * L(uv)) + L(R) +
                          R * L(uv) * L(4);
   const uint64_t usable = kLoopUsable - loop_cost(0);
