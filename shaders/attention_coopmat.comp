@@ -18,7 +18,10 @@
 //   2. the subgroup's lanes take its rows, LPR lanes a row (SG / TM by
 //      default: every row at once; each lane a strided share of the tile's
 //      keys; row max and sum by subgroup shuffles): transforms and visibility exactly as attention_mask.glsl
-//      says (a hidden score is -inf), the online-softmax update, P as f16,
+//      says (a hidden score is -inf; a row that sees the tile whole, its
+//      first and last keys visible and no mask compiled in, skips the
+//      per-pair tests: only tiles on an edge evaluate them), the
+//      online-softmax update, P as f16,
 //      the row's rescale alpha;
 //   3. O = O * alpha + P V, DVC columns of V at a time: the chunk's V
 //      columns, f16, zero for keys no row of the item sees (so a 0 in P
@@ -342,18 +345,31 @@ void main() {
       float m_old = sh_m[rr], bm = m_old;
       uint seen[KW];  // keys this lane sees, one atomic per word below
       [[unroll]] for (uint w = 0u; w < KW; ++w) seen[w] = 0u;
+      // A tile this row sees whole (every key in the range, no causal,
+      // window, chunk or span edge inside it: each is monotone or an
+      // interval in the key, so the first and last key decide, as in
+      // attention_tiled.glsl; no mask or padding compiled in) skips the
+      // per-pair tests: only tiles that cross an edge evaluate them.
+      bool whole = ok && kt + BC <= it.k_end && !uses(F_MASK_BOOL) && !uses(F_MASK_ADD) &&
+                   !uses(F_KEY_VALID);
+      if (whole)
+        whole = in_view(sq, pos, int(kt), causal, windowed) &&
+                in_view(sq, pos, int(kt + BC - 1u), causal, windowed);
       for (uint j = sub; j < BC; j += LPR) {
         uint key = kt + j, kc = min(key, it.k_end - 1u);
         float s = sh_s[rr * SS + j / 4u][j % 4u];
         if (uses(F_SOFTCAP)) s = soft_capped(s);
         if (uses(F_ALIBI)) s += alibi_bias(head, pos, int(key));
-        bool v = ok && key < it.k_end && in_view(sq, pos, int(key), causal, windowed);
-        if (uses(F_KEY_VALID)) v = v && key_is_valid(sq, kc);
-        if (uses(F_MASK_BOOL)) v = v && mask_allows(mask_index(sq, tok, kc));
-        if (uses(F_MASK_ADD)) {
-          float a = mask_bias(mask_index(sq, tok, kc));
-          v = v && a != NEG_INF;
-          s += a;
+        bool v = whole;
+        if (!whole) {
+          v = ok && key < it.k_end && in_view(sq, pos, int(key), causal, windowed);
+          if (uses(F_KEY_VALID)) v = v && key_is_valid(sq, kc);
+          if (uses(F_MASK_BOOL)) v = v && mask_allows(mask_index(sq, tok, kc));
+          if (uses(F_MASK_ADD)) {
+            float a = mask_bias(mask_index(sq, tok, kc));
+            v = v && a != NEG_INF;
+            s += a;
+          }
         }
         s = v ? s : NEG_INF;
         // (Constant indices only: a runtime index put seen[] in NAK's
