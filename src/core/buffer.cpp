@@ -29,13 +29,13 @@ Buffer::Buffer(Device& device, uint64_t size, bool host_visible, bool charged, b
   try {
     check_vk(vk.vkCreateBuffer(dev, &bci, vk_allocator(), &buffer_), "vkCreateBuffer");
     vk.vkGetBufferMemoryRequirements(dev, buffer_, &req);
-    if (host_visible && near_device)
-      type =
-          device.find_memory_type(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-    if (type != UINT32_MAX) {
-      // (device-local and mapped: the BAR of a discrete GPU, or UMA memory)
-    } else if (host_visible) {
-      type = device.find_memory_type(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (host_visible) {
+      // near_device: device-local and mapped (a discrete GPU's BAR, UMA).
+      if (near_device)
+        type = device.find_memory_type(req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                       0);
+      if (type == UINT32_MAX)
+        type = device.find_memory_type(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     } else if (caps.prefer_host_visible) {
       type = device.find_memory_type(req.memoryTypeBits, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
       if (type == UINT32_MAX)

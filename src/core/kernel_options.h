@@ -196,6 +196,17 @@ struct KernelOptions {
     return kUnset;
   }
 
+  // An environment variable naming one of two values: 0 for `a`, 1 for
+  // `b`, kUnset when unset or empty; anything else sets *bad.
+  static uint32_t env_choice(const char* name, const char* a, const char* b, bool* bad) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return kUnset;
+    if (std::strcmp(v, a) == 0) return 0;
+    if (std::strcmp(v, b) == 0) return 1;
+    *bad = true;
+    return kUnset;
+  }
+
   static KernelOptions from_env() {
     KernelOptions o;
     o.attn_wg = env_uint("VKATTN_ATTN_WG", kUnset);
@@ -231,22 +242,8 @@ struct KernelOptions {
     o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
     o.fault_odd_stores = env_uint("VKATTN_FAULT_ODD_STORES", 0) != 0;
     o.fault_rotation = env_uint("VKATTN_FAULT_ROTATION", 0) != 0;
-    if (const char* cb = std::getenv("VKATTN_ATTN_COMBINE"); cb && *cb) {
-      if (std::strcmp(cb, "rows") == 0)
-        o.attn_combine = 0;
-      else if (std::strcmp(cb, "words") == 0)
-        o.attn_combine = 1;
-      else
-        o.bad_combine = true;
-    }
-    if (const char* pm = std::getenv("VKATTN_PLAN_MEMORY"); pm && *pm) {
-      if (std::strcmp(pm, "host") == 0)
-        o.plan_memory = 0;
-      else if (std::strcmp(pm, "device") == 0)
-        o.plan_memory = 1;
-      else
-        o.bad_plan_memory = true;
-    }
+    o.attn_combine = env_choice("VKATTN_ATTN_COMBINE", "rows", "words", &o.bad_combine);
+    o.plan_memory = env_choice("VKATTN_PLAN_MEMORY", "host", "device", &o.bad_plan_memory);
     o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
     o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
     o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);

@@ -10,7 +10,7 @@
 namespace vkattn {
 
 namespace {
-constexpr uint64_t kChunkSize = 4ull << 20;         // ring chunk
+constexpr uint64_t kChunkSize = 4ull << 20;        // ring chunk
 constexpr uint64_t kDeviceChunkSize = 1ull << 20;  // device ring chunk
 constexpr uint32_t kSetsPerPool = 256;
 
@@ -187,52 +187,43 @@ void Recorder::copy_buffer(const Buffer& src, const Buffer& dst, const VkBufferC
   after_command();
 }
 
-HostSlice Recorder::alloc_host(uint64_t size) {
-  cmd();
+Recorder::Carved Recorder::carve(std::vector<std::unique_ptr<Buffer>>& chunks, uint64_t& fill,
+                                 std::vector<std::unique_ptr<Buffer>>& spares, uint64_t chunk_size,
+                                 bool host_visible, uint64_t size) {
   const DeviceCaps& caps = device_.caps();
-  uint64_t align =
+  const uint64_t align =
       std::max<uint64_t>({caps.min_storage_offset_alignment, caps.min_texel_offset_alignment, 64});
   size = std::max<uint64_t>(size, 4);
-  Batch& b = *open_;
-  uint64_t off = align_up(b.chunk_offset, align);
-  if (b.chunks.empty() || off + size > b.chunks.back()->size()) {
+  uint64_t off = align_up(fill, align);
+  if (chunks.empty() || off + size > chunks.back()->size()) {
     std::unique_ptr<Buffer> chunk;
-    if (size <= kChunkSize && !spare_chunks_.empty()) {
-      chunk = std::move(spare_chunks_.back());
-      spare_chunks_.pop_back();
+    if (size <= chunk_size && !spares.empty()) {
+      chunk = std::move(spares.back());
+      spares.pop_back();
     } else {
-      chunk = std::make_unique<Buffer>(device_, std::max(size, kChunkSize), true);
+      // Ring chunks are metadata: never charged to VKATTN_DEVICE_MEMORY_LIMIT.
+      chunk = std::make_unique<Buffer>(device_, std::max(size, chunk_size), host_visible, false);
     }
-    b.chunks.push_back(std::move(chunk));
+    chunks.push_back(std::move(chunk));
     off = 0;
   }
-  Buffer* chunk = b.chunks.back().get();
-  b.chunk_offset = off + size;
-  return HostSlice{chunk, off, chunk->mapped() + off, size};
+  fill = off + size;
+  return {chunks.back().get(), off, size};
+}
+
+HostSlice Recorder::alloc_host(uint64_t size) {
+  cmd();
+  Batch& b = *open_;
+  const Carved c = carve(b.chunks, b.chunk_offset, spare_chunks_, kChunkSize, true, size);
+  return HostSlice{c.chunk, c.offset, c.chunk->mapped() + c.offset, c.size};
 }
 
 DeviceSlice Recorder::alloc_device(uint64_t size) {
   cmd();
-  const DeviceCaps& caps = device_.caps();
-  uint64_t align =
-      std::max<uint64_t>({caps.min_storage_offset_alignment, caps.min_texel_offset_alignment, 64});
-  size = std::max<uint64_t>(size, 4);
   Batch& b = *open_;
-  uint64_t off = align_up(b.device_chunk_offset, align);
-  if (b.device_chunks.empty() || off + size > b.device_chunks.back()->size()) {
-    std::unique_ptr<Buffer> chunk;
-    if (size <= kDeviceChunkSize && !spare_device_chunks_.empty()) {
-      chunk = std::move(spare_device_chunks_.back());
-      spare_device_chunks_.pop_back();
-    } else {
-      chunk = std::make_unique<Buffer>(device_, std::max(size, kDeviceChunkSize), false, false);
-    }
-    b.device_chunks.push_back(std::move(chunk));
-    off = 0;
-  }
-  Buffer* chunk = b.device_chunks.back().get();
-  b.device_chunk_offset = off + size;
-  return DeviceSlice{chunk, off, size};
+  const Carved c = carve(b.device_chunks, b.device_chunk_offset, spare_device_chunks_,
+                         kDeviceChunkSize, false, size);
+  return DeviceSlice{c.chunk, c.offset, c.size};
 }
 
 VkDescriptorPool Recorder::new_pool() {
@@ -333,14 +324,16 @@ void Recorder::recycle(std::unique_ptr<Batch> b) {
   const VolkDeviceTable& vk = device_.vk();
   VkDevice dev = device_.handle();
   b->keep.clear();
-  for (auto& c : b->chunks)
-    if (c->size() == kChunkSize) spare_chunks_.push_back(std::move(c));
-  b->chunks.clear();
-  b->chunk_offset = 0;
-  for (auto& c : b->device_chunks)
-    if (c->size() == kDeviceChunkSize) spare_device_chunks_.push_back(std::move(c));
-  b->device_chunks.clear();
-  b->device_chunk_offset = 0;
+  // Both rings' chunks of the standard size become spares.
+  auto keep = [](std::vector<std::unique_ptr<Buffer>>& chunks, uint64_t& fill,
+                 std::vector<std::unique_ptr<Buffer>>& spares, uint64_t chunk_size) {
+    for (auto& c : chunks)
+      if (c->size() == chunk_size) spares.push_back(std::move(c));
+    chunks.clear();
+    fill = 0;
+  };
+  keep(b->chunks, b->chunk_offset, spare_chunks_, kChunkSize);
+  keep(b->device_chunks, b->device_chunk_offset, spare_device_chunks_, kDeviceChunkSize);
   for (auto p : b->pools) {
     vk.vkResetDescriptorPool(dev, p, 0);
     spare_pools_.push_back(p);

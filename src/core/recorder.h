@@ -135,6 +135,17 @@ class Recorder {
   void reject_external() const;  // throws in external mode: nothing may be submitted
   void full_barrier(VkCommandBuffer c);
   VkDescriptorPool new_pool();
+  // (The open batch's, cmd() called.) `size` bytes (at least 4), aligned
+  // for any binding, from a ring of chunks filled to `fill`: the last
+  // chunk, else a spare of chunk_size bytes, else a new host-visible or
+  // device-local chunk.
+  struct Carved {
+    Buffer* chunk;
+    uint64_t offset, size;
+  };
+  Carved carve(std::vector<std::unique_ptr<Buffer>>& chunks, uint64_t& fill,
+               std::vector<std::unique_ptr<Buffer>>& spares, uint64_t chunk_size, bool host_visible,
+               uint64_t size);
 
   Device& device_;
   VkCommandPool pool_ = VK_NULL_HANDLE;

@@ -551,6 +551,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
 
   const uint32_t flags = call_flags(c);  // pick
   const bool log = ctx.options().log_kernels;
+  const bool words = combine_by_words(ctx);
   Pipelines& pipes = ctx.pipelines();
   // Acquire everything that can fail (pipelines, descriptor sets, windows),
   // then record.
@@ -570,16 +571,15 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     const Pipeline& fwd = family.pipeline(pipes, cfg);
     if (c.pinned && &fwd != &attention_family(c.pinned->var.family).pipeline(pipes, *c.pinned))
       fail(VKATTN_ERROR_INTERNAL, "a self-check ran another pipeline than the one it checks");
-    const Pipeline* combine =
-        sched.combine.empty()
-            ? nullptr
-            : &pipes.get(combine_by_words(ctx) ? kCombineLayout : kCombineRowsLayout,
-                         {static_cast<uint32_t>(c.q->dtype())});
+    const Pipeline* combine = sched.combine.empty()
+                                  ? nullptr
+                                  : &pipes.get(words ? kCombineLayout : kCombineRowsLayout,
+                                               {static_cast<uint32_t>(c.q->dtype())});
     binders.push_back(std::make_unique<PassBinder>(ctx, c, *pp, flags));
     PassBinder& bind = *binders.back();
     for (const Wave& wave : sched.waves) {
       for (const FwdPass& pass : wave.fwd) {
-        if (log) log_pass(c, *pp, cfg, family, pass, combine_by_words(ctx) ? "words" : "rows");
+        if (log) log_pass(c, *pp, cfg, family, pass, words ? "words" : "rows");
         prepared.push_back(bind.fwd(fwd, pass));
       }
       for (const auto& level : wave.levels)

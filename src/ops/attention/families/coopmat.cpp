@@ -123,8 +123,8 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 }
 
 // attention_coopmat.comp's shared arrays: a chunk of q and one tile for a
-// chunk of K's columns and then of V's (f16), scores (f32; the P V blocks pass through
-// them too), P (f16), O (f32, all DVP columns) unless O is in registers,
+// chunk of K's columns and then of V's (f16), scores (f32; the P V blocks
+// pass through them too), P (f16), O (f32, all DVP columns) unless O is in registers,
 // m, l, alpha per row, and a seen bit per key.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;

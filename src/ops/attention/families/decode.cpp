@@ -148,10 +148,9 @@ const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
 // lane reasoned; measured on GA102's NAK (Mesa 26.1, 2026-11-28,
 // tools/gpu/static_sweep.sh, case mla-decode): 224 GPRs (232 with the
 // page window), no spill, 8 warps/SM (one 256-lane workgroup: 59 K of 64 K
-// registers); 8.7 KB of K/V
-// in flight per workgroup (2 tiles x 2 keys x 2176 B), each texel read 8
-// times from L1. Left alone on CPU devices (their lanes hold 128 vec4) and
-// when the workgroup, rows or row splits are forced.
+// registers); 8.7 KB of K/V in flight per workgroup (2 tiles x 2 keys x
+// 2176 B), each texel read 8 times from L1. Left alone on CPU devices (their lanes hold 128 vec4)
+// and when the workgroup, rows or row splits are forced.
 bool widen_for_wide_rows(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
                          const KernelOptions& forced, const DecodeLane& lane, uint32_t max_rows,
                          uint32_t& max_splits) {
