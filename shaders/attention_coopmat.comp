@@ -13,8 +13,12 @@
 //      dim, one chunk of DC columns at a time: the workgroup stages the
 //      chunk's K columns of the tile in shared memory as f16 (zero beyond
 //      the key range, padding keys and the head dim), and q's (scaled, f16)
-//      unless the whole head dim fits one chunk (then q is staged once);
-//      S is stored to shared memory as f32 (the accumulators' only way out);
+//      unless the whole head dim fits one chunk (then q is staged once:
+//      with QREG through the K/V tile into A fragments the subgroup keeps
+//      in registers for every tile, FlashAttention-2's Q in registers,
+//      which frees q's shared memory for 64-key tiles); S goes to shared
+//      memory as f32 (the accumulators' only way out), a block as soon as
+//      it is done where one chunk holds the head dim;
 //   2. the subgroup's lanes take its rows, LPR lanes a row (SG / TM by
 //      default: every row at once; each lane a strided share of the tile's
 //      keys; row max and sum by subgroup shuffles): transforms and visibility exactly as attention_mask.glsl
@@ -25,17 +29,26 @@
 //      the row's rescale alpha;
 //   3. O = O * alpha + P V, DVC columns of V at a time: the chunk's V
 //      columns, f16, zero for keys no row of the item sees (so a 0 in P
-//      never meets a NaN in V); each TM x TN block of P V starts from zero
-//      in a fresh accumulator, is stored into the subgroup's own score
-//      rows (free once P is made), and the lanes add it to O. O lives in
-//      registers when OREG (a lane holds the same TM*TN/SG elements of
-//      every block: element e = lane + SG * k of a block is its row e / TN,
-//      column e % TN) and in shared memory otherwise (MLA's dv 512, or
-//      where the block does not split evenly over the lanes). KHR
-//      fragments are opaque, so the per-row rescale and the final 1/l run
-//      on that known layout, never on an accumulator. A NaN in V at a key
-//      that some row of the tile sees reaches the tile's other rows too
-//      (0 * NaN), as in every tensor-core attention.
+//      never meets a NaN in V). Where O lives (OREG):
+//      2, accumulators (one V chunk): each of O's TM x TN blocks is a
+//      cooperative matrix across the tiles; the rows' alphas are written
+//      into a TM x TN block (row i all alpha_i) in the subgroup's score
+//      rows, loaded as an accumulator (the same opaque layout as O's) and
+//      multiplied in element by element, then P V is added in place: no
+//      round trip through shared memory until the end (the store, once
+//      per item, goes BC / TN blocks at a time through the score rows);
+//      1, registers of a known layout (one V chunk; a lane holds the same
+//      TM*TN/SG elements of every block: element e = lane + SG * k of a
+//      block is its row e / TN, column e % TN): each block of P V starts
+//      from zero in a fresh accumulator, is stored into the subgroup's
+//      score rows, and the lanes add it to O (a round trip per block);
+//      0, shared memory (MLA's dv 512, or V in chunks), the same way.
+//      A NaN in V at a key that some row of the tile sees reaches the
+//      tile's other rows too (0 * NaN), as in every tensor-core attention.
+// Per tile with one chunk: four workgroup barriers (before K is stored,
+// after it, after the softmax, after V is stored) and two subgroup ones
+// (the scores, the alpha block) with accumulators; OREG 1 adds two a
+// block of P V.
 // K and V take turns in one shared tile (sh_kv: K's chunk for step 1, V's
 // for step 3). Where each is one chunk (ONE_CHUNK: the head dims fit), the
 // tile's V is loaded into registers when the tile starts and the next
@@ -56,11 +69,14 @@
 // as ggml's cm1), every shared array is a whole number of 16 bytes (so
 // that whatever order the driver packs them in, each starts on 16 bytes:
 // the H200 found this one, 2026-11-28), a barrier with shared-memory
-// semantics sits between every write and the load that reads it, no
-// accumulator is ever loaded
-// back from memory (the two H100 symptoms: an accumulator reloaded from a
+// semantics sits between every write and the load that reads it, the
+// one accumulator loaded from memory (OREG 2's alpha block, never a
+// product read back) comes from the vec4 score rows on 16-byte offsets
+// and strides (the two H100 symptoms: an accumulator reloaded from a
 // scalar float array read 0 or garbage; S missed the last two head-dim
-// elements, as a 4-byte-misaligned scalar f16 row would), the pipeline
+// elements, as a 4-byte-misaligned scalar f16 row would; both were arrays
+// off 16 bytes; VKATTN_ATTN_O_REGS=1 avoids the load where a driver
+// still gets it wrong, and the self-check falls back), the pipeline
 // asks for full subgroups of the size the shapes were queried for where
 // the device allows it (src/ops/attention/families/coopmat.cpp), and the
 // SPIR-V is not optimized (CMakeLists.txt).
@@ -99,8 +115,9 @@ layout(constant_id = 14) const uint TK = 8;   // columns of A, rows of B
 layout(constant_id = 15) const uint DC = 64;  // q/k head-dim columns per chunk: a multiple of TK, <= DP
 layout(constant_id = 16) const uint DVC = 64; // v head-dim columns per chunk: a multiple of TN, <= DVP
 layout(constant_id = 17) const uint SG = 8;    // the subgroup size the pipeline requires
-layout(constant_id = 18) const uint OREG = 0;  // 1: O in registers (DVC == DVP, TM*TN % SG == 0)
+layout(constant_id = 18) const uint OREG = 0;  // O: 0 shared, 1 registers (DVC == DVP, TM*TN % SG == 0), 2 accumulators (DVC == DVP)
 layout(constant_id = 19) const uint LPR = 1;   // lanes a row in the softmax: SG / TM .. SG, powers of 2
+layout(constant_id = 20) const uint QREG = 0;  // 1: q's A fragments in registers (DC == DP, ROWS*QS <= KVN)
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -120,7 +137,10 @@ const uint VS = DVC / 4u + 2u;  // f16vec4 per staged V row
 const uint PS = BC / 4u + 2u;   // f16vec4 per P row
 const uint SS = BC / 4u + 1u;   // vec4 per score row
 const uint KVN = BC * (QS > VS ? QS : VS);
-shared f16vec4 sh_q[ROWS * QS];  // a chunk of q's columns
+// Q_REGS: q is staged once in the K/V tile (before the first K), loaded
+// into A fragments, and never read from shared memory again.
+const bool Q_REGS = QREG != 0u;
+shared f16vec4 sh_q[Q_REGS ? 2u : ROWS * QS];  // a chunk of q's columns
 shared f16vec4 sh_kv[KVN];       // the tile's K (rows of QS), then its V (rows of VS)
 shared vec4 sh_s[ROWS * SS];     // scores, masked ones as -inf; then P V blocks, output blocks
 shared f16vec4 sh_p[ROWS * PS];  // exp(s - m)
@@ -130,9 +150,10 @@ const uint RPP = SG / LPR;  // rows the subgroup's softmax takes at once (divide
 const bool ONE_CHUNK = DC == DP && DVC == DVP;
 const uint KL = ONE_CHUNK ? (BC * DC4 + WG - 1u) / WG : 1u;
 const uint VL = ONE_CHUNK ? (BC * DVC4 + WG - 1u) / WG : 1u;
-const bool O_IN_REGS = OREG != 0u;
-const uint NB = O_IN_REGS ? DVP / TN : 1u;      // blocks of O's columns
-const uint OE = O_IN_REGS ? TM * TN / SG : 1u;  // a lane's elements of one block
+const bool O_IN_REGS = OREG == 1u;  // scalars of a known layout
+const bool O_ACC = OREG == 2u;      // accumulators (opaque), rescaled by a loaded alpha block
+const uint NB = O_IN_REGS || O_ACC ? DVP / TN : 1u;  // blocks of O's columns
+const uint OE = O_IN_REGS ? TM * TN / SG : 1u;       // a lane's elements of one block
 // Every shared array below is a whole number of 16 bytes as well (the
 // scalar ones rounded up to 4 words): the driver chooses where each array
 // sits, and NVIDIA's (580, H200, 2026-11-28) placed 4-byte ones before the
@@ -142,7 +163,7 @@ const uint OE = O_IN_REGS ? TM * TN / SG : 1u;  // a lane's elements of one bloc
 // of 16, any packing order keeps every array on a 16-byte boundary.
 const uint ROWS4 = (ROWS + 3u) / 4u * 4u;
 const uint KW = (BC + 31u) / 32u;  // words of a per-key bit mask
-shared float sh_o[O_IN_REGS ? 4u : ROWS * DVP];  // unnormalized output rows (scalar code only)
+shared float sh_o[O_IN_REGS || O_ACC ? 4u : ROWS * DVP];  // unnormalized output rows (scalar code only)
 shared float sh_m[ROWS4], sh_l[ROWS4], sh_alpha[ROWS4];
 shared uint sh_kseen[(KW + 3u) / 4u * 4u];  // bit j: some row of the work item sees key kt + j
 
@@ -162,7 +183,10 @@ void stage_q(Item it, Seq sq, uint G, uint row_lim, uint c0) {
     vec4 q = vec4(0.0);
     if (r < row_lim && c < D4)
       q = fetch_row(QVEC, D, q_texel(sq.q_off + r / G, it.kv_head * G + r % G), c, 2u) * pc.scale;
-    sh_q[rr * QS + cl] = f16vec4(q);
+    if (Q_REGS)
+      sh_kv[rr * QS + cl] = f16vec4(q);
+    else
+      sh_q[rr * QS + cl] = f16vec4(q);
   }
 }
 
@@ -246,8 +270,19 @@ void main() {
 
   // q once when one chunk holds the head dim; O, m and l cleared.
   if (Q_ONCE) stage_q(it, sq, G, row_lim, 0u);
+  // Q_REGS: q, staged in the K/V tile, into this subgroup's A fragments
+  // (the tile loop's first barrier comes before K overwrites it).
+  MAT_A qf[Q_REGS ? DP / TK : 1u];
+  if (Q_REGS) {
+    memoryBarrierShared();
+    barrier();
+    [[unroll]] for (uint kk = 0u; kk < DP / TK; ++kk)
+      coopMatLoad(qf[kk], sh_kv, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+  }
   float o_reg[NB * OE];  // O_IN_REGS: this lane's elements of every block
   [[unroll]] for (uint x = 0u; x < NB * OE; ++x) o_reg[x] = 0.0;
+  MAT_C o_acc[O_ACC ? NB : 1u];  // O_ACC: O's blocks of TN columns
+  [[unroll]] for (uint nb = 0u; nb < (O_ACC ? NB : 1u); ++nb) o_acc[nb] = MAT_C(0.0);
   if (!O_IN_REGS)
     for (uint x = lid; x < ROWS * DVP; x += WG) sh_o[x] = 0.0;
   for (uint x = lid; x < ROWS; x += WG) {
@@ -268,8 +303,12 @@ void main() {
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
     // 1. S = Q K^T for this subgroup's rows, a chunk of DC head-dim
     // columns at a time.
+    // (With chunks, every block's accumulator lives across the chunks;
+    // with one chunk each block is stored as soon as it is done.)
     MAT_C sc[BC / TN];
-    [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) sc[nb] = MAT_C(0.0);
+    if (!ONE_CHUNK) {
+      [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) sc[nb] = MAT_C(0.0);
+    }
     if (ONE_CHUNK) {
       // This tile's V, issued now and stored after the softmax.
       [[unroll]] for (uint i = 0u; i < VL; ++i) {
@@ -293,15 +332,28 @@ void main() {
           if (x < BC * DC4) kpre[i] = k_texel(it, sq, kt + BC, 0u, x);
         }
       }
-      [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) {
-        for (uint kk = 0u; kk < DP / TK; ++kk) {
-          MAT_A a;
-          MAT_B b;
-          coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
-          coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
-                      gl_CooperativeMatrixLayoutColumnMajor);
-          sc[nb] = coopMatMulAdd(a, b, sc[nb]);
+      // The scores go to the subgroup's own rows (its lanes read them
+      // next), a block as soon as it is done: one accumulator live.
+      for (uint nb = 0u; nb < BC / TN; ++nb) {
+        MAT_C s = MAT_C(0.0);
+        if (Q_REGS) {
+          [[unroll]] for (uint kk = 0u; kk < DP / TK; ++kk) {
+            MAT_B b;
+            coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
+                        gl_CooperativeMatrixLayoutColumnMajor);
+            s = coopMatMulAdd(qf[kk], b, s);
+          }
+        } else {
+          for (uint kk = 0u; kk < DP / TK; ++kk) {
+            MAT_A a;
+            MAT_B b;
+            coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
+                        gl_CooperativeMatrixLayoutColumnMajor);
+            s = coopMatMulAdd(a, b, s);
+          }
         }
+        coopMatStore(s, sh_s, r0 * SS + nb * (TN / 4u), SS, gl_CooperativeMatrixLayoutRowMajor);
       }
     }
     for (uint c0 = 0u; !ONE_CHUNK && c0 < DP; c0 += DC) {
@@ -328,8 +380,10 @@ void main() {
       }
     }
     // The scores go to the subgroup's own rows: its lanes read them next.
-    [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb)
-      coopMatStore(sc[nb], sh_s, r0 * SS + nb * (TN / 4u), SS, gl_CooperativeMatrixLayoutRowMajor);
+    if (!ONE_CHUNK) {
+      [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb)
+        coopMatStore(sc[nb], sh_s, r0 * SS + nb * (TN / 4u), SS, gl_CooperativeMatrixLayoutRowMajor);
+    }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 
@@ -411,6 +465,20 @@ void main() {
         const float a = sh_alpha[r0 + (lane + SG * k) / TN];
         [[unroll]] for (uint nb = 0u; nb < NB; ++nb) o_reg[nb * OE + k] *= a;
       }
+    } else if (O_ACC) {
+      // Accumulators are opaque: each row's alpha goes into a TM x TN
+      // block (every column of row i alpha_i) in the subgroup's own score
+      // rows (free: P is made), loaded as an accumulator of the same
+      // layout as O's, and multiplied element by element.
+      for (uint x = lane; x < TM * TN; x += nl) {
+        const uint i = x / TN, c = x % TN;
+        sh_s[(r0 + i) * SS + c / 4u][c % 4u] = sh_alpha[r0 + i];
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      MAT_C al;
+      coopMatLoad(al, sh_s, r0 * SS, SS, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint nb = 0u; nb < NB; ++nb) o_acc[nb] = o_acc[nb] * al;
     } else {
       for (uint x = lane; x < TM * DVP; x += nl) sh_o[r0 * DVP + x] *= sh_alpha[r0 + x / DVP];
     }
@@ -434,7 +502,18 @@ void main() {
       }
       memoryBarrierShared();
       barrier();
-      if (O_IN_REGS) {  // one chunk (DVC == DVP): every block's index is known
+      if (O_ACC) {  // one chunk (DVC == DVP): P V straight into O, no round trip
+        for (uint kb = 0u; kb < BC / TK; ++kb) {
+          MAT_A a;
+          coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
+          [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
+            MAT_B b;
+            coopMatLoad(b, sh_kv, kb * TK * VS + nb * (TN / 4u), VS,
+                        gl_CooperativeMatrixLayoutRowMajor);
+            o_acc[nb] = coopMatMulAdd(a, b, o_acc[nb]);
+          }
+        }
+      } else if (O_IN_REGS) {  // one chunk (DVC == DVP): every block's index is known
         [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
           pv_block_to_scores(r0, nb);
           [[unroll]] for (uint k = 0u; k < OE; ++k) {
@@ -466,7 +545,31 @@ void main() {
   // constant count of vec4 a lane, so the block loop unrolls and o_reg
   // stays in registers: NAK put it in local memory when a runtime-bounded
   // loop sat inside), or from shared memory.
-  if (O_IN_REGS) {
+  if (O_ACC) {
+    // BP blocks at a time through the subgroup's score rows (BC/4 + 1
+    // vec4 a row), in a loop that is not unrolled: o_acc's indices stay
+    // constant (an unrolled loop over the blocks, no loop inside it: NAK
+    // put o_acc in local memory when a subgroup-strided loop sat inside
+    // the unrolled one).
+    const uint B4 = TN / 4u, BP = BC / TN, W4 = BP * B4;
+    for (uint p = 0u; p < (NB + BP - 1u) / BP; ++p) {
+      [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
+        if (nb / BP == p)
+          coopMatStore(o_acc[nb], sh_s, r0 * SS + (nb % BP) * B4, SS,
+                       gl_CooperativeMatrixLayoutRowMajor);
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      const uint w4 = min(W4, NB * B4 - p * W4);  // vec4 columns of this pass
+      for (uint x = lane; x < TM * w4; x += nl) {
+        const uint rr = r0 + x / w4, c = x % w4;
+        store_row4(it, sq, G, row_lim, rr, p * W4 + c,
+                   sh_s[rr * SS + c] * row_norm(sh_m[rr], sh_l[rr]).x);
+      }
+      subgroupMemoryBarrierShared();  // stored before the next pass overwrites the rows
+      subgroupBarrier();
+    }
+  } else if (O_IN_REGS) {
     const uint B4 = TN / 4u;  // vec4 columns of a block
     [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
       [[unroll]] for (uint k = 0u; k < OE; ++k) {

@@ -458,12 +458,12 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
       EXPECT_EQ(mla.head_chunk_v % mla.coopmat_n, 0u);
       EXPECT_GE(mla.head_chunk, mla.coopmat_k);
     }
-    // O in registers while a lane holds at most 64 floats of it (on
+    // O in accumulators while a lane holds at most 64 floats of it (on
     // lavapipe's 8x8 blocks over 8 lanes: dv <= 64), in shared memory past
-    // that or wherever V is chunked; VKATTN_ATTN_O_REGS forces either where
+    // that or wherever V is chunked; VKATTN_ATTN_O_REGS forces any where
     // the layout allows, and the shared-memory count follows.
     const uint32_t sgs = dev.caps().subgroup_size;
-    EXPECT_EQ(f16.o_regs, uint64_t(f16.coopmat_m) * 64 <= 64ull * sgs) << "dv 64";
+    EXPECT_EQ(f16.o_regs, uint64_t(f16.coopmat_m) * 64 <= 64ull * sgs ? 2u : 0u) << "dv 64";
     const vkattn::AttentionVariant wide =
         vkattn::choose_attention_variant(dev, o, 64, 8 * sgs + 8, 1024, VKATTN_F16);
     EXPECT_FALSE(wide.o_regs) << "a lane would hold " << wide.coopmat_m * (8 * sgs + 8) / sgs;
@@ -477,11 +477,42 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
     if (r.head_chunk_v >= 8 * sgs + 8 && r.coopmat_m * r.coopmat_n % sgs == 0) {
       EXPECT_TRUE(r.o_regs);
       vkattn::FwdConfig a, b;
-      a.var = r, b.var = r, b.var.o_regs = false;
+      a.var = r, b.var = r, b.var.o_regs = 0;
       a.head_dim = b.head_dim = 64, a.head_dim_v = b.head_dim_v = 8 * sgs + 8;
       a.kv_dtype = b.kv_dtype = VKATTN_F16;
       EXPECT_LT(vkattn::kCoopmatFamily.shared_bytes(a), vkattn::kCoopmatFamily.shared_bytes(b));
     }
+    vkattn::KernelOptions acc = o;
+    acc.attn_o_regs = 2;
+    EXPECT_EQ(vkattn::choose_attention_variant(dev, acc, 64, 8 * sgs + 8, 1024, VKATTN_F16).o_regs,
+              2u)
+        << "accumulators need no known layout";
+    // q's fragments in registers where one chunk holds d and q's staging
+    // fits the K/V tile; they take sh_q's shared memory away, and a forced
+    // pair that cannot stage q is declined with the reason.
+    vkattn::KernelOptions q_on = o, q_off = o;
+    q_on.attn_q_regs = 1, q_off.attn_q_regs = 0;
+    const vkattn::AttentionVariant qr =
+        vkattn::choose_attention_variant(dev, q_on, 64, 64, 1024, VKATTN_F16);
+    const vkattn::AttentionVariant qs =
+        vkattn::choose_attention_variant(dev, q_off, 64, 64, 1024, VKATTN_F16);
+    EXPECT_FALSE(qs.q_regs);
+    EXPECT_EQ(qr.q_regs, vkattn::coopmat_q_staging_fits(qr.subgroups * qr.coopmat_m, qr.tile_keys,
+                                                        qr.head_chunk, qr.head_chunk_v));
+    if (qr.q_regs) {
+      vkattn::FwdConfig a, b;
+      a.var = qr, b.var = qr, b.var.q_regs = false;
+      a.head_dim = b.head_dim = a.head_dim_v = b.head_dim_v = 64;
+      a.kv_dtype = b.kv_dtype = VKATTN_F16;
+      EXPECT_LT(vkattn::kCoopmatFamily.shared_bytes(a), vkattn::kCoopmatFamily.shared_bytes(b));
+      // 4 x m rows staged over n keys: q does not fit.
+      a.var.tile_keys = qr.coopmat_n, a.var.subgroups = 4, a.var.wg = 4 * sgs;
+      const std::string why = vkattn::kCoopmatFamily.declines(dev.caps(), a);
+      EXPECT_NE(why.find("q in registers"), std::string::npos) << why;
+    }
+    EXPECT_TRUE(vkattn::coopmat_q_staging_fits(64, 64, 128, 128));
+    EXPECT_FALSE(vkattn::coopmat_q_staging_fits(64, 32, 128, 128));
+    EXPECT_TRUE(vkattn::coopmat_q_staging_fits(32, 16, 64, 256));  // V's wider rows hold q
     // VKATTN_ATTN_HEAD_CHUNK forces the chunks (capped at the padded head
     // dims); a width that is not a multiple of the matrix N and K is refused.
     vkattn::KernelOptions chunked = o;

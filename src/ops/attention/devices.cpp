@@ -69,9 +69,9 @@ struct DeviceRow {
 //   throughout). At 4 lanes per row d 128 needed 232 GPRs on NAK (8 warps/SM) and d 256 spilled
 //   129-678 VGPRs on RDNA2 (tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27). f16 arithmetic
 //   and double-buffered tiles: off until a GPU measures them faster (nothing has yet).
-// - coopmat: off unless a row knows the driver good; 4 subgroups of 16 rows and 32 keys per tile
-//   (ggml-vulkan's coopmat flash attention: 16-row blocks, 32-64 keys), shrunk to fit shared
-//   memory.
+// - coopmat: off unless a row knows the driver good; 4 subgroups of 16 rows and 64 keys per tile
+//   (FlashAttention-2's kBlockN and ggml-vulkan cm1's Bc; 64 fits NVIDIA's 48 KiB at d 128 with
+//   q's fragments in registers), shrunk to fit shared memory.
 // - decode (reasoned from FlashInfer's decode and the budget in families/decode.cpp): 128 lanes,
 //   2 keys per key group and tile (16 keys at d 128 f16); 8 vec4 of q and accumulators per lane
 //   and a tile's rows split over 4 sets of lanes, so a GQA-8 decode at d 128 is one tile (K/V
@@ -94,7 +94,7 @@ constexpr RowChoices kGpu = {AttentionFamily::kTiled,
                              false,
                              8,
                              4,
-                             32,
+                             64,
                              true,
                              128,
                              2,
@@ -123,6 +123,10 @@ constexpr RowChoices with_wide_decode(RowChoices c) {
 constexpr RowChoices with_coopmat(RowChoices c, uint32_t subgroups) {
   c.coopmat_prefill = true;
   c.coopmat_subgroups = subgroups;
+  return c;
+}
+constexpr RowChoices with_coopmat_keys(RowChoices c, uint32_t keys) {
+  c.coopmat_tile_keys = keys;
   return c;
 }
 // Intel: 16 keys per tile (64 KiB SLM shared by more threads), coopmat 2 subgroups.
@@ -223,9 +227,10 @@ const DeviceRow kDeviceTable[] = {
     {"AMD (0x1002)",
      "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",
      {false, kAmd, "radv", nullptr},
-     with_coopmat(kGpu, 4),
+     with_coopmat_keys(with_coopmat(kGpu, 4), 32),
      kAmdWhy,
-     "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here)",
+     "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here); 32 keys per tile "
+     "(64 took navi31's LDS from 41 to 44 KiB a workgroup: 3 -> 2 waves/SIMD)",
      kGpuDecodeWhy},
     {"AMD (0x1002)",
      "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",

@@ -146,6 +146,9 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
 
 // This build embeds the coopmat shader (-DVKATTN_COOPMAT=ON).
 bool coopmat_built();
+// Whether attention_coopmat.comp can stage q (rows x dc) once through its
+// K/V tile (bc keys of dc or dvc columns) for q's fragments in registers.
+bool coopmat_q_staging_fits(uint32_t rows, uint32_t bc, uint32_t dc, uint32_t dvc);
 
 // Keys one work item of the tiled kernel may take within lavapipe's loop
 // cap (core/loop_budget.h).

@@ -18,6 +18,10 @@ constexpr uint32_t kTiledDecodeRows = 8;
 // coopmat: the most floats of O a lane holds in registers by default
 // (attention_coopmat.comp OREG; NAK gave d 128 at 64 of them ~120 GPRs).
 constexpr uint64_t kCoopmatRegFloats = 64;
+// coopmat: the most f16 of q's A fragments a lane holds by default
+// (attention_coopmat.comp QREG; NVIDIA's d 128: 16 x 128 over 32 lanes,
+// 32 registers).
+constexpr uint64_t kCoopmatQRegHalves = 64;
 }  // namespace
 
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
@@ -167,36 +171,60 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
            " for coopmat: a multiple of the matrix N and K (", step, ")");
     v.head_chunk = std::min(c, dp), v.head_chunk_v = std::min(c, dvp);
   }
-  // O in registers (attention_coopmat.comp OREG) where one V chunk holds
-  // dv, a TM x TN block splits evenly over the lanes and the subgroup size
-  // is known; by default only while a lane's share of the
-  // subgroup's TM rows of O stays within kCoopmatRegFloats (NVIDIA's d 128:
-  // 64 floats; RDNA's wave64 to d 256). VKATTN_ATTN_O_REGS=0|1 forces it
-  // off or on (on: wherever the layout allows).
-  const bool want_regs = forced.attn_o_regs != K::kUnset
-                             ? forced.attn_o_regs != 0
-                             : uint64_t(best.m) * dvp <= uint64_t(kCoopmatRegFloats) * sg;
-  auto regs_ok = [&] {
+  // Where O lives (attention_coopmat.comp OREG), where one V chunk holds
+  // dv: by default in accumulators (2: P V added in place, no round trip
+  // through shared memory) while a lane's share of the subgroup's TM rows
+  // of O stays within kCoopmatRegFloats (NVIDIA's d 128: 64 floats; RDNA's
+  // wave64 to d 256), else in shared memory (0). Registers of a known
+  // layout (1: each P V block through the subgroup's score rows) need a
+  // TM x TN block that splits evenly over the lanes and a known subgroup
+  // size. VKATTN_ATTN_O_REGS=0|1|2 forces one (1 and 2 wherever the
+  // layout allows, else 0).
+  const uint32_t want_o = forced.attn_o_regs != K::kUnset ? forced.attn_o_regs
+                          : uint64_t(best.m) * dvp <= uint64_t(kCoopmatRegFloats) * sg ? 2u
+                                                                                      : 0u;
+  auto o_mode = [&]() -> uint32_t {
+    if (v.head_chunk_v != dvp) return 0;
+    if (want_o != 1) return want_o;
     // The size is the pipeline's own where it can be required, or where it
     // cannot vary (NVK offers 32 only and no control).
     const bool size_known =
         caps.subgroup_size_control || caps.min_subgroup_size == caps.max_subgroup_size;
-    return want_regs && size_known && best.m * best.n % sg == 0 && v.head_chunk_v == dvp;
+    return size_known && best.m * best.n % sg == 0 ? 1 : 0;
   };
-  v.o_regs = regs_ok();
+  // q's A fragments in registers (QREG: FlashAttention-2's Q in registers;
+  // the shared memory it frees lets NVIDIA's 48 KiB hold 64-key tiles at
+  // d 128) where one chunk holds d, its staging fits the K/V tile, and by
+  // default while a lane's share stays within kCoopmatQRegHalves.
+  // VKATTN_ATTN_Q_REGS=0|1 forces it off or on (on: wherever it fits).
+  // (A lane's share counted over at most 32 lanes: RDNA3's WMMA repeats
+  // A fragments across a wave64's halves; navi31's ACO spilled 64-88
+  // VGPRs at d 256 with q's fragments held.)
+  const bool want_q =
+      forced.attn_q_regs != K::kUnset
+          ? forced.attn_q_regs != 0
+          : uint64_t(best.m) * dp <= uint64_t(kCoopmatQRegHalves) * std::min<uint32_t>(sg, 32);
+  auto q_ok = [&] {
+    return want_q && v.head_chunk == dp &&
+           coopmat_q_staging_fits(v.subgroups * best.m, v.tile_keys, v.head_chunk,
+                                  v.head_chunk_v);
+  };
+  auto refresh = [&] { v.o_regs = o_mode(), v.q_regs = q_ok(); };
+  refresh();
   FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
   auto fits = [&] {
     probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
     probe.var.head_chunk = v.head_chunk, probe.var.head_chunk_v = v.head_chunk_v;
-    probe.var.o_regs = v.o_regs;
+    probe.var.o_regs = v.o_regs, probe.var.q_regs = v.q_regs;
     return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
   };
   // Keys per tile halve first: more rows per workgroup read each K/V byte
   // for more queries, a shorter tile only costs a barrier per keys.
   if (forced.attn_tile_keys == K::kUnset)
-    while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits()) v.tile_keys /= 2;
+    while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits())
+      v.tile_keys /= 2, refresh();
   if (forced.attn_subgroups == K::kUnset)
-    while (v.subgroups > 1 && !fits()) v.subgroups /= 2;
+    while (v.subgroups > 1 && !fits()) v.subgroups /= 2, refresh();
   // The largest power of two below c that is a multiple of m, else c.
   auto narrower = [](uint32_t c, uint32_t m) {
     uint32_t p = 1;
@@ -209,9 +237,9 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
       const uint64_t staged_qk = uint64_t(v.subgroups * best.m + v.tile_keys) * v.head_chunk;
       const uint64_t staged_v = uint64_t(v.tile_keys) * v.head_chunk_v;
       if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v))
-        v.head_chunk = nd;
+        v.head_chunk = nd, refresh();
       else if (nv < v.head_chunk_v)
-        v.head_chunk_v = nv, v.o_regs = regs_ok();
+        v.head_chunk_v = nv, refresh();
       else
         break;  // coopmat_declines says what does not fit
     }

@@ -21,7 +21,9 @@
 //   VKATTN_DISABLE_SUBGROUP_OPS=1 (shared-memory sums instead of shuffles),
 //   for coopmat VKATTN_ATTN_SUBGROUPS, VKATTN_ATTN_TILE_KEYS and
 //   VKATTN_ATTN_HEAD_CHUNK (head-dim columns staged at a time),
-//   VKATTN_ATTN_O_REGS=0|1 (O in registers or in shared memory), and
+//   VKATTN_ATTN_O_REGS=0|1|2 (O in shared memory, in registers, or in
+//   cooperative-matrix accumulators), VKATTN_ATTN_Q_REGS=0|1 (q's matrix
+//   fragments in registers or q in shared memory), and
 //   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device); for
 //   decode VKATTN_ATTN_LANES_PER_ROW (lanes per key row), VKATTN_ATTN_WG,
 //   VKATTN_ATTN_TILE_KEYS, VKATTN_ATTN_ROWS (rows per tile) and
@@ -90,9 +92,13 @@ struct AttentionVariant {
   // coopmat: head-dim columns of q/k and of v staged in shared memory at a
   // time (0: the whole padded head dim); narrowed where MLA's dims do not fit.
   uint32_t head_chunk = 0, head_chunk_v = 0;
-  // coopmat: O kept in registers (a known layout over the subgroup's
-  // lanes) instead of shared memory; needs one V chunk.
-  bool o_regs = false;
+  // coopmat: where O lives: 0 shared memory, 1 registers (a known layout
+  // over the subgroup's lanes), 2 accumulators (P V added in place, rows
+  // rescaled by a loaded alpha block); 1 and 2 need one V chunk.
+  uint32_t o_regs = 0;
+  // coopmat: q's A fragments kept in registers (staged once through the
+  // K/V tile) instead of q in shared memory; needs one q/K chunk.
+  bool q_regs = false;
   // coopmat: lanes a row takes in the softmax (a power of two from
   // subgroup / coopmat_m, every row at once, to the subgroup).
   uint32_t softmax_lanes = 1;

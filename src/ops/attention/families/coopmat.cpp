@@ -3,46 +3,46 @@
 // cores), NSG subgroups per workgroup each owning TM rows, K/V tiles of BC
 // keys staged in shared memory as f16 a chunk of head-dim columns at a
 // time (all of them unless MLA-sized dims need chunks), softmax in f32,
-// O in registers (OREG) or, where a lane's share would be too large
+// O in accumulators or registers (OREG) or, where a lane's share would be too large
 // (MLA's dv 512) or V needs chunks, in shared memory. Built only with
 // -DVKATTN_COOPMAT=ON; the matrix shape comes from the device
 // (core/coopmat.h); f16 K/V only (other dtypes decline, and the variant
 // chooser hands them to `tiled`, logged).
 //
-// Budget, for the 16x16x16 shape, d = dv = 128, f16 K/V, the table's NSG 4
-// and BC 32, reasoned and then checked on Mesa 26.1's compilers
-// (tools/gpu-static.sh, 2026-11-28, after K and V came to share a tile):
-//   - shared memory (coopmat_shared_bytes): q 64 rows x 136 f16 (17 KiB),
-//     one tile for K and then V (8.5 KiB at BC 32: K for Q K^T, then V
-//     for P V, so the barrier after the softmax frees it), scores (64 x 36
-//     f32, 9 KiB; the P V blocks and the output blocks pass through them),
-//     P (5 KiB): 40.3 KiB at BC 32, so BC 32 fits NVIDIA's 48 KiB (it was
-//     halved to 16 while K and V had a tile each: 49 KiB). BC 64 would need
-//     60 KiB at 4 subgroups (two at 32 rows: 39 KiB).
-//     RDNA3 (ACO, navi31): 4 wave64 a workgroup, 41984 bytes of LDS ->
-//     3 waves/SIMD (was 2), 4 at d 64 (was 3), no spill. NVIDIA (NAK,
-//     ga102, forced): BC 32, 4 warps a workgroup, 41 KiB -> 2 workgroups on
-//     GA10x's 100 KiB = 8 warps/SM, 5 on an H100's 228 KiB (20 warps).
-//   - registers per lane: O's 16 x 128 block row over the subgroup, 64
-//     floats on 32 lanes (32 on wave64), S for BC/TN blocks (8 f32 each on
-//     32 lanes), one A and one B fragment, the P V accumulator, and the
-//     loads a tile ahead: K and V 8 f16vec4 each (16 registers each) at BC
-//     32: NAK 160 GPRs (144 before the loads ahead), no spill to memory, no
-//     local memory (12 warps/SM by registers; shared memory limits GA10x
-//     to 8).
+// Budget, for the 16x16x16 shape, d = dv = 128, f16 K/V, NVIDIA's table
+// row (NSG 4, BC 64, q's fragments in registers, O in accumulators),
+// reasoned from FlashAttention-2 (kBlockN 64, Q and O in registers) and
+// ggml-vulkan's cm1 (Bc 64), then checked on Mesa 26.1's compilers
+// (tools/gpu/static_sweep.sh, 2026-11-28):
+//   - shared memory (coopmat_shared_bytes): q staged once through the K/V
+//     tile (sh_q 16 bytes), one tile for K and then V (64 x 136 f16,
+//     17 KiB), scores (64 x 68 f32 + a vec4 a row, 17 KiB; the alpha
+//     block and the final output pass through them), P (64 x 72 f16,
+//     9 KiB), m, l, alpha: 44848 bytes, within NVIDIA's 48 KiB (q in
+//     shared memory at BC 64 would need 60 KiB). GA10x's 100 KiB holds 2
+//     workgroups (8 warps/SM), an H100's 228 KiB 5 (registers allow 2).
+//   - registers per lane: O's 8 accumulators of 16 x 16 (64 floats on 32
+//     lanes), q's 8 A fragments (32), one S accumulator at a time (8), and
+//     the loads a tile ahead, K and V 16 f16vec4 each (64): NAK 248 GPRs,
+//     no spill to memory, no local memory -> 8 warps/SM on GA102 (the
+//     target; 160 GPRs at BC 32 with O in scalar registers).
 //   - loads in flight per lane: the next tile's K (issued right after this
 //     tile's is staged, under Q K^T, the softmax and P V) and this tile's V
-//     (issued when the tile starts, stored after the softmax): 16 16-byte
-//     loads a lane, 32 KiB a workgroup of 128 lanes; each K/V byte read
+//     (issued when the tile starts, stored after the softmax): 32 16-byte
+//     loads a lane, 64 KiB a workgroup of 128 lanes; each K/V byte read
 //     serves 64 query rows.
-//   - the softmax: SG / TM = 2 lanes a row on NVIDIA (each 16 of the 32
-//     keys, max and sum by one shuffle each), 4 on wave64; every lane busy
-//     (it was one lane a row: half the lanes idle, two serial loops).
-//   - matrix work per shared byte: per tile 2 x 64 x BC x 128 MACs over
-//     the staged K/V and the fragment reads (q, K, P, V): about 10 MACs
-//     per shared byte at BC 32; tensor cores would want more (q in
-//     registers, ggml cm1's keys-per-subgroup split), the next step once a
-//     GPU has timed this one.
+//   - per tile: 4 workgroup and 2 subgroup barriers (O in scalar
+//     registers added 2 subgroup barriers for each of 8 P V blocks); the
+//     softmax on 2 lanes a row (32 keys each, max and sum by one shuffle).
+//   - matrix work per shared byte: a subgroup's tile is 2 x 16 x 64 x 128
+//     MACs (262 K) over K's and V's B fragments (16 KiB each) and P's A
+//     fragments (2 KiB): about 7.5 MACs per byte read (6 at BC 32 with q
+//     read from shared memory); more rows a subgroup (FA2's 32 a warp,
+//     two row blocks sharing each B fragment) is the next step.
+// RADV's row keeps 32-key tiles: at 64, navi31's LDS went from 41 to
+// 44 KiB a workgroup (3 -> 2 waves/SIMD); at 32 q stays in shared memory
+// (its staging needs BC >= the 64 rows), O in accumulators: 41248 bytes,
+// 256 VGPRs, no spill, 3 waves/SIMD at d 128, 4 at d 64, 2 at d 256.
 #include <algorithm>
 
 #include "core/pipeline.h"
@@ -62,8 +62,9 @@ struct CoopmatSpec {
   uint32_t dc, dvc;     // 15-16 DC, DVC: head-dim columns staged at a time
   uint32_t sg, oreg;    // 17-18 SG: the required subgroup size; OREG: O in registers
   uint32_t lpr;         // 19 LPR: lanes a row takes in the softmax
+  uint32_t qreg;        // 20 QREG: q's fragments in registers
 };
-static_assert(sizeof(CoopmatSpec) == 20 * 4, "attention_coopmat.comp has 20 constants");
+static_assert(sizeof(CoopmatSpec) == 21 * 4, "attention_coopmat.comp has 21 constants");
 
 uint32_t round_up(uint32_t x, uint32_t m) {
   return (x + m - 1) / m * m;
@@ -118,6 +119,16 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   if (v.tile_keys % lpr != 0)
     return "tile of " + std::to_string(v.tile_keys) + " keys does not split over the " +
            std::to_string(lpr) + " lanes of a row";
+  if (v.o_regs > 2 || (v.o_regs != 0 && d.dvc != d.dvp))
+    return "O in " + std::string(v.o_regs == 1 ? "registers" : "accumulators") +
+           " needs one chunk of V's columns (or O mode " + std::to_string(v.o_regs) + ")";
+  if (v.o_regs == 1 && s.m * s.n % sg != 0)
+    return "O in registers needs a matrix block that splits over the subgroup";
+  if (v.q_regs && (d.dc != d.dp || !coopmat_q_staging_fits(v.subgroups * s.m, v.tile_keys,
+                                                           d.dc, d.dvc)))
+    return "q in registers needs one chunk of q's columns staged through the K/V tile (" +
+           std::to_string(v.subgroups * s.m) + " rows, " + std::to_string(v.tile_keys) +
+           " keys)";
   if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
   return exceeds_shared_memory(caps, kCoopmatFamily.shared_bytes(cfg));
 }
@@ -135,10 +146,11 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const uint64_t qs = (d.dc / 4 + 2) * 8, vs = (d.dvc / 4 + 2) * 8, ps = (bc / 4 + 2) * 8;
   // The scalar arrays are rounded up to 16 bytes each, as the shader
   // declares them, so that no packing order puts a matrix array off 16.
-  const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs ? 16 : rows * d.dvp * 4;
+  const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs != 0 ? 16 : rows * d.dvp * 4;
+  const uint64_t q = v.q_regs ? 16 : rows * qs;  // Q_REGS: staged in sh_kv
   const uint64_t rows4 = (rows + 3) / 4 * 4, kw4 = ((bc + 31) / 32 + 3) / 4 * 4;
   // K and V take turns in one tile (sh_kv).
-  return rows * qs + bc * std::max(qs, vs) + rows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
+  return q + bc * std::max(qs, vs) + rows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
@@ -151,12 +163,19 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          d.dc,
                          d.dvc,
                          v.lanes_per_row,
-                         v.o_regs ? 1u : 0u,
-                         v.softmax_lanes};
+                         v.o_regs,
+                         v.softmax_lanes,
+                         v.q_regs ? 1u : 0u};
   return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg));
 }
 
 }  // namespace
+
+bool coopmat_q_staging_fits(uint32_t rows, uint32_t bc, uint32_t dc, uint32_t dvc) {
+  // f16vec4 rows padded by 2 (attention_coopmat.comp QS, VS, KVN).
+  const uint64_t qs = dc / 4 + 2, vs = dvc / 4 + 2;
+  return uint64_t(rows) * qs <= uint64_t(bc) * std::max(qs, vs);
+}
 
 bool coopmat_built() {
   return find_shader(kCoopmatLayout.shader) != nullptr;
