@@ -203,6 +203,44 @@ TEST(AttentionPlan, LongRangesSplitAndCombine) {
   check_dataflow(p, s);
 }
 
+// NP: a causal prefill with fewer row tiles than the device runs at once
+// splits its diagonal's long ranges to about the tiles' mean (the longest
+// item no longer sets the time alone); equal ranges stay whole, and so
+// does everything with balance off or past the slots.
+TEST(AttentionPlan, BalanceSplitsTheCausalDiagonal) {
+  int64_t cq[2] = {0, 1024}, ck[2] = {0, 1024};
+  PlanShape sh = shape(1, true, -1, 64, 1u << 20);  // 16 row tiles x 2 kv heads
+  sh.min_split_keys = 128, sh.target_items = 1;
+  Plan off = build_plan(sh, 1, cq, ck);
+  ASSERT_EQ(off.tiles.size(), 32u);
+  EXPECT_EQ(off.items.size(), 32u) << "balance off: one item a tile";
+  sh.balance_items = 264;
+  Plan on = build_plan(sh, 1, cq, ck);
+  uint64_t longest = 0, covered = 0;
+  for (const auto& it : on.items) {
+    longest = std::max<uint64_t>(longest, it.k_end - it.k_begin);
+    covered += it.k_end - it.k_begin;
+  }
+  EXPECT_EQ(covered, 2u * 64u * (16u * 17u / 2u)) << "every key of every tile, once";
+  EXPECT_LE(longest, 544u) << "the mean range (64 x 8.5 keys)";
+  for (const PlanTile& t : on.tiles) {
+    const uint32_t range = (t.row_end / 1 + 63) / 64 * 64;  // causal: keys up to the last row
+    EXPECT_EQ(t.splits(), range > 544 ? (range + 543) / 544 : 1u) << "tile rows " << t.row0;
+  }
+  Schedule s = schedule_plan(on, units(1), roomy());
+  check_dataflow(on, s);
+  // Too few slots for the cut: it lengthens until the items fit.
+  sh.balance_items = 40;
+  Plan tight = build_plan(sh, 1, cq, ck);
+  EXPECT_LE(tight.items.size(), 40u);
+  EXPECT_GT(tight.items.size(), 32u);
+  // Equal ranges (no mask) never split; nor do tiles at or past the slots.
+  sh.causal = false, sh.balance_items = 264;
+  EXPECT_EQ(build_plan(sh, 1, cq, ck).items.size(), 32u);
+  sh.causal = true, sh.balance_items = 32;
+  EXPECT_EQ(build_plan(sh, 1, cq, ck).items.size(), 32u);
+}
+
 // E defect 5: more splits than one combine item may merge (a long range,
 // or a decode spanning many pool buffers) are merged by a tree, never
 // refused.

@@ -135,6 +135,27 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
   uint64_t parallel_split = 1;
   if (!s.batch_invariant && !plan.tiles.empty() && plan.tiles.size() < s.target_items)
     parallel_split = ceil_div(s.target_items, plan.tiles.size());
+  // Balance (prefill on GPUs): while the tiles are fewer than the
+  // workgroups the device runs at once, a dispatch lasts as long as its
+  // longest item; a causal prefill's last row tiles read every key while
+  // its first read one tile's worth (FlashAttention-3 and FlashInfer
+  // balance the same diagonal). Ranges longer than the tiles' mean (at
+  // least min_split_keys) are cut to about the mean, the cut lengthened
+  // until the items fit the slots. Equal ranges (no mask, one length)
+  // are never cut.
+  uint64_t balance_keys = 0;
+  if (!s.batch_invariant && s.balance_items > 0 && !plan.tiles.empty() &&
+      plan.tiles.size() < s.balance_items) {
+    uint64_t total = 0;
+    for (const PlanTile& t : plan.tiles) total += t.n_items - t.first_item;
+    balance_keys = std::max<uint64_t>({1, s.min_split_keys, ceil_div(total, plan.tiles.size())});
+    auto items_at = [&](uint64_t len) {
+      uint64_t n = 0;
+      for (const PlanTile& t : plan.tiles) n += ceil_div(t.n_items - t.first_item, len);
+      return n;
+    };
+    while (items_at(balance_keys) > s.balance_items) balance_keys += balance_keys / 4 + 1;
+  }
   std::vector<KeySegment> pieces;
   for (PlanTile& t : plan.tiles) {
     const uint32_t k_begin = t.first_item, k_end = t.n_items;
@@ -149,6 +170,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     const uint64_t by_parallel =
         std::min<uint64_t>(parallel_split, std::max<uint64_t>(1, range / s.min_split_keys));
     n = std::max(n, by_parallel);
+    if (balance_keys && range > balance_keys) n = std::max(n, ceil_div(range, balance_keys));
     if (s.fixed_split_keys) n = std::max(n, ceil_div(range, s.fixed_split_keys));
     const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
     // Pieces of the key range: whole, or cut where the pool buffer changes.

@@ -96,6 +96,9 @@ struct PlanShape {
   uint32_t max_keys;         // keys per lane of one item at most (loop cap, K/V windows)
   uint32_t target_items;     // split key ranges further while fewer tiles than this
   uint32_t min_split_keys;   // ... but never into chunks below this
+  // While fewer tiles than this, split key ranges longer than the tiles'
+  // mean (AttentionVariant::balance_items); 0 = off.
+  uint32_t balance_items = 0;
   // Tokens a tile may span at most (q/out/lse rows of one item must fit
   // one binding window); 0 = no bound.
   uint64_t max_tile_tokens = 0;

@@ -334,6 +334,7 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
       group,  d.num_kv_heads,      d.causal != 0, d.window_left,    var.tile_rows(),   var.rows,
       var.wg, var.decode_min_keys, var.max_keys,  var.target_items, var.min_split_keys};
   shape.decode_merge = var.decode_merge;
+  shape.balance_items = var.balance_items;
   shape.window_right = d.window_right;
   shape.chunk_size = d.chunk_size;
   if (!c.span_indptr.empty())

@@ -127,6 +127,9 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
     fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_* override out of range for tiled (wg ", v.wg,
          ", rows ", v.rows, ", tile keys ", v.tile_keys, ", lanes per row ", L, ")");
   v.max_keys = std::min(v.max_keys, tiled_max_keys(v, head_dim, head_dim_v));
+  // Long key ranges split against short ones (a causal diagonal) while the
+  // tiles are fewer than the device runs at once (AttentionVariant).
+  v.balance_items = K::pick(forced.attn_balance_items, cpu ? 0u : dev.target_items);
   // Split keys down to 4 tiles a workgroup, so that a decode batch's few
   // tiles still fill a GPU (decode-1x4096: 64 workgroups, not 16).
   if (!cpu) v.min_split_keys = std::min(v.min_split_keys, 4 * v.tile_keys);
@@ -268,6 +271,9 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   // unit it aims at elsewhere (prefill-1k-8h's 128 tiles on 132 SMs).
   if (!cpu && forced.attn_target_items == K::kUnset)
     v.target_items = std::max(1u, dev.target_items * 3 / 8);
+  // ... but a causal diagonal's long items are split against its short
+  // ones while the tiles are fewer than the device runs at once.
+  v.balance_items = K::pick(forced.attn_balance_items, cpu ? 0u : dev.target_items);
 }
 
 }  // namespace
@@ -347,6 +353,7 @@ AttentionVariant lanes_variant(const DeviceCaps& caps, const AttentionDefaults& 
   v.unroll_d = K::pick(forced.attn_unroll_d, v.unroll_d ? 1 : 0) != 0;
   v.max_keys = K::pick(forced.attn_split_keys, v.max_keys);
   v.target_items = K::pick(forced.attn_target_items, v.target_items);
+  v.balance_items = K::pick(forced.attn_balance_items, 0u);
   v.all_features = K::pick(forced.attn_all_features, 0) != 0;
   v.static_chunks = K::pick(forced.attn_static_chunks, v.static_chunks);
   // Decode mode pays a partial per lane and a combine pass: worth it once

@@ -66,6 +66,11 @@ struct AttentionVariant {
   uint32_t max_keys = 8192;       // per lane of a work item (lavapipe loop cap)
   uint32_t target_items = 1;      // parallelism wanted from one dispatch
   uint32_t min_split_keys = 256;  // never split into smaller chunks
+  // Prefill on GPUs: while a dispatch has fewer tiles than this (the
+  // workgroups the device runs at once), key ranges longer than the tiles'
+  // mean are split so that the longest (a causal diagonal's last rows) do
+  // not set the time alone; 0 = off (CPUs; VKATTN_ATTN_BALANCE_ITEMS).
+  uint32_t balance_items = 0;
   // Batch-invariant contexts: keys per split of a decode-shaped sequence
   // (the device table's, or VKATTN_ATTN_INVARIANT_SPLIT_KEYS).
   uint32_t invariant_split_keys = 256;
