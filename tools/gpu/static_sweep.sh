@@ -15,7 +15,7 @@
 # each also with a family forced where sensible (tiled everywhere; coopmat
 # for prefill on GPUs offering cooperative matrices). --quick: navi31,
 # navi21, ga102, a740, a660, m1 x 8 cases, defaults only, plus ga102's forced
-# coopmat at d 128 (a CI check, minutes).
+# coopmat at d 128 and d 256 (a CI check, minutes).
 # Overrides: VKATTN_SWEEP_GPUS, VKATTN_SWEEP_CASES (space-separated; a case
 # may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
 # runs; default the CPU count), VKATTN_SWEEP_TIMEOUT (seconds a run, 600),
@@ -122,8 +122,8 @@ for gpu in $gpus; do
     runs+=("$gpu $c")
     if [ -z "$quick" ]; then
       for f in $(forced "$c" "$gpu"); do runs+=("$gpu $c@$f"); done
-    elif [ "$gpu" = ga102 ] && [ "$c" = prefill-2k-gqa ]; then
-      runs+=("$gpu $c@coopmat") # NVIDIA's coopmat is forced-only: its budget needs the run
+    elif [ "$gpu" = ga102 ] && { [ "$c" = prefill-2k-gqa ] || [ "$c" = prefill-1k-d256 ]; }; then
+      runs+=("$gpu $c@coopmat") # NVIDIA's coopmat is forced-only: its budgets need the runs
     fi
   done
 done

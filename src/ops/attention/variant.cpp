@@ -183,9 +183,26 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   // TM x TN block that splits evenly over the lanes and a known subgroup
   // size. VKATTN_ATTN_O_REGS=0|1|2 forces one (1 and 2 wherever the
   // layout allows, else 0).
+  // Up to twice kCoopmatRegFloats, O stays in accumulators with q/K
+  // staged in chunks of half the head dim or less (no loads a tile ahead:
+  // their registers go to O), so that O in shared memory does not cut the
+  // workgroup to one subgroup: NVIDIA's d 256 (NAK, GA102: 4 subgroups,
+  // 32-key tiles, 128 floats of O a lane, 232 GPRs, no spill, 8 warps/SM;
+  // with O in shared memory 1 subgroup, 2 warps/SM; with the loads ahead
+  // it spilled).
+  // The largest power of two below c that is a multiple of m, else c.
+  auto narrower = [](uint32_t c, uint32_t m) {
+    uint32_t p = 1;
+    while (p * 2 < c) p *= 2;
+    return p >= m && p % m == 0 ? p : c;
+  };
+  const uint64_t o_share = uint64_t(best.m) * dvp, o_cap = uint64_t(kCoopmatRegFloats) * sg;
+  const bool wide_acc = forced.attn_o_regs == K::kUnset && forced.attn_head_chunk == K::kUnset &&
+                        o_share > o_cap && o_share <= 2 * o_cap && narrower(dp, mk) < dp;
+  if (wide_acc) v.head_chunk = narrower(dp, mk);
   const uint32_t want_o = forced.attn_o_regs != K::kUnset ? forced.attn_o_regs
-                          : uint64_t(best.m) * dvp <= uint64_t(kCoopmatRegFloats) * sg ? 2u
-                                                                                      : 0u;
+                          : o_share <= o_cap || wide_acc  ? 2u
+                                                          : 0u;
   auto o_mode = [&]() -> uint32_t {
     if (v.head_chunk_v != dvp) return 0;
     if (want_o != 1) return want_o;
@@ -228,12 +245,6 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
       v.tile_keys /= 2, refresh();
   if (forced.attn_subgroups == K::kUnset)
     while (v.subgroups > 1 && !fits()) v.subgroups /= 2, refresh();
-  // The largest power of two below c that is a multiple of m, else c.
-  auto narrower = [](uint32_t c, uint32_t m) {
-    uint32_t p = 1;
-    while (p * 2 < c) p *= 2;
-    return p >= m && p % m == 0 ? p : c;
-  };
   if (forced.attn_head_chunk == K::kUnset) {
     while (!fits()) {
       const uint32_t nd = narrower(v.head_chunk, mk), nv = narrower(v.head_chunk_v, mn);
