@@ -118,6 +118,7 @@ layout(constant_id = 17) const uint SG = 8;    // the subgroup size the pipeline
 layout(constant_id = 18) const uint OREG = 0;  // O: 0 shared, 1 registers (DVC == DVP, TM*TN % SG == 0), 2 accumulators (DVC == DVP)
 layout(constant_id = 19) const uint LPR = 1;   // lanes a row in the softmax: SG / TM .. SG, powers of 2
 layout(constant_id = 20) const uint QREG = 0;  // 1: q's A fragments in registers (DC == DP, ROWS*QS <= KVN)
+layout(constant_id = 21) const uint COLS = 0;  // 1: the subgroups share TM rows, splitting S's head dim and O's columns (OREG 2)
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -126,7 +127,16 @@ const uint DVP = (DV + TN - 1u) / TN * TN;  // v head dim padded to TN
 const uint DC4 = DC / 4u;
 const uint DVC4 = DVC / 4u;
 const bool Q_ONCE = DC == DP;  // q staged once, not per tile and chunk
-const uint ROWS = NSG * TM;    // rows of a work item
+// COLS (MLA's dv 512 on 32 lanes: O's columns too many for one subgroup's
+// registers, FlashMLA's split): the NSG subgroups share the item's TM
+// rows; each computes a partial S over every NSG-th TK columns of the head
+// dim into its own score rows, the softmax sums the partials (TM / NSG
+// rows a subgroup), and each subgroup owns DVP / NSG of O's columns in
+// accumulators. Else each subgroup owns TM rows.
+const bool COLS_ = COLS != 0u;
+const uint ROWS = COLS_ ? TM : NSG * TM;  // rows of a work item
+const uint SROWS = NSG * TM;  // score rows: each subgroup's TM (COLS: its partial S)
+const uint SMR = COLS_ ? TM / NSG : TM;  // rows a subgroup's softmax takes
 
 // Row strides of the matrix arrays, in their vectors: whole rows plus a
 // pad of 16 bytes (2 f16vec4, 1 vec4) against bank conflicts. DC, DVC and
@@ -142,9 +152,9 @@ const uint KVN = BC * (QS > VS ? QS : VS);
 const bool Q_REGS = QREG != 0u;
 shared f16vec4 sh_q[Q_REGS ? 2u : ROWS * QS];  // a chunk of q's columns
 shared f16vec4 sh_kv[KVN];       // the tile's K (rows of QS), then its V (rows of VS)
-shared vec4 sh_s[ROWS * SS];     // scores, masked ones as -inf; then P V blocks, output blocks
+shared vec4 sh_s[SROWS * SS];    // scores, masked ones as -inf; then P V blocks, output blocks
 shared f16vec4 sh_p[ROWS * PS];  // exp(s - m)
-const uint RPP = SG / LPR;  // rows the subgroup's softmax takes at once (divides TM)
+const uint RPP = SG / LPR;  // rows the subgroup's softmax takes at once (divides SMR)
 // ONE_CHUNK: K and V are loaded a tile ahead into registers, KL and VL
 // 4-vectors a lane.
 const bool ONE_CHUNK = DC == DP && DVC == DVP;
@@ -152,7 +162,7 @@ const uint KL = ONE_CHUNK ? (BC * DC4 + WG - 1u) / WG : 1u;
 const uint VL = ONE_CHUNK ? (BC * DVC4 + WG - 1u) / WG : 1u;
 const bool O_IN_REGS = OREG == 1u;  // scalars of a known layout
 const bool O_ACC = OREG == 2u;      // accumulators (opaque), rescaled by a loaded alpha block
-const uint NB = O_IN_REGS || O_ACC ? DVP / TN : 1u;  // blocks of O's columns
+const uint NB = O_IN_REGS || O_ACC ? DVP / TN / (COLS_ ? NSG : 1u) : 1u;  // blocks of O's columns a subgroup owns
 const uint OE = O_IN_REGS ? TM * TN / SG : 1u;       // a lane's elements of one block
 // Every shared array below is a whole number of 16 bytes as well (the
 // scalar ones rounded up to 4 words): the driver chooses where each array
@@ -264,7 +274,11 @@ void main() {
   const uint lid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, nl = gl_SubgroupSize;
   const uint row_lim = min(sq.t * G, it.row_end);
-  const uint r0 = sg * TM;  // this subgroup's first row in the item's tile
+  const uint r0 = sg * TM;  // this subgroup's first row in the item's tile (COLS: of sh_s)
+  // The first of the item's rows this subgroup reads q and P of and owns O
+  // of (COLS: all TM, shared), the first of its softmax rows, and its
+  // first block of O's columns.
+  const uint q0 = COLS_ ? 0u : r0, s0 = COLS_ ? sg * SMR : r0, ob = COLS_ ? sg * NB : 0u;
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
 
@@ -277,13 +291,13 @@ void main() {
     memoryBarrierShared();
     barrier();
     [[unroll]] for (uint kk = 0u; kk < DP / TK; ++kk)
-      coopMatLoad(qf[kk], sh_kv, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(qf[kk], sh_kv, q0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
   }
-  float o_reg[NB * OE];  // O_IN_REGS: this lane's elements of every block
-  [[unroll]] for (uint x = 0u; x < NB * OE; ++x) o_reg[x] = 0.0;
+  float o_reg[O_IN_REGS ? NB * OE : 1u];  // O_IN_REGS: this lane's elements of every block
+  [[unroll]] for (uint x = 0u; x < (O_IN_REGS ? NB * OE : 1u); ++x) o_reg[x] = 0.0;
   MAT_C o_acc[O_ACC ? NB : 1u];  // O_ACC: O's blocks of TN columns
   [[unroll]] for (uint nb = 0u; nb < (O_ACC ? NB : 1u); ++nb) o_acc[nb] = MAT_C(0.0);
-  if (!O_IN_REGS)
+  if (!O_IN_REGS && !O_ACC)  // (sh_o is 4 floats otherwise)
     for (uint x = lid; x < ROWS * DVP; x += WG) sh_o[x] = 0.0;
   for (uint x = lid; x < ROWS; x += WG) {
     sh_m[x] = NEG_INF;
@@ -344,10 +358,11 @@ void main() {
             s = coopMatMulAdd(qf[kk], b, s);
           }
         } else {
-          for (uint kk = 0u; kk < DP / TK; ++kk) {
+          // (COLS: every NSG-th TK columns, a partial S.)
+          for (uint kk = COLS_ ? sg : 0u; kk < DP / TK; kk += COLS_ ? NSG : 1u) {
             MAT_A a;
             MAT_B b;
-            coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(a, sh_q, q0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
             coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
                         gl_CooperativeMatrixLayoutColumnMajor);
             s = coopMatMulAdd(a, b, s);
@@ -369,29 +384,35 @@ void main() {
       barrier();
       const uint nk = min(DC, DP - c0) / TK;  // the last chunk may be narrower
       [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb) {
-        for (uint kk = 0u; kk < nk; ++kk) {
+        for (uint kk = COLS_ ? sg : 0u; kk < nk; kk += COLS_ ? NSG : 1u) {
           MAT_A a;
           MAT_B b;
-          coopMatLoad(a, sh_q, r0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(a, sh_q, q0 * QS + kk * (TK / 4u), QS, gl_CooperativeMatrixLayoutRowMajor);
           coopMatLoad(b, sh_kv, nb * TN * QS + kk * (TK / 4u), QS,
                       gl_CooperativeMatrixLayoutColumnMajor);
           sc[nb] = coopMatMulAdd(a, b, sc[nb]);
         }
       }
     }
-    // The scores go to the subgroup's own rows: its lanes read them next.
+    // The scores go to the subgroup's own rows: its lanes read them next
+    // (COLS: every subgroup's lanes read every partial).
     if (!ONE_CHUNK) {
       [[unroll]] for (uint nb = 0u; nb < BC / TN; ++nb)
         coopMatStore(sc[nb], sh_s, r0 * SS + nb * (TN / 4u), SS, gl_CooperativeMatrixLayoutRowMajor);
     }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    if (COLS_) {
+      memoryBarrierShared();
+      barrier();
+    } else {
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+    }
 
     // 2. LPR lanes a row (each every LPR-th key of the tile; max and sum
     // by shuffles among them): visibility, transforms, online softmax, P.
-    for (uint i0 = 0u; i0 < TM; i0 += RPP) {  // uniform: the shuffles need every lane
+    for (uint i0 = 0u; i0 < SMR; i0 += RPP) {  // uniform: the shuffles need every lane
       const uint i = i0 + lane / LPR, sub = lane % LPR;
-      uint rr = r0 + i, r = it.row0 + rr;
+      uint rr = s0 + i, r = it.row0 + rr;
       bool ok = r < row_lim;
       uint rc = ok ? r : it.row0;
       uint tok = rc / G, head = it.kv_head * G + rc % G;
@@ -412,6 +433,9 @@ void main() {
       for (uint j = sub; j < BC; j += LPR) {
         uint key = kt + j, kc = min(key, it.k_end - 1u);
         float s = sh_s[rr * SS + j / 4u][j % 4u];
+        // (COLS: the partials of the other subgroups' head-dim columns; the
+        // sum goes back into the first, read below by this lane only.)
+        for (uint k = 1u; COLS_ && k < NSG; ++k) s += sh_s[(k * TM + rr) * SS + j / 4u][j % 4u];
         if (uses(F_SOFTCAP)) s = soft_capped(s);
         if (uses(F_ALIBI)) s += alibi_bias(head, pos, int(key));
         bool v = whole;
@@ -472,7 +496,7 @@ void main() {
       // layout as O's, and multiplied element by element.
       for (uint x = lane; x < TM * TN; x += nl) {
         const uint i = x / TN, c = x % TN;
-        sh_s[(r0 + i) * SS + c / 4u][c % 4u] = sh_alpha[r0 + i];
+        sh_s[(r0 + i) * SS + c / 4u][c % 4u] = sh_alpha[q0 + i];
       }
       subgroupMemoryBarrierShared();
       subgroupBarrier();
@@ -505,10 +529,10 @@ void main() {
       if (O_ACC) {  // one chunk (DVC == DVP): P V straight into O, no round trip
         for (uint kb = 0u; kb < BC / TK; ++kb) {
           MAT_A a;
-          coopMatLoad(a, sh_p, r0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(a, sh_p, q0 * PS + kb * (TK / 4u), PS, gl_CooperativeMatrixLayoutRowMajor);
           [[unroll]] for (uint nb = 0u; nb < NB; ++nb) {
             MAT_B b;
-            coopMatLoad(b, sh_kv, kb * TK * VS + nb * (TN / 4u), VS,
+            coopMatLoad(b, sh_kv, kb * TK * VS + (ob + nb) * (TN / 4u), VS,
                         gl_CooperativeMatrixLayoutRowMajor);
             o_acc[nb] = coopMatMulAdd(a, b, o_acc[nb]);
           }
@@ -562,9 +586,9 @@ void main() {
       subgroupBarrier();
       const uint w4 = min(W4, NB * B4 - p * W4);  // vec4 columns of this pass
       for (uint x = lane; x < TM * w4; x += nl) {
-        const uint rr = r0 + x / w4, c = x % w4;
-        store_row4(it, sq, G, row_lim, rr, p * W4 + c,
-                   sh_s[rr * SS + c] * row_norm(sh_m[rr], sh_l[rr]).x);
+        const uint i = x / w4, rr = q0 + i, c = x % w4;
+        store_row4(it, sq, G, row_lim, rr, ob * B4 + p * W4 + c,
+                   sh_s[(r0 + i) * SS + c] * row_norm(sh_m[rr], sh_l[rr]).x);
       }
       subgroupMemoryBarrierShared();  // stored before the next pass overwrites the rows
       subgroupBarrier();

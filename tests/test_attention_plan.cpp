@@ -502,9 +502,17 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
     // the layout allows, and the shared-memory count follows.
     const uint32_t sgs = dev.caps().subgroup_size;
     EXPECT_EQ(f16.o_regs, uint64_t(f16.coopmat_m) * 64 <= 64ull * sgs ? 2u : 0u) << "dv 64";
+    // Up to twice that, accumulators with q/K in chunks (no loads ahead);
+    // past it shared memory (one subgroup here: no column split).
     const vkattn::AttentionVariant wide =
         vkattn::choose_attention_variant(dev, o, 64, 8 * sgs + 8, 1024, VKATTN_F16);
-    EXPECT_FALSE(wide.o_regs) << "a lane would hold " << wide.coopmat_m * (8 * sgs + 8) / sgs;
+    if (uint64_t(wide.coopmat_m) * (8 * sgs + 8) <= 128ull * sgs) {
+      EXPECT_EQ(wide.o_regs, 2u);
+      EXPECT_LT(wide.head_chunk, 64u) << "q/K in chunks";
+    }
+    const vkattn::AttentionVariant wider =
+        vkattn::choose_attention_variant(dev, o, 64, 16 * sgs + 8, 1024, VKATTN_F16);
+    EXPECT_EQ(wider.o_regs, 0u) << "a lane would hold " << wider.coopmat_m * (16 * sgs + 8) / sgs;
     vkattn::KernelOptions regs = o, no_regs = o;
     regs.attn_o_regs = 1, no_regs.attn_o_regs = 0;
     const vkattn::AttentionVariant r =
@@ -547,6 +555,36 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
       a.var.tile_keys = qr.coopmat_n, a.var.subgroups = 4, a.var.wg = 4 * sgs;
       const std::string why = vkattn::kCoopmatFamily.declines(dev.caps(), a);
       EXPECT_NE(why.find("q in registers"), std::string::npos) << why;
+    }
+    // Subgroups splitting one row block's head dim and O's columns (MLA's
+    // shape): O in accumulators, q in shared memory, V whole (a forced head
+    // chunk narrows q/K only), one row block a tile; declined where O's
+    // column blocks do not split over the subgroups.
+    vkattn::KernelOptions cols = o;
+    cols.attn_col_split = 1, cols.attn_subgroups = 2;
+    const vkattn::AttentionVariant cv =
+        vkattn::choose_attention_variant(dev, cols, 576, 512, 1024, VKATTN_F16);
+    ASSERT_EQ(cv.family, vkattn::AttentionFamily::kCoopmat) << cv.fallback;
+    EXPECT_TRUE(cv.col_split);
+    EXPECT_EQ(cv.o_regs, 2u);
+    EXPECT_FALSE(cv.q_regs);
+    EXPECT_EQ(cv.head_chunk_v, 512u);
+    EXPECT_EQ(cv.tile_rows(), cv.coopmat_m);
+    EXPECT_EQ(cv.softmax_lanes, sgs * 2 / cv.coopmat_m);
+    cols.attn_head_chunk = cv.coopmat_k;
+    const vkattn::AttentionVariant cc =
+        vkattn::choose_attention_variant(dev, cols, 576, 512, 1024, VKATTN_F16);
+    EXPECT_TRUE(cc.col_split);
+    EXPECT_EQ(cc.head_chunk, cv.coopmat_k);
+    EXPECT_EQ(cc.head_chunk_v, 512u) << "V stays whole";
+    {
+      vkattn::FwdConfig a;
+      a.var = cv, a.head_dim = 576, a.head_dim_v = 512, a.kv_dtype = VKATTN_F16;
+      EXPECT_EQ(vkattn::kCoopmatFamily.declines(dev.caps(), a), "");
+      a.head_dim_v = 512 + cv.coopmat_n;  // an odd number of O's column blocks over 2
+      a.var.head_chunk_v = a.head_dim_v;
+      const std::string why = vkattn::kCoopmatFamily.declines(dev.caps(), a);
+      EXPECT_NE(why.find("splitting columns"), std::string::npos) << why;
     }
     EXPECT_TRUE(vkattn::coopmat_q_staging_fits(64, 64, 128, 128));
     EXPECT_FALSE(vkattn::coopmat_q_staging_fits(64, 32, 128, 128));

@@ -52,6 +52,7 @@ struct KernelOptions {
   uint32_t attn_o_regs = kUnset;          // VKATTN_ATTN_O_REGS (coopmat: 0 shared, 1 registers, 2 accumulators)
   uint32_t attn_q_regs = kUnset;          // VKATTN_ATTN_Q_REGS (coopmat: q's fragments in registers)
   uint32_t attn_balance_items = kUnset;   // VKATTN_ATTN_BALANCE_ITEMS (split long ranges; 0 off)
+  uint32_t attn_col_split = kUnset;       // VKATTN_ATTN_COL_SPLIT (coopmat: subgroups split columns)
   uint32_t attn_row_splits = kUnset;      // VKATTN_ATTN_ROW_SPLITS (decode)
   uint32_t attn_page_window = kUnset;     // VKATTN_ATTN_PAGE_WINDOW (decode, paged; 0 off)
   bool disable_subgroup_ops = false;      // VKATTN_DISABLE_SUBGROUP_OPS=1
@@ -123,7 +124,8 @@ struct KernelOptions {
                        attn_combine_fan_in,
                        attn_combine,
                        attn_softmax_lanes,
-                       attn_balance_items})
+                       attn_balance_items,
+                       attn_col_split})
       if (v != kUnset) return true;
     return attn_o_regs != kUnset || attn_q_regs != kUnset || disable_subgroup_ops || force_f16_math || bad_kernel_name;
   }
@@ -165,6 +167,7 @@ struct KernelOptions {
         {&K::attn_o_regs, "VKATTN_ATTN_O_REGS", nullptr, 0, 2},
         {&K::attn_q_regs, "VKATTN_ATTN_Q_REGS", nullptr, 0, 1},
         {&K::attn_balance_items, "VKATTN_ATTN_BALANCE_ITEMS", "balance_items", 0, kMany},
+        {&K::attn_col_split, "VKATTN_ATTN_COL_SPLIT", nullptr, 0, 1},
         {&K::attn_row_splits, "VKATTN_ATTN_ROW_SPLITS", "row_splits", 1, 16},
         {&K::attn_page_window, "VKATTN_ATTN_PAGE_WINDOW", "page_window", 0, 1024},
         {&K::invariant_split_keys, "VKATTN_ATTN_INVARIANT_SPLIT_KEYS", nullptr, 1, kMany},
@@ -257,6 +260,7 @@ struct KernelOptions {
     o.attn_o_regs = env_uint("VKATTN_ATTN_O_REGS", kUnset);
     o.attn_q_regs = env_uint("VKATTN_ATTN_Q_REGS", kUnset);
     o.attn_balance_items = env_uint("VKATTN_ATTN_BALANCE_ITEMS", kUnset);
+    o.attn_col_split = env_uint("VKATTN_ATTN_COL_SPLIT", kUnset);
     o.attn_row_splits = env_uint("VKATTN_ATTN_ROW_SPLITS", kUnset);
     o.attn_page_window = env_uint("VKATTN_ATTN_PAGE_WINDOW", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;

@@ -29,6 +29,7 @@
 # The case lists and suites can be narrowed for a dry run (ctest
 # tools.gpu_campaign_dry_run runs it on lavapipe): CAMPAIGN_DECODE_CASES,
 # CAMPAIGN_LONG_CASES, CAMPAIGN_PREFILL_CASES, CAMPAIGN_TUNE_CASES,
+# CAMPAIGN_NP_CASES, CAMPAIGN_CAUSAL_CASES (the coopmat probes of step 2),
 # CAMPAIGN_SUITES (space-separated), CAMPAIGN_REPS (bench --reps, 5);
 # VKATTN_BUILD names the build folder (default build).
 #
@@ -81,6 +82,8 @@ long=${CAMPAIGN_LONG_CASES:-decode-8x32768-paged decode-1x32768 decode-16x2048 d
 decode=${CAMPAIGN_DECODE_CASES:-$long decode-16x2048-gqa8 decode-16x2048-int8 decode-16x2048-fp8 decode-16x512 gptoss-decode mla-decode mixed-step serving-step}
 prefill=${CAMPAIGN_PREFILL_CASES:-prefill-1k-8h-causal prefill-1k-8h prefill-2k-gqa prefill-1k-d64 prefill-1k-d256 mla-prefill}
 tune_cases=${CAMPAIGN_TUNE_CASES:-decode-1x32768 decode-16x2048 prefill-1k-8h-causal prefill-2k-gqa}
+np_cases=${CAMPAIGN_NP_CASES:-prefill-2k-gqa prefill-1k-8h prefill-1k-d256}
+causal_cases=${CAMPAIGN_CAUSAL_CASES:-prefill-1k-8h-causal}
 suites=${CAMPAIGN_SUITES:-test_attention test_step_attention test_decode_family test_batch_invariance test_self_check}
 reserve=12 # seconds kept for the summary and the archive
 
@@ -193,6 +196,23 @@ else
 fi
 [ $coopmat_ok = 1 ] && step q2_prefill_coopmat 20 90 env VKATTN_ATTN_KERNEL=coopmat \
   VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$prefill") --json "$out/q2_prefill_coopmat.json"
+# A second default-choice process over every prefill case (issue NP judges
+# the worst of two), on the other NUMA node where there are two.
+step q2_prefill_b 20 90 env -u VKATTN_LOG -u VKATTN_PLAN_MEMORY $pin_b $B --reps "$reps" \
+  $(cases_args "$prefill") --json "$out/q2_prefill_b.json"
+# NP's probes (2026-11-28, unmeasured on a GPU): O in accumulators (the
+# default, one accumulator loaded from shared memory a tile) against O in
+# scalar registers (VKATTN_ATTN_O_REGS=1: a round trip a P V block), and
+# the causal diagonal balanced (the default) against not
+# (VKATTN_ATTN_BALANCE_ITEMS=0).
+if [ $coopmat_ok = 1 ]; then
+  step q2_prefill_coopmat_oregs1 15 60 env VKATTN_ATTN_KERNEL=coopmat VKATTN_ATTN_O_REGS=1 \
+    VKATTN_LOG=kernels,stats $B --reps "$reps" $(cases_args "$np_cases") \
+    --json "$out/q2_prefill_coopmat_oregs1.json"
+  step q2_prefill_coopmat_nobalance 10 40 env VKATTN_ATTN_KERNEL=coopmat VKATTN_ATTN_BALANCE_ITEMS=0 \
+    VKATTN_LOG=kernels $B --reps "$reps" $(cases_args "$causal_cases") \
+    --json "$out/q2_prefill_coopmat_nobalance.json"
+fi
 
 # 4. Tuning (3 needs no GPU time: the summary reads the statistics from the
 # JSON files above).

@@ -19,7 +19,8 @@ SECTIONS = [
       "q1_decode_tiled", "q1_decode_a2", "q1_decode_b2", "q1_decode_forced_log",
       "q1_decode", "q1_decode_again"]),
     ("2. coopmat and prefill", ["q2_coopmat_checks", "q2_prefill", "q2_prefill_tiled",
-                                "q2_prefill_coopmat"]),
+                                "q2_prefill_coopmat", "q2_prefill_b", "q2_prefill_coopmat_oregs1",
+                                "q2_prefill_coopmat_nobalance"]),
     ("3. The driver's pipeline statistics", []),
     ("4. Tuning", ["q4_tune", "q4_tuned"]),
     ("5. Suites with the validation layer on", ["q5_tests"]),
@@ -126,19 +127,28 @@ def prefill_section(out, lines):
               "%d passed, %d failed.\n" % (passed, failed))
     table, tiled = cases(load(out, "q2_prefill")), cases(load(out, "q2_prefill_tiled"))
     coop, torch = cases(load(out, "q2_prefill_coopmat")), cases(load(out, "q1_torch"))
+    table_b = cases(load(out, "q2_prefill_b"))
+    oregs1 = cases(load(out, "q2_prefill_coopmat_oregs1"))
+    nobal = cases(load(out, "q2_prefill_coopmat_nobalance"))
     if not (table or tiled or coop):
         return checks is not None
-    print("| case | table ms | runs | % of FMA peak | % of matrix peak | tiled ms | coopmat ms | "
-          "torch ms | torch / table | table's kernel |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | table ms A / B | runs | % of FMA peak | % of matrix peak | tiled ms | "
+          "coopmat ms | coopmat O_REGS=1 ms | coopmat unbalanced ms | torch ms | "
+          "torch / worst table | table's kernel |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in list(dict.fromkeys(list(table) + list(tiled) + list(coop))):
         c, t, k, x = table.get(name, {}), tiled.get(name, {}), coop.get(name, {}), torch.get(name, {})
+        b = table_b.get(name, {})
         m = c.get("median_ms")
-        print("| %s | %s | %s | %s | %s | %s | %s%s | %s | %s | %s |" % (
-            name, fmt(m), spread(c) if c else "-", pct(c), pct(c, "fraction_of_matrix_peak"),
-            fmt(t.get("median_ms")), fmt(k.get("median_ms")),
-            "" if k.get("ok", True) else " WRONG", fmt(x.get("median_ms")),
-            fmt(x["median_ms"] / m, "%.2f") if x.get("median_ms") and m else "-",
+        worst = max([v for v in (m, b.get("median_ms")) if v] or [0]) or None
+
+        def ms(d):
+            return fmt(d.get("median_ms")) + ("" if d.get("ok", True) else " WRONG")
+        print("| %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, fmt(m), fmt(b.get("median_ms")), spread(c) if c else "-", pct(c),
+            pct(c, "fraction_of_matrix_peak"), fmt(t.get("median_ms")), ms(k),
+            ms(oregs1.get(name, {})), ms(nobal.get(name, {})), fmt(x.get("median_ms")),
+            fmt(x["median_ms"] / worst, "%.2f") if x.get("median_ms") and worst else "-",
             (c.get("variant") or "").split(";")[0]))
     return True
 
@@ -150,7 +160,8 @@ def stats_section(out, lines, info):
         return True
     rows = {}
     for name in ["q1_decode_forced_log", "q1_decode", "q1_decode_tiled", "q1_decode_again",
-                 "q2_prefill", "q2_prefill_tiled", "q2_prefill_coopmat", "q4_tuned"]:
+                 "q2_prefill", "q2_prefill_tiled", "q2_prefill_coopmat",
+                 "q2_prefill_coopmat_oregs1", "q4_tuned"]:
         for c in cases(load(out, name)).values():
             for p in c.get("pipelines") or []:
                 key = (p.get("shader"), json.dumps(p.get("spec")), p.get("executable"))

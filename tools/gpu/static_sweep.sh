@@ -14,8 +14,8 @@
 # over a cache) and decode (d 128 GQA 4, dense and paged; d 64 GQA 8) cases,
 # each also with a family forced where sensible (tiled everywhere; coopmat
 # for prefill on GPUs offering cooperative matrices). --quick: navi31,
-# navi21, ga102, a740, a660, m1 x 8 cases, defaults only, plus ga102's forced
-# coopmat at d 128 and d 256 (a CI check, minutes).
+# navi21, ga102, a740, a660, m1 x 9 cases, defaults only, plus ga102's forced
+# coopmat at d 128, d 256 and MLA (a CI check, minutes).
 # Overrides: VKATTN_SWEEP_GPUS, VKATTN_SWEEP_CASES (space-separated; a case
 # may name a family, "prefill-1k-d64@coopmat"), VKATTN_SWEEP_JOBS (parallel
 # runs; default the CPU count), VKATTN_SWEEP_TIMEOUT (seconds a run, 600),
@@ -74,7 +74,7 @@ fi
 if [ "$quick" = "--quick" ]; then
   gpus="navi31 navi21 ga102 a740 a660 m1"
   cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode mla-decode
-         decode-16x2048-q4-rot"
+         decode-16x2048-q4-rot mla-prefill"
 else
   gpus=$all_gpus
   cases="prefill-1k-d64 prefill-1k-8h-causal prefill-1k-d256 prefill-2k-gqa chunk-512-over-1536
@@ -122,7 +122,7 @@ for gpu in $gpus; do
     runs+=("$gpu $c")
     if [ -z "$quick" ]; then
       for f in $(forced "$c" "$gpu"); do runs+=("$gpu $c@$f"); done
-    elif [ "$gpu" = ga102 ] && { [ "$c" = prefill-2k-gqa ] || [ "$c" = prefill-1k-d256 ]; }; then
+    elif [ "$gpu" = ga102 ] && { [ "$c" = prefill-2k-gqa ] || [ "$c" = prefill-1k-d256 ] || [ "$c" = mla-prefill ]; }; then
       runs+=("$gpu $c@coopmat") # NVIDIA's coopmat is forced-only: its budgets need the runs
     fi
   done

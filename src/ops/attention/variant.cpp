@@ -200,9 +200,25 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   const bool wide_acc = forced.attn_o_regs == K::kUnset && forced.attn_head_chunk == K::kUnset &&
                         o_share > o_cap && o_share <= 2 * o_cap && narrower(dp, mk) < dp;
   if (wide_acc) v.head_chunk = narrower(dp, mk);
-  const uint32_t want_o = forced.attn_o_regs != K::kUnset ? forced.attn_o_regs
-                          : o_share <= o_cap || wide_acc  ? 2u
-                                                          : 0u;
+  // Past that, where O's share over the subgroups fits the budget (MLA's
+  // dv 512 on 32 lanes: 256 floats a lane, 64 over 4 subgroups), the
+  // subgroups share one row block and split its head dim (partial S,
+  // summed in the softmax) and O's columns (COLS; FlashMLA splits dv over
+  // its warpgroups the same way): 4 warps where O in shared memory left
+  // one. VKATTN_ATTN_COL_SPLIT=0|1 forces it off or on (on: wherever the
+  // rows and O's column blocks split over the subgroups).
+  const bool want_cols = forced.attn_col_split != K::kUnset
+                             ? forced.attn_col_split != 0
+                             : forced.attn_o_regs == K::kUnset && !wide_acc &&
+                                   o_share > o_cap && o_share <= o_cap * v.subgroups;
+  v.col_split = want_cols && v.subgroups > 1 && best.m % v.subgroups == 0 &&
+                (dvp / mn) % v.subgroups == 0;
+  // (COLS stages V whole, VKATTN_ATTN_HEAD_CHUNK narrowing q/K only: O's
+  // accumulators need one V chunk.)
+  if (v.col_split) v.head_chunk_v = dvp;
+  const uint32_t want_o = forced.attn_o_regs != K::kUnset           ? forced.attn_o_regs
+                          : o_share <= o_cap || wide_acc || v.col_split ? 2u
+                                                                        : 0u;
   auto o_mode = [&]() -> uint32_t {
     if (v.head_chunk_v != dvp) return 0;
     if (want_o != 1) return want_o;
@@ -229,13 +245,13 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
            coopmat_q_staging_fits(v.subgroups * best.m, v.tile_keys, v.head_chunk,
                                   v.head_chunk_v);
   };
-  auto refresh = [&] { v.o_regs = o_mode(), v.q_regs = q_ok(); };
+  auto refresh = [&] { v.o_regs = o_mode(), v.q_regs = !v.col_split && q_ok(); };
   refresh();
   FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
   auto fits = [&] {
     probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
     probe.var.head_chunk = v.head_chunk, probe.var.head_chunk_v = v.head_chunk_v;
-    probe.var.o_regs = v.o_regs, probe.var.q_regs = v.q_regs;
+    probe.var.o_regs = v.o_regs, probe.var.q_regs = v.q_regs, probe.var.col_split = v.col_split;
     return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
   };
   // Keys per tile halve first: more rows per workgroup read each K/V byte
@@ -243,16 +259,19 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   if (forced.attn_tile_keys == K::kUnset)
     while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits())
       v.tile_keys /= 2, refresh();
-  if (forced.attn_subgroups == K::kUnset)
+  // (Not with COLS: fewer subgroups would each hold more of O.)
+  if (forced.attn_subgroups == K::kUnset && !v.col_split)
     while (v.subgroups > 1 && !fits()) v.subgroups /= 2, refresh();
   if (forced.attn_head_chunk == K::kUnset) {
     while (!fits()) {
       const uint32_t nd = narrower(v.head_chunk, mk), nv = narrower(v.head_chunk_v, mn);
-      const uint64_t staged_qk = uint64_t(v.subgroups * best.m + v.tile_keys) * v.head_chunk;
+      const uint64_t rows = v.col_split ? best.m : uint64_t(v.subgroups) * best.m;
+      const uint64_t staged_qk = (rows + v.tile_keys) * v.head_chunk;
       const uint64_t staged_v = uint64_t(v.tile_keys) * v.head_chunk_v;
-      if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v))
+      // (COLS keeps V whole: O's accumulators need one V chunk.)
+      if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v || v.col_split))
         v.head_chunk = nd, refresh();
-      else if (nv < v.head_chunk_v)
+      else if (nv < v.head_chunk_v && !v.col_split)
         v.head_chunk_v = nv, refresh();
       else
         break;  // coopmat_declines says what does not fit
@@ -261,8 +280,10 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   v.lanes_per_row = sg;
   // The softmax: every row at once (sg / m lanes a row: 2 on NVIDIA's 32
   // lanes over 16 rows), or more lanes a row over several passes.
-  v.softmax_lanes =
-      K::pick(forced.attn_softmax_lanes, best.m > 0 && sg > best.m ? sg / best.m : 1u);
+  // (COLS: a subgroup's softmax takes m / subgroups rows, sg * subgroups
+  // / m lanes each.)
+  const uint32_t smr = v.col_split ? best.m / v.subgroups : best.m;
+  v.softmax_lanes = K::pick(forced.attn_softmax_lanes, smr > 0 && sg > smr ? sg / smr : 1u);
   v.wg = v.subgroups * sg;
   v.rows = std::max<uint32_t>(best.m, 1);
   v.block_keys = v.tile_keys;

@@ -23,7 +23,8 @@
 //   VKATTN_ATTN_HEAD_CHUNK (head-dim columns staged at a time),
 //   VKATTN_ATTN_O_REGS=0|1|2 (O in shared memory, in registers, or in
 //   cooperative-matrix accumulators), VKATTN_ATTN_Q_REGS=0|1 (q's matrix
-//   fragments in registers or q in shared memory), and
+//   fragments in registers or q in shared memory), VKATTN_ATTN_COL_SPLIT=0|1
+//   (subgroups split one row block's head dim and O's columns), and
 //   VKATTN_DISABLE_COOPMAT=1 (no cooperative matrices on the device); for
 //   decode VKATTN_ATTN_LANES_PER_ROW (lanes per key row), VKATTN_ATTN_WG,
 //   VKATTN_ATTN_TILE_KEYS, VKATTN_ATTN_ROWS (rows per tile) and
@@ -104,6 +105,10 @@ struct AttentionVariant {
   // coopmat: q's A fragments kept in registers (staged once through the
   // K/V tile) instead of q in shared memory; needs one q/K chunk.
   bool q_regs = false;
+  // coopmat: the subgroups share one block of coopmat_m rows, splitting
+  // S's head dim and O's columns (attention_coopmat.comp COLS: MLA's dv
+  // 512, whose O no subgroup's registers hold); needs O in accumulators.
+  bool col_split = false;
   // coopmat: lanes a row takes in the softmax (a power of two from
   // subgroup / coopmat_m, every row at once, to the subgroup).
   uint32_t softmax_lanes = 1;
@@ -120,8 +125,9 @@ struct AttentionVariant {
   // decode: lanes_per_row is the lanes per key row, tile_keys the keys of
   // a tile, rows the rows of a tile (each lane holds rows / row_splits).
   uint32_t tile_rows() const {
-    return family == AttentionFamily::kDecode ? rows
-                                              : wg / (lanes_per_row ? lanes_per_row : 1) * rows;
+    if (family == AttentionFamily::kDecode || (family == AttentionFamily::kCoopmat && col_split))
+      return rows;
+    return wg / (lanes_per_row ? lanes_per_row : 1) * rows;
   }
 };
 

@@ -39,6 +39,18 @@
 //     fragments (2 KiB): about 7.5 MACs per byte read (6 at BC 32 with q
 //     read from shared memory); more rows a subgroup (FA2's 32 a warp,
 //     two row blocks sharing each B fragment) is the next step.
+// MLA (d 576 / dv 512) on NVIDIA: O's 16 x 512 would be 256 floats a
+// lane, so the 4 subgroups share 16 rows (COLS, FlashMLA's split of dv
+// over warpgroups): each computes a partial S over every 4th 16-column
+// step of the head dim (the softmax sums the four), and owns 128 of O's
+// columns in accumulators (64 floats a lane). Shared memory: q 16 x 584
+// f16 (18.7 KiB), the K/V tile 16 keys x 584 (18.7 KiB), 4 partial score
+// blocks (5 KiB), P: 43488 bytes with the head dims whole, so K and V
+// load a tile ahead (18 + 16 f16vec4 a lane). NAK: 224 GPRs, no spill,
+// 8 warps/SM (was 1 subgroup with O in shared memory: 2). Each K/V byte
+// serves only 16 rows (a workgroup of 64 would need O's 64 x 512 in
+// registers: 4 x more); per tile one more workgroup barrier (the
+// partials), the softmax on 8 lanes a row, 4 rows a subgroup.
 // RADV's row keeps 32-key tiles: at 64, navi31's LDS went from 41 to
 // 44 KiB a workgroup (3 -> 2 waves/SIMD); at 32 q stays in shared memory
 // (its staging needs BC >= the 64 rows), O in accumulators: 41248 bytes,
@@ -63,8 +75,9 @@ struct CoopmatSpec {
   uint32_t sg, oreg;    // 17-18 SG: the required subgroup size; OREG: O in registers
   uint32_t lpr;         // 19 LPR: lanes a row takes in the softmax
   uint32_t qreg;        // 20 QREG: q's fragments in registers
+  uint32_t cols;        // 21 COLS: subgroups split the head dim and O's columns of one row block
 };
-static_assert(sizeof(CoopmatSpec) == 21 * 4, "attention_coopmat.comp has 21 constants");
+static_assert(sizeof(CoopmatSpec) == 22 * 4, "attention_coopmat.comp has 22 constants");
 
 uint32_t round_up(uint32_t x, uint32_t m) {
   return (x + m - 1) / m * m;
@@ -124,6 +137,12 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
            " needs one chunk of V's columns (or O mode " + std::to_string(v.o_regs) + ")";
   if (v.o_regs == 1 && s.m * s.n % sg != 0)
     return "O in registers needs a matrix block that splits over the subgroup";
+  if (v.col_split &&
+      (v.o_regs != 2 || v.q_regs || s.m % v.subgroups != 0 || (d.dvp / s.n) % v.subgroups != 0 ||
+       (sg / lpr) > s.m / v.subgroups || (s.m / v.subgroups) % (sg / lpr) != 0))
+    return "subgroups splitting columns (" + std::to_string(v.subgroups) +
+           ") need O in accumulators, q in shared memory, rows and O's column blocks that split "
+           "over them, and softmax lanes covering a subgroup's rows";
   if (v.q_regs && (d.dc != d.dp || !coopmat_q_staging_fits(v.subgroups * s.m, v.tile_keys,
                                                            d.dc, d.dvc)))
     return "q in registers needs one chunk of q's columns staged through the K/V tile (" +
@@ -140,7 +159,10 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const CoopmatDims d = coopmat_dims(cfg);
-  const uint64_t rows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
+  // Rows of q, P, O, m, l (COLS: one block shared by the subgroups) and
+  // of the scores (each subgroup's TM).
+  const uint64_t srows = uint64_t(v.subgroups) * v.coopmat_m, bc = v.tile_keys;
+  const uint64_t rows = v.col_split ? v.coopmat_m : srows;
   // Rows of 4-vectors padded by 16 bytes (attention_coopmat.comp QS, VS,
   // PS: 2 f16vec4; SS: 1 vec4).
   const uint64_t qs = (d.dc / 4 + 2) * 8, vs = (d.dvc / 4 + 2) * 8, ps = (bc / 4 + 2) * 8;
@@ -150,7 +172,7 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const uint64_t q = v.q_regs ? 16 : rows * qs;  // Q_REGS: staged in sh_kv
   const uint64_t rows4 = (rows + 3) / 4 * 4, kw4 = ((bc + 31) / 32 + 3) / 4 * 4;
   // K and V take turns in one tile (sh_kv).
-  return q + bc * std::max(qs, vs) + rows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
+  return q + bc * std::max(qs, vs) + srows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
@@ -165,7 +187,8 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          v.lanes_per_row,
                          v.o_regs,
                          v.softmax_lanes,
-                         v.q_regs ? 1u : 0u};
+                         v.q_regs ? 1u : 0u,
+                         v.col_split ? 1u : 0u};
   return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg));
 }
 
