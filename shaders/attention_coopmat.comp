@@ -117,7 +117,7 @@ layout(constant_id = 16) const uint DVC = 64; // v head-dim columns per chunk: a
 layout(constant_id = 17) const uint SG = 8;    // the subgroup size the pipeline requires
 layout(constant_id = 18) const uint OREG = 0;  // O: 0 shared, 1 registers (DVC == DVP, TM*TN % SG == 0), 2 accumulators (DVC == DVP)
 layout(constant_id = 19) const uint LPR = 1;   // lanes a row in the softmax: SG / TM .. SG, powers of 2
-layout(constant_id = 20) const uint QREG = 0;  // 1: q's A fragments in registers (DC == DP, ROWS*QS <= KVN)
+layout(constant_id = 20) const uint QREG = 0;  // 1: q's A fragments in registers (DC == DP, DVC == DVP, ROWS*QS <= KVN)
 layout(constant_id = 21) const uint COLS = 0;  // 1: the subgroups share TM rows, splitting S's head dim and O's columns (OREG 2)
 
 const uint D4 = (D + 3u) / 4u;
@@ -149,7 +149,9 @@ const uint SS = BC / 4u + 1u;   // vec4 per score row
 const uint KVN = BC * (QS > VS ? QS : VS);
 // Q_REGS: q is staged once in the K/V tile (before the first K), loaded
 // into A fragments, and never read from shared memory again.
-const bool Q_REGS = QREG != 0u;
+// (Only where q, K and V are each one chunk: the fragments are read on
+// that path; the host sets QREG nowhere else.)
+const bool Q_REGS = QREG != 0u && DC == DP && DVC == DVP;
 shared f16vec4 sh_q[Q_REGS ? 2u : ROWS * QS];  // a chunk of q's columns
 shared f16vec4 sh_kv[KVN];       // the tile's K (rows of QS), then its V (rows of VS)
 shared vec4 sh_s[SROWS * SS];    // scores, masked ones as -inf; then P V blocks, output blocks

@@ -123,7 +123,7 @@ const Expected kBefore[] = {
      "decode cases (decode-16x2048 54 vs 45 ms, decode-1x32768 106 vs 48 ms; "
      "docs/guide/benchmark.md); VKATTN_ATTN_KERNEL=decode for tests"},
     {"H100",
-     "family 1 lanes 32/1/1 chunks 0 items 264 tiled 4/128/32/32/0/0 coopmat 0/8/4/32 decode "
+     "family 1 lanes 32/1/1 chunks 0 items 264 tiled 4/128/32/32/0/0 coopmat 0/8/4/64 decode "
      "1/128/2/8/4/2 invariant 256 | NVIDIA (0x10DE), measured: H100 and H200 (driver 580.159.04, "
      "2026-11-23/27); static: GA102 NAK (Mesa 26.1, 2026-11-27) | 32-lane warps: lanes workgroup "
      "of one warp; tiled 128 lanes (4 warps, as FlashAttention-2's forward and ggml's scalar "
@@ -133,7 +133,7 @@ const Expected kBefore[] = {
      "there | GPUs: decode-shaped calls (at most 8 query tokens per sequence) read K/V once per "
      "GQA group with 16-byte loads and a tile in flight (unmeasured: the next GPU run decides)"},
     {"NVK Ampere",
-     "family 1 lanes 32/1/1 chunks 0 items 256 tiled 4/128/32/32/0/0 coopmat 0/8/4/32 decode "
+     "family 1 lanes 32/1/1 chunks 0 items 256 tiled 4/128/32/32/0/0 coopmat 0/8/4/64 decode "
      "1/128/2/8/4/2 invariant 256 | NVIDIA (0x10DE), measured: H100 and H200 (driver 580.159.04, "
      "2026-11-23/27); static: GA102 NAK (Mesa 26.1, 2026-11-27) | 32-lane warps: lanes workgroup "
      "of one warp; tiled 128 lanes (4 warps, as FlashAttention-2's forward and ggml's scalar "
@@ -147,7 +147,8 @@ const Expected kBefore[] = {
      "1/128/2/8/4/2 invariant 256 | AMD (0x1002), static: navi21/navi31/gfx1201 ACO (Mesa 26.1, "
      "2026-11-27) | 64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, "
      "4 per row; 64 KiB of LDS per workgroup | RADV: cooperative matrices on RDNA3+ WMMA for "
-     "prefill (unmeasured here) | GPUs: decode-shaped calls (at most 8 query tokens per sequence) "
+     "prefill (unmeasured here); 32 keys per tile (64 took navi31's LDS from 41 to 44 KiB a "
+     "workgroup: 3 -> 2 waves/SIMD) | GPUs: decode-shaped calls (at most 8 query tokens per sequence) "
      "read K/V once per GQA group with 16-byte loads and a tile in flight (unmeasured: the next "
      "GPU run decides)"},
     {"AMDVLK",

@@ -69,9 +69,10 @@ struct DeviceRow {
 //   throughout). At 4 lanes per row d 128 needed 232 GPRs on NAK (8 warps/SM) and d 256 spilled
 //   129-678 VGPRs on RDNA2 (tools/gpu/static_sweep.sh, Mesa 26.1, 2026-11-27). f16 arithmetic
 //   and double-buffered tiles: off until a GPU measures them faster (nothing has yet).
-// - coopmat: off unless a row knows the driver good; 4 subgroups of 16 rows and 64 keys per tile
-//   (FlashAttention-2's kBlockN and ggml-vulkan cm1's Bc; 64 fits NVIDIA's 48 KiB at d 128 with
-//   q's fragments in registers), shrunk to fit shared memory.
+// - coopmat: off unless a row knows the driver good; 4 subgroups of 16 rows and 32 keys per tile
+//   (ggml-vulkan's coopmat flash attention: 16-row blocks, 32-64 keys), shrunk to fit shared
+//   memory; NVIDIA's row 64 (FlashAttention-2's kBlockN and ggml cm1's Bc: 64 fits its 48 KiB at
+//   d 128 with q's fragments in registers).
 // - decode (reasoned from FlashInfer's decode and the budget in families/decode.cpp): 128 lanes,
 //   2 keys per key group and tile (16 keys at d 128 f16); 8 vec4 of q and accumulators per lane
 //   and a tile's rows split over 4 sets of lanes, so a GQA-8 decode at d 128 is one tile (K/V
@@ -94,7 +95,7 @@ constexpr RowChoices kGpu = {AttentionFamily::kTiled,
                              false,
                              8,
                              4,
-                             64,
+                             32,
                              true,
                              128,
                              2,
@@ -214,7 +215,7 @@ const DeviceRow kDeviceTable[] = {
      "measured: H100 and H200 (driver 580.159.04, 2026-11-23/27/28); static: GA102 NAK (Mesa "
      "26.1, 2026-11-27)",
      {false, kNvidia, nullptr, nullptr},
-     with_wide_decode(kGpu),
+     with_coopmat_keys(with_wide_decode(kGpu), 64),
      "32-lane warps: lanes workgroup of one warp; tiled 128 lanes (4 warps, as FlashAttention-2's "
      "forward and ggml's scalar path), 4 lanes per row; 48 KiB of shared memory under Vulkan "
      "bounds the tile",
@@ -227,7 +228,7 @@ const DeviceRow kDeviceTable[] = {
     {"AMD (0x1002)",
      "static: navi21/navi31/gfx1201 ACO (Mesa 26.1, 2026-11-27)",
      {false, kAmd, "radv", nullptr},
-     with_coopmat_keys(with_coopmat(kGpu, 4), 32),
+     with_coopmat(kGpu, 4),
      kAmdWhy,
      "RADV: cooperative matrices on RDNA3+ WMMA for prefill (unmeasured here); 32 keys per tile "
      "(64 took navi31's LDS from 41 to 44 KiB a workgroup: 3 -> 2 waves/SIMD)",

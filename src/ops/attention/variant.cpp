@@ -136,18 +136,9 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.min_split_keys = std::min(v.min_split_keys, v.max_keys);
 }
 
-// The coopmat family's shape (ops/attention/families/coopmat.cpp): the device's
-// largest f16 matrix shape with N and K multiples of 8 (16x16x16 where
-// offered), subgroups and keys per tile from the device table, halved
-// (keys per tile first) until the shared arrays fit; then, where they still do
-// not (MLA's d 576 / dv 512), the head-dim chunks staged at a time narrowed
-// to powers of two, the larger staged array first.
-void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
-                       const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
-                       vkattn_dtype kv_dtype, bool cpu) {
-  using K = KernelOptions;
-  v.family = AttentionFamily::kCoopmat;
-  // 16x16x16 first, then the largest; shapes the kernel cannot take last.
+// The device's largest f16 matrix shape with N and K multiples of 8
+// (16x16x16 where offered); shapes the kernel cannot take rank last.
+CoopmatShape best_coopmat_shape(const DeviceCaps& caps) {
   auto rank = [](const CoopmatShape& s) -> uint64_t {
     if (s.m == 0 || s.n % 8 != 0 || s.k % 8 != 0 || s.m > 64 || s.n > 64 || s.k > 64) return 0;
     if (s.m == 16 && s.n == 16 && s.k == 16) return UINT64_MAX;
@@ -156,6 +147,148 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
   CoopmatShape best{};
   for (const CoopmatShape& s : caps.coopmat.f16_shapes)
     if (rank(s) > rank(best)) best = s;
+  return best;
+}
+
+// The largest power of two below c that is a multiple of m, else c.
+uint32_t narrower_chunk(uint32_t c, uint32_t m) {
+  uint32_t p = 1;
+  while (p * 2 < c) p *= 2;
+  return p >= m && p % m == 0 ? p : c;
+}
+
+// Where coopmat keeps O and q (attention_coopmat.comp OREG, QREG), given
+// the chunks and tile the fitting below settles on.
+struct CoopmatPlacement {
+  CoopmatShape best;
+  uint32_t sg, dp, dvp;
+  uint32_t want_o;  // 0 shared, 1 registers, 2 accumulators (where V is one chunk)
+  bool want_q;
+  bool size_known;  // the subgroup size is the pipeline's own (OREG 1's layout)
+  void apply(AttentionVariant& v) const {
+    v.o_regs = v.head_chunk_v != dvp                       ? 0u
+               : want_o != 1                               ? want_o
+               : size_known && best.m * best.n % sg == 0 ? 1u
+                                                           : 0u;
+    v.q_regs = !v.col_split && want_q && v.head_chunk == dp && v.head_chunk_v == dvp &&
+               coopmat_q_staging_fits(v.subgroups * best.m, v.tile_keys, v.head_chunk,
+                                      v.head_chunk_v);
+  }
+};
+
+// Where O lives (OREG), where one V chunk holds dv: by default in
+// accumulators (2: P V added in place, no round trip through shared
+// memory) while a lane's share of the subgroup's TM rows of O stays within
+// kCoopmatRegFloats (NVIDIA's d 128: 64 floats; RDNA's wave64 to d 256),
+// else in shared memory (0). Registers of a known layout (1: each P V
+// block through the subgroup's score rows) need a TM x TN block that
+// splits evenly over the lanes and a known subgroup size.
+// VKATTN_ATTN_O_REGS=0|1|2 forces one (1 and 2 wherever the layout allows,
+// else 0).
+// Up to twice kCoopmatRegFloats, O stays in accumulators with q/K staged
+// in chunks of half the head dim or less (no loads a tile ahead: their
+// registers go to O), so that O in shared memory does not cut the
+// workgroup to one subgroup: NVIDIA's d 256 (NAK, GA102: 4 subgroups,
+// 128 floats of O a lane, 176 GPRs, no spill, 8 warps/SM; with O in shared
+// memory 1 subgroup, 2 warps/SM; with the loads ahead it spilled).
+// Past that, where O's share over the subgroups fits the budget (MLA's dv
+// 512 on 32 lanes: 256 floats a lane, 64 over 4 subgroups), the subgroups
+// share one row block and split its head dim (partial S, summed in the
+// softmax) and O's columns (COLS; FlashMLA splits dv over its warpgroups
+// the same way): 4 warps where O in shared memory left one.
+// VKATTN_ATTN_COL_SPLIT=0|1 forces it off or on (on: wherever the rows and
+// O's column blocks split over the subgroups); COLS stages V whole
+// (VKATTN_ATTN_HEAD_CHUNK narrowing q/K only: O's accumulators need one V
+// chunk).
+// q's A fragments in registers (QREG: FlashAttention-2's Q in registers;
+// the shared memory it frees lets NVIDIA's 48 KiB hold 64-key tiles at
+// d 128) where one chunk holds d and one dv (the shader reads the
+// fragments on that path only), its staging fits the K/V tile, and by
+// default while a lane's share stays within kCoopmatQRegHalves, counted
+// over at most 32 lanes (RDNA3's WMMA repeats A fragments across a
+// wave64's halves; navi31's ACO spilled 64-88 VGPRs at d 256 with q's
+// fragments held). VKATTN_ATTN_Q_REGS=0|1 forces it off or on (on:
+// wherever it fits).
+CoopmatPlacement place_coopmat(AttentionVariant& v, const DeviceCaps& caps,
+                               const KernelOptions& forced, CoopmatShape best, uint32_t dp,
+                               uint32_t dvp) {
+  using K = KernelOptions;
+  const uint32_t sg = std::max<uint32_t>(caps.subgroup_size, 1);
+  const uint32_t mk = std::max<uint32_t>(best.k, 1), mn = std::max<uint32_t>(best.n, 1);
+  const uint64_t o_share = uint64_t(best.m) * dvp, o_cap = uint64_t(kCoopmatRegFloats) * sg;
+  const bool wide_acc = forced.attn_o_regs == K::kUnset && forced.attn_head_chunk == K::kUnset &&
+                        o_share > o_cap && o_share <= 2 * o_cap && narrower_chunk(dp, mk) < dp;
+  if (wide_acc) v.head_chunk = narrower_chunk(dp, mk);
+  const bool want_cols = forced.attn_col_split != K::kUnset
+                             ? forced.attn_col_split != 0
+                             : forced.attn_o_regs == K::kUnset && !wide_acc &&
+                                   o_share > o_cap && o_share <= o_cap * v.subgroups;
+  v.col_split = want_cols && v.subgroups > 1 && best.m % v.subgroups == 0 &&
+                (dvp / mn) % v.subgroups == 0;
+  if (v.col_split) v.head_chunk_v = dvp;
+  CoopmatPlacement pl{};
+  pl.best = best, pl.sg = sg, pl.dp = dp, pl.dvp = dvp;
+  pl.want_o = forced.attn_o_regs != K::kUnset                 ? forced.attn_o_regs
+              : o_share <= o_cap || wide_acc || v.col_split ? 2u
+                                                            : 0u;
+  pl.want_q =
+      forced.attn_q_regs != K::kUnset
+          ? forced.attn_q_regs != 0
+          : uint64_t(best.m) * dp <= uint64_t(kCoopmatQRegHalves) * std::min<uint32_t>(sg, 32);
+  // (NVK offers 32 only and no control: its size cannot vary.)
+  pl.size_known = caps.subgroup_size_control || caps.min_subgroup_size == caps.max_subgroup_size;
+  pl.apply(v);
+  return pl;
+}
+
+// Keys per tile, subgroups and head-dim chunks fitted to shared memory:
+// keys per tile halve first (more rows per workgroup read each K/V byte
+// for more queries, a shorter tile only costs a barrier per keys), then
+// subgroups (not with COLS: fewer would each hold more of O), then the
+// chunks staged at a time narrow to powers of two, the larger staged array
+// first (MLA's d 576 / dv 512; COLS narrows q/K only); what still does not
+// fit, coopmat_declines says.
+void fit_coopmat(AttentionVariant& v, const DeviceCaps& caps, const KernelOptions& forced,
+                 const CoopmatPlacement& pl, FwdConfig probe) {
+  using K = KernelOptions;
+  const CoopmatShape best = pl.best;
+  const uint32_t step = std::max<uint32_t>({best.n, best.k, 1});
+  const uint32_t mk = std::max<uint32_t>(best.k, 1), mn = std::max<uint32_t>(best.n, 1);
+  auto fits = [&] {
+    probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
+    probe.var.head_chunk = v.head_chunk, probe.var.head_chunk_v = v.head_chunk_v;
+    probe.var.o_regs = v.o_regs, probe.var.q_regs = v.q_regs, probe.var.col_split = v.col_split;
+    return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
+  };
+  if (forced.attn_tile_keys == K::kUnset)
+    while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits())
+      v.tile_keys /= 2, pl.apply(v);
+  if (forced.attn_subgroups == K::kUnset && !v.col_split)
+    while (v.subgroups > 1 && !fits()) v.subgroups /= 2, pl.apply(v);
+  if (forced.attn_head_chunk != K::kUnset) return;
+  while (!fits()) {
+    const uint32_t nd = narrower_chunk(v.head_chunk, mk), nv = narrower_chunk(v.head_chunk_v, mn);
+    const uint64_t rows = v.col_split ? best.m : uint64_t(v.subgroups) * best.m;
+    const uint64_t staged_qk = (rows + v.tile_keys) * v.head_chunk;
+    const uint64_t staged_v = uint64_t(v.tile_keys) * v.head_chunk_v;
+    if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v || v.col_split))
+      v.head_chunk = nd, pl.apply(v);
+    else if (nv < v.head_chunk_v && !v.col_split)
+      v.head_chunk_v = nv, pl.apply(v);
+    else
+      break;
+  }
+}
+
+// The coopmat family's shape (ops/attention/families/coopmat.cpp): the
+// device's best matrix shape, subgroups and keys per tile from the device
+// table, where O and q live, fitted to shared memory.
+void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
+                       const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
+                       vkattn_dtype kv_dtype, bool cpu) {
+  using K = KernelOptions;
+  v.family = AttentionFamily::kCoopmat;
+  const CoopmatShape best = best_coopmat_shape(caps);
   v.coopmat_m = best.m, v.coopmat_n = best.n, v.coopmat_k = best.k;
   const uint32_t sg = std::max<uint32_t>(caps.subgroup_size, 1);
   const uint32_t step = std::max<uint32_t>({best.n, best.k, 1});
@@ -174,109 +307,8 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
            " for coopmat: a multiple of the matrix N and K (", step, ")");
     v.head_chunk = std::min(c, dp), v.head_chunk_v = std::min(c, dvp);
   }
-  // Where O lives (attention_coopmat.comp OREG), where one V chunk holds
-  // dv: by default in accumulators (2: P V added in place, no round trip
-  // through shared memory) while a lane's share of the subgroup's TM rows
-  // of O stays within kCoopmatRegFloats (NVIDIA's d 128: 64 floats; RDNA's
-  // wave64 to d 256), else in shared memory (0). Registers of a known
-  // layout (1: each P V block through the subgroup's score rows) need a
-  // TM x TN block that splits evenly over the lanes and a known subgroup
-  // size. VKATTN_ATTN_O_REGS=0|1|2 forces one (1 and 2 wherever the
-  // layout allows, else 0).
-  // Up to twice kCoopmatRegFloats, O stays in accumulators with q/K
-  // staged in chunks of half the head dim or less (no loads a tile ahead:
-  // their registers go to O), so that O in shared memory does not cut the
-  // workgroup to one subgroup: NVIDIA's d 256 (NAK, GA102: 4 subgroups,
-  // 32-key tiles, 128 floats of O a lane, 232 GPRs, no spill, 8 warps/SM;
-  // with O in shared memory 1 subgroup, 2 warps/SM; with the loads ahead
-  // it spilled).
-  // The largest power of two below c that is a multiple of m, else c.
-  auto narrower = [](uint32_t c, uint32_t m) {
-    uint32_t p = 1;
-    while (p * 2 < c) p *= 2;
-    return p >= m && p % m == 0 ? p : c;
-  };
-  const uint64_t o_share = uint64_t(best.m) * dvp, o_cap = uint64_t(kCoopmatRegFloats) * sg;
-  const bool wide_acc = forced.attn_o_regs == K::kUnset && forced.attn_head_chunk == K::kUnset &&
-                        o_share > o_cap && o_share <= 2 * o_cap && narrower(dp, mk) < dp;
-  if (wide_acc) v.head_chunk = narrower(dp, mk);
-  // Past that, where O's share over the subgroups fits the budget (MLA's
-  // dv 512 on 32 lanes: 256 floats a lane, 64 over 4 subgroups), the
-  // subgroups share one row block and split its head dim (partial S,
-  // summed in the softmax) and O's columns (COLS; FlashMLA splits dv over
-  // its warpgroups the same way): 4 warps where O in shared memory left
-  // one. VKATTN_ATTN_COL_SPLIT=0|1 forces it off or on (on: wherever the
-  // rows and O's column blocks split over the subgroups).
-  const bool want_cols = forced.attn_col_split != K::kUnset
-                             ? forced.attn_col_split != 0
-                             : forced.attn_o_regs == K::kUnset && !wide_acc &&
-                                   o_share > o_cap && o_share <= o_cap * v.subgroups;
-  v.col_split = want_cols && v.subgroups > 1 && best.m % v.subgroups == 0 &&
-                (dvp / mn) % v.subgroups == 0;
-  // (COLS stages V whole, VKATTN_ATTN_HEAD_CHUNK narrowing q/K only: O's
-  // accumulators need one V chunk.)
-  if (v.col_split) v.head_chunk_v = dvp;
-  const uint32_t want_o = forced.attn_o_regs != K::kUnset           ? forced.attn_o_regs
-                          : o_share <= o_cap || wide_acc || v.col_split ? 2u
-                                                                        : 0u;
-  auto o_mode = [&]() -> uint32_t {
-    if (v.head_chunk_v != dvp) return 0;
-    if (want_o != 1) return want_o;
-    // The size is the pipeline's own where it can be required, or where it
-    // cannot vary (NVK offers 32 only and no control).
-    const bool size_known =
-        caps.subgroup_size_control || caps.min_subgroup_size == caps.max_subgroup_size;
-    return size_known && best.m * best.n % sg == 0 ? 1 : 0;
-  };
-  // q's A fragments in registers (QREG: FlashAttention-2's Q in registers;
-  // the shared memory it frees lets NVIDIA's 48 KiB hold 64-key tiles at
-  // d 128) where one chunk holds d, its staging fits the K/V tile, and by
-  // default while a lane's share stays within kCoopmatQRegHalves.
-  // VKATTN_ATTN_Q_REGS=0|1 forces it off or on (on: wherever it fits).
-  // (A lane's share counted over at most 32 lanes: RDNA3's WMMA repeats
-  // A fragments across a wave64's halves; navi31's ACO spilled 64-88
-  // VGPRs at d 256 with q's fragments held.)
-  const bool want_q =
-      forced.attn_q_regs != K::kUnset
-          ? forced.attn_q_regs != 0
-          : uint64_t(best.m) * dp <= uint64_t(kCoopmatQRegHalves) * std::min<uint32_t>(sg, 32);
-  auto q_ok = [&] {
-    return want_q && v.head_chunk == dp &&
-           coopmat_q_staging_fits(v.subgroups * best.m, v.tile_keys, v.head_chunk,
-                                  v.head_chunk_v);
-  };
-  auto refresh = [&] { v.o_regs = o_mode(), v.q_regs = !v.col_split && q_ok(); };
-  refresh();
-  FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
-  auto fits = [&] {
-    probe.var.subgroups = v.subgroups, probe.var.tile_keys = v.tile_keys;
-    probe.var.head_chunk = v.head_chunk, probe.var.head_chunk_v = v.head_chunk_v;
-    probe.var.o_regs = v.o_regs, probe.var.q_regs = v.q_regs, probe.var.col_split = v.col_split;
-    return kCoopmatFamily.shared_bytes(probe) <= caps.max_shared_memory;
-  };
-  // Keys per tile halve first: more rows per workgroup read each K/V byte
-  // for more queries, a shorter tile only costs a barrier per keys.
-  if (forced.attn_tile_keys == K::kUnset)
-    while (v.tile_keys > step && v.tile_keys / 2 % step == 0 && !fits())
-      v.tile_keys /= 2, refresh();
-  // (Not with COLS: fewer subgroups would each hold more of O.)
-  if (forced.attn_subgroups == K::kUnset && !v.col_split)
-    while (v.subgroups > 1 && !fits()) v.subgroups /= 2, refresh();
-  if (forced.attn_head_chunk == K::kUnset) {
-    while (!fits()) {
-      const uint32_t nd = narrower(v.head_chunk, mk), nv = narrower(v.head_chunk_v, mn);
-      const uint64_t rows = v.col_split ? best.m : uint64_t(v.subgroups) * best.m;
-      const uint64_t staged_qk = (rows + v.tile_keys) * v.head_chunk;
-      const uint64_t staged_v = uint64_t(v.tile_keys) * v.head_chunk_v;
-      // (COLS keeps V whole: O's accumulators need one V chunk.)
-      if (nd < v.head_chunk && (staged_qk >= staged_v || nv == v.head_chunk_v || v.col_split))
-        v.head_chunk = nd, refresh();
-      else if (nv < v.head_chunk_v && !v.col_split)
-        v.head_chunk_v = nv, refresh();
-      else
-        break;  // coopmat_declines says what does not fit
-    }
-  }
+  const CoopmatPlacement pl = place_coopmat(v, caps, forced, best, dp, dvp);
+  fit_coopmat(v, caps, forced, pl, probe_config(v, head_dim, head_dim_v, kv_dtype));
   v.lanes_per_row = sg;
   // The softmax: every row at once (sg / m lanes a row: 2 on NVIDIA's 32
   // lanes over 16 rows), or more lanes a row over several passes.
