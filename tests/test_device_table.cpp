@@ -148,7 +148,8 @@ const Expected kBefore[] = {
      "2026-11-27) | 64-lane waves (RDNA may run 32): lanes workgroup of one wave; tiled 128 lanes, "
      "4 per row; 64 KiB of LDS per workgroup | RADV: cooperative matrices on RDNA3+ WMMA for "
      "prefill (unmeasured here); 32 keys per tile (64 took navi31's LDS from 41 to 44 KiB a "
-     "workgroup: 3 -> 2 waves/SIMD) | GPUs: decode-shaped calls (at most 8 query tokens per sequence) "
+     "workgroup: 3 -> 2 waves/SIMD) | GPUs: decode-shaped calls (at most 8 query tokens per "
+     "sequence) "
      "read K/V once per GQA group with 16-byte loads and a tile in flight (unmeasured: the next "
      "GPU run decides)"},
     {"AMDVLK",

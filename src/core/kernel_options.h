@@ -49,17 +49,18 @@ struct KernelOptions {
   uint32_t attn_tile_keys = kUnset;       // VKATTN_ATTN_TILE_KEYS (tiled, coopmat, decode)
   uint32_t attn_double_buffer = kUnset;   // VKATTN_ATTN_DOUBLE_BUFFER (tiled)
   uint32_t attn_head_chunk = kUnset;      // VKATTN_ATTN_HEAD_CHUNK (coopmat)
-  uint32_t attn_o_regs = kUnset;          // VKATTN_ATTN_O_REGS (coopmat: 0 shared, 1 registers, 2 accumulators)
-  uint32_t attn_q_regs = kUnset;          // VKATTN_ATTN_Q_REGS (coopmat: q's fragments in registers)
-  uint32_t attn_balance_items = kUnset;   // VKATTN_ATTN_BALANCE_ITEMS (split long ranges; 0 off)
-  uint32_t attn_col_split = kUnset;       // VKATTN_ATTN_COL_SPLIT (coopmat: subgroups split columns)
-  uint32_t attn_row_splits = kUnset;      // VKATTN_ATTN_ROW_SPLITS (decode)
-  uint32_t attn_page_window = kUnset;     // VKATTN_ATTN_PAGE_WINDOW (decode, paged; 0 off)
-  bool disable_subgroup_ops = false;      // VKATTN_DISABLE_SUBGROUP_OPS=1
-  bool disable_f16_math = false;          // VKATTN_DISABLE_F16_MATH=1
-  bool force_f16_math = false;            // VKATTN_FORCE_F16_MATH=1
-  bool bad_kernel_name = false;           // VKATTN_ATTN_KERNEL(_DECODE/_PREFILL) names no family
-  uint64_t scratch_bytes = 0;             // VKATTN_SCRATCH_BYTES (0: the default)
+  uint32_t attn_o_regs =
+      kUnset;  // VKATTN_ATTN_O_REGS (coopmat: 0 shared, 1 registers, 2 accumulators)
+  uint32_t attn_q_regs = kUnset;         // VKATTN_ATTN_Q_REGS (coopmat: q's fragments in registers)
+  uint32_t attn_balance_items = kUnset;  // VKATTN_ATTN_BALANCE_ITEMS (split long ranges; 0 off)
+  uint32_t attn_col_split = kUnset;      // VKATTN_ATTN_COL_SPLIT (coopmat: subgroups split columns)
+  uint32_t attn_row_splits = kUnset;     // VKATTN_ATTN_ROW_SPLITS (decode)
+  uint32_t attn_page_window = kUnset;    // VKATTN_ATTN_PAGE_WINDOW (decode, paged; 0 off)
+  bool disable_subgroup_ops = false;     // VKATTN_DISABLE_SUBGROUP_OPS=1
+  bool disable_f16_math = false;         // VKATTN_DISABLE_F16_MATH=1
+  bool force_f16_math = false;           // VKATTN_FORCE_F16_MATH=1
+  bool bad_kernel_name = false;          // VKATTN_ATTN_KERNEL(_DECODE/_PREFILL) names no family
+  uint64_t scratch_bytes = 0;            // VKATTN_SCRATCH_BYTES (0: the default)
   // VKATTN_CONTEXT_BATCH_INVARIANT (or VKATTN_BATCH_INVARIANT=1, which
   // runs test suites so): a sequence's key splits, family and variant
   // depend on its own lengths only (ops/attention/prepare.h PlanPart).
@@ -125,9 +126,11 @@ struct KernelOptions {
                        attn_combine,
                        attn_softmax_lanes,
                        attn_balance_items,
-                       attn_col_split})
+                       attn_col_split,
+                       attn_o_regs,
+                       attn_q_regs})
       if (v != kUnset) return true;
-    return attn_o_regs != kUnset || attn_q_regs != kUnset || disable_subgroup_ops || force_f16_math || bad_kernel_name;
+    return disable_subgroup_ops || force_f16_math || bad_kernel_name;
   }
 
   // A knob the environment (VKATTN_ATTN_*) or a tuning-file entry may set,

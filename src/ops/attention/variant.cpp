@@ -166,13 +166,13 @@ struct CoopmatPlacement {
   bool want_q;
   bool size_known;  // the subgroup size is the pipeline's own (OREG 1's layout)
   void apply(AttentionVariant& v) const {
-    v.o_regs = v.head_chunk_v != dvp                       ? 0u
-               : want_o != 1                               ? want_o
+    v.o_regs = v.head_chunk_v != dvp                     ? 0u
+               : want_o != 1                             ? want_o
                : size_known && best.m * best.n % sg == 0 ? 1u
-                                                           : 0u;
-    v.q_regs = !v.col_split && want_q && v.head_chunk == dp && v.head_chunk_v == dvp &&
-               coopmat_q_staging_fits(v.subgroups * best.m, v.tile_keys, v.head_chunk,
-                                      v.head_chunk_v);
+                                                         : 0u;
+    v.q_regs =
+        !v.col_split && want_q && v.head_chunk == dp && v.head_chunk_v == dvp &&
+        coopmat_q_staging_fits(v.subgroups * best.m, v.tile_keys, v.head_chunk, v.head_chunk_v);
   }
 };
 
@@ -221,14 +221,14 @@ CoopmatPlacement place_coopmat(AttentionVariant& v, const DeviceCaps& caps,
   if (wide_acc) v.head_chunk = narrower_chunk(dp, mk);
   const bool want_cols = forced.attn_col_split != K::kUnset
                              ? forced.attn_col_split != 0
-                             : forced.attn_o_regs == K::kUnset && !wide_acc &&
-                                   o_share > o_cap && o_share <= o_cap * v.subgroups;
-  v.col_split = want_cols && v.subgroups > 1 && best.m % v.subgroups == 0 &&
-                (dvp / mn) % v.subgroups == 0;
+                             : forced.attn_o_regs == K::kUnset && !wide_acc && o_share > o_cap &&
+                                   o_share <= o_cap * v.subgroups;
+  v.col_split =
+      want_cols && v.subgroups > 1 && best.m % v.subgroups == 0 && (dvp / mn) % v.subgroups == 0;
   if (v.col_split) v.head_chunk_v = dvp;
   CoopmatPlacement pl{};
   pl.best = best, pl.sg = sg, pl.dp = dp, pl.dvp = dvp;
-  pl.want_o = forced.attn_o_regs != K::kUnset                 ? forced.attn_o_regs
+  pl.want_o = forced.attn_o_regs != K::kUnset               ? forced.attn_o_regs
               : o_share <= o_cap || wide_acc || v.col_split ? 2u
                                                             : 0u;
   pl.want_q =

@@ -143,12 +143,11 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
     return "subgroups splitting columns (" + std::to_string(v.subgroups) +
            ") need O in accumulators, q in shared memory, rows and O's column blocks that split "
            "over them, and softmax lanes covering a subgroup's rows";
-  if (v.q_regs && (d.dc != d.dp || d.dvc != d.dvp || !coopmat_q_staging_fits(v.subgroups * s.m, v.tile_keys,
-                                                           d.dc, d.dvc)))
+  if (v.q_regs && (d.dc != d.dp || d.dvc != d.dvp ||
+                   !coopmat_q_staging_fits(v.subgroups * s.m, v.tile_keys, d.dc, d.dvc)))
     return "q in registers needs one chunk of q's and of V's columns, q staged through the K/V "
            "tile (" +
-           std::to_string(v.subgroups * s.m) + " rows, " + std::to_string(v.tile_keys) +
-           " keys)";
+           std::to_string(v.subgroups * s.m) + " rows, " + std::to_string(v.tile_keys) + " keys)";
   if (std::string why = exceeds_workgroup(caps, v.wg); !why.empty()) return why;
   return exceeds_shared_memory(caps, kCoopmatFamily.shared_bytes(cfg));
 }
