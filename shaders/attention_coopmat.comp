@@ -428,7 +428,7 @@ void main() {
       // attention_tiled.glsl; no mask or padding compiled in) skips the
       // per-pair tests: only tiles that cross an edge evaluate them.
       bool whole = ok && kt + BC <= it.k_end && !uses(F_MASK_BOOL) && !uses(F_MASK_ADD) &&
-                   !uses(F_KEY_VALID);
+                   !uses(F_KEY_VALID) && tree_free(sq, kt + BC);
       if (whole)
         whole = in_view(sq, pos, int(kt), causal, windowed) &&
                 in_view(sq, pos, int(kt + BC - 1u), causal, windowed);
@@ -445,6 +445,7 @@ void main() {
           v = ok && key < it.k_end && in_view(sq, pos, int(key), causal, windowed);
           if (uses(F_KEY_VALID)) v = v && key_is_valid(sq, kc);
           if (uses(F_MASK_BOOL)) v = v && mask_allows(mask_index(sq, tok, kc));
+          if (uses(F_TREE)) v = v && tree_allows(sq, tok, kc);
           if (uses(F_MASK_ADD)) {
             float a = mask_bias(mask_index(sq, tok, kc));
             v = v && a != NEG_INF;

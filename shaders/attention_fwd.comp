@@ -237,6 +237,14 @@ void main() {
         }
       }
     }
+    if (uses(F_TREE)) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        [[unroll]] for (uint j = 0u; j < BK; ++j) {
+          bool ok = tree_allows(sq, tok[i], min(kb + j, k_last - 1u));
+          vis[i * BK + j] = vis[i * BK + j] && ok;
+        }
+      }
+    }
     if (uses(F_MASK_ADD)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {

@@ -64,6 +64,9 @@ std::string AttnCase::name() const {
      << (window_right >= 0 ? " right " + std::to_string(window_right) : "")
      << (chunk > 0 ? " chunk " + std::to_string(chunk) : "") << (rules_as_mask ? " as-mask" : "")
      << (spans.empty() ? "" : " spans")
+     << (trees.empty()  ? ""
+         : tree_as_mask ? " tree-as-mask"
+                        : " trees")
      << (softcap > 0 ? " softcap " + std::to_string(softcap) : "") << (alibi ? " alibi" : "")
      << (sinks ? " sinks" : "") << " mask" << mask_type
      << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
@@ -145,9 +148,43 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
     return (!(c.causal && j > pos) && !(c.window >= 0 && pos - j > c.window) && in_rules(pos, j)) ||
            in_span(b, pos, j);
   };
+  // Trees: random parents, each row's bits its ancestors and itself
+  // (bits past t in a row's last word set too: they must be ignored).
+  std::vector<int32_t> tree_indptr;
+  std::vector<uint32_t> tree_words;
+  if (!c.trees.empty()) {
+    EXPECT_EQ(c.trees.size(), c.seqs.size()) << "trees: one flag per sequence";
+    tree_indptr.push_back(0);
+    for (int b = 0; b < B; ++b) {
+      const int t = c.seqs[b].first, W = (t + 31) / 32;
+      if (c.trees[b]) {
+        const size_t base = tree_words.size();
+        tree_words.resize(base + size_t(t) * W, 0u);
+        for (int i = 0; i < t; ++i) {
+          uint32_t* row = &tree_words[base + size_t(i) * W];
+          if (i > 0) {
+            const int parent = int(rng() % uint32_t(i));
+            for (int w = 0; w < W; ++w) row[w] = tree_words[base + size_t(parent) * W + w];
+          }
+          row[i / 32] |= 1u << (i % 32);
+          if (t % 32) row[W - 1] |= ~0u << (t % 32);
+        }
+      }
+      tree_indptr.push_back(int32_t(tree_words.size()));
+    }
+  }
+  auto tree_sees = [&](int b, int i, int64_t j) {
+    if (c.trees.empty() || !c.trees[b]) return true;
+    const int t = c.seqs[b].first, u = c.seqs[b].second, W = (t + 31) / 32;
+    const int64_t first = int64_t(u) - t;
+    if (j < first) return true;
+    const int64_t x = j - first;
+    return ((tree_words[tree_indptr[b] + size_t(i) * W + x / 32] >> (x % 32)) & 1u) != 0;
+  };
   const bool whole_rule_as_mask = c.rules_as_mask && !c.spans.empty();
-  if (c.rules_as_mask) {
-    EXPECT_EQ(c.mask_type, VKATTN_MASK_NONE) << "rules_as_mask makes the case's mask";
+  const bool tree_mask = c.tree_as_mask && !c.trees.empty();
+  if (c.rules_as_mask || tree_mask) {
+    EXPECT_EQ(c.mask_type, VKATTN_MASK_NONE) << "rules_as_mask / tree_as_mask make the mask";
     c.mask_type = VKATTN_MASK_BOOL;
     bmask.resize(mask_elems);
     int64_t off = 0;
@@ -156,8 +193,10 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
       for (int i = 0; i < t; ++i)
         for (int j = 0; j < u; ++j) {
           const int64_t pos = int64_t(u) - t + i;
-          bmask[off + int64_t(i) * u + j] =
-              whole_rule_as_mask ? visible(b, pos, j) : in_rules(pos, j);
+          bool m = !c.rules_as_mask     ? true
+                   : whole_rule_as_mask ? visible(b, pos, j)
+                                        : in_rules(pos, j);
+          bmask[off + int64_t(i) * u + j] = m && tree_sees(b, i, j);
         }
       off += static_cast<int64_t>(t) * u;
     }
@@ -189,7 +228,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
         for (int i = 0; i < t && !seen; ++i) {
           int64_t pos = static_cast<int64_t>(u) - t + i;
           int64_t x = moff + static_cast<int64_t>(i) * u + j;
-          bool vis = visible(b, pos, j);
+          bool vis = visible(b, pos, j) && tree_sees(b, i, j);
           if (!bmask.empty()) vis = vis && bmask[x] != 0;
           if (!amask.empty()) vis = vis && amask[x] != -inf;
           if (!key_valid.empty()) vis = vis && key_valid[cu_k[b] + j] != 0;
@@ -238,6 +277,8 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   if (!c.rules_as_mask) desc.window_right = c.window_right, desc.chunk_size = c.chunk;
   if (!c.rules_as_mask && !span_indptr.empty())
     desc.span_indptr = span_indptr.data(), desc.spans = span_pairs.data();
+  if (!tree_mask && !tree_indptr.empty())
+    desc.tree_indptr = tree_indptr.data(), desc.tree_mask = tree_words.data();
   desc.softcap = c.softcap;
   desc.mask_type = c.mask_type;
   if (c.with_lse) desc.lse = tl_t.get();
@@ -280,6 +321,8 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
   p.window_right = c.window_right, p.chunk_size = c.chunk;
   if (!span_indptr.empty()) p.span_indptr = span_indptr.data(), p.spans = span_pairs.data();
+  if (!tree_mask && !tree_indptr.empty())
+    p.tree_indptr = tree_indptr.data(), p.tree_mask = tree_words.data();
   p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
   p.sinks = c.sinks ? sinks.data() : nullptr;
   p.mask_type = c.mask_type;

@@ -33,6 +33,14 @@ struct AttnCase {
   // (causal and the windows included: a span widens them) and the
   // descriptor passes none of it.
   std::vector<std::vector<std::pair<int, int>>> spans;
+  // Trees per sequence (desc->tree_indptr / tree_mask): true gives
+  // sequence b a random tree over its t queries (each node's parent drawn
+  // from the nodes before it; a node sees its ancestors and itself), false
+  // none; empty: no trees. Needs t <= u where true. With tree_as_mask the
+  // tree goes in as the equivalent bool mask (mask_type must be NONE;
+  // rules_as_mask's rules join it) and the descriptor passes none.
+  std::vector<bool> trees;
+  bool tree_as_mask = false;
   float softcap = 0.0f, scale = 0.0f;
   bool alibi = false;
   bool sinks = false;  // desc->sinks: head 0 -inf (no sink), head 1 +6 (dominant), others mixed

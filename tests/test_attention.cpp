@@ -198,6 +198,52 @@ TEST_F(Attention, BidirectionalSpans) {
   run_attention_case(ctx, c);
 }
 
+// Speculative-decoding trees (issue T): each against the reference (which
+// takes the tree's bits) and as the equivalent dense bool mask. Trees of
+// 1, 8, 9, 32, 33 and 64 nodes over cached prefixes (64 and 33: rows of
+// two words, bits past t set and ignored), a tree as long as its keys
+// (no prefix), a sequence without one beside them, t > u and empty
+// sequences untreed; under causal, windows, chunks and spans; GQA, f16.
+TEST_F(Attention, SpeculativeTrees) {
+  struct Rule {
+    bool causal;
+    int left, right, chunk;
+  };
+  const Rule rules[] = {
+      {true, -1, -1, 0}, {false, -1, -1, 0}, {true, 40, -1, 0}, {true, -1, -1, 48}};
+  const std::vector<std::pair<int, int>> seqs = {{1, 50},  {8, 203},  {9, 9}, {32, 140}, {40, 17},
+                                                 {33, 96}, {64, 300}, {0, 5}, {7, 0},    {5, 77}};
+  const std::vector<bool> trees = {true, true, true, true, false, true, true, false, false, false};
+  int seed = 300;
+  for (const Rule& r : rules)
+    for (bool as_mask : {false, true}) {
+      AttnCase c;
+      c.seqs = seqs;
+      c.trees = trees;
+      c.tree_as_mask = as_mask;
+      c.causal = r.causal, c.window = r.left, c.window_right = r.right, c.chunk = r.chunk;
+      c.H = 8, c.Hkv = 2, c.d = 40;
+      c.qdt = c.kdt = (seed / 2 % 2) ? VKATTN_F16 : VKATTN_F32;
+      c.seed = seed++;
+      const CaseStats st = run_attention_case(ctx, c);
+      EXPECT_GT(st.checked, 0);
+      EXPECT_GT(st.nan_keys, 0);  // keys only hidden tree branches hold: NaN, never read
+    }
+  // Spans (a span never re-opens a key the tree hides), sinks and ALiBi,
+  // a bool mask on top, and padded batches with a tree per row.
+  AttnCase c;
+  c.seqs = {{64, 64}, {16, 90}};
+  c.trees = {true, true};
+  c.spans = {{{8, 40}}, {{70, 90}}};
+  c.causal = true, c.sinks = true, c.alibi = true, c.seed = 320;
+  run_attention_case(ctx, c);
+  c.spans.clear(), c.alibi = c.sinks = false, c.mask_type = VKATTN_MASK_BOOL, c.seed = 321;
+  run_attention_case(ctx, c);
+  c.mask_type = VKATTN_MASK_NONE, c.padded = true, c.pad_keys = 5;
+  c.seqs = {{24, 70}, {24, 70}}, c.seed = 322;
+  run_attention_case(ctx, c);
+}
+
 TEST_F(Attention, SoftcapAndAlibi) {
   AttnCase c;
   c.seqs = kMixedSeqs;

@@ -213,6 +213,22 @@ TEST_F(DecodeFamily, Transforms) {
 
 // Hidden rows and NaN keys: every row of a bool mask hidden somewhere, and
 // more than 65535 loop iterations' worth of keys in one call.
+// Speculative trees of up to 8 nodes (issue T) on decode, split or not,
+// against the reference and as the equivalent bool mask.
+TEST_F(DecodeFamily, SpeculativeTrees) {
+  std::vector<AttnCase> cases;
+  for (bool as_mask : {false, true}) {
+    AttnCase c = decode_case(64, 8, 2, 230 + as_mask);
+    c.seqs = {{1, 700}, {8, 203}, {5, 3}, {0, 5}, {2, 0}, {8, 8}, {3, 40}};
+    c.trees = {true, true, false, false, false, true, true};
+    c.tree_as_mask = as_mask;
+    cases.push_back(c);
+  }
+  run_on_decode({}, cases);
+  run_on_decode({{"VKATTN_DEVICE_COMPUTE_UNITS", "64"}, {"VKATTN_ATTN_MIN_SPLIT_KEYS", "16"}},
+                cases);
+}
+
 TEST_F(DecodeFamily, HiddenRowsAndLongKeys) {
   AttnCase c = decode_case(64, 4, 2, 50);
   c.mask_type = VKATTN_MASK_BOOL;

@@ -62,11 +62,11 @@
 /** Major version of this header; the SONAME carries it. @ingroup errors */
 #define VKATTN_VERSION_MAJOR 0
 /** Minor version of this header: moves with every addition to the API. @ingroup errors */
-#define VKATTN_VERSION_MINOR 5
+#define VKATTN_VERSION_MINOR 6
 /** Patch version of this header: fixes only, no declaration changes. @ingroup errors */
 #define VKATTN_VERSION_PATCH 0
 /** This header's version as text, "MAJOR.MINOR.PATCH". @ingroup errors */
-#define VKATTN_VERSION_STRING "0.5.0"
+#define VKATTN_VERSION_STRING "0.6.0"
 /** vkattn_version()'s encoding of a version: major * 10000 + minor * 100 +
  * patch (minor and patch stay below 100). @ingroup errors */
 #define VKATTN_MAKE_VERSION(major, minor, patch) \
@@ -705,7 +705,10 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  *      (chunk_size == 0 || floor(j / chunk_size) == floor(pos(i) / chunk_size)))
  *     || same_span(pos(i), j)     (both in one of the sequence's spans)
  *   key j is hidden from query i when: !visible(i, j); or a BOOL mask byte
- *     is 0; or an ADDITIVE mask value is -inf; or key j is padding.
+ *     is 0; or an ADDITIVE mask value is -inf; or key j is padding; or
+ *     j >= u - t and tree bit (i, j - (u - t)) is 0 (sequences with a
+ *     tree); or j is not in query i's top-k list (calls with topk_indices;
+ *     a key listed n times counts n times in out and lse).
  *   out[i] = softmax over the visible j of S[i,:] times v (f32 accumulation)
  *   lse[i] = log(sum over visible j of exp(S[i,j]))  (natural log)
  *   with sinks (per head h, a raw logit sink = sinks[h]):
@@ -752,6 +755,31 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * cuts a span: schedule chunks so (as vLLM does for images). Work no
  * query sees is never read: rows before a span do not read it, rows in a
  * span read up to its end. The arrays are read during the call only.
+ *
+ * Trees (speculative decoding: the descriptor's tree_indptr and
+ * tree_mask; FlashInfer's packed custom masks, a few bits per query): a
+ * step verifies t draft tokens laid out as a tree. The t keys of the
+ * queries' own block (positions u - t .. u - 1) are visible to query i
+ * only where bit (j - (u - t)) % 32, least significant first, of word
+ * (j - (u - t)) / 32 of its row is set (set i's ancestors and i itself);
+ * keys before the block (the cached prefix) are untouched by the tree.
+ * Bits at or past t in a row's last word are ignored. The tree is one more
+ * "and": causal, windows, chunks, masks, padding and spans apply as
+ * always, and a span never re-opens a key the tree hides. A row the tree
+ * and the rest leave empty is an empty row. The prefix is read once per
+ * tile of queries, as without a tree; the words are uploaded with the
+ * call's plan (a tree larger than one storage binding, past 30000 nodes or
+ * so, is UNSUPPORTED).
+ *
+ * Top-k (the descriptor's topk_indices): query i sees key j only if j is
+ * listed for it: entries are key positions within the query's own
+ * sequence, 0 .. u - 1 (a step's u = len + t), never packed or page
+ * offsets; entries below 0 or at or past u are skipped (-1 pads a short
+ * list); a position listed twice counts twice (callers pass distinct
+ * positions, as top-k gives); K = 0 leaves every row empty. The list is
+ * one more "and" like the tree's. NOT YET IMPLEMENTED in this release: a
+ * call that sets topk_indices is validated (an I32 tensor [rows, K] or
+ * [rows, Hkv, K]) and then returns VKATTN_ERROR_UNSUPPORTED.
  *
  * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
  * padding positions may hold NaN/Inf without reaching any visible output.
@@ -864,6 +892,27 @@ typedef struct vkattn_attention_desc {
    * INVALID_ARGUMENT. */
   const int32_t* span_indptr;
   const int32_t* spans; /**< see span_indptr */
+  /* Appended in 0.6; a struct_size of 80 to 112 (0.1 to 0.5) reads as no
+   * tree and no top-k list. */
+  /** Tree attention for speculative decoding (EAGLE, Medusa, SpecInfer; see
+   * "Trees" above): host arrays, read during the call only; tree_indptr
+   * NULL = no trees. tree_indptr [batch + 1] holds prefix sums of 32-bit
+   * words ([0] = 0, non-decreasing); sequence b has a tree when
+   * tree_indptr[b + 1] > tree_indptr[b], and then exactly t_b * W_b words,
+   * W_b = ceil(t_b / 32): row i's bits at tree_mask[tree_indptr[b] +
+   * i * W_b ..]. A tree on a sequence with t_b > u_b, or another word
+   * count, is INVALID_ARGUMENT; tree_mask may be NULL when tree_indptr
+   * counts no word; tree_mask without tree_indptr is INVALID_ARGUMENT.
+   * Steps take sequences in step order; the padded entry point one tree
+   * per batch row (t = Sq, u = Sk). */
+  const int32_t* tree_indptr;
+  const uint32_t* tree_mask; /**< see tree_indptr */
+  /** Top-k sparse attention (DeepSeek V3.2's DSA, NSA-style selection; see
+   * "Top-k" above): an I32 tensor [rows, K] (one list per query row, every
+   * head) or [rows, Hkv, K] (a list per kv head), rows = the call's query
+   * tokens in its order (total_q; padded: B * Sq); optional, borrowed for
+   * the call, never read on the host. */
+  vkattn_tensor* topk_indices;
 } vkattn_attention_desc;
 
 /** Defaults: causal 0, window_left -1, window_right -1, chunk_size 0, scale

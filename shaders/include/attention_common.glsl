@@ -29,6 +29,7 @@
 #define F_WINDOW_RIGHT 1024u  // Seq::window_right (compiled in: FEATURES)
 #define F_CHUNK 2048u         // Seq::chunk_size (compiled in: FEATURES)
 #define F_SPAN 4096u          // Seq::span_lo/span_hi (compiled in: FEATURES)
+#define F_TREE 8192u          // Seq::tree_off/tree_w, binding 15 (compiled in: FEATURES)
 
 // A row's normalization from its online-softmax state (running max m,
 // running sum l): (1 / l, lse). l > 0: the row saw keys. l = 0: it saw
@@ -79,7 +80,8 @@ struct Seq {
   // F_SPAN: every row of an item on this record lies in the bidirectional
   // span [span_lo, span_hi) and also sees its keys (empty: none).
   uint span_lo, span_hi;
-  uint pad0, pad1, pad2;
+  // F_TREE: tree_w words per row (0: no tree), row 0's at tree_off.
+  uint tree_off, tree_w, pad2;
 };
 
 #endif

@@ -274,6 +274,7 @@ void main() {
         bool cw = in_view(sq, pos[i], int(key), causal, windowed);
         bool ok = key_ok && row_ok[i] && cw;
         if (uses(F_MASK_BOOL)) ok = ok && mask_allows(mask_index(sq, tok[i], kc));
+        if (uses(F_TREE)) ok = ok && tree_allows(sq, tok[i], kc);
         if (uses(F_MASK_ADD)) {
           float a = mask_bias(mask_index(sq, tok[i], kc));
           ok = ok && a != NEG_INF;

@@ -15,6 +15,9 @@ layout(std430, binding = 8) readonly buffer Alibi {
 layout(std430, binding = 9) readonly buffer KeyValid {
   uint key_valid_w[];
 };
+layout(std430, binding = 15) readonly buffer TreeWords {
+  uint tree_words[];
+};
 
 // Causal (key <= pos) and window (pos - key <= window_left) for the row at
 // absolute position pos = u - t + token.
@@ -44,6 +47,23 @@ bool in_view(Seq sq, int pos, int key, bool causal, bool windowed) {
 bool key_is_valid(Seq sq, uint key) {
   uint kidx = sq.k_off + key - pc.key_valid_base;
   return ((key_valid_w[kidx >> 2] >> ((kidx & 3u) * 8u)) & 0xffu) != 0u;
+}
+
+// F_TREE: the sequence's tree lets row `token` see key `key` (keys before
+// the queries' own block, u - t .. u - 1, are untouched; bit key - (u - t)
+// of the row's words, least significant first). A sequence without a tree
+// (tree_w 0) sees everything; a row or key past the block sees nothing.
+bool tree_allows(Seq sq, uint token, uint key) {
+  if (sq.tree_w == 0u || key < sq.u - sq.t) return true;
+  uint b = key - (sq.u - sq.t);
+  if (token >= sq.t || b >= sq.t) return false;
+  return ((tree_words[sq.tree_off + token * sq.tree_w + (b >> 5)] >> (b & 31u)) & 1u) != 0u;
+}
+
+// A tile of keys [k0, k1) that no tree bit touches (it ends before the
+// queries' own block, or the sequence has no tree).
+bool tree_free(Seq sq, uint k1) {
+  return !uses(F_TREE) || sq.tree_w == 0u || k1 <= sq.u - sq.t;
 }
 
 // Element of the mask for (token, key) of sequence sq (t x u, row-major).

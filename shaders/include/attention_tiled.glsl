@@ -169,7 +169,7 @@ void main() {
     // monotone in the key, so its first and last key decide; no mask or
     // padding compiled in) skips the per-pair tests.
     bool whole = kt + BC <= it.k_end && !uses(F_MASK_BOOL) && !uses(F_MASK_ADD) &&
-                 !uses(F_KEY_VALID);
+                 !uses(F_KEY_VALID) && tree_free(sq, kt + BC);
     [[unroll]] for (uint i = 0u; i < R; ++i) {
       whole = whole && row_ok[i] && in_view(sq, pos[i], int(kt), causal, windowed) &&
               in_view(sq, pos[i], int(kt + BC - 1u), causal, windowed);
@@ -240,6 +240,10 @@ void main() {
             bool v = key_ok && row_ok[i] && cw && valid;
             if (uses(F_MASK_BOOL)) {
               bool ok = mask_allows(mask_index(sq, tok[i], kc));
+              v = v && ok;
+            }
+            if (uses(F_TREE)) {
+              bool ok = tree_allows(sq, tok[i], kc);
               v = v && ok;
             }
             if (uses(F_MASK_ADD)) {

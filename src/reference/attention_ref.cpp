@@ -17,6 +17,9 @@ struct Row {
   const uint8_t* bool_mask;  // [u] or null
   const float* add_mask;     // [u] or null
   const int32_t* key_valid;  // [u] or null
+  const uint32_t* tree;      // the row's tree words (keys from u - t on), or null
+  long tree_first;           // u - t: the first key the tree's bits cover
+  const int32_t* topk;       // the row's list of topk_k positions, or null
   long pos;                  // pos(i) = u - t + i
   long span_lo, span_hi;     // the span holding pos ([0, 0) when none)
   double slope;              // ALiBi slope, 0 = none
@@ -25,9 +28,20 @@ struct Row {
 
 void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, long k_stride,
                 long v_stride, const Row& r, float* out, float* lse) {
-  std::vector<int> keys;  // visible keys
-  std::vector<double> s;  // their scores
+  std::vector<int> keys;    // visible keys
+  std::vector<double> s;    // their scores
+  std::vector<int> listed;  // top-k: how many times each key is listed
+  if (r.topk) {
+    listed.assign(u, 0);
+    for (int n = 0; n < p.topk_k; ++n)
+      if (r.topk[n] >= 0 && r.topk[n] < u) ++listed[r.topk[n]];
+  }
   for (int j = 0; j < u; ++j) {
+    if (r.topk && listed[j] == 0) continue;
+    if (r.tree && j >= r.tree_first) {
+      const long b = j - r.tree_first;
+      if (((r.tree[b / 32] >> (b % 32)) & 1u) == 0) continue;
+    }
     const bool in_span = j >= r.span_lo && j < r.span_hi;
     if (!in_span) {
       if (p.causal && j > r.pos) continue;
@@ -46,8 +60,10 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
     if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
     if (r.slope != 0) x -= r.slope * std::fabs(static_cast<double>(r.pos - j));
     if (r.add_mask) x += r.add_mask[j];
-    keys.push_back(j);
-    s.push_back(x);
+    for (int n = r.topk ? listed[j] : 1; n > 0; --n) {  // a repeat counts again
+      keys.push_back(j);
+      s.push_back(x);
+    }
   }
   const double sink = r.sink ? static_cast<double>(*r.sink) : kNegInf;
   if (keys.empty()) {
@@ -102,6 +118,11 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
         r.bool_mask = p.mask_type == 1 && u ? p.bool_mask + mask_row : nullptr;
         r.add_mask = p.mask_type == 2 && u ? p.add_mask + mask_row : nullptr;
         r.key_valid = p.key_valid && u ? p.key_valid + cu_k[b] : nullptr;
+        const bool tree = p.tree_indptr && p.tree_indptr[b + 1] > p.tree_indptr[b];
+        r.tree = tree ? p.tree_mask + p.tree_indptr[b] + static_cast<long>(i) * ((t + 31) / 32)
+                      : nullptr;
+        r.tree_first = static_cast<long>(u) - t;
+        r.topk = p.topk ? p.topk + (p.topk_per_head ? row * Hkv + hk : row) * p.topk_k : nullptr;
         r.pos = static_cast<long>(u) - t + i;
         r.span_lo = r.span_hi = 0;
         for (int n = p.span_indptr ? p.span_indptr[b] : 0;

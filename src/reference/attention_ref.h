@@ -27,6 +27,20 @@ struct AttentionParams {
   // of it, whatever causal, the windows and the chunk say. Null: none.
   const int32_t* span_indptr = nullptr;
   const int32_t* spans = nullptr;
+  // Trees (vkattn_attention_desc::tree_indptr / tree_mask): sequence b has
+  // one when tree_indptr[b + 1] > tree_indptr[b]; row i's bits are the
+  // W = ceil(t / 32) words at tree_mask[tree_indptr[b] + i * W], and key
+  // j >= u - t is hidden unless bit (j - (u - t)) of them is set (least
+  // significant first). Null: none.
+  const int32_t* tree_indptr = nullptr;
+  const uint32_t* tree_mask = nullptr;
+  // Top-k lists (vkattn_attention_desc::topk_indices): topk_k entries per
+  // query row (packed row order), or per (row, kv head) when
+  // topk_per_head; row i sees key j only if j is listed, once per time it
+  // is listed; entries < 0 or >= u are skipped. Null: none.
+  const int32_t* topk = nullptr;
+  int topk_k = 0;
+  bool topk_per_head = false;
 };
 
 // Packed batch. q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv] as float (already

@@ -32,6 +32,11 @@ struct AttentionCall {
   // the call's key counts (desc.span_indptr/spans are then cleared): batch
   // + 1 prefix sums and the (start, end) pairs; both empty = none.
   std::vector<int32_t> span_indptr, spans;
+  // Trees, copied from the descriptor and checked (desc.tree_indptr/
+  // tree_mask are then cleared): batch + 1 prefix sums of words and the
+  // words; both empty = none.
+  std::vector<int32_t> tree_indptr;
+  std::vector<uint32_t> tree_words;
   // Paged: K/V come from layer `layer` of the step's cache (k, v null).
   Step* step = nullptr;
   uint32_t layer = 0;

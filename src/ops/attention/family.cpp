@@ -23,7 +23,7 @@ const std::vector<BindingKind>& fwd_bindings() {
       B::kUniformTexel,  B::kUniformTexel,  B::kUniformTexel,  B::kStorageBuffer,
       B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
       B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
-      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer};
+      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer};
   return bindings;
 }
 

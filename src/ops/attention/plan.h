@@ -42,6 +42,9 @@ enum AttentionFlags : uint32_t {
   // desc->spans: rows inside a bidirectional span run on a record of their
   // own (PlanSeq::span_lo/span_hi); compiled in only when a call has spans.
   kFlagSpan = 4096,
+  // desc->tree_indptr (PlanSeq::tree_off/tree_w; the words: binding 15);
+  // compiled in only when a call has trees.
+  kFlagTree = 8192,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
@@ -65,14 +68,15 @@ struct PlanItem {
 // 2^32 and subtract the window base, so only the low bits matter).
 // window_right and chunk_size: the call's (the same in every record).
 // [span_lo, span_hi): the bidirectional span every row of this record's
-// items lies in (empty: none). A sequence's rows inside a span get a copy
-// of its record with the span set (Plan::seq_of says whose).
+// items lies in (empty: none). tree_w: words per row of the sequence's
+// tree (0: none), row 0's first at word tree_off of the call's tree words. A sequence's rows inside
+// a span get a copy of its record with the span set (Plan::seq_of says whose).
 struct PlanSeq {
   uint32_t q_off, k_off, t, u;
   uint32_t mask_off;
   int32_t window_right;
   uint32_t chunk_size, span_lo;
-  uint32_t span_hi, pad0, pad1, pad2;
+  uint32_t span_hi, tree_off, tree_w, pad2;
 };
 // Combine item: merges n_slots partials of rows [row0, row_end) of a tile,
 // split s at arena row src + s * stride + r, into the partial at dst + r, or

@@ -157,6 +157,7 @@ uint32_t call_flags(const AttentionCall& c) {
   if (d.window_right >= 0) flags |= kFlagWindowRight;
   if (d.chunk_size > 0) flags |= kFlagChunk;
   if (!c.span_indptr.empty()) flags |= kFlagSpan;
+  if (!c.tree_indptr.empty()) flags |= kFlagTree;
   if (d.softcap > 0.0f) flags |= kFlagSoftcap;
   if (c.alibi) flags |= kFlagAlibi;
   if (d.mask_type == VKATTN_MASK_BOOL) flags |= kFlagMaskBool;
@@ -531,6 +532,15 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     for (size_t r = c.batch; r < plan.seqs.size(); ++r) {  // span records: their sequence's
       plan.seqs[r].k_off = plan.seqs[plan.seq_of[r]].k_off;
       plan.offs[r].k = plan.offs[plan.seq_of[r]].k;
+    }
+  }
+  if (!c.tree_indptr.empty()) {
+    // Trees: each record (span records too) points at its sequence's words.
+    for (size_t r = 0; r < plan.seqs.size(); ++r) {
+      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
+      const bool tree = c.tree_indptr[b + 1] > c.tree_indptr[b];
+      plan.seqs[r].tree_off = static_cast<uint32_t>(c.tree_indptr[b]);
+      plan.seqs[r].tree_w = tree ? (plan.seqs[r].t + 31) / 32 : 0;
     }
   }
   pp->sched = schedule_plan(plan, u, lim);

@@ -25,7 +25,8 @@ constexpr uint64_t kRegionAlign = 256;
 // Flags whose transforms are compiled into a forward kernel only when a
 // call uses them (its FEATURES specialization constant).
 constexpr uint32_t kCompiledFlags = kFlagSoftcap | kFlagAlibi | kFlagMaskBool | kFlagMaskAdd |
-                                    kFlagKeyValid | kFlagWindowRight | kFlagChunk | kFlagSpan;
+                                    kFlagKeyValid | kFlagWindowRight | kFlagChunk | kFlagSpan |
+                                    kFlagTree;
 
 inline uint64_t round_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;

@@ -71,6 +71,8 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
                        d.chunk_size};
   key.insert(key.end(), c.span_indptr.begin(), c.span_indptr.end());
   key.insert(key.end(), c.spans.begin(), c.spans.end());
+  key.push_back(c.tree_indptr.size());  // trees: where each sequence's words start
+  key.insert(key.end(), c.tree_indptr.begin(), c.tree_indptr.end());
   auto it = c.step->plans.find(key);
   if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c, part)).first;
   return std::static_pointer_cast<PreparedPlan>(it->second);
@@ -175,6 +177,19 @@ class PassBinder {
       std::memset(s.host, 0, s.size);
       std::memcpy(s.host, c.key_valid.data(), c.key_valid.size());
       key_valid_r_ = Region{nullptr, s.buffer, s.offset, s.size};
+    }
+    // Trees: the call's words, bound whole (validate.cpp bounds them by one
+    // storage binding); the slice starts aligned, so a record's tree_off
+    // indexes the binding directly.
+    tree_b_ = small_input(caps_, nullptr, 0, ctx.dummy(), "");
+    if (!c.tree_words.empty()) {
+      const uint64_t bytes = c.tree_words.size() * 4;
+      HostSlice s = rec_.alloc_host(round_up(bytes, 16));
+      std::memcpy(s.host, c.tree_words.data(), bytes);
+      uint64_t start = 0;
+      tree_b_ =
+          storage_window(caps_, Region{nullptr, s.buffer, s.offset, s.size}, 0, bytes, &start);
+      if (start != 0) fail(VKATTN_ERROR_INTERNAL, "tree words bound from byte ", start);
     }
     const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
     q_fmt_ = texel_format(q_dt, pp.qvec), k_fmt_ = texel_format(kv_dt, pp.kvec);
@@ -319,7 +334,7 @@ class PassBinder {
     push_.n_items = pass.count;
     return pipes_.prepare(rec_, p,
                           {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb,
-                           sinks_b_, scales_b_},
+                           sinks_b_, scales_b_, tree_b_},
                           &push_, sizeof(push_), pass.count);
   }
 
@@ -425,7 +440,7 @@ class PassBinder {
   const Region dummy_;
   RowLayout ql_, ol_;  // this call's q and out rows
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
-  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_;
+  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_, tree_b_;
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};

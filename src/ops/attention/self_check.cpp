@@ -178,6 +178,14 @@ struct CheckCall {
       k.spans.assign(span_pairs, span_pairs + 4);
       p.span_indptr = k.span_indptr.data(), p.spans = k.spans.data();
     }
+    // A tree by its presence: on the first sequence (3 queries; row 0
+    // sees only itself, row 1 its parent 0, row 2 neither of them nor
+    // itself: an empty tree block), none on the second.
+    if (f & kFlagTree) {
+      k.tree_indptr = {0, 3, 3};
+      k.tree_words = {0x1u, 0x3u | 0xf0u /* bits past t: ignored */, 0x0u};
+      p.tree_indptr = k.tree_indptr.data(), p.tree_mask = k.tree_words.data();
+    }
     if (f & kFlagSoftcap) {
       desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
       p.softcap = desc.softcap;
@@ -541,6 +549,11 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
   // Spans by their presence (not read: their lengths are a call's).
   if (d.span_indptr) c.span_indptr = {0, 0};
   c.desc.span_indptr = nullptr, c.desc.spans = nullptr;
+  if (d.tree_indptr) c.tree_indptr = {0, 0};  // trees, by their presence
+  c.desc.tree_indptr = nullptr, c.desc.tree_mask = nullptr;
+  if (d.topk_indices)
+    fail(VKATTN_ERROR_UNSUPPORTED,
+         "desc->topk_indices: top-k sparse attention is not implemented in this release");
   if (!c.mask && d.mask_type != VKATTN_MASK_NONE) {
     AttentionCall probe = c;
     probe.desc.mask_type = VKATTN_MASK_NONE;

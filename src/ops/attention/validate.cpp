@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/abi.h"
+#include "core/binding_window.h"
 #include "core/error.h"
 #include "core/faults.h"
 #include "ops/attention/attention.h"
@@ -186,6 +187,57 @@ void take_spans(AttentionCall& c) {
   c.span_indptr.assign(indptr, indptr + c.batch + 1);
   c.spans.assign(spans, spans + 2 * int64_t(indptr[c.batch]));
 }
+
+// The descriptor's trees into c (tree_indptr / tree_mask, checked against
+// each sequence's t and u) and its top-k tensor's shape (top-k is not
+// implemented yet: a valid one ends the call UNSUPPORTED).
+void take_trees(Context& ctx, AttentionCall& c) {
+  vkattn_attention_desc& d = c.desc;
+  const int32_t* indptr = d.tree_indptr;
+  const uint32_t* words = d.tree_mask;
+  d.tree_indptr = nullptr, d.tree_mask = nullptr;  // borrowed for the call only
+  if (d.topk_indices) {
+    Tensor* t = d.topk_indices->impl.get();
+    require_same_context(ctx, t, "desc->topk_indices");
+    require(t->dtype() == VKATTN_I32, "desc->topk_indices must be i32, got ",
+            dtype_name(t->dtype()));
+    require(t->ndim() == 2 || t->ndim() == 3,
+            "desc->topk_indices must be [rows, K] or [rows, Hkv, K], got ", shape_str(*t));
+    const int64_t rows = c.cu_q[c.batch];
+    require(t->dim(0) == rows, "desc->topk_indices' first dim is ", t->dim(0),
+            ", must be the call's query tokens ", rows);
+    require(t->ndim() == 2 || t->dim(1) == d.num_kv_heads, "desc->topk_indices' middle dim is ",
+            t->dim(1), ", must be num_kv_heads ", d.num_kv_heads);
+    fail(VKATTN_ERROR_UNSUPPORTED,
+         "desc->topk_indices: top-k sparse attention is not implemented in this release "
+         "(trees are; see vkattn.h \"Top-k\")");
+  }
+  if (!indptr) return;
+  require(indptr[0] == 0, "desc->tree_indptr[0] is ", indptr[0], ", must be 0");
+  for (uint32_t b = 0; b < c.batch; ++b)
+    require(indptr[b + 1] >= indptr[b], "desc->tree_indptr decreases at ", b + 1, " (", indptr[b],
+            " -> ", indptr[b + 1], ")");
+  if (indptr[c.batch] == 0) return;  // no trees (tree_mask may be NULL)
+  require(words != nullptr, "desc->tree_mask is NULL but desc->tree_indptr counts ",
+          indptr[c.batch], " words");
+  for (uint32_t b = 0; b < c.batch; ++b) {
+    const int64_t n = int64_t(indptr[b + 1]) - indptr[b];
+    if (n == 0) continue;
+    const int64_t t = c.cu_q[b + 1] - c.cu_q[b], u = c.cu_k[b + 1] - c.cu_k[b];
+    require(t <= u, "desc->tree_indptr: sequence ", b, " has a tree but t = ", t,
+            " queries over u = ", u, " keys (a tree needs t <= u)");
+    require(n == t * ((t + 31) / 32), "desc->tree_indptr: sequence ", b, " has ", n,
+            " words, must be t * ceil(t / 32) = ", t * ((t + 31) / 32), " (t = ", t, ")");
+  }
+  const uint64_t bytes = uint64_t(indptr[c.batch]) * 4;
+  const uint64_t limit = storage_window_limit(ctx.device().caps());
+  if (bytes > limit)
+    fail(VKATTN_ERROR_UNSUPPORTED, "desc->tree_mask: ", bytes,
+         " bytes of tree words pass one storage binding (", limit, " bytes) on this device");
+  host_alloc_point();
+  c.tree_indptr.assign(indptr, indptr + c.batch + 1);
+  c.tree_words.assign(words, words + indptr[c.batch]);
+}
 }  // namespace
 
 void check_prefix_sums(const char* name, uint32_t batch, const int32_t* cu, int64_t total,
@@ -219,6 +271,8 @@ vkattn_attention_desc check_attention_desc(const vkattn_attention_desc* desc) {
           " is invalid (-1 = none; vkattn_attention_desc_init sets it)");
   require(d.span_indptr != nullptr || d.spans == nullptr,
           "desc->spans is set but desc->span_indptr is NULL");
+  require(d.tree_indptr != nullptr || d.tree_mask == nullptr,
+          "desc->tree_mask is set but desc->tree_indptr is NULL");
   require(std::isfinite(d.softcap) && d.softcap >= 0.0f, "desc->softcap must be >= 0");
   require(d.mask_type <= VKATTN_MASK_ADDITIVE, "desc->mask_type ", d.mask_type, " is unknown");
   return d;
@@ -250,6 +304,7 @@ AttentionCall make_varlen_call(Context& ctx, const vkattn_attention_desc* desc, 
     require_shape(*c.mask, "mask (1-D, sum of t_b * u_b)", {want});
   }
   take_spans(c);
+  take_trees(ctx, c);
   return c;
 }
 
@@ -284,6 +339,7 @@ AttentionCall make_padded_call(Context& ctx, const vkattn_attention_desc* desc, 
     }
   }
   take_spans(c);
+  take_trees(ctx, c);
   return c;
 }
 
@@ -348,6 +404,7 @@ AttentionCall make_pool_call(Context& ctx, const vkattn_attention_desc* desc, ui
   require(c.cu_k.back() <= INT32_MAX, "the sequences' keys add up past 2^31 - 1");
   if (c.mask) require_shape(*c.mask, "mask (1-D, sum of t_b * seq_lens_k[b])", {mask_elems});
   take_spans(c);
+  take_trees(ctx, c);
   return c;
 }
 
@@ -392,6 +449,7 @@ AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, S
   }
   if (c.mask) require_shape(*c.mask, "mask (1-D, sum of t_b * (len_b + t_b))", {mask_elems});
   take_spans(c);
+  take_trees(ctx, c);
   return c;
 }
 
