@@ -208,6 +208,9 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 /* Bidirectional spans: set through m_setSpans, which copies the arrays. */
 %ignore vkattn_attention_desc::span_indptr;
 %ignore vkattn_attention_desc::spans;
+/* Trees (speculative decoding): set through m_setTrees, which copies the arrays. */
+%ignore vkattn_attention_desc::tree_indptr;
+%ignore vkattn_attention_desc::tree_mask;
 %ignore vkattn_kv_cache_desc::struct_size;
 %ignore vkattn_kv_cache_desc::reserved;
 %ignore vkattn_rope_desc::struct_size;
@@ -262,6 +265,40 @@ static int vkattnx_spans_fit(const vkattn_attention_desc* d, int64_t batch) {
   }
   return 1;
 }
+
+/* AttentionDesc's trees (m_setTrees), laid out as the spans: one block
+ * holding the two arrays' lengths, then tree_indptr, then the words;
+ * desc->tree_indptr points past the lengths. The C API reads
+ * tree_indptr[0 .. batch] and the tree_indptr[batch] words, so every call
+ * checks first that they exist (vkattnx_trees_fit). */
+typedef struct {
+  int64_t indptr_len, words_len; /* 32-bit entries */
+} vkattnx_trees_head;
+
+static vkattnx_trees_head* vkattnx_trees_block(const vkattn_attention_desc* d) {
+  return d->tree_indptr ? (vkattnx_trees_head*)((char*)d->tree_indptr -
+                                                sizeof(vkattnx_trees_head))
+                        : NULL;
+}
+
+static int vkattnx_trees_fit(const vkattn_attention_desc* d, int64_t batch) {
+  const vkattnx_trees_head* h;
+  int64_t n;
+  if (!d || !d->tree_indptr) return 1;
+  h = vkattnx_trees_block(d);
+  if (h->indptr_len != batch + 1) {
+    vkattnx_fail("vkattn: AttentionDesc tree_indptr has %lld entries, the call needs %lld "
+                 "(batch + 1)", (long long)h->indptr_len, (long long)(batch + 1));
+    return 0;
+  }
+  n = d->tree_indptr[batch];
+  if (n > 0 && n > h->words_len) {
+    vkattnx_fail("vkattn: AttentionDesc tree_indptr counts %lld words, the tree_mask array "
+                 "holds %lld", (long long)n, (long long)h->words_len);
+    return 0;
+  }
+  return 1;
+}
 %}
 
 /* Array parameters: each language maps (T* NAME, int64_t LEN) to one array
@@ -274,8 +311,10 @@ static int vkattnx_spans_fit(const vkattn_attention_desc* d, int64_t batch) {
   (const int32_t* cuSeqlens, int64_t cuSeqlensLen),
   (const int32_t* startPositions, int64_t startPositionsLen),
   (const int32_t* spanIndptr, int64_t spanIndptrLen),
-  (const int32_t* spanPairs, int64_t spanPairsLen)
+  (const int32_t* spanPairs, int64_t spanPairsLen),
+  (const int32_t* treeIndptr, int64_t treeIndptrLen)
 };
+%apply (const uint32_t* IN_U32, int64_t IN_LEN) { (const uint32_t* treeMask, int64_t treeMaskLen) };
 %apply (const int64_t* IN_I64, int64_t IN_LEN) { (const int64_t* shape, int64_t ndim) };
 %apply (const float* IN_F32, int64_t IN_LEN) { (const float* data, int64_t count) };
 %apply (const uint16_t* IN_U16, int64_t IN_LEN) { (const uint16_t* data, int64_t count) };
@@ -316,17 +355,20 @@ VKATTNX_PLAIN_STRUCT(vkattn_attention_desc, "AttentionDesc")
  * checks, before every call that reads the desc, that each is still open
  * (a Tensor closed after it was stored would leave the native struct a
  * dangling pointer); the per-language .i files add those accessors over
- * this one setter (field 0 alibi_slopes, 1 mask, 2 lse, 3 sinks). */
+ * this one setter (field 0 alibi_slopes, 1 mask, 2 lse, 3 sinks,
+ * 4 topk_indices). */
 %ignore vkattn_attention_desc::alibi_slopes;
 %ignore vkattn_attention_desc::mask;
 %ignore vkattn_attention_desc::lse;
 %ignore vkattn_attention_desc::sinks;
+%ignore vkattn_attention_desc::topk_indices;
 %extend vkattn_attention_desc {
   void m_setTensorField(int32_t field, vkattn_tensor* t) {
     if (field == 0) self->alibi_slopes = t;
     else if (field == 1) self->mask = t;
     else if (field == 2) self->lse = t;
     else if (field == 3) self->sinks = t;
+    else if (field == 4) self->topk_indices = t;
   }
 }
 #endif
@@ -435,6 +477,39 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     self->span_indptr = data;
     self->spans = data + spanIndptrLen;
   }
+  /* Trees (speculative decoding): copies of tree_indptr (batch + 1 prefix
+   * sums of the sequences' word counts) and the words, t_b * ceil(t_b / 32)
+   * per sequence with a tree; a null tree_indptr clears them. */
+  void m_setTrees(const int32_t* treeIndptr, int64_t treeIndptrLen, const uint32_t* treeMask,
+                  int64_t treeMaskLen) {
+    vkattnx_trees_head* h;
+    int32_t* data;
+    if (!treeIndptr && treeMask && treeMaskLen > 0) {
+      vkattnx_fail("vkattn: tree_mask given without tree_indptr");
+      return;
+    }
+    free(vkattnx_trees_block(self));
+    self->tree_indptr = NULL;
+    self->tree_mask = NULL;
+    if (!treeIndptr) return;
+    if (treeIndptrLen < 1 || treeMaskLen < 0) {
+      vkattnx_fail("vkattn: tree_indptr needs batch + 1 >= 1 entries (has %lld)",
+                   (long long)treeIndptrLen);
+      return;
+    }
+    h = (vkattnx_trees_head*)malloc(sizeof *h + 4 * (size_t)(treeIndptrLen + treeMaskLen));
+    if (!h) {
+      vkattnx_fail("vkattn: out of host memory");
+      return;
+    }
+    h->indptr_len = treeIndptrLen;
+    h->words_len = treeMaskLen;
+    data = (int32_t*)(h + 1);
+    memcpy(data, treeIndptr, 4 * (size_t)treeIndptrLen);
+    if (treeMaskLen) memcpy(data + treeIndptrLen, treeMask, 4 * (size_t)treeMaskLen);
+    self->tree_indptr = data;
+    self->tree_mask = (const uint32_t*)(data + treeIndptrLen);
+  }
   /* Defaults of vkattn_attention_desc_init: windows -1, chunk 0, no mask/ALiBi/lse;
    * head counts and dims must be set. */
   vkattn_attention_desc() {
@@ -448,6 +523,7 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
   }
   ~vkattn_attention_desc() {
     free(vkattnx_spans_block(self));
+    free(vkattnx_trees_block(self));
     free(self);
   }
 }
@@ -630,7 +706,7 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
                    (long long)cuKLen, (long long)cuQLen);
       return;
     }
-    if (!vkattnx_spans_fit(desc, cuQLen - 1)) return;
+    if (!vkattnx_spans_fit(desc, cuQLen - 1) || !vkattnx_trees_fit(desc, cuQLen - 1)) return;
     vkattnx_ok(vkattn_attention_varlen(self, desc, (uint32_t)(cuQLen - 1), cuQ, cuK, q, k,
                                        v, out));
   }
@@ -650,8 +726,10 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
         return;
       }
     }
-    if (q && vkattn_tensor_ndim(q) == 4 && !vkattnx_spans_fit(desc, vkattn_tensor_shape(q, 0)))
-      return;
+    if (q && vkattn_tensor_ndim(q) == 4) {
+      int64_t batch = vkattn_tensor_shape(q, 0);
+      if (!vkattnx_spans_fit(desc, batch) || !vkattnx_trees_fit(desc, batch)) return;
+    }
     vkattnx_ok(vkattn_attention_padded(self, desc, q, k, v, keyMask, out));
   }
 

@@ -16,7 +16,7 @@ typedef struct vkattnx_kv_cache {
 
 typedef struct vkattnx_step {
   vkattn_step* step; /* NULL once committed or aborted */
-  int64_t batch;     /* its sequences (AttentionDesc spans are checked against it) */
+  int64_t batch;     /* its sequences (AttentionDesc spans and trees are checked against it) */
 } vkattnx_step;
 
 #define VKATTNX_CACHE(self, ret)                       \
@@ -262,7 +262,7 @@ struct vkattnx_step {};
   void m_attention(int32_t layer, const vkattn_attention_desc* desc, vkattn_tensor* q,
                    vkattn_tensor* out) {
     VKATTNX_STEP(self, );
-    if (!vkattnx_spans_fit(desc, self->batch)) return;
+    if (!vkattnx_spans_fit(desc, self->batch) || !vkattnx_trees_fit(desc, self->batch)) return;
     vkattnx_ok(vkattn_step_attention(self->step, (uint32_t)layer, desc, q, out));
   }
   /* Lengths advance by the step's token counts; the step is finished. */

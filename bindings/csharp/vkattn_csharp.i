@@ -82,6 +82,7 @@ typedef struct vkattnx_span {
 VKATTNX_CS_ARRAY(float, float, IN_F32, OUT_F32)
 VKATTNX_CS_ARRAY(uint16_t, ushort, IN_U16, OUT_U16)
 VKATTNX_CS_ARRAY(int32_t, int, IN_I32, OUT_I32)
+VKATTNX_CS_ARRAY(uint32_t, uint, IN_U32, OUT_U32)
 VKATTNX_CS_ARRAY(uint8_t, byte, IN_U8, OUT_U8)
 VKATTNX_CS_ARRAY(int64_t, long, IN_I64, OUT_I64)
 
@@ -150,7 +151,7 @@ VKATTNX_CS_HANDLE(vkattnx_step)
 /* ---- AttentionDesc's tensors (see ../vkattn.i) ------------------------ */
 %csmethodmodifiers vkattn_attention_desc::m_setTensorField "private";
 %typemap(cscode) struct vkattn_attention_desc %{
-  private Tensor alibiSlopes_, mask_, lse_, sinks_;
+  private Tensor alibiSlopes_, mask_, lse_, sinks_, topkIndices_;
 
   /// <summary>ALiBi slopes, f32 [H], or null.</summary>
   public Tensor AlibiSlopes { get { return alibiSlopes_; } set { SetTensorField(0, value); alibiSlopes_ = value; } }
@@ -160,6 +161,49 @@ VKATTNX_CS_HANDLE(vkattnx_step)
   public Tensor Lse { get { return lse_; } set { SetTensorField(2, value); lse_ = value; } }
   /// <summary>Attention-sink logits, f32 [H], or null.</summary>
   public Tensor Sinks { get { return sinks_; } set { SetTensorField(3, value); sinks_ = value; } }
+  /// <summary>Top-k lists, i32 [rows, K] or [rows, Hkv, K], or null. Not
+  /// implemented yet: a call with them throws (Status.ERROR_UNSUPPORTED).</summary>
+  public Tensor TopkIndices { get { return topkIndices_; } set { SetTensorField(4, value); topkIndices_ = value; } }
+
+  /// <summary>Speculative-decoding trees from one bool [t, t] matrix per
+  /// sequence (null: no tree): masks[b][i, j] is true where draft token i
+  /// sees draft token j (its ancestors and itself). Packs them with
+  /// PackTrees and sets them as SetTrees(int[], uint[]) does; null clears
+  /// the trees.</summary>
+  public void SetTrees(bool[][,] masks) {
+    if (masks == null) {
+      SetTrees(null, null);
+      return;
+    }
+    int[] treeIndptr;
+    uint[] treeMask;
+    PackTrees(masks, out treeIndptr, out treeMask);
+    SetTrees(treeIndptr, treeMask);
+  }
+
+  /// <summary>treeIndptr and treeMask of one bool [t, t] matrix per
+  /// sequence (null: no tree): row i of a tree takes ceil(t / 32) words,
+  /// column j at bit j % 32 of word j / 32 (least significant
+  /// first).</summary>
+  public static void PackTrees(bool[][,] masks, out int[] treeIndptr, out uint[] treeMask) {
+    treeIndptr = new int[masks.Length + 1];
+    for (int b = 0; b < masks.Length; ++b) {
+      int t = masks[b] == null ? 0 : masks[b].GetLength(0);
+      if (masks[b] != null && masks[b].GetLength(1) != t)
+        throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+                                  "vkattn: tree mask " + b + " is " + t + " x " +
+                                  masks[b].GetLength(1) + ", must be square");
+      treeIndptr[b + 1] = checked(treeIndptr[b] + t * ((t + 31) / 32));
+    }
+    treeMask = new uint[treeIndptr[masks.Length]];
+    for (int b = 0; b < masks.Length; ++b) {
+      if (masks[b] == null) continue;
+      int t = masks[b].GetLength(0), w = (t + 31) / 32;
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < t; ++j)
+          if (masks[b][i, j]) treeMask[treeIndptr[b] + i * w + j / 32] |= 1u << (j % 32);
+    }
+  }
 
   // Every call that reads the desc checks first that the Tensors stored in
   // it are still open.
@@ -168,6 +212,7 @@ VKATTNX_CS_HANDLE(vkattnx_step)
     Check(mask_, "Mask");
     Check(lse_, "Lse");
     Check(sinks_, "Sinks");
+    Check(topkIndices_, "TopkIndices");
   }
 
   private static void Check(Tensor t, string field) {

@@ -421,6 +421,15 @@ type AttentionDesc struct {
 	// holds batch + 1 prefix sums of the sequences' span counts, Spans the
 	// (start, end) position pairs; a query inside a span sees all of it.
 	SpanIndptr, Spans []int32
+	// Speculative-decoding trees, nil = none: TreeIndptr holds batch + 1
+	// prefix sums of the sequences' word counts, TreeMask the words,
+	// t*ceil(t/32) per sequence with a tree (row i's bits: the draft tokens
+	// query i sees); TreeMaskFromBool builds both from [t][t] bools.
+	TreeIndptr []int32
+	TreeMask   []uint32
+	// Top-k sparse attention: i32 [rows, K] or [rows, Hkv, K], or nil. Not
+	// implemented yet: a call with it fails with ErrorUnsupported.
+	TopkIndices *Tensor
 }
 
 // NewAttentionDesc is the library's defaults with the head counts and dim set.
@@ -455,10 +464,51 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 	r.SetMask(d.Mask.optional("Mask"))
 	r.SetLse(d.Lse.optional("Lse"))
 	r.SetSinks(d.Sinks.optional("Sinks"))
+	r.SetTopkIndices(d.TopkIndices.optional("TopkIndices"))
 	if d.SpanIndptr != nil || d.Spans != nil {
 		r.SetSpans(d.SpanIndptr, d.Spans)
 	}
+	if d.TreeIndptr != nil || d.TreeMask != nil {
+		r.SetTrees(d.TreeIndptr, d.TreeMask)
+	}
 	f(r)
+}
+
+// TreeMaskFromBool packs speculative-decoding trees for
+// AttentionDesc.TreeIndptr and TreeMask: masks[b] is sequence b's [t][t]
+// matrix, masks[b][i][j] true where draft token i sees draft token j (its
+// ancestors and itself), or nil for a sequence without a tree. Row i takes
+// ceil(t/32) words, column j at bit j%32 of word j/32 (least significant
+// first). A row of another length than t is an *Error.
+func TreeMaskFromBool(masks [][][]bool) (treeIndptr []int32, treeMask []uint32, err error) {
+	treeIndptr = make([]int32, len(masks)+1)
+	n := 0
+	for b, m := range masks {
+		t := len(m)
+		n += t * ((t + 31) / 32)
+		if int64(n) > 0x7FFFFFFF {
+			return nil, nil, &Error{Status: ErrorInvalidArgument,
+				Message: fmt.Sprintf("vkattn: the trees pass %d words (int32) at sequence %d", 0x7FFFFFFF, b)}
+		}
+		treeIndptr[b+1] = int32(n)
+	}
+	treeMask = make([]uint32, n)
+	for b, m := range masks {
+		t, w := len(m), (len(m)+31)/32
+		for i, row := range m {
+			if len(row) != t {
+				return nil, nil, &Error{Status: ErrorInvalidArgument,
+					Message: fmt.Sprintf("vkattn: tree mask %d: row %d has %d entries, want %d", b, i, len(row), t)}
+			}
+			words := treeMask[int(treeIndptr[b])+i*w:]
+			for j, on := range row {
+				if on {
+					words[j/32] |= 1 << (j % 32)
+				}
+			}
+		}
+	}
+	return treeIndptr, treeMask, nil
 }
 
 // optional is the handle of t, NULL for nil (absent). A closed t fails the

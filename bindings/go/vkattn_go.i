@@ -61,5 +61,6 @@ static void vkattnx_go_range(const char* where, long long value, int is_unsigned
 VKATTNX_GO_ARRAY(float, float32, IN_F32, OUT_F32)
 VKATTNX_GO_ARRAY(uint16_t, uint16, IN_U16, OUT_U16)
 VKATTNX_GO_ARRAY(int32_t, int32, IN_I32, OUT_I32)
+VKATTNX_GO_ARRAY(uint32_t, uint32, IN_U32, OUT_U32)
 VKATTNX_GO_ARRAY(uint8_t, byte, IN_U8, OUT_U8)
 VKATTNX_GO_ARRAY(int64_t, int64, IN_I64, OUT_I64)

@@ -173,6 +173,123 @@ func TestSpansOverWholeSequencesUndoCausal(t *testing.T) {
 	}
 }
 
+// randomTree is a draft tree of n tokens, node i's parent drawn from
+// [0, i): row i of the [n][n] matrix is its parent's row plus i itself.
+func randomTree(r *rand.Rand, n int) [][]bool {
+	m := make([][]bool, n)
+	for i := range m {
+		m[i] = make([]bool, n)
+		if i > 0 {
+			copy(m[i], m[r.Intn(i)])
+		}
+		m[i][i] = true
+	}
+	return m
+}
+
+// treeCase is two sequences: a 9-token draft tree over 40 keys, then 5
+// queries over 12 keys without a tree; its trees and the bool mask that
+// equals them (each sequence's t x u block row-major, in batch order).
+func treeCase(r *rand.Rand) (cuQ, cuK []int32, trees [][][]bool, mask []byte) {
+	cuQ, cuK = []int32{0, 9, 14}, []int32{0, 40, 52}
+	trees = [][][]bool{randomTree(r, 9), nil}
+	for b, tree := range trees {
+		t, u := int(cuQ[b+1]-cuQ[b]), int(cuK[b+1]-cuK[b])
+		for i := 0; i < t; i++ {
+			for j := 0; j < u; j++ {
+				// Keys before the queries' own block: untouched by the tree.
+				on := tree == nil || j < u-t || tree[i][j-(u-t)]
+				if on {
+					mask = append(mask, 1)
+				} else {
+					mask = append(mask, 0)
+				}
+			}
+		}
+	}
+	return cuQ, cuK, trees, mask
+}
+
+func TestTreeMaskFromBoolPacksBitsLowFirst(t *testing.T) {
+	m := make([][]bool, 33)
+	for i := range m {
+		m[i] = make([]bool, 33)
+		m[i][i] = true
+	}
+	m[32][0] = true
+	indptr, words, err := TreeMaskFromBool([][][]bool{nil, {{true, true}, {true, true}}, m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(indptr) != "[0 0 2 68]" {
+		t.Fatalf("indptr %v", indptr)
+	}
+	if words[0] != 3 || words[1] != 3 || words[2] != 1 || words[2+31*2] != 1<<31 ||
+		words[2+32*2] != 1 || words[2+32*2+1] != 1 {
+		t.Fatalf("words %v", words)
+	}
+	_, _, err = TreeMaskFromBool([][][]bool{{{true, true}}})
+	wantError(t, err, "vkattn: tree mask 0: row 0 has 2 entries, want 1")
+}
+
+// A varlen call with a draft tree on one sequence (and none on the other)
+// equals the same call with the equivalent bool mask. Tree arrays shorter
+// than the call needs are an error, and so is a top-k list (not built yet).
+func TestSpeculativeTreesEqualTheirBoolMask(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(14))
+	cuQ, cuK, trees, mask := treeCase(r)
+	tq, tk := int64(cuQ[2]), int64(cuK[2])
+	q := tensorF32(t, c, randoms(r, int(tq)*tH*tD), tq, tH, tD)
+	k := tensorF32(t, c, randoms(r, int(tk)*tHkv*tD), tk, tHkv, tD)
+	v := tensorF32(t, c, randoms(r, int(tk)*tHkv*tD), tk, tHkv, tD)
+	m := tensor(t, c, U8, int64(len(mask)))
+	if err := m.WriteBytes(mask); err != nil {
+		t.Fatal(err)
+	}
+	indptr, words, err := TreeMaskFromBool(trees)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, causal := range []bool{true, false} {
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal = causal
+		d.TreeIndptr, d.TreeMask = indptr, words
+		got := tensor(t, c, F32, tq, tH, tD)
+		if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, v, got); err != nil {
+			t.Fatal(err)
+		}
+		d = NewAttentionDesc(tH, tHkv, tD)
+		d.Causal, d.Mask, d.MaskType = causal, m, MaskBool
+		want := tensor(t, c, F32, tq, tH, tD)
+		if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, v, want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := maxDiff(t, must(want.ReadF32()), must(got.ReadF32())); diff > 1e-5 {
+			t.Errorf("causal %v: tree vs bool mask, max diff %g", causal, diff)
+		}
+	}
+
+	out := tensor(t, c, F32, tq, tH, tD)
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.TreeIndptr, d.TreeMask = indptr[:2], words
+	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, v, out),
+		"vkattn: AttentionDesc tree_indptr has 2 entries, the call needs 3")
+	d.TreeIndptr, d.TreeMask = indptr, words[:8]
+	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, v, out),
+		"vkattn: AttentionDesc tree_indptr counts 9 words, the tree_mask array holds 8")
+	d.TreeIndptr = nil
+	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, v, out),
+		"vkattn: tree_mask given without tree_indptr")
+
+	d = NewAttentionDesc(tH, tHkv, tD)
+	d.TopkIndices = tensor(t, c, I32, tq, 4)
+	err = c.AttentionVarlen(&d, cuQ, cuK, q, k, v, out)
+	if e := wantError(t, err, "vkattn_attention_varlen: desc->topk_indices: "); e.Status != ErrorUnsupported {
+		t.Errorf("status %v", e.Status)
+	}
+}
+
 // checkVarlen runs packed attention of f32 q, k, v (tH / tHkv heads of tD)
 // with d (its Lse set here) and compares out and lse with the reference.
 func checkVarlen(t *testing.T, c *Context, d *AttentionDesc, cuQ, cuK []int32, q, k, v,

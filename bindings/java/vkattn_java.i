@@ -98,6 +98,8 @@ static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
 VKATTNX_JAVA_ARRAY(float, float, jfloat, jfloatArray, Float, IN_F32, OUT_F32)
 VKATTNX_JAVA_ARRAY(uint16_t, short, jshort, jshortArray, Short, IN_U16, OUT_U16)
 VKATTNX_JAVA_ARRAY(int32_t, int, jint, jintArray, Int, IN_I32, OUT_I32)
+/* uint32 words (tree masks) as int[] holding their bits. */
+VKATTNX_JAVA_ARRAY(uint32_t, int, jint, jintArray, Int, IN_U32, OUT_U32)
 VKATTNX_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte, IN_U8, OUT_U8)
 VKATTNX_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long, IN_I64, OUT_I64)
 
@@ -275,7 +277,7 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
 /* ---- AttentionDesc's tensors (see ../vkattn.i) ------------------------ */
 %javamethodmodifiers vkattn_attention_desc::m_setTensorField "private";
 %typemap(javacode) struct vkattn_attention_desc %{
-  private Tensor alibiSlopes, mask, lse, sinks;
+  private Tensor alibiSlopes, mask, lse, sinks, topkIndices;
 
   /** ALiBi slopes, f32 [H], or null. */
   public void setAlibiSlopes(Tensor t) { setTensorField(0, t); alibiSlopes = t; }
@@ -289,6 +291,50 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
   /** Attention-sink logits, f32 [H], or null. */
   public void setSinks(Tensor t) { setTensorField(3, t); sinks = t; }
   public Tensor getSinks() { return sinks; }
+  /** Top-k lists, i32 [rows, K] or [rows, Hkv, K], or null. Not implemented
+   * yet: a call with them throws (Status.ERROR_UNSUPPORTED). */
+  public void setTopkIndices(Tensor t) { setTensorField(4, t); topkIndices = t; }
+  public Tensor getTopkIndices() { return topkIndices; }
+
+  /** Speculative-decoding trees from one boolean [t][t] matrix per sequence
+   * (null: no tree): masks[b][i][j] is true where draft token i sees draft
+   * token j (its ancestors and itself). Packs them with packTrees and sets
+   * them as setTrees(int[], int[]) does; null clears the trees. */
+  public void setTrees(boolean[][][] masks) {
+    if (masks == null) {
+      setTrees(null, null);
+      return;
+    }
+    int[][] packed = packTrees(masks);
+    setTrees(packed[0], packed[1]);
+  }
+
+  /** {treeIndptr, treeMask} of one boolean [t][t] matrix per sequence (null:
+   * no tree): row i of a tree takes ceil(t / 32) words, column j at bit
+   * j % 32 of word j / 32 (least significant first; the ints hold the
+   * uint32 words' bits). */
+  public static int[][] packTrees(boolean[][][] masks) {
+    int[] indptr = new int[masks.length + 1];
+    for (int b = 0; b < masks.length; ++b) {
+      int t = masks[b] == null ? 0 : masks[b].length;
+      indptr[b + 1] = Math.addExact(indptr[b], Math.multiplyExact(t, (t + 31) / 32));
+    }
+    int[] words = new int[indptr[masks.length]];
+    for (int b = 0; b < masks.length; ++b) {
+      if (masks[b] == null) continue;
+      int t = masks[b].length, w = (t + 31) / 32;
+      for (int i = 0; i < t; ++i) {
+        boolean[] row = masks[b][i];
+        if (row == null || row.length != t)
+          throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                    "vkattn: tree mask " + b + ": row " + i + " has "
+                                        + (row == null ? 0 : row.length) + " entries, want " + t);
+        for (int j = 0; j < t; ++j)
+          if (row[j]) words[indptr[b] + i * w + j / 32] |= 1 << (j % 32);
+      }
+    }
+    return new int[][] {indptr, words};
+  }
 
   /* Every call that reads the desc checks first that the Tensors stored
    * in it are still open. */
@@ -297,6 +343,7 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
     check(mask, "mask");
     check(lse, "lse");
     check(sinks, "sinks");
+    check(topkIndices, "topkIndices");
   }
 
   private static void check(Tensor t, String field) {

@@ -94,6 +94,7 @@ vkattnx_done_$argnum:;
 VKATTNX_PY_ARRAY(float, IN_F32, OUT_F32)
 VKATTNX_PY_ARRAY(uint16_t, IN_U16, OUT_U16)
 VKATTNX_PY_ARRAY(int32_t, IN_I32, OUT_I32)
+VKATTNX_PY_ARRAY(uint32_t, IN_U32, OUT_U32)
 VKATTNX_PY_ARRAY(int64_t, IN_I64, OUT_I64)
 
 %typemap(in) (const uint8_t* IN_U8, int64_t IN_LEN) (Py_buffer view, int got = 0) {

@@ -154,6 +154,110 @@ public class VkattnTests {
     }
   }
 
+  // A draft tree of n tokens, node i's parent drawn from [0, i): row i of
+  // the [n, n] matrix is its parent's row plus i itself.
+  static bool[,] RandomTree(Random r, int n) {
+    var m = new bool[n, n];
+    for (int i = 0; i < n; ++i) {
+      int parent = i > 0 ? r.Next(i) : -1;
+      for (int j = 0; j < i && parent >= 0; ++j) m[i, j] = m[parent, j];
+      m[i, i] = true;
+    }
+    return m;
+  }
+
+  // The bool mask equal to the trees (1 where the key is before the
+  // queries' own block or the tree bit is set; all 1 without a tree): each
+  // sequence's t x u block row-major, in batch order.
+  static byte[] TreeBoolMask(bool[][,] trees, int[] cuQ, int[] cuK) {
+    int n = 0;
+    for (int b = 0; b < trees.Length; ++b) n += (cuQ[b + 1] - cuQ[b]) * (cuK[b + 1] - cuK[b]);
+    var mask = new byte[n];
+    int at = 0;
+    for (int b = 0; b < trees.Length; ++b) {
+      int t = cuQ[b + 1] - cuQ[b], u = cuK[b + 1] - cuK[b];
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < u; ++j, ++at)
+          mask[at] = (byte)(trees[b] == null || j < u - t || trees[b][i, j - (u - t)] ? 1 : 0);
+    }
+    return mask;
+  }
+
+  [Test]
+  public void PackTreesPacksBitsLowFirst() {
+    var m = new bool[33, 33];
+    for (int i = 0; i < 33; ++i) m[i, i] = true;
+    m[32, 0] = true;
+    int[] indptr;
+    uint[] words;
+    AttentionDesc.PackTrees(new bool[][,] { null, new bool[,] { { true, true }, { true, true } }, m },
+                            out indptr, out words);
+    Assert.AreEqual(new int[] { 0, 0, 2, 68 }, indptr);
+    Assert.AreEqual(3u, words[0]);
+    Assert.AreEqual(3u, words[1]);
+    Assert.AreEqual(1u, words[2]);
+    Assert.AreEqual(1u << 31, words[2 + 31 * 2]);
+    Assert.AreEqual(1u, words[2 + 32 * 2]);
+    Assert.AreEqual(1u, words[2 + 32 * 2 + 1]);
+    Throws("vkattn: tree mask 0 is 1 x 2, must be square",
+           () => AttentionDesc.PackTrees(new bool[][,] { new bool[1, 2] }, out indptr, out words));
+  }
+
+  // A varlen call with a draft tree on one sequence (9 tokens over 40 keys)
+  // and none on the other equals the same call with the equivalent bool
+  // mask. Tree arrays shorter than the call needs throw, and so does a
+  // top-k list (not implemented yet).
+  [Test]
+  public void SpeculativeTreesEqualTheirBoolMask() {
+    var r = new Random(14);
+    int[] cuQ = { 0, 9, 14 }, cuK = { 0, 40, 52 };
+    const int tq = 14, tk = 52;
+    var trees = new bool[][,] { RandomTree(r, 9), null };
+    byte[] mask = TreeBoolMask(trees, cuQ, cuK);
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tM = new Tensor(ctx, Dtype.U8, mask.Length))
+    using (var tTopk = new Tensor(ctx, Dtype.I32, tq, 4))
+    using (var tGot = new Tensor(ctx, Dtype.F32, tq, H, D))
+    using (var tWant = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      tM.Write(mask);
+      foreach (bool causal in new[] { true, false }) {
+        var d = Desc(causal, -1);
+        d.SetTrees(trees);
+        ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot);
+        var m = Desc(causal, -1);
+        m.Mask = tM;
+        m.MaskType = (uint)global::Vkattn.MaskType.MASK_BOOL;
+        ctx.AttentionVarlen(m, cuQ, cuK, tQ, tK, tV, tWant);
+        Assert.Less(MaxDiff(tWant.ToFloatArray(), tGot.ToFloatArray()), 1e-5, "causal " + causal);
+      }
+
+      int[] indptr;
+      uint[] words;
+      AttentionDesc.PackTrees(trees, out indptr, out words);
+      var shortArrays = Desc(true, -1);
+      shortArrays.SetTrees(new int[] { 0, 9 }, words);
+      var e = Assert.Throws<VkattnException>(
+          () => ctx.AttentionVarlen(shortArrays, cuQ, cuK, tQ, tK, tV, tGot));
+      StringAssert.Contains("tree_indptr has 2 entries", e.Message);
+      var eight = new uint[8];
+      Array.Copy(words, eight, 8);
+      shortArrays.SetTrees(indptr, eight);
+      e = Assert.Throws<VkattnException>(
+          () => ctx.AttentionVarlen(shortArrays, cuQ, cuK, tQ, tK, tV, tGot));
+      StringAssert.Contains("the tree_mask array holds 8", e.Message);
+
+      var topk = Desc(true, -1);
+      topk.TopkIndices = tTopk;
+      Assert.AreSame(tTopk, topk.TopkIndices);
+      e = Assert.Throws<VkattnException>(() => ctx.AttentionVarlen(topk, cuQ, cuK, tQ, tK, tV, tGot));
+      Assert.AreEqual(Status.ERROR_UNSUPPORTED, e.Status);
+      StringAssert.Contains("topk", e.Message);
+    }
+  }
+
   // A reference result joined with per-head sinks: lse' = logaddexp(lse,
   // sink), out' = out * exp(lse - lse').
   static float[][] WithSinks(float[][] reference, float[] sinks, int h, int dv) {

@@ -17,6 +17,7 @@ import org.vkattn.DeviceInfo;
 import org.vkattn.Dtype;
 import org.vkattn.KvCache;
 import org.vkattn.KvCacheDesc;
+import org.vkattn.MaskType;
 import org.vkattn.RopeDesc;
 import org.vkattn.Step;
 import org.vkattn.Status;
@@ -197,6 +198,107 @@ public class VkattnTest {
               VkattnException.class,
               () -> ctx.attentionVarlen(shortIndptr, cuQ, cuK, tQ, tK, tV, tO));
       assertTrue(e.getMessage(), e.getMessage().contains("span_indptr has 2 entries"));
+    }
+  }
+
+  /** A draft tree of n tokens, node i's parent drawn from [0, i): row i of
+   * the [n][n] matrix is its parent's row plus i itself. */
+  static boolean[][] randomTree(Random r, int n) {
+    boolean[][] m = new boolean[n][];
+    for (int i = 0; i < n; ++i) {
+      m[i] = i > 0 ? m[r.nextInt(i)].clone() : new boolean[n];
+      m[i][i] = true;
+    }
+    return m;
+  }
+
+  /** The bool mask equal to the trees (1 where the key is before the
+   * queries' own block or the tree bit is set; all 1 without a tree): each
+   * sequence's t x u block row-major, in batch order. */
+  static byte[] treeBoolMask(boolean[][][] trees, int[] cuQ, int[] cuK) {
+    int n = 0;
+    for (int b = 0; b < trees.length; ++b) n += (cuQ[b + 1] - cuQ[b]) * (cuK[b + 1] - cuK[b]);
+    byte[] mask = new byte[n];
+    int at = 0;
+    for (int b = 0; b < trees.length; ++b) {
+      int t = cuQ[b + 1] - cuQ[b], u = cuK[b + 1] - cuK[b];
+      for (int i = 0; i < t; ++i)
+        for (int j = 0; j < u; ++j, ++at)
+          mask[at] = (byte) (trees[b] == null || j < u - t || trees[b][i][j - (u - t)] ? 1 : 0);
+    }
+    return mask;
+  }
+
+  @Test
+  public void packTreesPacksBitsLowFirst() {
+    boolean[][] m = new boolean[33][33];
+    for (int i = 0; i < 33; ++i) m[i][i] = true;
+    m[32][0] = true;
+    int[][] p = AttentionDesc.packTrees(new boolean[][][] {null, {{true, true}, {true, true}}, m});
+    assertArrayEquals(new int[] {0, 0, 2, 68}, p[0]);
+    assertEquals(3, p[1][0]);
+    assertEquals(3, p[1][1]);
+    assertEquals(1, p[1][2]);
+    assertEquals(1 << 31, p[1][2 + 31 * 2]);
+    assertEquals(1, p[1][2 + 32 * 2]);
+    assertEquals(1, p[1][2 + 32 * 2 + 1]);
+    VkattnException e =
+        assertThrows(
+            VkattnException.class,
+            () -> AttentionDesc.packTrees(new boolean[][][] {{{true, true}}}));
+    assertTrue(e.getMessage(), e.getMessage().contains("row 0 has 2 entries, want 1"));
+  }
+
+  // A varlen call with a draft tree on one sequence (9 tokens over 40 keys)
+  // and none on the other equals the same call with the equivalent bool
+  // mask. Tree arrays shorter than the call needs throw, and so does a
+  // top-k list (not implemented yet).
+  @Test
+  public void speculativeTreesEqualTheirBoolMask() {
+    Random r = new Random(14);
+    int[] cuQ = {0, 9, 14}, cuK = {0, 40, 52};
+    int tq = 14, tk = 52;
+    boolean[][][] trees = {randomTree(r, 9), null};
+    byte[] mask = treeBoolMask(trees, cuQ, cuK);
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    try (Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tM = new Tensor(ctx, Dtype.U8, mask.length);
+        Tensor tTopk = new Tensor(ctx, Dtype.I32, tq, 4);
+        Tensor tGot = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tWant = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      tM.write(mask);
+      for (boolean causal : new boolean[] {true, false}) {
+        AttentionDesc d = desc(causal, -1);
+        d.setTrees(trees);
+        ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot);
+        AttentionDesc m = desc(causal, -1);
+        m.setMask(tM);
+        m.setMaskType(MaskType.MASK_BOOL.swigValue());
+        ctx.attentionVarlen(m, cuQ, cuK, tQ, tK, tV, tWant);
+        assertTrue("causal " + causal, maxDiff(tWant.toFloatArray(), tGot.toFloatArray()) < 1e-5f);
+      }
+
+      int[][] p = AttentionDesc.packTrees(trees);
+      AttentionDesc d = desc(true, -1);
+      d.setTrees(new int[] {0, 9}, p[1]);
+      VkattnException e =
+          assertThrows(
+              VkattnException.class, () -> ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot));
+      assertTrue(e.getMessage(), e.getMessage().contains("tree_indptr has 2 entries"));
+      d.setTrees(p[0], java.util.Arrays.copyOf(p[1], 8));
+      e = assertThrows(
+              VkattnException.class, () -> ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot));
+      assertTrue(e.getMessage(), e.getMessage().contains("the tree_mask array holds 8"));
+
+      AttentionDesc topk = desc(true, -1);
+      topk.setTopkIndices(tTopk);
+      assertEquals(tTopk, topk.getTopkIndices());
+      e = assertThrows(
+              VkattnException.class, () -> ctx.attentionVarlen(topk, cuQ, cuK, tQ, tK, tV, tGot));
+      assertEquals(Status.ERROR_UNSUPPORTED, e.status());
+      assertTrue(e.getMessage(), e.getMessage().contains("topk"));
     }
   }
 

@@ -172,6 +172,126 @@ def test_bidirectional_spans(ctx, causal, left):
         np.testing.assert_allclose(got[cu[b]:cu[b + 1]], ro, atol=2e-5, rtol=0)
 
 
+def random_tree(rng, n):
+    """A draft tree of n tokens, node i's parent drawn from [0, i): [n, n]
+    bools whose row i is its parent's row plus i itself (its ancestors)."""
+    m = np.zeros((n, n), bool)
+    for i in range(n):
+        if i:
+            m[i] = m[rng.integers(0, i)]
+        m[i, i] = True
+    return m
+
+
+def test_tree_mask_from_bool():
+    # Bit j % 32 of word j // 32, least significant first; ceil(t / 32) words a row.
+    m = np.eye(33, dtype=bool)
+    m[32, 0] = True
+    indptr, words = vkattn.tree_mask_from_bool([None, np.ones((2, 2), bool), m])
+    assert indptr.dtype == np.int32 and words.dtype == np.uint32
+    assert indptr.tolist() == [0, 0, 2, 2 + 33 * 2]
+    assert words[:2].tolist() == [3, 3]
+    rows = words[2:].reshape(33, 2)
+    assert rows[0].tolist() == [1, 0] and rows[31].tolist() == [1 << 31, 0]
+    assert rows[32].tolist() == [1, 1]
+    indptr, words = vkattn.tree_mask_from_bool(np.tril(np.ones((3, 3), bool)))  # one sequence
+    assert indptr.tolist() == [0, 3] and words.tolist() == [1, 3, 7]
+    indptr, words = vkattn.tree_mask_from_bool([None])
+    assert indptr.tolist() == [0, 0] and words.size == 0
+    with pytest.raises(ValueError, match="square"):
+        vkattn.tree_mask_from_bool([np.ones((2, 3), bool)])
+
+
+def tree_case(rng):
+    """Two sequences: a 9-token draft tree over 40 keys, then 5 queries
+    over 12 keys without a tree; the trees' arrays and the bool mask that
+    equals them (1-D, each sequence's t x u block row-major)."""
+    ts, us = [9, 5], [40, 12]
+    trees = [random_tree(rng, 9), None]
+    indptr, words = vkattn.tree_mask_from_bool(trees)
+    blocks = []
+    for t, u, tree in zip(ts, us, trees):
+        block = np.ones((t, u), np.uint8)  # the keys before the block: untouched
+        if tree is not None:
+            block[:, u - t:] = tree
+        blocks.append(block.reshape(-1))
+    cu_q = np.concatenate(([0], np.cumsum(ts))).astype(np.int32)
+    cu_k = np.concatenate(([0], np.cumsum(us))).astype(np.int32)
+    return cu_q, cu_k, indptr, words, np.concatenate(blocks)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_speculative_trees_equal_their_bool_mask(ctx, causal):
+    rng = np.random.default_rng(14)
+    h, hkv, d = 4, 2, 16
+    cu_q, cu_k, indptr, words, mask = tree_case(rng)
+    q = rand(rng, (cu_q[-1], h, d))
+    k, v = rand(rng, (cu_k[-1], hkv, d)), rand(rng, (cu_k[-1], hkv, d))
+    desc = vkattn.AttentionDesc(tree_indptr=indptr, tree_mask=words)
+    assert desc["tree_indptr"].tolist() == indptr.tolist()
+    assert desc["tree_mask"].tolist() == words.tolist()
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V, ctx.tensor(mask) as M:
+        got = vkattn.attention_varlen(Q, K, V, cu_q, cu_k, causal=causal, tree_indptr=indptr,
+                                      tree_mask=words).numpy()
+        want = vkattn.attention_varlen(Q, K, V, cu_q, cu_k, causal=causal, mask=M,
+                                       mask_type=vkattn.MASK_BOOL).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    # The tree changes the result: some query misses a key causal gives it.
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V:
+        plain = vkattn.attention_varlen(Q, K, V, cu_q, cu_k, causal=causal).numpy()
+    assert np.abs(plain[:9] - got[:9]).max() > 1e-3
+    np.testing.assert_allclose(plain[9:], got[9:], atol=1e-5, rtol=0)
+
+
+def test_trees_in_a_cache_step_equal_one_varlen_call(ctx):
+    """Speculative decoding: a committed prompt, then a step verifying a
+    9-token draft tree; the step's result equals a varlen call with the
+    same tree over the same keys."""
+    rng = np.random.default_rng(15)
+    h, hkv, d, prompt, t = 4, 2, 16, 31, 9
+    k, v = rand(rng, (prompt + t, hkv, d)), rand(rng, (prompt + t, hkv, d))
+    q = rand(rng, (t, h, d))
+    indptr, words = vkattn.tree_mask_from_bool([random_tree(rng, t)])
+    with ctx.kv_cache(1, hkv, d, num_pages=8, page_size=8, dtype=vkattn.F32) as cache:
+        with cache.begin([7], [prompt]) as step:
+            step.append(0, k[:prompt], v[:prompt])
+            step.commit()
+        with cache.begin([7], [t]) as step:
+            step.append(0, k[prompt:], v[prompt:])
+            with step.attention(0, q, causal=True, tree_indptr=indptr, tree_mask=words) as out:
+                got = out.numpy()
+            with pytest.raises(vkattn.Error, match="tree_indptr has 3 entries"):
+                step.attention(0, q, causal=True, tree_indptr=[0, 9, 9], tree_mask=words)
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V:
+        want = vkattn.attention_varlen(Q, K, V, [0, t], [0, prompt + t], causal=True,
+                                       tree_indptr=indptr, tree_mask=words).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_short_tree_arrays_and_topk_raise(ctx):
+    rng = np.random.default_rng(16)
+    h, hkv, d = 4, 2, 16
+    cu_q, cu_k, indptr, words, _ = tree_case(rng)
+    q, k = rand(rng, (cu_q[-1], h, d)), rand(rng, (cu_k[-1], hkv, d))
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K:
+        # Arrays shorter than the call needs raise instead of being read past their end.
+        with pytest.raises(vkattn.Error, match="tree_indptr has 2 entries, the call needs 3"):
+            vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr[:2], tree_mask=words)
+        with pytest.raises(vkattn.Error, match="counts 9 words, the tree_mask array holds 8"):
+            vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr, tree_mask=words[:8])
+        with pytest.raises(vkattn.Error, match="tree_mask is set but tree_indptr is not"):
+            vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_mask=words)
+        with pytest.raises(OverflowError, match="tree_mask"):
+            vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr, tree_mask=[-1] * 9)
+        # Top-k lists pass validation and are not implemented yet.
+        with ctx.tensor(np.full((cu_q[-1], 4), -1, np.int32)) as T:
+            with pytest.raises(vkattn.Error, match="topk") as e:
+                vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=T)
+            assert e.value.status == vkattn.ERROR_UNSUPPORTED
+        with pytest.raises(vkattn.Error, match="AttentionDesc.topk_indices: this Tensor is closed"):
+            vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=T)
+
+
 def test_softcap_alibi_and_scale(ctx):
     rng = np.random.default_rng(2)
     t, u, h, d = 6, 11, 4, 16

@@ -35,7 +35,8 @@ __all__ = [
     "__version__", "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
     "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "Q4", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
-    "attention_merge", "spans_from_token_type_ids", "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
+    "attention_merge", "spans_from_token_type_ids", "tree_mask_from_bool",
+    "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
     "ROPE_SCALING_LINEAR", "ROPE_SCALING_LLAMA3", "ROPE_SCALING_YARN",
 ]
 
@@ -439,13 +440,22 @@ class AttentionDesc:
     span_indptr holds batch + 1 prefix sums of the sequences' span counts,
     spans the (start, end) position pairs, flattened or [n, 2]; a query
     inside a span also sees every key of it; spans_from_token_type_ids
-    builds both from HF's token_type_ids)."""
+    builds both from HF's token_type_ids), tree_indptr and tree_mask
+    (speculative-decoding trees: tree_indptr holds batch + 1 prefix sums of
+    the sequences' 32-bit word counts, tree_mask the words, t * ceil(t / 32)
+    per sequence with a tree, row i's bits saying which of the t draft
+    tokens query i sees; tree_mask_from_bool builds both from boolean
+    [t, t] matrices) and topk_indices (an i32 Tensor [rows, K] or [rows,
+    Hkv, K]; top-k sparse attention is not implemented yet: a call with it
+    raises ERROR_UNSUPPORTED)."""
 
     FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
               "window_left", "window_right", "chunk_size", "softcap", "mask_type",
-              "alibi_slopes", "mask", "lse", "sinks", "span_indptr", "spans")
-    TENSORS = ("alibi_slopes", "mask", "lse", "sinks")
+              "alibi_slopes", "mask", "lse", "sinks", "span_indptr", "spans",
+              "tree_indptr", "tree_mask", "topk_indices")
+    TENSORS = ("alibi_slopes", "mask", "lse", "sinks", "topk_indices")
     SPANS = ("span_indptr", "spans")
+    TREES = ("tree_indptr", "tree_mask")
     # The C types of the integer fields (converted by _int before SWIG).
     INTS = {"num_heads": "uint32", "num_kv_heads": "uint32", "head_dim": "uint32",
             "head_dim_v": "uint32", "window_left": "int32", "window_right": "int32",
@@ -471,6 +481,15 @@ class AttentionDesc:
             elif indptr is not None:  # (spans alone wait for their span_indptr)
                 self._d.setSpans(indptr, _np.zeros(0, _np.int32) if spans is None else spans)
             return
+        if name in self.TREES:
+            ctype = "uint32" if name == "tree_mask" else "int32"
+            self._keep[name] = None if value is None else _ints(value, name, ctype)
+            indptr, words = self._keep.get("tree_indptr"), self._keep.get("tree_mask")
+            if indptr is None and words is None:
+                self._d.setTrees(None, None)
+            elif indptr is not None:  # (words alone wait for their tree_indptr)
+                self._d.setTrees(indptr, _np.zeros(0, _np.uint32) if words is None else words)
+            return
         if name in self.TENSORS:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError("vkattn: %s must be a vkattn.Tensor or None" % name)
@@ -489,7 +508,7 @@ class AttentionDesc:
         setattr(self._d, name, value)
 
     def __getitem__(self, name):
-        if name in self.TENSORS or name in self.SPANS:
+        if name in self.TENSORS or name in self.SPANS or name in self.TREES:
             return self._keep.get(name)
         return getattr(self._d, name)
 
@@ -503,6 +522,8 @@ class AttentionDesc:
                 raise _fail("AttentionDesc.%s: this Tensor is closed" % name)
         if self._keep.get("spans") is not None and self._keep.get("span_indptr") is None:
             raise _fail("AttentionDesc.spans is set but span_indptr is not")
+        if self._keep.get("tree_mask") is not None and self._keep.get("tree_indptr") is None:
+            raise _fail("AttentionDesc.tree_mask is set but tree_indptr is not")
         return self._d
 
 
@@ -547,11 +568,47 @@ def spans_from_token_type_ids(token_type_ids, span_type=1):
     return _np.asarray(indptr, _np.int32), _np.asarray(spans, _np.int32)
 
 
+def tree_mask_from_bool(masks):
+    """Speculative-decoding trees from boolean matrices: ``masks`` holds one
+    [t, t] array per sequence (a list; a single [t, t] array is one
+    sequence, a [B, t, t] array one per batch row), ``masks[b][i, j]`` true
+    where draft token i sees draft token j (its ancestors and itself), or
+    None for a sequence without a tree. Returns ``(tree_indptr, tree_mask)``
+    for AttentionDesc (or the attention calls' keywords of the same names):
+    int32 prefix sums of the word counts and the uint32 words, each row
+    ceil(t / 32) words, bit j % 32 of word j // 32 (least significant
+    first) for column j."""
+    if isinstance(masks, _np.ndarray) and masks.ndim == 2:
+        masks = [masks]
+    indptr, words = [0], []
+    for b, m in enumerate(masks):
+        if m is None:
+            indptr.append(indptr[-1])
+            continue
+        m = _np.asarray(m) != 0
+        if m.ndim != 2 or m.shape[0] != m.shape[1]:
+            raise ValueError("vkattn: tree mask %d must be square [t, t], got shape %s"
+                             % (b, m.shape))
+        t = m.shape[0]
+        w = (t + 31) // 32
+        rows = _np.zeros((t, 32 * w), bool)
+        rows[:, :t] = m
+        # Little bit order within each byte, little-endian bytes in each word.
+        packed = _np.packbits(rows, axis=1, bitorder="little")
+        words.append(_np.ascontiguousarray(packed).view("<u4").astype(_np.uint32).reshape(-1))
+        indptr.append(indptr[-1] + t * w)
+    if indptr[-1] > 2**31 - 1:
+        raise OverflowError("vkattn: the trees hold %d words, past int32" % indptr[-1])
+    return (_np.asarray(indptr, _np.int32),
+            _np.concatenate(words) if words else _np.zeros(0, _np.uint32))
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, out=None, **desc):
     """Packed ("varlen") attention: q [total_q, H, d], k [total_k, Hkv, d],
     v [total_k, Hkv, dv]; cu_seqlens_q/k are prefix sums (batch + 1 ints).
     Keywords are vkattn_attention_desc's fields (causal, window_left,
-    window_right, chunk_size, softcap, scale, mask_type, mask, alibi_slopes, lse, sinks, ...). Returns ``out``
+    window_right, chunk_size, softcap, scale, mask_type, mask, alibi_slopes, lse, sinks,
+    span_indptr, spans, tree_indptr, tree_mask, ...). Returns ``out``
     [total_q, H, dv] (a new tensor of q's dtype unless given). Records the
     work; read the result with out.numpy()."""
     ctx = q.context
