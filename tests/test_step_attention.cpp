@@ -33,6 +33,9 @@ struct LayerCfg {
   bool sinks = false;  // desc->sinks: head h's sink -1.5 + h (head 0's -inf: none)
   int mask_type = VKATTN_MASK_NONE;
   bool spans = false;  // pass the fixture's seq_spans (desc->span_indptr/spans)
+  // Random speculative trees (desc->tree_indptr/tree_mask) on every
+  // sequence of the step but its second (which runs without one).
+  bool trees = false;
 };
 
 class StepAttentionTest : public ContextTest {
@@ -239,6 +242,27 @@ class StepAttentionTest : public ContextTest {
         }
         desc.span_indptr = span_indptr.data(), desc.spans = span_pairs.data();
       }
+      std::vector<int32_t> tree_indptr;
+      std::vector<uint32_t> tree_words;
+      if (c.trees) {
+        tree_indptr.push_back(0);
+        for (size_t b = 0; b < B; ++b) {
+          const int32_t tb = t[b], w = (tb + 31) / 32;
+          const size_t base = tree_words.size();
+          if (b != 1) {
+            tree_words.resize(base + size_t(tb) * w, 0u);
+            for (int32_t i = 0; i < tb; ++i) {
+              uint32_t* row = &tree_words[base + size_t(i) * w];
+              if (i > 0)
+                for (int32_t x = 0, par = int32_t(rng() % uint32_t(i)); x < w; ++x)
+                  row[x] = tree_words[base + size_t(par) * w + x];
+              row[i / 32] |= 1u << (i % 32);
+            }
+          }
+          tree_indptr.push_back(int32_t(tree_words.size()));
+        }
+        desc.tree_indptr = tree_indptr.data(), desc.tree_mask = tree_words.data();
+      }
       vkattn::ref::AttentionParams p;
       p.num_heads = c.H;
       p.num_kv_heads = hkv;
@@ -294,6 +318,8 @@ class StepAttentionTest : public ContextTest {
         pp.add_mask = amask.empty() ? nullptr : amask.data();
         pp.span_indptr = span_indptr.empty() ? nullptr : span_indptr.data();
         pp.spans = span_indptr.empty() ? nullptr : span_pairs.data();
+        pp.tree_indptr = tree_indptr.empty() ? nullptr : tree_indptr.data();
+        pp.tree_mask = tree_indptr.empty() ? nullptr : tree_words.data();
         std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
         vkattn::ref::attention_varlen(pp, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
                                       keys.data(), vals.data(), ref_out.data(), ref_lse.data());
@@ -667,6 +693,27 @@ TEST_F(StepAttentionTest, BidirectionalSpans) {
       run_step({1, 2}, {1, 12}, cfg, VKATTN_F16);
       run_step({2, 1}, {3, 1}, cfg, VKATTN_F32);
     }
+  }
+}
+
+// Speculative trees over the cache (issue T): trees of 1 (a decode), 9,
+// 33 and 64 nodes over cached prefixes of several pages, beside a
+// sequence without one; with sinks and chunks on a second layer and a
+// window on a third; f16, int8 and fp8 caches (q4: test_kv_cache_q4).
+TEST_F(StepAttentionTest, SpeculativeTrees) {
+  for (vkattn_dtype dt : {VKATTN_F16, VKATTN_I8, VKATTN_FP8_E4M3}) {
+    SCOPED_TRACE(dt == VKATTN_F16 ? "f16" : dt == VKATTN_I8 ? "i8" : "fp8");
+    KvShape s;
+    s.layers = 3, s.hkv = 2, s.d = 32, s.dv = 32, s.page_size = 16, s.pages = 96, s.dtype = dt;
+    std::vector<LayerCfg> cfg(3);
+    cfg[0].H = 8, cfg[0].trees = true;
+    cfg[1].trees = true, cfg[1].chunk = 48, cfg[1].sinks = true;
+    cfg[2].trees = true, cfg[2].window = 20;
+    if (cache) vkattn_kv_cache_destroy(cache);
+    create(s);
+    run_step({1, 2, 3}, {100, 37, 20}, cfg, VKATTN_F32);
+    run_step({1, 2, 3}, {9, 5, 1}, cfg, VKATTN_F32);
+    run_step({3, 1, 2}, {64, 33, 1}, cfg, VKATTN_F16);
   }
 }
 

@@ -78,6 +78,7 @@ struct Result {
   std::string bound;                   // "fma" or "read": the larger term of the roofline
   bool ok = false;
   std::vector<std::pair<std::string, double>> extra;  // case-specific figures
+  std::vector<std::string> lines;  // printed under the case's own (a comparison it timed)
   // VKATTN_LOG=stats: the pipelines the case ran, one JSON object per
   // executable ({"shader", "spec", "executable", "stats": {name: value}}).
   std::vector<std::string> stats;

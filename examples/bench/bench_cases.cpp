@@ -67,7 +67,18 @@ struct Shape {
   // equivalent dense bool mask instead.
   std::vector<std::pair<int, int>> spans;
   bool spans_as_mask = false;
+  // A speculative tree every sequence of tree_t queries verifies
+  // (desc->tree_indptr / tree_mask): ceil(tree_t / 32) words a node.
+  std::vector<uint32_t> tree;
+  int tree_t = 0;
   int v_dim() const { return dv ? dv : d; }
+  // Whether query i of a sequence of t queries over u keys sees key j
+  // inside its own block (always, without a tree).
+  bool tree_sees(int i, int t, int u, int j) const {
+    if (tree.empty() || t != tree_t || j < u - t) return true;
+    const int x = j - (u - t), w = (t + 31) / 32;
+    return (tree[size_t(i) * w + x / 32] >> (x % 32) & 1u) != 0;
+  }
   // The keys [lo, hi) query position pos of a sequence of u keys sees (a
   // span holding pos widens them to its own keys: still one range).
   std::pair<int, int> keys_of(int pos, int u) const {
@@ -139,12 +150,14 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
     const Seq& sq = seqs[b];
     const int pos = sq.u - sq.t + i;
     const auto [lo, hi] = s.keys_of(pos, sq.u);
-    const int u = hi - lo;
+    int u = 0;
+    for (int j = lo; j < hi; ++j) u += s.tree_sees(i, sq.t, sq.u, j);
     cu_q.push_back(cu_q.back() + 1);
     cu_k.push_back(cu_k.back() + u);
     const uint64_t qr = sq.q_row0 + i;
     for (int e = 0; e < H * d; ++e) q.push_back(value(0, qr * H * d + e));
     for (int j = lo; j < hi; ++j) {
+      if (!s.tree_sees(i, sq.t, sq.u, j)) continue;
       for (int e = 0; e < Hkv * d; ++e) k.push_back(value(1, (sq.k_row0 + j) * Hkv * d + e));
       for (int e = 0; e < Hkv * dv; ++e) v.push_back(value(2, (sq.k_row0 + j) * Hkv * dv + e));
     }
@@ -180,6 +193,7 @@ void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* k
     int lo = q.u, hi = 0;  // the keys any query of the sequence sees
     for (int i = 0; i < q.t; ++i) {
       const auto [a, b] = s.keys_of(q.u - q.t + i, q.u);
+      for (int j = std::max(a, q.u - q.t); j < b; ++j) pairs -= !s.tree_sees(i, q.t, q.u, j);
       pairs += b - a;
       if (b > a) lo = std::min(lo, a), hi = std::max(hi, b);
     }
@@ -292,6 +306,8 @@ struct PagedRun {
   int64_t total_new = 0;
   std::vector<vkattn_tensor*> k_new, v_new;  // per layer
   vkattn_tensor *q = nullptr, *o = nullptr, *sinks = nullptr;
+  std::vector<int32_t> tree_indptr;
+  std::vector<uint32_t> tree_words;
   vkattn_attention_desc desc;
 
   // Rows of layer l live in the streams at l * kLayerRows + row.
@@ -336,6 +352,14 @@ struct PagedRun {
     vkattn_attention_desc_init(&desc);
     desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = 1;
     desc.head_dim_v = s.v_dim(), desc.sinks = sinks;
+    if (!s.tree.empty()) {  // the shape's tree on every sequence of tree_t queries
+      tree_indptr.push_back(0);
+      for (const Seq& q : seqs) {
+        if (q.t == s.tree_t) tree_words.insert(tree_words.end(), s.tree.begin(), s.tree.end());
+        tree_indptr.push_back(int32_t(tree_words.size()));
+      }
+      desc.tree_indptr = tree_indptr.data(), desc.tree_mask = tree_words.data();
+    }
   }
   ~PagedRun() {
     if (step) vkattn_step_abort(step);
@@ -654,6 +678,53 @@ bool step_and_parts(vkattn_context* c, Result* r, std::vector<int32_t> dec_cache
   return r->ok;
 }
 
+// Speculative decoding's verification (EAGLE, Medusa, SpecInfer): 8
+// sequences over 4096 cached keys, each checking a 64-node draft tree
+// (a binary tree: node i's parent (i - 1) / 2, depth 6) whose nodes see
+// the prefix, their ancestors and themselves. Timed interleaved with the
+// same step as causal 64-token chunks over the same keys (what an engine
+// without trees runs: more visible pairs in the last 64 keys, the same
+// reads); the second line gives the chunks and the ratio.
+bool spec_tree_64x4096(vkattn_context* c, Result* r) {
+  const int t = 64, w = (t + 31) / 32;
+  Shape s = kGqa;
+  s.tree.assign(size_t(t) * w, 0u), s.tree_t = t;
+  for (int i = 0; i < t; ++i) {
+    for (int a = i;; a = (a - 1) / 2) {  // i and its ancestors
+      s.tree[size_t(i) * w + a / 32] |= 1u << (a % 32);
+      if (a == 0) break;
+    }
+  }
+  const std::vector<int32_t> cached(8, 4096), fresh(8, t);
+  Result chunk_r;
+  chunk_r.name = r->name + " (causal chunks)";
+  LayerCase tree(c, r, s, cached, fresh);
+  LayerCase chunk(c, &chunk_r, kGqa, cached, fresh);
+  if (!r->ok || !chunk_r.ok) return r->ok = false;
+  progress("%s: timing, interleaved with causal chunks", r->name.c_str());
+  std::vector<double> ms[2];
+  for (int rep = 0; rep < g_reps; ++rep) {
+    const double warm = rep == 0 ? kWarmupMs : 0;
+    ms[0].push_back(time_gpu(
+        c, [&] { tree.record(); }, 1, warm));
+    ms[1].push_back(time_gpu(
+        c, [&] { chunk.record(); }, 1, warm));
+  }
+  g_last_times = ms[0];
+  add_spread(*r);
+  tree.finish(median(ms[0]));
+  const double ms_chunk = median(ms[1]);
+  r->extra.push_back({"causal_chunks_ms", ms_chunk});
+  r->extra.push_back({"tree_over_chunks", r->median_ms / ms_chunk});
+  char n[160];
+  std::snprintf(n, sizeof(n),
+                "causal 64-token chunks over the same keys (interleaved): %.3f ms; tree / chunks "
+                "%.2fx",
+                ms_chunk, r->median_ms / ms_chunk);
+  r->lines.push_back(n);
+  return r->ok;
+}
+
 // 12 decodes over 512 + 325 i cached tokens and a 256-token chunk over 1024.
 bool mixed_step(vkattn_context* c, Result* r) {
   std::vector<int32_t> cached;
@@ -834,6 +905,9 @@ const std::vector<Case>& all_cases() {
       {"decode-8x32768-q4", "8 decodes over 32768 keys of a 4-bit cache, 32/8 heads, d 128",
        decode_8x32768_q4},
       {"decode-16x512", "paged: one layer of layers-32 (16 decodes over 512)", decode_16x512},
+      {"spec-tree-64x4096",
+       "paged: 8 sequences verifying a 64-node draft tree over 4096 cached, 32/8 heads, d 128",
+       spec_tree_64x4096},
       {"mixed-step", "paged: 12 decodes over 512 + 325 i, a 256 chunk over 1024, one step",
        mixed_step},
       {"serving-step",

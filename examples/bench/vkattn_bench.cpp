@@ -291,6 +291,7 @@ int main(int argc, char** argv) {
                 r.median_ms, r.gflops, r.gbps, r.bound.c_str(), 100.0 * r.fraction, r.ref_speedup,
                 r.max_err, r.ok ? "" : "WRONG ", r.notes.c_str());
     std::printf("%-22s kernel: %s\n", "", r.variant.c_str());
+    for (const std::string& l : r.lines) std::printf("%-22s %s\n", "", l.c_str());
     results.push_back(r);
   }
   if (json) write_json(json, info, peaks, results);
