@@ -16,7 +16,12 @@ struct Picture {
   bool causal;
   int left, right, chunk;
   int span_lo = 0, span_hi = 0;  // one bidirectional span, [lo, hi) (none when empty)
+  const uint32_t* tree = nullptr;  // a speculative tree's t words (t <= 32), or none
 };
+
+// A draft tree of 6 nodes: 0 the root, 1 and 2 its children, 3 and 4
+// children of 1, 5 a child of 2; each row holds its ancestors and itself.
+const uint32_t kTree[6] = {0x01, 0x03, 0x05, 0x0b, 0x13, 0x25};
 
 void draw(const Picture& pic) {
   const int t = pic.t, u = pic.u;
@@ -26,6 +31,8 @@ void draw(const Picture& pic) {
   p.chunk_size = pic.chunk;
   const int32_t span_indptr[2] = {0, 1}, spans[2] = {pic.span_lo, pic.span_hi};
   if (pic.span_hi > pic.span_lo) p.span_indptr = span_indptr, p.spans = spans;
+  const int32_t tree_indptr[2] = {0, t};
+  if (pic.tree) p.tree_indptr = tree_indptr, p.tree_mask = pic.tree;
   std::vector<float> q(t, 0.0f), k(u, 0.0f), v(size_t(u) * u, 0.0f), out(size_t(t) * u);
   for (int j = 0; j < u; ++j) v[size_t(j) * u + j] = 1.0f;
   const int32_t cu_q[2] = {0, t}, cu_k[2] = {0, u};
@@ -52,6 +59,8 @@ int main() {
        -1, 0, 3, 7},
       {"causal, window_left 1, span [3, 7) (the span widens the window)", 10, 10, true, 1, -1, 0, 3,
        7},
+      {"causal, a 6-node draft tree over 4 cached keys (1, 2 children of 0; 3, 4 of 1; 5 of 2)",
+       6, 10, true, -1, -1, 0, 0, 0, kTree},
   };
   for (const Picture& p : pics) draw(p);
   return 0;
