@@ -15,7 +15,7 @@ struct Picture {
   int t, u;
   bool causal;
   int left, right, chunk;
-  int span_lo = 0, span_hi = 0;  // one bidirectional span, [lo, hi) (none when empty)
+  int span_lo = 0, span_hi = 0;    // one bidirectional span, [lo, hi) (none when empty)
   const uint32_t* tree = nullptr;  // a speculative tree's t words (t <= 32), or none
 };
 
@@ -59,8 +59,8 @@ int main() {
        -1, 0, 3, 7},
       {"causal, window_left 1, span [3, 7) (the span widens the window)", 10, 10, true, 1, -1, 0, 3,
        7},
-      {"causal, a 6-node draft tree over 4 cached keys (1, 2 children of 0; 3, 4 of 1; 5 of 2)",
-       6, 10, true, -1, -1, 0, 0, 0, kTree},
+      {"causal, a 6-node draft tree over 4 cached keys (1, 2 children of 0; 3, 4 of 1; 5 of 2)", 6,
+       10, true, -1, -1, 0, 0, 0, kTree},
   };
   for (const Picture& p : pics) draw(p);
   return 0;

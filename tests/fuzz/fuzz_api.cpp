@@ -481,6 +481,20 @@ class Fuzz {
       d.span_indptr = span_indptr.data();
       d.spans = span_pairs.empty() ? nullptr : span_pairs.data();
     }
+    // Speculative trees now and then: random bits on some sequences (t <=
+    // len + t always holds in a step), or a hostile count.
+    std::vector<int32_t> tree_indptr;
+    std::vector<uint32_t> tree_words;
+    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+      std::vector<int32_t> keys;
+      for (size_t i = 0; i < st_ids_.size(); ++i) {
+        const auto it = seqs_.find(st_ids_[i]);
+        keys.push_back((it == seqs_.end() ? 0 : it->second.len) + st_t_[i]);
+      }
+      valid = trees_for(st_t_, keys, &tree_indptr, &tree_words) && valid;
+      d.tree_indptr = tree_indptr.data();
+      d.tree_mask = tree_words.empty() ? nullptr : tree_words.data();
+    }
     const uint32_t H = d.num_heads > 0 && d.num_heads < 64 ? d.num_heads : 1;
     vkattn_tensor* q = tensor(VKATTN_F32, {n, H, d_});
     vkattn_tensor* out = tensor(VKATTN_F32, {n, H, dv_});
@@ -791,6 +805,24 @@ class Fuzz {
     expect_ok(vkattn_tensor_read(out, o.data(), o.size()), "tensor_read");
   }
 
+  // Trees over sequences of t[b] queries and u[b] >= t[b] keys: random
+  // words on some sequences (t * ceil(t / 32) each, short trees only), or
+  // (returns false) the last count one word short.
+  bool trees_for(const std::vector<int32_t>& t, const std::vector<int32_t>& u,
+                 std::vector<int32_t>* indptr, std::vector<uint32_t>* words) {
+    indptr->push_back(0);
+    for (size_t b = 0; b < t.size(); ++b) {
+      const int64_t n = int64_t(t[b]) * ((t[b] + 31) / 32);
+      if (t[b] <= u[b] && n <= 4096 && in_.ConsumeBool())
+        for (int64_t i = 0; i < n; ++i) words->push_back(in_.ConsumeIntegral<uint32_t>());
+      indptr->push_back(int32_t(words->size()));
+    }
+    if (words->empty() || in_.ConsumeIntegralInRange<int>(0, 5) != 0) return true;
+    words->pop_back();
+    indptr->back() -= 1;  // a word short (or, after an untreed last sequence, decreasing)
+    return false;
+  }
+
   // Bidirectional spans over sequences of `lens` keys: sorted and disjoint
   // within each, or (returns false) one value made arbitrary.
   bool spans_for(const std::vector<int32_t>& lens, std::vector<int32_t>* indptr,
@@ -822,7 +854,8 @@ class Fuzz {
     // takes any descriptor the header allows (any head counts and dims),
     // so its validity is the header's rules alone, and the optional
     // tensors' checks that need no call shapes.
-    bool valid = (d.struct_size == 80 || d.struct_size == 88 || d.struct_size == 112) &&
+    bool valid = (d.struct_size == 80 || d.struct_size == 88 || d.struct_size == 112 ||
+                  d.struct_size == 136) &&
                  (d.struct_size < 112 || d.window_right >= -1) && d.num_heads >= 1 &&
                  d.num_kv_heads >= 1 && d.num_heads % std::max(d.num_kv_heads, 1u) == 0 &&
                  d.head_dim >= 1 && d.head_dim <= VKATTN_MAX_HEAD_DIM &&
