@@ -432,6 +432,10 @@ void main() {
       if (whole)
         whole = in_view(sq, pos, int(kt), causal, windowed) &&
                 in_view(sq, pos, int(kt + BC - 1u), causal, windowed);
+      // F_TREE: the row's tree bits of the tile, 32 keys a word.
+      uint tbits[(BC + 31u) / 32u];
+      [[unroll]] for (uint w = 0u; w < (BC + 31u) / 32u; ++w)
+        tbits[w] = uses(F_TREE) && !whole ? tree_bits(sq, tok, kt + 32u * w) : ~0u;
       for (uint j = sub; j < BC; j += LPR) {
         uint key = kt + j, kc = min(key, it.k_end - 1u);
         float s = sh_s[rr * SS + j / 4u][j % 4u];
@@ -445,7 +449,11 @@ void main() {
           v = ok && key < it.k_end && in_view(sq, pos, int(key), causal, windowed);
           if (uses(F_KEY_VALID)) v = v && key_is_valid(sq, kc);
           if (uses(F_MASK_BOOL)) v = v && mask_allows(mask_index(sq, tok, kc));
-          if (uses(F_TREE)) v = v && tree_allows(sq, tok, kc);
+          if (uses(F_TREE)) {
+            uint tb = 0u;  // (constant indices: a runtime one goes to NAK's local memory)
+            [[unroll]] for (uint w = 0u; w < (BC + 31u) / 32u; ++w) tb = (j >> 5) == w ? tbits[w] : tb;
+            v = v && ((tb >> (j & 31u)) & 1u) != 0u;
+          }
           if (uses(F_MASK_ADD)) {
             float a = mask_bias(mask_index(sq, tok, kc));
             v = v && a != NEG_INF;

@@ -60,6 +60,26 @@ bool tree_allows(Seq sq, uint token, uint key) {
   return ((tree_words[sq.tree_off + token * sq.tree_w + (b >> 5)] >> (b & 31u)) & 1u) != 0u;
 }
 
+// F_TREE: tree_allows for the 32 keys k0 .. k0 + 31 of row `token` at
+// once (bit j: key k0 + j), from at most two of the row's words: tiles
+// test a bit per pair instead of loading a word per pair. Keys past the
+// block (past u) get whatever bits follow; the key range hides them.
+uint tree_bits(Seq sq, uint token, uint k0) {
+  const uint first = sq.u - sq.t;
+  if (sq.tree_w == 0u || k0 + 32u <= first) return ~0u;
+  if (token >= sq.t) return 0u;
+  const uint row = sq.tree_off + token * sq.tree_w;
+  if (k0 < first) {  // 1 .. 31 keys before the block, then its first bits
+    const uint n = first - k0;
+    return (tree_words[row] << n) | ((1u << n) - 1u);
+  }
+  const uint b = k0 - first, w = b >> 5, s = b & 31u;
+  if (w >= sq.tree_w) return 0u;
+  const uint lo = tree_words[row + w];
+  const uint hi = w + 1u < sq.tree_w ? tree_words[row + w + 1u] : 0u;
+  return s == 0u ? lo : (lo >> s) | (hi << (32u - s));
+}
+
 // A tile of keys [k0, k1) that no tree bit touches (it ends before the
 // queries' own block, or the sequence has no tree).
 bool tree_free(Seq sq, uint k1) {

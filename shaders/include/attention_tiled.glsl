@@ -145,6 +145,12 @@ void main() {
     PREFETCH(it.k_begin)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+    // F_TREE: each row's tree bits of the tile's first 32 keys (then of
+    // each next 32), loaded while the tile is staged.
+    uint tbits[R];
+    if (uses(F_TREE)) {
+      [[unroll]] for (uint i = 0u; i < R; ++i) tbits[i] = tree_bits(sq, tok[i], kt);
+    }
     // The tile's K and V rows into shared memory, all lanes.
     if (DBUF != 0u) {
       [[unroll]] for (uint n = 0u; n < NK; ++n) {
@@ -178,6 +184,9 @@ void main() {
     // update and P.V per chunk, so only R * BCH scores are live at once
     // (R * BC spilled on RDNA2, NVK, AGX and ir3: tools/gpu/static_sweep.sh).
     [[unroll]] for (uint j0 = 0u; j0 < BC; j0 += BCH) {
+      if (uses(F_TREE) && j0 > 0u && (j0 & 31u) == 0u) {  // (tiles past 32 keys)
+        [[unroll]] for (uint i = 0u; i < R; ++i) tbits[i] = tree_bits(sq, tok[i], kt + j0);
+      }
       // Partial scores over this lane's slices, then the row's sum.
       float s[R * BCH];
       [[unroll]] for (uint j = 0u; j < BCH; ++j) {
@@ -242,10 +251,7 @@ void main() {
               bool ok = mask_allows(mask_index(sq, tok[i], kc));
               v = v && ok;
             }
-            if (uses(F_TREE)) {
-              bool ok = tree_allows(sq, tok[i], kc);
-              v = v && ok;
-            }
+            if (uses(F_TREE)) v = v && ((tbits[i] >> ((j0 + j) & 31u)) & 1u) != 0u;
             if (uses(F_MASK_ADD)) {
               float a = mask_bias(mask_index(sq, tok[i], kc));
               v = v && a != NEG_INF;
