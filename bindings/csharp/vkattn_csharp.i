@@ -161,8 +161,9 @@ VKATTNX_CS_HANDLE(vkattnx_step)
   public Tensor Lse { get { return lse_; } set { SetTensorField(2, value); lse_ = value; } }
   /// <summary>Attention-sink logits, f32 [H], or null.</summary>
   public Tensor Sinks { get { return sinks_; } set { SetTensorField(3, value); sinks_ = value; } }
-  /// <summary>Top-k lists, i32 [rows, K] or [rows, Hkv, K], or null. Not
-  /// implemented yet: a call with them throws (Status.ERROR_UNSUPPORTED).</summary>
+  /// <summary>Top-k lists, i32 [rows, K] or [rows, Hkv, K] (rows = the call's
+  /// query tokens), or null: query i sees only the key positions 0 .. u-1 of
+  /// its own sequence that its list holds (others skipped).</summary>
   public Tensor TopkIndices { get { return topkIndices_; } set { SetTensorField(4, value); topkIndices_ = value; } }
 
   /// <summary>Speculative-decoding trees from one bool [t, t] matrix per

@@ -427,8 +427,9 @@ type AttentionDesc struct {
 	// query i sees); TreeMaskFromBool builds both from [t][t] bools.
 	TreeIndptr []int32
 	TreeMask   []uint32
-	// Top-k sparse attention: i32 [rows, K] or [rows, Hkv, K], or nil. Not
-	// implemented yet: a call with it fails with ErrorUnsupported.
+	// Top-k sparse attention: i32 [rows, K] or [rows, Hkv, K] (rows = the
+	// call's query tokens), or nil; query i sees only the key positions
+	// 0 .. u-1 of its own sequence that its list holds (others skipped).
 	TopkIndices *Tensor
 }
 

@@ -234,7 +234,7 @@ func TestTreeMaskFromBoolPacksBitsLowFirst(t *testing.T) {
 
 // A varlen call with a draft tree on one sequence (and none on the other)
 // equals the same call with the equivalent bool mask. Tree arrays shorter
-// than the call needs are an error, and so is a top-k list (not built yet).
+// than the call needs are an error.
 func TestSpeculativeTreesEqualTheirBoolMask(t *testing.T) {
 	c := newContext(t)
 	r := rand.New(rand.NewSource(14))
@@ -281,12 +281,69 @@ func TestSpeculativeTreesEqualTheirBoolMask(t *testing.T) {
 	d.TreeIndptr = nil
 	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, v, out),
 		"vkattn: tree_mask given without tree_indptr")
+}
 
-	d = NewAttentionDesc(tH, tHkv, tD)
-	d.TopkIndices = tensor(t, c, I32, tq, 4)
-	err = c.AttentionVarlen(&d, cuQ, cuK, q, k, v, out)
-	if e := wantError(t, err, "vkattn_attention_varlen: desc->topk_indices: "); e.Status != ErrorUnsupported {
-		t.Errorf("status %v", e.Status)
+// randomTopk is top-k lists, k entries for each query row of a packed
+// batch: row i of sequence b lists distinct random positions 0 .. u_b - 1,
+// the first row only k - 3 of them, then -1 pads. It returns the lists
+// [tq*k] and the bool mask that equals them (1 exactly where the key is
+// listed; each sequence's t x u block row-major, in batch order).
+func randomTopk(r *rand.Rand, cuQ, cuK []int32, k int) (lists []int32, mask []byte) {
+	for b := 0; b+1 < len(cuQ); b++ {
+		t, u := int(cuQ[b+1]-cuQ[b]), int(cuK[b+1]-cuK[b])
+		for i := 0; i < t; i++ {
+			n := k
+			if len(lists) == 0 {
+				n = k - 3
+			}
+			row, listed := make([]int32, k), make([]byte, u)
+			for x, j := range r.Perm(u)[:n] {
+				row[x], listed[j] = int32(j), 1
+			}
+			for x := n; x < k; x++ {
+				row[x] = -1
+			}
+			lists, mask = append(lists, row...), append(mask, listed...)
+		}
+	}
+	return lists, mask
+}
+
+// A varlen call with top-k lists (K = 8, i32 [tq, K]; 3 queries over 40
+// keys, 1 over 25) equals the same call with the equivalent bool mask.
+func TestTopkListsEqualTheirBoolMask(t *testing.T) {
+	c := newContext(t)
+	r := rand.New(rand.NewSource(16))
+	cuQ, cuK := []int32{0, 3, 4}, []int32{0, 40, 65}
+	const tq, tk, kk = 4, 65, 8
+	lists, mask := randomTopk(r, cuQ, cuK, kk)
+	q := tensorF32(t, c, randoms(r, tq*tH*tD), tq, tH, tD)
+	k := tensorF32(t, c, randoms(r, tk*tHkv*tD), tk, tHkv, tD)
+	v := tensorF32(t, c, randoms(r, tk*tHkv*tD), tk, tHkv, tD)
+	m := tensor(t, c, U8, int64(len(mask)))
+	if err := m.WriteBytes(mask); err != nil {
+		t.Fatal(err)
+	}
+	topk := tensor(t, c, I32, tq, kk)
+	if err := topk.WriteI32(lists); err != nil {
+		t.Fatal(err)
+	}
+	for _, causal := range []bool{true, false} {
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal, d.TopkIndices = causal, topk
+		got := tensor(t, c, F32, tq, tH, tD)
+		if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, v, got); err != nil {
+			t.Fatal(err)
+		}
+		d = NewAttentionDesc(tH, tHkv, tD)
+		d.Causal, d.Mask, d.MaskType = causal, m, MaskBool
+		want := tensor(t, c, F32, tq, tH, tD)
+		if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, v, want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := maxDiff(t, must(want.ReadF32()), must(got.ReadF32())); diff > 1e-5 {
+			t.Errorf("causal %v: top-k vs bool mask, max diff %g", causal, diff)
+		}
 	}
 }
 

@@ -291,8 +291,9 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
   /** Attention-sink logits, f32 [H], or null. */
   public void setSinks(Tensor t) { setTensorField(3, t); sinks = t; }
   public Tensor getSinks() { return sinks; }
-  /** Top-k lists, i32 [rows, K] or [rows, Hkv, K], or null. Not implemented
-   * yet: a call with them throws (Status.ERROR_UNSUPPORTED). */
+  /** Top-k lists, i32 [rows, K] or [rows, Hkv, K] (rows = the call's query
+   * tokens), or null: query i sees only the key positions 0 .. u-1 of its
+   * own sequence that its list holds (others skipped). */
   public void setTopkIndices(Tensor t) { setTensorField(4, t); topkIndices = t; }
   public Tensor getTopkIndices() { return topkIndices; }
 

@@ -205,8 +205,7 @@ public class VkattnTests {
 
   // A varlen call with a draft tree on one sequence (9 tokens over 40 keys)
   // and none on the other equals the same call with the equivalent bool
-  // mask. Tree arrays shorter than the call needs throw, and so does a
-  // top-k list (not implemented yet).
+  // mask. Tree arrays shorter than the call needs throw.
   [Test]
   public void SpeculativeTreesEqualTheirBoolMask() {
     var r = new Random(14);
@@ -219,7 +218,6 @@ public class VkattnTests {
     using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
     using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
     using (var tM = new Tensor(ctx, Dtype.U8, mask.Length))
-    using (var tTopk = new Tensor(ctx, Dtype.I32, tq, 4))
     using (var tGot = new Tensor(ctx, Dtype.F32, tq, H, D))
     using (var tWant = new Tensor(ctx, Dtype.F32, tq, H, D)) {
       tM.Write(mask);
@@ -248,13 +246,65 @@ public class VkattnTests {
       e = Assert.Throws<VkattnException>(
           () => ctx.AttentionVarlen(shortArrays, cuQ, cuK, tQ, tK, tV, tGot));
       StringAssert.Contains("the tree_mask array holds 8", e.Message);
+    }
+  }
 
-      var topk = Desc(true, -1);
-      topk.TopkIndices = tTopk;
-      Assert.AreSame(tTopk, topk.TopkIndices);
-      e = Assert.Throws<VkattnException>(() => ctx.AttentionVarlen(topk, cuQ, cuK, tQ, tK, tV, tGot));
-      Assert.AreEqual(Status.ERROR_UNSUPPORTED, e.Status);
-      StringAssert.Contains("topk", e.Message);
+  // Top-k lists, k entries for each query row of a packed batch: row i of
+  // sequence b lists distinct random positions 0 .. u_b - 1, the first row
+  // only k - 3 of them, then -1 pads. Returns the lists [tq * k] and sets
+  // mask (each sequence's t x u block row-major) to 1 exactly where the key
+  // is listed.
+  static int[] RandomTopk(Random r, int[] cuQ, int[] cuK, int k, byte[] mask) {
+    var lists = new int[cuQ[cuQ.Length - 1] * k];
+    for (int x = 0; x < lists.Length; ++x) lists[x] = -1;
+    int at = 0;
+    for (int b = 0; b + 1 < cuQ.Length; ++b) {
+      int t = cuQ[b + 1] - cuQ[b], u = cuK[b + 1] - cuK[b];
+      for (int i = 0; i < t; ++i, at += u) {
+        int row = cuQ[b] + i, n = row == 0 ? k - 3 : k;
+        var keys = new int[u];
+        for (int j = 0; j < u; ++j) keys[j] = j;
+        for (int x = 0; x < n; ++x) { // the first n of a partial shuffle
+          int y = x + r.Next(u - x), j = keys[y];
+          keys[y] = keys[x];
+          lists[row * k + x] = j;
+          mask[at + j] = 1;
+        }
+      }
+    }
+    return lists;
+  }
+
+  // A varlen call with top-k lists (K = 8, i32 [tq, K]; 3 queries over 40
+  // keys, 1 over 25) equals the same call with the equivalent bool mask.
+  [Test]
+  public void TopkListsEqualTheirBoolMask() {
+    var r = new Random(16);
+    int[] cuQ = { 0, 3, 4 }, cuK = { 0, 40, 65 };
+    const int tq = 4, tk = 65, kk = 8;
+    var mask = new byte[3 * 40 + 1 * 25]; // sum of t_b * u_b
+    int[] lists = RandomTopk(r, cuQ, cuK, kk, mask);
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tM = new Tensor(ctx, Dtype.U8, mask.Length))
+    using (var tTopk = new Tensor(ctx, Dtype.I32, tq, kk))
+    using (var tGot = new Tensor(ctx, Dtype.F32, tq, H, D))
+    using (var tWant = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      tM.Write(mask);
+      tTopk.Write(lists);
+      foreach (bool causal in new[] { true, false }) {
+        var d = Desc(causal, -1);
+        d.TopkIndices = tTopk;
+        Assert.AreSame(tTopk, d.TopkIndices);
+        ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot);
+        var m = Desc(causal, -1);
+        m.Mask = tM;
+        m.MaskType = (uint)global::Vkattn.MaskType.MASK_BOOL;
+        ctx.AttentionVarlen(m, cuQ, cuK, tQ, tK, tV, tWant);
+        Assert.Less(MaxDiff(tWant.ToFloatArray(), tGot.ToFloatArray()), 1e-5, "causal " + causal);
+      }
     }
   }
 

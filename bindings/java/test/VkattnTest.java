@@ -251,8 +251,7 @@ public class VkattnTest {
 
   // A varlen call with a draft tree on one sequence (9 tokens over 40 keys)
   // and none on the other equals the same call with the equivalent bool
-  // mask. Tree arrays shorter than the call needs throw, and so does a
-  // top-k list (not implemented yet).
+  // mask. Tree arrays shorter than the call needs throw.
   @Test
   public void speculativeTreesEqualTheirBoolMask() {
     Random r = new Random(14);
@@ -265,7 +264,6 @@ public class VkattnTest {
         Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
         Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
         Tensor tM = new Tensor(ctx, Dtype.U8, mask.length);
-        Tensor tTopk = new Tensor(ctx, Dtype.I32, tq, 4);
         Tensor tGot = new Tensor(ctx, Dtype.F32, tq, H, D);
         Tensor tWant = new Tensor(ctx, Dtype.F32, tq, H, D)) {
       tM.write(mask);
@@ -291,14 +289,65 @@ public class VkattnTest {
       e = assertThrows(
               VkattnException.class, () -> ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot));
       assertTrue(e.getMessage(), e.getMessage().contains("the tree_mask array holds 8"));
+    }
+  }
 
-      AttentionDesc topk = desc(true, -1);
-      topk.setTopkIndices(tTopk);
-      assertEquals(tTopk, topk.getTopkIndices());
-      e = assertThrows(
-              VkattnException.class, () -> ctx.attentionVarlen(topk, cuQ, cuK, tQ, tK, tV, tGot));
-      assertEquals(Status.ERROR_UNSUPPORTED, e.status());
-      assertTrue(e.getMessage(), e.getMessage().contains("topk"));
+  /** Top-k lists, k entries for each query row of a packed batch: row i
+   * of sequence b lists distinct random positions 0 .. u_b - 1, the first
+   * row only k - 3 of them, then -1 pads. Returns the lists [tq * k] and
+   * sets mask (each sequence's t x u block row-major) to 1 exactly where
+   * the key is listed. */
+  static int[] randomTopk(Random r, int[] cuQ, int[] cuK, int k, byte[] mask) {
+    int[] lists = new int[cuQ[cuQ.length - 1] * k];
+    java.util.Arrays.fill(lists, -1);
+    int at = 0;
+    for (int b = 0; b + 1 < cuQ.length; ++b) {
+      int t = cuQ[b + 1] - cuQ[b], u = cuK[b + 1] - cuK[b];
+      for (int i = 0; i < t; ++i, at += u) {
+        int row = cuQ[b] + i, n = row == 0 ? k - 3 : k;
+        int[] keys = new int[u];
+        for (int j = 0; j < u; ++j) keys[j] = j;
+        for (int x = 0; x < n; ++x) { // the first n of a partial shuffle
+          int y = x + r.nextInt(u - x), j = keys[y];
+          keys[y] = keys[x];
+          lists[row * k + x] = j;
+          mask[at + j] = 1;
+        }
+      }
+    }
+    return lists;
+  }
+
+  // A varlen call with top-k lists (K = 8, i32 [tq, K]; 3 queries over 40
+  // keys, 1 over 25) equals the same call with the equivalent bool mask.
+  @Test
+  public void topkListsEqualTheirBoolMask() {
+    Random r = new Random(16);
+    int[] cuQ = {0, 3, 4}, cuK = {0, 40, 65};
+    int tq = 4, tk = 65, kk = 8;
+    byte[] mask = new byte[3 * 40 + 1 * 25]; // sum of t_b * u_b
+    int[] lists = randomTopk(r, cuQ, cuK, kk, mask);
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    try (Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tM = new Tensor(ctx, Dtype.U8, mask.length);
+        Tensor tTopk = new Tensor(ctx, Dtype.I32, tq, kk);
+        Tensor tGot = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tWant = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      tM.write(mask);
+      tTopk.write(lists);
+      for (boolean causal : new boolean[] {true, false}) {
+        AttentionDesc d = desc(causal, -1);
+        d.setTopkIndices(tTopk);
+        assertEquals(tTopk, d.getTopkIndices());
+        ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tGot);
+        AttentionDesc m = desc(causal, -1);
+        m.setMask(tM);
+        m.setMaskType(MaskType.MASK_BOOL.swigValue());
+        ctx.attentionVarlen(m, cuQ, cuK, tQ, tK, tV, tWant);
+        assertTrue("causal " + causal, maxDiff(tWant.toFloatArray(), tGot.toFloatArray()) < 1e-5f);
+      }
     }
   }
 

@@ -268,7 +268,7 @@ def test_trees_in_a_cache_step_equal_one_varlen_call(ctx):
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
-def test_short_tree_arrays_and_topk_raise(ctx):
+def test_short_tree_arrays_raise(ctx):
     rng = np.random.default_rng(16)
     h, hkv, d = 4, 2, 16
     cu_q, cu_k, indptr, words, _ = tree_case(rng)
@@ -283,13 +283,46 @@ def test_short_tree_arrays_and_topk_raise(ctx):
             vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_mask=words)
         with pytest.raises(OverflowError, match="tree_mask"):
             vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr, tree_mask=[-1] * 9)
-        # Top-k lists pass validation and are not implemented yet.
-        with ctx.tensor(np.full((cu_q[-1], 4), -1, np.int32)) as T:
-            with pytest.raises(vkattn.Error, match="topk") as e:
-                vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=T)
-            assert e.value.status == vkattn.ERROR_UNSUPPORTED
+
+
+def topk_case(rng, kk=8):
+    """Two sequences, 3 queries over 40 keys and 1 over 25: an i32 top-k
+    list [4, kk] (each row distinct random positions of its own sequence;
+    the first row lists kk - 3 and pads with -1) and the bool mask that
+    equals it (1-D, each sequence's t x u block row-major)."""
+    ts, us = [3, 1], [40, 25]
+    topk = np.full((sum(ts), kk), -1, np.int32)
+    blocks, row = [], 0
+    for t, u in zip(ts, us):
+        block = np.zeros((t, u), np.uint8)
+        for i in range(t):
+            n = kk - 3 if row == 0 else kk
+            topk[row, :n] = rng.choice(u, n, replace=False)
+            block[i, topk[row, :n]] = 1
+            row += 1
+        blocks.append(block.reshape(-1))
+    cu_q = np.concatenate(([0], np.cumsum(ts))).astype(np.int32)
+    cu_k = np.concatenate(([0], np.cumsum(us))).astype(np.int32)
+    return cu_q, cu_k, topk, np.concatenate(blocks)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_topk_lists_equal_their_bool_mask(ctx, causal):
+    rng = np.random.default_rng(16)
+    h, hkv, d = 4, 2, 16
+    cu_q, cu_k, topk, mask = topk_case(rng)
+    assert topk.shape == (4, 8) and (topk[0] == -1).sum() == 3 and mask.sum() == 8 * 4 - 3
+    q = rand(rng, (cu_q[-1], h, d))
+    k, v = rand(rng, (cu_k[-1], hkv, d)), rand(rng, (cu_k[-1], hkv, d))
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K, ctx.tensor(v) as V, ctx.tensor(mask) as M:
+        with ctx.tensor(topk) as T:
+            got = vkattn.attention_varlen(Q, K, V, cu_q, cu_k, causal=causal,
+                                          topk_indices=T).numpy()
+        want = vkattn.attention_varlen(Q, K, V, cu_q, cu_k, causal=causal, mask=M,
+                                       mask_type=vkattn.MASK_BOOL).numpy()
         with pytest.raises(vkattn.Error, match="AttentionDesc.topk_indices: this Tensor is closed"):
-            vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=T)
+            vkattn.attention_varlen(Q, K, V, cu_q, cu_k, topk_indices=T)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
 def test_softcap_alibi_and_scale(ctx):

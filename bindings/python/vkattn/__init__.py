@@ -445,9 +445,10 @@ class AttentionDesc:
     the sequences' 32-bit word counts, tree_mask the words, t * ceil(t / 32)
     per sequence with a tree, row i's bits saying which of the t draft
     tokens query i sees; tree_mask_from_bool builds both from boolean
-    [t, t] matrices) and topk_indices (an i32 Tensor [rows, K] or [rows,
-    Hkv, K]; top-k sparse attention is not implemented yet: a call with it
-    raises ERROR_UNSUPPORTED)."""
+    [t, t] matrices) and topk_indices (top-k sparse attention: an i32
+    Tensor [rows, K] or [rows, Hkv, K], rows = the call's query tokens;
+    query i sees only the key positions 0 .. u - 1 of its own sequence
+    that its list holds, other entries skipped)."""
 
     FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
               "window_left", "window_right", "chunk_size", "softcap", "mask_type",
