@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -67,6 +68,9 @@ std::string AttnCase::name() const {
      << (trees.empty()  ? ""
          : tree_as_mask ? " tree-as-mask"
                         : " trees")
+     << (topk < 0 ? ""
+                  : " topk " + std::to_string(topk) + (topk_per_head ? " per-head" : "") +
+                        (topk_as_mask ? " as-mask" : ""))
      << (softcap > 0 ? " softcap " + std::to_string(softcap) : "") << (alibi ? " alibi" : "")
      << (sinks ? " sinks" : "") << " mask" << mask_type
      << (padded ? (left_pad ? " padded-left" : " padded-right") : "") << " seqs";
@@ -181,8 +185,40 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
     const int64_t x = j - first;
     return ((tree_words[tree_indptr[b] + size_t(i) * W + x / 32] >> (x % 32)) & 1u) != 0;
   };
+  // Top-k lists: [tq, K] or [tq, Hkv, K].
+  const int lists = c.topk_per_head ? c.Hkv : 1;
+  std::vector<int32_t> topk;
+  if (c.topk >= 0) {
+    EXPECT_FALSE(c.topk_as_mask && c.topk_per_head) << "per-head lists have no bool-mask form";
+    topk.assign(size_t(tq) * lists * c.topk, -1);
+    for (int b = 0; b < B; ++b) {
+      const int u = c.seqs[b].second;
+      for (int i = 0; i < c.seqs[b].first; ++i)
+        for (int h = 0; h < lists; ++h) {
+          int32_t* l = &topk[(size_t(cu_q[b] + i) * lists + h) * c.topk];
+          std::vector<int32_t> keys(u);
+          for (int j = 0; j < u; ++j) keys[j] = j;
+          std::shuffle(keys.begin(), keys.end(), rng);
+          int n = std::min(u, c.topk);
+          if (i % 3 == 1) n = n * 2 / 3;  // a short list: -1 pads
+          for (int x = 0; x < n; ++x) l[x] = keys[x];
+          if (!c.topk_as_mask && c.topk >= 4 && i % 2 == 0) {
+            l[c.topk - 1] = u + int32_t(rng() % 3);   // past u: skipped
+            l[c.topk - 2] = -2 - int32_t(rng() % 9);  // below -1: skipped
+            if (n >= 2) l[c.topk - 3] = l[0];         // a repeat: counts twice
+          }
+        }
+    }
+  }
+  auto listed = [&](int b, int i, int64_t j) {
+    if (c.topk < 0) return true;
+    for (int h = 0; h < lists; ++h)
+      for (int x = 0; x < c.topk; ++x)
+        if (topk[(size_t(cu_q[b] + i) * lists + h) * c.topk + x] == j) return true;
+    return false;
+  };
   const bool whole_rule_as_mask = c.rules_as_mask && !c.spans.empty();
-  const bool tree_mask = c.tree_as_mask && !c.trees.empty();
+  const bool tree_mask = (c.tree_as_mask && !c.trees.empty()) || (c.topk_as_mask && c.topk >= 0);
   if (c.rules_as_mask || tree_mask) {
     EXPECT_EQ(c.mask_type, VKATTN_MASK_NONE) << "rules_as_mask / tree_as_mask make the mask";
     c.mask_type = VKATTN_MASK_BOOL;
@@ -196,7 +232,9 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
           bool m = !c.rules_as_mask     ? true
                    : whole_rule_as_mask ? visible(b, pos, j)
                                         : in_rules(pos, j);
-          bmask[off + int64_t(i) * u + j] = m && tree_sees(b, i, j);
+          if (c.tree_as_mask) m = m && tree_sees(b, i, j);
+          if (c.topk_as_mask) m = m && listed(b, i, j);
+          bmask[off + int64_t(i) * u + j] = m;
         }
       off += static_cast<int64_t>(t) * u;
     }
@@ -228,7 +266,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
         for (int i = 0; i < t && !seen; ++i) {
           int64_t pos = static_cast<int64_t>(u) - t + i;
           int64_t x = moff + static_cast<int64_t>(i) * u + j;
-          bool vis = visible(b, pos, j) && tree_sees(b, i, j);
+          bool vis = visible(b, pos, j) && tree_sees(b, i, j) && listed(b, i, j);
           if (!bmask.empty()) vis = vis && bmask[x] != 0;
           if (!amask.empty()) vis = vis && amask[x] != -inf;
           if (!key_valid.empty()) vis = vis && key_valid[cu_k[b] + j] != 0;
@@ -277,8 +315,16 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   if (!c.rules_as_mask) desc.window_right = c.window_right, desc.chunk_size = c.chunk;
   if (!c.rules_as_mask && !span_indptr.empty())
     desc.span_indptr = span_indptr.data(), desc.spans = span_pairs.data();
-  if (!tree_mask && !tree_indptr.empty())
+  if (!c.tree_as_mask && !tree_indptr.empty())
     desc.tree_indptr = tree_indptr.data(), desc.tree_mask = tree_words.data();
+  TensorPtr topk_t(nullptr, &vkattn_tensor_destroy);
+  if (!c.topk_as_mask && c.topk >= 0) {
+    std::vector<int64_t> ts = {tq, int64_t(c.topk)};
+    if (c.topk_per_head) ts = {tq, int64_t(c.Hkv), int64_t(c.topk)};
+    topk_t = make_tensor(ctx, VKATTN_I32, ts);
+    EXPECT_EQ(vkattn_tensor_write(topk_t.get(), topk.data(), topk.size() * 4), VKATTN_SUCCESS);
+    desc.topk_indices = topk_t.get();
+  }
   desc.softcap = c.softcap;
   desc.mask_type = c.mask_type;
   if (c.with_lse) desc.lse = tl_t.get();
@@ -321,8 +367,10 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
   p.window_right = c.window_right, p.chunk_size = c.chunk;
   if (!span_indptr.empty()) p.span_indptr = span_indptr.data(), p.spans = span_pairs.data();
-  if (!tree_mask && !tree_indptr.empty())
+  if (!c.tree_as_mask && !tree_indptr.empty())
     p.tree_indptr = tree_indptr.data(), p.tree_mask = tree_words.data();
+  if (!c.topk_as_mask && c.topk >= 0)
+    p.topk = topk.data(), p.topk_k = c.topk, p.topk_per_head = c.topk_per_head;
   p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
   p.sinks = c.sinks ? sinks.data() : nullptr;
   p.mask_type = c.mask_type;

@@ -41,6 +41,15 @@ struct AttnCase {
   // rules_as_mask's rules join it) and the descriptor passes none.
   std::vector<bool> trees;
   bool tree_as_mask = false;
+  // Top-k lists (desc->topk_indices) of K = topk entries per query row
+  // (per kv head with topk_per_head), -1: none. Each list holds distinct
+  // random positions of its sequence, fewer than K on some rows (-1 pads),
+  // and, unless topk_as_mask, an entry past u, one below -1 and a repeat.
+  // topk_as_mask: the lists go in as the equivalent bool mask instead
+  // (mask_type NONE; per-kv-head lists have no mask form).
+  int topk = -1;
+  bool topk_per_head = false;
+  bool topk_as_mask = false;
   float softcap = 0.0f, scale = 0.0f;
   bool alibi = false;
   bool sinks = false;  // desc->sinks: head 0 -inf (no sink), head 1 +6 (dominant), others mixed

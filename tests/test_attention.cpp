@@ -244,6 +244,39 @@ TEST_F(Attention, SpeculativeTrees) {
   run_attention_case(ctx, c);
 }
 
+// Top-k lists (issue T): against the reference (which reads the lists)
+// and as the equivalent bool mask (lists without repeats or stray
+// entries). K of 0, 1, 7, 16 and 64 (past some sequences' u), short lists
+// padded with -1, entries past u and below -1, repeats (counted twice),
+// a list per row or per kv head under GQA, t > u and empty sequences;
+// causal, windows, sinks, ALiBi, softcap and padded batches on top.
+TEST_F(Attention, TopKLists) {
+  const std::vector<std::pair<int, int>> seqs = {{1, 147}, {8, 203}, {5, 3}, {0, 5},
+                                                 {3, 0},   {33, 90}, {1, 64}};
+  int seed = 400;
+  for (int K : {0, 1, 7, 16, 64})
+    for (int form : {0, 1, 2}) {  // lists a row, a list per kv head, the bool mask
+      AttnCase c;
+      c.seqs = seqs;
+      c.topk = K, c.topk_per_head = form == 1, c.topk_as_mask = form == 2;
+      c.causal = K % 2 == 1;
+      c.H = 8, c.Hkv = 2, c.d = 40;
+      c.qdt = c.kdt = (seed / 2 % 2) ? VKATTN_F16 : VKATTN_F32;
+      c.seed = seed++;
+      const CaseStats st = run_attention_case(ctx, c);
+      EXPECT_GT(st.checked, 0);
+      if (K < 64) EXPECT_GT(st.nan_keys, 0);  // unlisted keys: NaN, never read
+    }
+  AttnCase c;
+  c.seqs = {{4, 300}, {2, 90}};
+  c.topk = 32, c.topk_per_head = true, c.window = 100, c.sinks = true, c.alibi = true;
+  c.softcap = 20.0f, c.seed = 420;
+  run_attention_case(ctx, c);
+  c.padded = true, c.pad_keys = 7, c.seqs = {{3, 80}, {3, 80}}, c.sinks = c.alibi = false;
+  c.softcap = 0.0f, c.topk_per_head = false, c.seed = 421;
+  run_attention_case(ctx, c);
+}
+
 TEST_F(Attention, SoftcapAndAlibi) {
   AttnCase c;
   c.seqs = kMixedSeqs;

@@ -229,6 +229,21 @@ TEST_F(DecodeFamily, SpeculativeTrees) {
                 cases);
 }
 
+// Top-k lists on decode (issue T), split over the lanes and over
+// workgroups, with GQA groups of 1 and 8.
+TEST_F(DecodeFamily, TopKLists) {
+  std::vector<AttnCase> cases;
+  for (int form : {0, 1, 2}) {
+    AttnCase c = decode_case(64, form == 1 ? 8 : 16, form == 1 ? 8 : 2, 240 + form);
+    c.seqs = {{1, 700}, {8, 203}, {5, 3}, {0, 5}, {2, 0}, {3, 40}};
+    c.topk = 48, c.topk_per_head = form == 1, c.topk_as_mask = form == 2;
+    cases.push_back(c);
+  }
+  run_on_decode({}, cases);
+  run_on_decode({{"VKATTN_DEVICE_COMPUTE_UNITS", "64"}, {"VKATTN_ATTN_MIN_SPLIT_KEYS", "16"}},
+                cases);
+}
+
 TEST_F(DecodeFamily, HiddenRowsAndLongKeys) {
   AttnCase c = decode_case(64, 4, 2, 50);
   c.mask_type = VKATTN_MASK_BOOL;

@@ -36,6 +36,11 @@ struct LayerCfg {
   // Random speculative trees (desc->tree_indptr/tree_mask) on every
   // sequence of the step but its second (which runs without one).
   bool trees = false;
+  // Top-k lists (desc->topk_indices) of this many entries a row (-1:
+  // none; per kv head with topk_per_head): distinct random positions of
+  // the row's sequence, a short list, a pad past u and a repeat.
+  int topk = -1;
+  bool topk_per_head = false;
 };
 
 class StepAttentionTest : public ContextTest {
@@ -263,6 +268,27 @@ class StepAttentionTest : public ContextTest {
         }
         desc.tree_indptr = tree_indptr.data(), desc.tree_mask = tree_words.data();
       }
+      std::vector<int32_t> topk;
+      if (c.topk >= 0) {
+        const int lists = c.topk_per_head ? int(hkv) : 1;
+        topk.assign(size_t(n) * lists * c.topk, -1);
+        for (size_t b = 0; b < B; ++b) {
+          const int32_t u = len[b] + t[b];
+          for (int32_t i = 0; i < t[b]; ++i)
+            for (int h = 0; h < lists; ++h) {
+              int32_t* row = &topk[(size_t(cu_q[b] + i) * lists + h) * c.topk];
+              const int32_t m = std::min<int32_t>(c.topk, u) - (i % 3 == 1 ? 1 : 0);
+              for (int32_t x = 0; x < m; ++x)  // distinct: a stride prime to u
+                row[x] = int32_t((uint64_t(x) * 7919 + uint64_t(i) + h) % u);
+              if (c.topk >= 3 && i % 2 == 0) row[c.topk - 1] = u, row[c.topk - 2] = row[0];
+            }
+        }
+        std::vector<int64_t> ts = {n, int64_t(c.topk)};
+        if (c.topk_per_head) ts = {n, int64_t(hkv), int64_t(c.topk)};
+        vkattn_tensor* tt = tensor(VKATTN_I32, ts);
+        EXPECT_EQ(vkattn_tensor_write(tt, topk.data(), topk.size() * 4), VKATTN_SUCCESS);
+        desc.topk_indices = tt;
+      }
       vkattn::ref::AttentionParams p;
       p.num_heads = c.H;
       p.num_kv_heads = hkv;
@@ -320,6 +346,8 @@ class StepAttentionTest : public ContextTest {
         pp.spans = span_indptr.empty() ? nullptr : span_pairs.data();
         pp.tree_indptr = tree_indptr.empty() ? nullptr : tree_indptr.data();
         pp.tree_mask = tree_indptr.empty() ? nullptr : tree_words.data();
+        pp.topk = topk.empty() ? nullptr : topk.data();
+        pp.topk_k = c.topk, pp.topk_per_head = c.topk_per_head;
         std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
         vkattn::ref::attention_varlen(pp, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
                                       keys.data(), vals.data(), ref_out.data(), ref_lse.data());
@@ -717,6 +745,28 @@ TEST_F(StepAttentionTest, SpeculativeTrees) {
   }
 }
 
+// Top-k lists over the cache (issue T): decodes, a verification chunk
+// and a prefill chunk whose rows each list keys anywhere in their
+// sequence (out of order, short lists, a pad past u, repeats), one list a
+// row or one per kv head, beside causal, sinks, a window and a tree; f16,
+// int8 and fp8 caches.
+TEST_F(StepAttentionTest, TopKLists) {
+  for (vkattn_dtype dt : {VKATTN_F16, VKATTN_I8, VKATTN_FP8_E4M3}) {
+    SCOPED_TRACE(dt == VKATTN_F16 ? "f16" : dt == VKATTN_I8 ? "i8" : "fp8");
+    KvShape s;
+    s.layers = 3, s.hkv = 2, s.d = 32, s.dv = 32, s.page_size = 16, s.pages = 96, s.dtype = dt;
+    std::vector<LayerCfg> cfg(3);
+    cfg[0].H = 8, cfg[0].topk = 24;
+    cfg[1].topk = 7, cfg[1].topk_per_head = true, cfg[1].sinks = true, cfg[1].causal = false;
+    cfg[2].topk = 64, cfg[2].window = 40, cfg[2].trees = true;
+    if (cache) vkattn_kv_cache_destroy(cache);
+    create(s);
+    run_step({1, 2, 3}, {100, 37, 20}, cfg, VKATTN_F32);
+    run_step({1, 2, 3}, {1, 5, 1}, cfg, VKATTN_F32);
+    run_step({3, 1, 2}, {64, 1, 33}, cfg, VKATTN_F16);
+  }
+}
+
 // A pool split over several buffers: sequences span buffers, attention runs
 // one dispatch per buffer and merges the pieces.
 TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
@@ -741,6 +791,14 @@ TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
   run_step({1, 2, 3}, {1, 33, 2}, cfg, VKATTN_F32);
   remove(2);
   run_step({4, 1, 3}, {100, 1, 1}, cfg, VKATTN_F32);
+  // Top-k lists over pages in several buffers: each buffer's pass reads
+  // the listed keys of its own pages (the others' table entries are NO_SLOT
+  // in its copy), the splits merge.
+  std::vector<LayerCfg> topk(2);
+  topk[0].topk = 40;
+  topk[1].topk = 9, topk[1].topk_per_head = true, topk[1].sinks = true;
+  run_step({4, 1, 3}, {1, 3, 1}, topk, VKATTN_F32);
+  run_step({1, 4}, {20, 1}, topk, VKATTN_F32);
 }
 
 // A pool whose layers do not all fit one buffer, while every page of one

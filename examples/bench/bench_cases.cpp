@@ -71,6 +71,25 @@ struct Shape {
   // (desc->tree_indptr / tree_mask): ceil(tree_t / 32) words a node.
   std::vector<uint32_t> tree;
   int tree_t = 0;
+  // Top-k lists of topk_k positions per query row of the call (row r's at
+  // topk[r * topk_k]; rows in the call's order), shared by every head.
+  std::vector<int32_t> topk;
+  int topk_k = 0;
+  // The keys query row `row` (i of a sequence of t over u keys) sees.
+  std::vector<int> row_keys(int row, int i, int t, int u) const {
+    const auto [lo, hi] = keys_of(u - t + i, u);
+    std::vector<int> keys;
+    if (!topk.empty()) {
+      for (int x = 0; x < topk_k; ++x) {
+        const int j = topk[size_t(row) * topk_k + x];
+        if (j >= lo && j < hi) keys.push_back(j);
+      }
+      return keys;
+    }
+    for (int j = lo; j < hi; ++j)
+      if (tree_sees(i, t, u, j)) keys.push_back(j);
+    return keys;
+  }
   int v_dim() const { return dv ? dv : d; }
   // Whether query i of a sequence of t queries over u keys sees key j
   // inside its own block (always, without a tree).
@@ -149,15 +168,14 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
   for (auto [b, i] : rows) {
     const Seq& sq = seqs[b];
     const int pos = sq.u - sq.t + i;
-    const auto [lo, hi] = s.keys_of(pos, sq.u);
-    int u = 0;
-    for (int j = lo; j < hi; ++j) u += s.tree_sees(i, sq.t, sq.u, j);
+    (void)pos;
+    const std::vector<int> keys = s.row_keys(int(sq.q_row0 + i - seqs[0].q_row0), i, sq.t, sq.u);
+    const int u = int(keys.size());
     cu_q.push_back(cu_q.back() + 1);
     cu_k.push_back(cu_k.back() + u);
     const uint64_t qr = sq.q_row0 + i;
     for (int e = 0; e < H * d; ++e) q.push_back(value(0, qr * H * d + e));
-    for (int j = lo; j < hi; ++j) {
-      if (!s.tree_sees(i, sq.t, sq.u, j)) continue;
+    for (int j : keys) {
       for (int e = 0; e < Hkv * d; ++e) k.push_back(value(1, (sq.k_row0 + j) * Hkv * d + e));
       for (int e = 0; e < Hkv * dv; ++e) v.push_back(value(2, (sq.k_row0 + j) * Hkv * dv + e));
     }
@@ -189,6 +207,14 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
 // FLOPs of the visible pairs and bytes of K/V of a batch.
 void work(const Shape& s, const std::vector<Seq>& seqs, double* flops, double* kv_bytes) {
   double pairs = 0, keys = 0;
+  if (!s.topk.empty()) {  // top-k: each row reads its own listed keys
+    for (const Seq& q : seqs)
+      for (int i = 0; i < q.t; ++i)
+        pairs += double(s.row_keys(int(q.q_row0 + i - seqs[0].q_row0), i, q.t, q.u).size());
+    *flops = pairs * s.H * 2.0 * (s.d + s.v_dim());
+    *kv_bytes = pairs * s.Hkv * s.key_bytes();
+    return;
+  }
   for (const Seq& q : seqs) {
     int lo = q.u, hi = 0;  // the keys any query of the sequence sees
     for (int i = 0; i < q.t; ++i) {
@@ -725,6 +751,122 @@ bool spec_tree_64x4096(vkattn_context* c, Result* r) {
   return r->ok;
 }
 
+// Top-k sparse decoding (DeepSeek V3.2's DSA, NSA-style selection): 16
+// decodes forked from one sequence of 131072 cached tokens (its pages
+// shared, so the cache fits this machine), each row listing K = 2048
+// positions spread over the whole sequence (an indexer's choice). Timed
+// interleaved with decode-16x2048 (a dense decode reading as many keys);
+// the second line gives it and the ratio.
+bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
+  const int n = 16, K = 2048;
+  // (Built only, on a fake GPU: the same pipelines over a shorter prompt.)
+  const int32_t cached = g_build_only ? 4096 : 131072;
+  Shape s = kGqa;
+  vkattn_kv_cache_desc kd;
+  vkattn_kv_cache_desc_init(&kd);
+  kd.num_layers = 1, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.d;
+  kd.num_pages = uint32_t(cached / 16 + n + 1);
+  vkattn_kv_cache* cache = nullptr;
+  check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
+  progress("%s: filling 131072 keys", r->name.c_str());
+  // The prompt in chunks of 16384 tokens: K/V rows 0 .. cached - 1.
+  auto rows_of = [&](uint64_t kind, uint64_t first, uint64_t count) {
+    vkattn_tensor* t = make(ctx, {int64_t(count), s.Hkv, s.d});
+    fill(t, kind, first * s.Hkv * s.d, count * s.Hkv * s.d);
+    return t;
+  };
+  for (int32_t at = 0; at < cached; at += 16384) {
+    const int64_t id = 0;
+    const int32_t t = std::min(16384, cached - at);
+    vkattn_step* st = nullptr;
+    check(vkattn_step_begin(cache, 1, &id, &t, &st), "step_begin");
+    vkattn_tensor *k = rows_of(1, at, t), *v = rows_of(2, at, t);
+    check(vkattn_step_append(st, 0, k, v), "step_append");
+    check(vkattn_step_commit(st), "step_commit");
+    vkattn_tensor_destroy(k);
+    vkattn_tensor_destroy(v);
+  }
+  std::vector<int64_t> ids(n);
+  for (int i = 0; i < n; ++i) {
+    ids[i] = i;
+    if (i) check(vkattn_kv_cache_fork(cache, 0, i), "kv_cache_fork");
+  }
+  // The step: one new token each (the same K/V row, key `cached`).
+  const std::vector<int32_t> fresh(n, 1);
+  vkattn_step* step = nullptr;
+  check(vkattn_step_begin(cache, n, ids.data(), fresh.data(), &step), "step_begin");
+  vkattn_tensor* kn = make(ctx, {n, s.Hkv, s.d});
+  vkattn_tensor* vn = make(ctx, {n, s.Hkv, s.d});
+  for (auto [t, kind] : {std::pair<vkattn_tensor*, uint64_t>{kn, 1}, {vn, 2}}) {
+    const uint64_t w = uint64_t(s.Hkv) * s.d;
+    std::vector<uint16_t> h(n * w);
+    for (uint64_t x = 0; x < h.size(); ++x)
+      h[x] = vkattn_ref::f32_to_f16(value(kind, uint64_t(cached) * w + x % w));
+    check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
+  }
+  check(vkattn_step_append(step, 0, kn, vn), "step_append");
+  vkattn_tensor* q = make(ctx, {n, s.H, s.d});
+  vkattn_tensor* o = make(ctx, {n, s.H, s.d});
+  fill(q, 0, 0, uint64_t(n) * s.H * s.d);
+  // Lists: K distinct positions spread over the sequence, per row.
+  const int32_t u = cached + 1;
+  s.topk_k = K;
+  s.topk.resize(size_t(n) * K);
+  for (int i = 0; i < n; ++i)
+    for (int x = 0; x < K; ++x) s.topk[size_t(i) * K + x] = int32_t((int64_t(x) * 64 + i * 7) % u);
+  vkattn_tensor* lists = nullptr;
+  const int64_t ls[2] = {n, K};
+  check(vkattn_tensor_create(ctx, VKATTN_I32, 2, ls, &lists), "tensor_create");
+  check(vkattn_tensor_write(lists, s.topk.data(), s.topk.size() * 4), "tensor_write");
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = 1;
+  desc.topk_indices = lists;
+  std::vector<Seq> seqs;
+  for (int i = 0; i < n; ++i) seqs.push_back({1, u, uint64_t(i), 0});
+  auto record = [&] { check(vkattn_step_attention(step, 0, &desc, q, o), "step_attention"); };
+  Result dense_r;
+  dense_r.name = r->name + " (dense)";
+  LayerCase dense(ctx, &dense_r, kGqa, std::vector<int32_t>(n, 2048), std::vector<int32_t>(n, 1));
+  progress("%s: verifying", r->name.c_str());
+  record();
+  std::vector<uint16_t> out(uint64_t(n) * s.H * s.d);
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  double ref_ms_per_gflop = 0;
+  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  r->ok = r->max_err <= kTolF16 && dense_r.ok;
+  if (r->ok) {
+    progress("%s: timing, interleaved with decode-16x2048", r->name.c_str());
+    std::vector<double> ms[2];
+    for (int rep = 0; rep < g_reps; ++rep) {
+      const double warm = rep == 0 ? kWarmupMs : 0;
+      ms[0].push_back(time_gpu(ctx, record, 1, warm));
+      ms[1].push_back(time_gpu(
+          ctx, [&] { dense.record(); }, 1, warm));
+    }
+    g_last_times = ms[0];
+    add_spread(*r);
+    r->median_ms = median(ms[0]);
+    double flops, bytes;
+    work(s, seqs, &flops, &bytes);
+    r->flops = flops, r->bytes = bytes;
+    r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+    r->variant = variant_name(ctx, s.d, s.d, s.H / s.Hkv, s.H / s.Hkv);
+    const double ms_dense = median(ms[1]);
+    r->extra.push_back({"dense_decode_ms", ms_dense});
+    r->extra.push_back({"topk_over_dense", r->median_ms / ms_dense});
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "decode-16x2048 (dense, interleaved): %.3f ms; top-k / dense %.2fx", ms_dense,
+                  r->median_ms / ms_dense);
+    r->lines.push_back(line);
+  }
+  vkattn_step_abort(step);
+  for (vkattn_tensor* t : {kn, vn, q, o, lists}) vkattn_tensor_destroy(t);
+  vkattn_kv_cache_destroy(cache);
+  return r->ok;
+}
+
 // 12 decodes over 512 + 325 i cached tokens and a 256-token chunk over 1024.
 bool mixed_step(vkattn_context* c, Result* r) {
   std::vector<int32_t> cached;
@@ -908,6 +1050,10 @@ const std::vector<Case>& all_cases() {
       {"spec-tree-64x4096",
        "paged: 8 sequences verifying a 64-node draft tree over 4096 cached, 32/8 heads, d 128",
        spec_tree_64x4096},
+      {"topk-decode-2048-of-131072",
+       "paged: 16 decodes forked from 131072 cached, each reading its own 2048 listed keys, "
+       "32/8 heads, d 128",
+       topk_decode_2048_of_131072},
       {"mixed-step", "paged: 12 decodes over 512 + 325 i, a 256 chunk over 1024, one step",
        mixed_step},
       {"serving-step",

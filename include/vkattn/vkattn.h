@@ -777,9 +777,16 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * offsets; entries below 0 or at or past u are skipped (-1 pads a short
  * list); a position listed twice counts twice (callers pass distinct
  * positions, as top-k gives); K = 0 leaves every row empty. The list is
- * one more "and" like the tree's. NOT YET IMPLEMENTED in this release: a
- * call that sets topk_indices is validated (an I32 tensor [rows, K] or
- * [rows, Hkv, K]) and then returns VKATTN_ERROR_UNSUPPORTED.
+ * one more "and" like the tree's: causal, windows, masks, padding, trees
+ * and spans still apply to the listed keys. vkattn never reads the tensor
+ * on the host (an indexer may write it on the GPU just before the call)
+ * and never reads a key that is not listed: a top-k call runs on the
+ * decode family (forcing another family is logged as declined, never an
+ * error) in tiles of one query token whose work is its list's K slots
+ * (VKATTN_LOG=kernels: read= and pairs= count list slots, K per tile and
+ * per row). Over a paged cache or caller pools whose pages lie in several
+ * buffers, each buffer's pass scans the list and reads the listed keys of
+ * its own pages; the passes merge by lse.
  *
  * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
  * padding positions may hold NaN/Inf without reaching any visible output.
@@ -910,8 +917,10 @@ typedef struct vkattn_attention_desc {
   /** Top-k sparse attention (DeepSeek V3.2's DSA, NSA-style selection; see
    * "Top-k" above): an I32 tensor [rows, K] (one list per query row, every
    * head) or [rows, Hkv, K] (a list per kv head), rows = the call's query
-   * tokens in its order (total_q; padded: B * Sq); optional, borrowed for
-   * the call, never read on the host. */
+   * tokens in its order (total_q; padded: B * Sq; steps: step order);
+   * optional, borrowed for the call, never read on the host. Another
+   * dtype, rank or first/middle dim is INVALID_ARGUMENT; a tensor larger
+   * than one storage binding of the device is UNSUPPORTED. */
   vkattn_tensor* topk_indices;
 } vkattn_attention_desc;
 

@@ -30,6 +30,7 @@
 #define F_CHUNK 2048u         // Seq::chunk_size (compiled in: FEATURES)
 #define F_SPAN 4096u          // Seq::span_lo/span_hi (compiled in: FEATURES)
 #define F_TREE 8192u          // Seq::tree_off/tree_w, binding 15 (compiled in: FEATURES)
+#define F_TOPK 16384u         // Seq::topk_*, binding 16 (decode family; compiled in: FEATURES)
 
 // A row's normalization from its online-softmax state (running max m,
 // running sum l): (1 / l, lse). l > 0: the row saw keys. l = 0: it saw
@@ -82,6 +83,10 @@ struct Seq {
   uint span_lo, span_hi;
   // F_TREE: tree_w words per row (0: no tree), row 0's at tree_off.
   uint tree_off, tree_w, pad2;
+  // F_TOPK: token i's list for kv head h starts at element topk_off +
+  // i * topk_stride + h * topk_hs of binding 16 (an item's range counts
+  // list slots, not keys).
+  uint topk_off, topk_stride, topk_hs, pad3;
 };
 
 #endif

@@ -107,7 +107,10 @@ uint pw0 = 0u;
 uint page_of(Seq sq, uint key) {
   uint e = key / pc.page_size;
   if (PAGE_WINDOW && e - pw0 < PW) return sh_pages[e - pw0];  // (e < pw0 wraps: outside)
-  return block_table[sq.k_off + e - pc.table_base];
+  uint p = block_table[sq.k_off + e - pc.table_base];
+  // (F_TOPK over several pool buffers: a page of another buffer is NO_SLOT
+  // here; its keys are hidden, and a hidden key's load reads page 0.)
+  return (FEATURES & F_TOPK) != 0u && p == NO_SLOT ? 0u : p;
 }
 
 // Refills the window from entry `first` (uniform in the workgroup); `last`:
@@ -123,6 +126,19 @@ void fill_page_window(Seq sq, uint first, uint last, uint lane) {
 }
 #include "attention_mask.glsl"
 #include "attention_store.glsl"
+
+// F_TOPK: the key position in slot `slot` of token `tok`'s list (this
+// item's kv head), or NO_SLOT where the entry names none: below 0, at or
+// past u, or (paged, the pages in several pool buffers) a key whose page
+// lies in another buffer than this pass's (its block-table entry in this
+// pass's copy of the table is NO_SLOT; that buffer's pass reads it).
+uint listed_key(Seq sq, uint tok, uint kv_head, uint slot) {
+  int p = topk_idx[sq.topk_off + tok * sq.topk_stride + kv_head * sq.topk_hs + slot];
+  if (p < 0 || uint(p) >= sq.u) return NO_SLOT;
+  if (PAGED != 0u && block_table[sq.k_off + uint(p) / pc.page_size - pc.table_base] == NO_SLOT)
+    return NO_SLOT;
+  return uint(p);
+}
 
 // Sum of a value over the LPK lanes of a key group (shuffle variant).
 #if DECODE_SUBGROUP_OPS != 0
@@ -188,9 +204,17 @@ void main() {
   uvec4 kr[KPG * UK], vr[KPG * UV];
   float ksc[KPG], vsc[KPG];
   uint ksb[KPG], vsb[KPG];
-#define LOAD_TILE(kt, KR, VR, KS, VSC, KSB, VSB)                                           \
+  // F_TOPK: the tile's key positions (NO_SLOT: hidden); the item's range
+  // counts slots of one token's list (a top-k tile holds one token).
+  uint kpos[KPG];
+  const uint list_tok = it.row0 / G;
+#define LOAD_TILE(kt, KR, VR, KS, VSC, KSB, VSB, KP)                                       \
   [[unroll]] for (uint j = 0u; j < KPG; ++j) {                                             \
     uint key = min((kt) + j * NKG + kg, k_last);                                           \
+    if (uses(F_TOPK)) {                                                                    \
+      KP[j] = listed_key(sq, list_tok, it.kv_head, key);                                   \
+      key = KP[j] == NO_SLOT ? 0u : KP[j];                                                 \
+    }                                                                                      \
     uint kb = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);                 \
     uint vb = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);                 \
     [[unroll]] for (uint n = 0u; n < UK; ++n)                                              \
@@ -205,19 +229,19 @@ void main() {
   const uint last_page = k_last / max(pc.page_size, 1u);
   if (PAGE_WINDOW) fill_page_window(sq, it.k_begin / pc.page_size, last_page, lin);
   if (it.k_begin < it.k_end) {
-    LOAD_TILE(it.k_begin, kr, vr, ksc, vsc, ksb, vsb)
+    LOAD_TILE(it.k_begin, kr, vr, ksc, vsc, ksb, vsb, kpos)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
     // The next tile's loads, issued before this tile's math (this tile's
     // words are in registers: the window may move first).
     uvec4 nkr[KPG * UK], nvr[KPG * UV];
     float nks[KPG], nvs[KPG];
-    uint nksb[KPG], nvsb[KPG];
+    uint nksb[KPG], nvsb[KPG], nkpos[KPG];
     if (PAGE_WINDOW && kt + BC < it.k_end &&
         min(kt + 2u * BC - 1u, k_last) / pc.page_size >= pw0 + PW)
       fill_page_window(sq, (kt + BC) / pc.page_size, last_page, lin);
     if (kt + BC < it.k_end) {
-      LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb)
+      LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb, nkpos)
     }
 
     // Partial dot products of this lane's units, then the key group's sums.
@@ -264,6 +288,10 @@ void main() {
       uint key = kt + j * NKG + kg;
       uint kc = min(key, k_last);
       bool key_ok = key < it.k_end;
+      if (uses(F_TOPK)) {  // the slot's key position
+        key_ok = key_ok && kpos[j] != NO_SLOT;
+        key = kc = kpos[j] == NO_SLOT ? 0u : kpos[j];
+      }
       if (uses(F_KEY_VALID)) key_ok = key_ok && key_is_valid(sq, kc);
       [[unroll]] for (uint i = 0u; i < RL; ++i) {
         float x = s[i * KPG + j] * ksc[j] * pc.scale;
@@ -325,6 +353,7 @@ void main() {
       vsc[j] = nvs[j];
       ksb[j] = nksb[j];
       vsb[j] = nvsb[j];
+      kpos[j] = nkpos[j];
     }
   }
 

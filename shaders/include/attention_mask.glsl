@@ -18,6 +18,9 @@ layout(std430, binding = 9) readonly buffer KeyValid {
 layout(std430, binding = 15) readonly buffer TreeWords {
   uint tree_words[];
 };
+layout(std430, binding = 16) readonly buffer TopK {
+  int topk_idx[];
+};
 
 // Causal (key <= pos) and window (pos - key <= window_left) for the row at
 // absolute position pos = u - t + token.

@@ -21,8 +21,8 @@ class Recorder;
 
 enum class BindingKind : uint8_t { kStorageBuffer, kUniformTexel };
 
-// Bindings of one kernel at most (attention_fwd has 13).
-constexpr size_t kMaxBindings = 16;
+// Bindings of one kernel at most (the attention families' have 17).
+constexpr size_t kMaxBindings = 20;
 
 struct KernelLayout {
   const char* shader;  // name of shaders/<name>.comp

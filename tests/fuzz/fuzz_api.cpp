@@ -495,6 +495,33 @@ class Fuzz {
       d.tree_indptr = tree_indptr.data();
       d.tree_mask = tree_words.empty() ? nullptr : tree_words.data();
     }
+    // Top-k lists now and then: any int32 values (pads, entries past u or
+    // below 0, repeats: all legal), a row or a kv head a list; or a wrong
+    // dtype or shape.
+    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+      const int64_t K = in_.ConsumeIntegralInRange<int64_t>(0, 12);
+      const bool per_head = in_.ConsumeBool();
+      switch (in_.ConsumeIntegralInRange<int>(0, 7)) {
+        case 0:
+          d.topk_indices = tensor(VKATTN_F32, {n, K});
+          valid = false;
+          break;
+        case 1:
+          d.topk_indices = tensor(VKATTN_I32, {n + 1, K});
+          valid = false;
+          break;
+        default: {
+          d.topk_indices =
+              per_head ? tensor(VKATTN_I32, {n, int64_t(hkv_), K}) : tensor(VKATTN_I32, {n, K});
+          std::vector<int32_t> x(size_t(n) * (per_head ? hkv_ : 1) * K);
+          for (int32_t& e : x)
+            e = in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int32_t>(-2, 300)
+                                  : in_.ConsumeIntegral<int32_t>();
+          expect_ok(vkattn_tensor_write(d.topk_indices, x.data(), x.size() * 4), "tensor_write");
+          break;
+        }
+      }
+    }
     const uint32_t H = d.num_heads > 0 && d.num_heads < 64 ? d.num_heads : 1;
     vkattn_tensor* q = tensor(VKATTN_F32, {n, H, d_});
     vkattn_tensor* out = tensor(VKATTN_F32, {n, H, dv_});

@@ -74,7 +74,7 @@ fi
 if [ "$quick" = "--quick" ]; then
   gpus="navi31 navi21 ga102 a740 a660 m1"
   cases="prefill-1k-d64 prefill-2k-gqa prefill-1k-d256 decode-16x512 decode-16x2048-gqa8 gptoss-decode mla-decode
-         decode-16x2048-q4-rot mla-prefill spec-tree-64x4096"
+         decode-16x2048-q4-rot mla-prefill spec-tree-64x4096 topk-decode-2048-of-131072"
 else
   gpus=$all_gpus
   cases="prefill-1k-d64 prefill-1k-8h-causal prefill-1k-d256 prefill-2k-gqa chunk-512-over-1536

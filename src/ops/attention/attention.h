@@ -27,6 +27,7 @@ struct AttentionCall {
   std::vector<int64_t> cu_q, cu_k;  // batch + 1 entries each
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
   Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr, *sinks = nullptr;
+  Tensor* topk = nullptr;          // desc->topk_indices: I32 [rows, K] or [rows, Hkv, K]
   std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none
   // Bidirectional spans, copied from the descriptor and checked against
   // the call's key counts (desc.span_indptr/spans are then cleared): batch

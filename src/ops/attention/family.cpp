@@ -20,10 +20,10 @@ const AttentionFamilyDesc& attention_family(AttentionFamily family) {
 const std::vector<BindingKind>& fwd_bindings() {
   using B = BindingKind;
   static const std::vector<BindingKind> bindings = {
-      B::kUniformTexel,  B::kUniformTexel,  B::kUniformTexel,  B::kStorageBuffer,
-      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
-      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
-      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer};
+      B::kUniformTexel,  B::kUniformTexel,  B::kUniformTexel,  B::kStorageBuffer, B::kStorageBuffer,
+      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
+      B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer, B::kStorageBuffer,
+      B::kStorageBuffer, B::kStorageBuffer};
   return bindings;
 }
 

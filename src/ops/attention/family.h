@@ -69,7 +69,8 @@ static_assert(sizeof(FwdPush) <= 128, "push constants fit every device");
 
 // The bindings of every family's forward shader, in this order: q, k, v
 // (texel views), out, lse, items, seqs, mask, alibi, key_valid, partial
-// rows, partial lse, block table, sinks, 8-bit cache scales, tree words.
+// rows, partial lse, block table, sinks, 8-bit cache scales, tree words,
+// top-k lists.
 const std::vector<BindingKind>& fwd_bindings();
 
 // A named specialization struct (one 32-bit field per constant_id, in

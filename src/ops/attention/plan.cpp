@@ -71,6 +71,8 @@ void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun
         lo = hi > lo ? std::min<int64_t>(lo, run.lo) : run.lo;
         hi = std::max<int64_t>(hi, run.hi);
       }
+      // Top-k: the token's list slots (no keys: none of them is visible).
+      if (s.topk) lo = 0, hi = sq.u > 0 ? s.topk_k : 0;
       for (uint32_t h = 0; h < s.num_kv_heads; ++h) {
         PlanTile tile{};
         tile.seq = rec;
@@ -115,6 +117,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     if (s.mask_window_elems && sq.u)
       toks = std::min<uint64_t>(toks, std::max<uint64_t>(1, s.mask_window_elems / sq.u));
     toks = std::max<uint64_t>(toks, 1);
+    if (s.topk) toks = 1;  // a token's own list per tile
     // (Records are appended below: sq is not used past this line.)
     const std::vector<TokenRun> runs = token_runs(s, b, sq.t, sq.u);
     for (const TokenRun& run : runs) {
@@ -175,7 +178,15 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
     // Pieces of the key range: whole, or cut where the pool buffer changes.
     pieces.clear();
-    if (segments) {
+    if (segments && s.topk) {
+      // Listed keys may lie anywhere: the whole list once per pool buffer
+      // the sequence's pages lie in (each pass reads the keys of its own).
+      for (const KeySegment& g : (*segments)[plan.seq_of[t.seq]]) {
+        bool seen = false;
+        for (const KeySegment& p : pieces) seen = seen || p.buffer == g.buffer;
+        if (!seen && k_begin < k_end) pieces.push_back({k_begin, k_end, g.buffer});
+      }
+    } else if (segments) {
       for (const KeySegment& g : (*segments)[plan.seq_of[t.seq]]) {
         uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
         if (b < e) pieces.push_back({b, e, g.buffer});

@@ -45,6 +45,10 @@ enum AttentionFlags : uint32_t {
   // desc->tree_indptr (PlanSeq::tree_off/tree_w; the words: binding 15);
   // compiled in only when a call has trees.
   kFlagTree = 8192,
+  // desc->topk_indices (PlanSeq::topk_*; the lists: binding 16): items
+  // count list slots; the decode family only, compiled in only when a
+  // call has lists.
+  kFlagTopk = 16384,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
@@ -69,14 +73,17 @@ struct PlanItem {
 // window_right and chunk_size: the call's (the same in every record).
 // [span_lo, span_hi): the bidirectional span every row of this record's
 // items lies in (empty: none). tree_w: words per row of the sequence's
-// tree (0: none), row 0's first at word tree_off of the call's tree words. A sequence's rows inside
-// a span get a copy of its record with the span set (Plan::seq_of says whose).
+// tree (0: none), row 0's first at word tree_off of the call's tree words.
+// Top-k: token i's list for kv head h at element topk_off + i * topk_stride
+// + h * topk_hs of the call's lists (Hkv lists a token: topk_hs = K, else 0). A sequence's rows
+// inside a span get a copy of its record with the span set (Plan::seq_of says whose).
 struct PlanSeq {
   uint32_t q_off, k_off, t, u;
   uint32_t mask_off;
   int32_t window_right;
   uint32_t chunk_size, span_lo;
   uint32_t span_hi, tree_off, tree_w, pad2;
+  uint32_t topk_off, topk_stride, topk_hs, pad3;
 };
 // Combine item: merges n_slots partials of rows [row0, row_end) of a tile,
 // split s at arena row src + s * stride + r, into the partial at dst + r, or
@@ -85,7 +92,7 @@ struct CombineItem {
   uint32_t seq, kv_head, row0, row_end;
   uint32_t src, stride, n_slots, dst;
 };
-static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 48 && sizeof(CombineItem) == 32,
+static_assert(sizeof(PlanItem) == 32 && sizeof(PlanSeq) == 64 && sizeof(CombineItem) == 32,
               "std430 layout");
 
 struct PlanShape {
@@ -127,6 +134,11 @@ struct PlanShape {
   // 2 * span_indptr[b + 1])); null: none.
   const int32_t* span_indptr = nullptr;
   const int32_t* spans = nullptr;
+  // Top-k lists (desc->topk_indices): tiles of one token whose items split
+  // the K slots of its list (each over every pool buffer its sequence's
+  // pages lie in) instead of a key range.
+  bool topk = false;
+  uint32_t topk_k = 0;
 };
 
 // A tile: rows [row0, row_end) of (seq, kv_head); its items are

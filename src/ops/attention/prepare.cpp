@@ -158,6 +158,7 @@ uint32_t call_flags(const AttentionCall& c) {
   if (d.chunk_size > 0) flags |= kFlagChunk;
   if (!c.span_indptr.empty()) flags |= kFlagSpan;
   if (!c.tree_indptr.empty()) flags |= kFlagTree;
+  if (c.topk) flags |= kFlagTopk;
   if (d.softcap > 0.0f) flags |= kFlagSoftcap;
   if (c.alibi) flags |= kFlagAlibi;
   if (d.mask_type == VKATTN_MASK_BOOL) flags |= kFlagMaskBool;
@@ -181,6 +182,8 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   cfg.qvec = pp.qvec, cfg.kvec = pp.kvec, cfg.vvec = pp.vvec;
   cfg.paged = c.paged();
   cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
+  // Top-k lists: the decode family's only (the others never get a call with them).
+  if (pp.var.family != AttentionFamily::kDecode) cfg.features &= ~uint32_t(kFlagTopk);
   if (ctx.options().fault_kernels >> static_cast<uint32_t>(pp.var.family) & 1u)
     cfg.features |= kFeatureFault;
   if (ctx.options().fault_odd_stores) cfg.features |= kFeatureFaultOdd;
@@ -217,10 +220,30 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
   else if (!c.step)
     pp.k = row_layout(*c.k, &ok), pp.v = row_layout(*c.v, &ok);
   // The variant and its texel widths (a self-check's call: the pinned ones).
-  auto choose = [&](const KernelOptions& opts) {
+  auto choose = [&](const KernelOptions& opts_in) {
+    // Top-k lists run on the decode family, in tiles of one token (its
+    // list), whatever family is forced or tuned (which is then logged as
+    // declined) and without the page window (listed keys are not in order).
+    KernelOptions opts = opts_in;
+    std::string topk_note;
+    if (c.topk) {
+      if (opts.attn_kernel != KernelOptions::kUnset &&
+          opts.attn_kernel != static_cast<uint32_t>(AttentionFamily::kDecode))
+        topk_note =
+            std::string(attention_family(static_cast<AttentionFamily>(opts.attn_kernel)).name) +
+            " to decode: top-k lists run on the decode family";
+      opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
+      opts.attn_page_window = 0;
+    }
     pp.var = c.pinned ? c.pinned->var
                       : choose_attention_variant(ctx.device(), opts, d.head_dim, d.head_dim_v,
-                                                 max_rows, kv_dt, group);
+                                                 c.topk ? group : max_rows, kv_dt, group);
+    if (c.topk && pp.var.family != AttentionFamily::kDecode)
+      fail(VKATTN_ERROR_UNSUPPORTED,
+           "desc->topk_indices: top-k lists run on the decode family, which declines this call (",
+           pp.var.fallback, ")");
+    if (!topk_note.empty())
+      pp.var.fallback = pp.var.fallback.empty() ? topk_note : topk_note + "; " + pp.var.fallback;
     const bool scalar = pp.var.scalar_fetch;
     pp.kvec = texel_kind(kv_dt, d.head_dim, scalar);
     pp.vvec = texel_kind(kv_dt, d.head_dim_v, scalar);
@@ -280,6 +303,10 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
   // A failed self-check moves the call to the next family with the
   // context's own options (a tuned entry's knobs are its family's).
   if (!c.pinned) settle_checked_variant(ctx, c, pp, opts, choose);
+  if (c.topk && pp.var.family != AttentionFamily::kDecode)
+    fail(VKATTN_ERROR_UNSUPPORTED,
+         "desc->topk_indices: top-k lists run on the decode family, "
+         "which failed its self-check on this device");
 }
 
 // What one token / key / mask element costs in each binding.
@@ -293,6 +320,7 @@ CallUnits call_units(const AttentionCall& c, const PreparedPlan& pp) {
   u.v_key = c.paged() ? 0 : pp.v.unit();
   u.key_valid = c.key_valid.empty() ? 0 : 1;
   u.mask_elem = c.mask ? dtype_size(c.mask->dtype()) : 0;
+  u.topk = c.topk != nullptr;
   u.group = d.num_heads / d.num_kv_heads;
   u.page_size = c.step ? c.step->cache().desc().page_size : c.pools ? c.pools->page_size : 0;
   return u;
@@ -341,6 +369,8 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   if (!c.span_indptr.empty())
     shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
   shape.batch_invariant = invariant;
+  if (c.topk)
+    shape.topk = true, shape.topk_k = static_cast<uint32_t>(c.topk->dim(c.topk->ndim() - 1));
   if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode
@@ -451,7 +481,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
   const CallUnits& u = pp->units;
   const ScheduleLimits lim = schedule_limits(ctx, c, *pp);
   PlanShape shape = plan_shape(c, *pp, lim, part, invariant);
-  std::vector<uint32_t> table;
+  std::vector<uint32_t> table, table_buf;  // (table_buf: each entry's binding)
   std::vector<std::vector<KeySegment>> segments;
   if (c.pools) {
     // Caller pools are bound in windows of window_pages pages.
@@ -492,7 +522,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       // read from gathered copies (PreparedPlan::gathered), in chunks of one
       // binding's pages from its first page on.
       bool gather = false;
-      if (invariant && include[b] && c.cu_q[b + 1] > c.cu_q[b])
+      if (invariant && include[b] && c.cu_q[b + 1] > c.cu_q[b] && !c.topk)
         for (uint64_t i = 1; i < n_pages && !gather; ++i)
           gather = binding_of(page_of(b, i)) != binding_of(page_of(b, 0));
       const uint32_t chunk0 = static_cast<uint32_t>(pp->gather_first.size());
@@ -506,6 +536,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
           pp->gathered.push_back(page);
         }
         table.push_back(local);
+        table_buf.push_back(buf);
         auto& seg = segments[b];
         const uint32_t k0 = static_cast<uint32_t>(i * ps);  // < uu < 2^31
         const uint32_t k1 = static_cast<uint32_t>(std::min(uu, i * ps + ps));
@@ -532,6 +563,33 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     for (size_t r = c.batch; r < plan.seqs.size(); ++r) {  // span records: their sequence's
       plan.seqs[r].k_off = plan.seqs[plan.seq_of[r]].k_off;
       plan.offs[r].k = plan.offs[plan.seq_of[r]].k;
+    }
+  }
+  if (c.topk) {
+    // Top-k: each record points at its sequence's first list.
+    const uint64_t k = uint64_t(c.topk->dim(c.topk->ndim() - 1));
+    const bool per_head = c.topk->ndim() == 3;
+    const uint64_t stride = per_head ? k * c.desc.num_kv_heads : k;
+    for (size_t r = 0; r < plan.seqs.size(); ++r) {
+      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
+      plan.seqs[r].topk_off = static_cast<uint32_t>(uint64_t(c.cu_q[b]) * stride);
+      plan.seqs[r].topk_stride = static_cast<uint32_t>(stride);
+      plan.seqs[r].topk_hs = per_head ? static_cast<uint32_t>(k) : 0u;
+    }
+    // Pages in several pool buffers: a table copy per buffer.
+    std::vector<uint32_t> bufs(table_buf);
+    std::sort(bufs.begin(), bufs.end());
+    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+    if (bufs.size() > 1) {
+      pp->table_len = static_cast<uint32_t>(table.size());
+      std::vector<uint32_t> all;
+      all.reserve(table.size() * bufs.size());
+      for (uint32_t i = 0; i < bufs.size(); ++i) {
+        pp->table_copy_of[bufs[i]] = i;
+        for (size_t e = 0; e < table.size(); ++e)
+          all.push_back(table_buf[e] == bufs[i] ? table[e] : kNoSlot);
+      }
+      table.swap(all);
     }
   }
   if (!c.tree_indptr.empty()) {

@@ -6,6 +6,7 @@
 // open batch's host ring.
 #pragma once
 
+#include <map>
 #include <memory>
 
 #include "core/binding_window.h"
@@ -26,7 +27,7 @@ constexpr uint64_t kRegionAlign = 256;
 // call uses them (its FEATURES specialization constant).
 constexpr uint32_t kCompiledFlags = kFlagSoftcap | kFlagAlibi | kFlagMaskBool | kFlagMaskAdd |
                                     kFlagKeyValid | kFlagWindowRight | kFlagChunk | kFlagSpan |
-                                    kFlagTree;
+                                    kFlagTree | kFlagTopk;
 
 inline uint64_t round_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
@@ -77,6 +78,12 @@ struct PreparedPlan {
   const char* source = "table";
   uint32_t window_pages = 0;  // caller pools: pages of one binding window
   Region items, combine, seqs, table;
+  // Top-k over pages in several pool buffers: the block table once per
+  // buffer, entries of the other buffers' pages NO_SLOT (a pass reads the
+  // listed keys of its own buffer). table_len: entries of one copy;
+  // table_copy_of: a buffer's copy. Empty: one table.
+  uint32_t table_len = 0;
+  std::map<uint32_t, uint32_t> table_copy_of;
   // Where the kernels read the regions above: device-local memory
   // (VKATTN_PLAN_MEMORY=device, discrete GPUs' default) or host-visible.
   // A device plan's bytes wait in plan_image until a call records their

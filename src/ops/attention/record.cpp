@@ -71,6 +71,9 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
                        d.chunk_size};
   key.insert(key.end(), c.span_indptr.begin(), c.span_indptr.end());
   key.insert(key.end(), c.spans.begin(), c.spans.end());
+  // Top-k: K and whether a list per kv head (the records' list offsets).
+  key.push_back(c.topk ? uint64_t(c.topk->dim(c.topk->ndim() - 1)) + 1 : 0);
+  key.push_back(c.topk ? c.topk->ndim() : 0);
   key.push_back(c.tree_indptr.size());  // trees: where each sequence's words start
   key.insert(key.end(), c.tree_indptr.begin(), c.tree_indptr.end());
   auto it = c.step->plans.find(key);
@@ -191,6 +194,10 @@ class PassBinder {
           storage_window(caps_, Region{nullptr, s.buffer, s.offset, s.size}, 0, bytes, &start);
       if (start != 0) fail(VKATTN_ERROR_INTERNAL, "tree words bound from byte ", start);
     }
+    // Top-k lists: the whole tensor (plain: packed by record_attention).
+    const bool lists = c.topk && c.topk->buffer() && c.topk->numel() > 0;
+    topk_b_ = small_input(caps_, lists ? c.topk->buffer() : nullptr, lists ? c.topk->nbytes() : 0,
+                          ctx.dummy(), "desc->topk_indices");
     const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
     q_fmt_ = texel_format(q_dt, pp.qvec), k_fmt_ = texel_format(kv_dt, pp.kvec);
     v_fmt_ = texel_format(kv_dt, pp.vvec);
@@ -329,12 +336,17 @@ class PassBinder {
     push_.mask_base = static_cast<uint32_t>(start / mask_es_);
     BoundBuffer kvb = storage_window(caps_, key_valid_r_, sp.keys.lo, sp.keys.hi, &start);
     push_.key_valid_base = static_cast<uint32_t>(start);
-    BoundBuffer tb = storage_window(caps_, pp_.table, sp.table.lo * 4, sp.table.hi * 4, &start);
-    push_.table_base = static_cast<uint32_t>(start / 4);
+    // (Top-k over several pool buffers: this buffer's copy of the table.)
+    uint64_t copy = 0;
+    if (!pp_.table_copy_of.empty())
+      copy = uint64_t(pp_.table_copy_of.at(pass.buffer)) * pp_.table_len;
+    BoundBuffer tb = storage_window(caps_, pp_.table, (copy + sp.table.lo) * 4,
+                                    (copy + sp.table.hi) * 4, &start);
+    push_.table_base = static_cast<uint32_t>(start / 4 - copy);
     push_.n_items = pass.count;
     return pipes_.prepare(rec_, p,
                           {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb,
-                           sinks_b_, scales_b_, tree_b_},
+                           sinks_b_, scales_b_, tree_b_, topk_b_},
                           &push_, sizeof(push_), pass.count);
   }
 
@@ -440,7 +452,7 @@ class PassBinder {
   const Region dummy_;
   RowLayout ql_, ol_;  // this call's q and out rows
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
-  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_, tree_b_;
+  BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_, tree_b_, topk_b_;
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};
@@ -541,6 +553,8 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     c.q = in(c.q, false);
   }
   c.mask = packed.input(c.mask), c.alibi = packed.input(c.alibi), c.sinks = packed.input(c.sinks);
+  // (Bound whole from its first element; K = 0 owns no memory: a stub.)
+  if (c.topk && c.topk->numel() > 0) c.topk = packed.input(c.topk);
   if (!rows_bindable(caps, *c.out, false)) c.out = packed.output(c.out);
   c.lse = packed.output(c.lse);
   const std::vector<std::shared_ptr<PreparedPlan>> plans = attention_plans(ctx, c);

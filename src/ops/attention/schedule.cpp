@@ -59,13 +59,15 @@ PassSpans item_spans(const Plan& plan, const CallUnits& u, const PlanItem& it) {
   const uint64_t tok_first = it.row0 / u.group, tok_last = (it.row_end - 1) / u.group;
   sp.tokens.add(o.q + tok_first, o.q + tok_last + 1);
   sp.seqs.add(it.seq, it.seq + 1ull);
-  if (it.k_end > it.k_begin) {
+  // (Top-k: the listed keys may be any of the sequence's.)
+  const uint64_t k_begin = u.topk ? 0 : it.k_begin, k_end = u.topk ? sq.u : it.k_end;
+  if (it.k_end > it.k_begin && k_end > k_begin) {
     if (u.page_size)
-      sp.table.add(o.k + it.k_begin / u.page_size, o.k + (it.k_end - 1) / u.page_size + 1);
+      sp.table.add(o.k + k_begin / u.page_size, o.k + (k_end - 1) / u.page_size + 1);
     else
-      sp.keys.add(o.k + it.k_begin, o.k + it.k_end);
+      sp.keys.add(o.k + k_begin, o.k + k_end);
     if (u.mask_elem)
-      sp.mask.add(o.mask + tok_first * sq.u + it.k_begin, o.mask + tok_last * sq.u + it.k_end);
+      sp.mask.add(o.mask + tok_first * sq.u + k_begin, o.mask + tok_last * sq.u + k_end);
   }
   return sp;
 }

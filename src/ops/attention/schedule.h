@@ -51,6 +51,7 @@ struct CallUnits {
   uint64_t mask_elem = 0;  // bytes per custom-mask element
   uint32_t group = 1;      // H / Hkv
   uint32_t page_size = 0;  // paged: tokens per page (table spans); 0 unpaged
+  bool topk = false;       // items count list slots: they may read any key of their sequence
 };
 
 struct ScheduleLimits {

@@ -186,6 +186,27 @@ struct CheckCall {
       k.tree_words = {0x1u, 0x3u | 0xf0u /* bits past t: ignored */, 0x0u};
       p.tree_indptr = k.tree_indptr.data(), p.tree_mask = k.tree_words.data();
     }
+    // Top-k lists by their presence (a list per kv head, as the call's
+    // shape says, or one per row): each row lists some of its sequence's
+    // keys out of order, a repeat, a -1 pad and a position at u.
+    if (f & kFlagTopk) {
+      const bool per_head = c.topk && c.topk->ndim() == 3;
+      const int64_t K = 6, lists = per_head ? hkv : 1;
+      htopk.resize(size_t(tq * lists * K));
+      for (int64_t r = 0; r < tq; ++r) {
+        const int32_t uu = r < t[0] ? u[0] : u[1];
+        for (int64_t h = 0; h < lists; ++h) {
+          int32_t* l = &htopk[size_t((r * lists + h) * K)];
+          l[0] = uu - 1 - int32_t(r + h) % uu, l[1] = int32_t(r * 5 + h) % uu, l[2] = -1;
+          l[3] = l[0], l[4] = uu, l[5] = int32_t(tile + r) % uu;
+        }
+      }
+      topk_t = per_head ? new_tensor(ctx, VKATTN_I32, {tq, int64_t(hkv), K})
+                        : new_tensor(ctx, VKATTN_I32, {tq, K});
+      topk_t->write(htopk.data());
+      k.topk = topk_t.get();
+      p.topk = htopk.data(), p.topk_k = int(K), p.topk_per_head = per_head;
+    }
     if (f & kFlagSoftcap) {
       desc.softcap = c.desc.softcap > 0 ? c.desc.softcap : 30.0f;
       p.softcap = desc.softcap;
@@ -360,8 +381,8 @@ struct CheckCall {
   ref::AttentionParams p;
   std::vector<float> hq, hk, hv, hmask, halibi, hsinks;
   std::vector<uint8_t> hbool;
-  std::vector<int32_t> hvalid;
-  std::shared_ptr<Tensor> q, out, lse, mask, alibi, sinks, kt, vt, odd_base, odd_out;
+  std::vector<int32_t> hvalid, htopk;
+  std::shared_ptr<Tensor> q, out, lse, mask, alibi, sinks, kt, vt, odd_base, odd_out, topk_t;
   std::shared_ptr<KvCache> cache;
   std::unique_ptr<Step> step;
 };
@@ -551,9 +572,11 @@ void self_check_up_front(Context& ctx, const vkattn_attention_desc* desc, vkattn
   c.desc.span_indptr = nullptr, c.desc.spans = nullptr;
   if (d.tree_indptr) c.tree_indptr = {0, 0};  // trees, by their presence
   c.desc.tree_indptr = nullptr, c.desc.tree_mask = nullptr;
-  if (d.topk_indices)
-    fail(VKATTN_ERROR_UNSUPPORTED,
-         "desc->topk_indices: top-k sparse attention is not implemented in this release");
+  if (d.topk_indices)  // top-k lists by their presence (a stand-in of the desc's rank)
+    c.topk = vkattn_tensor_ndim(d.topk_indices) == 3
+                 ? tensor(VKATTN_I32, {t, int64_t(1), int64_t(1)})
+                 : tensor(VKATTN_I32, {t, int64_t(1)});
+  c.desc.topk_indices = nullptr;
   if (!c.mask && d.mask_type != VKATTN_MASK_NONE) {
     AttentionCall probe = c;
     probe.desc.mask_type = VKATTN_MASK_NONE;

@@ -208,9 +208,9 @@ void take_trees(Context& ctx, AttentionCall& c) {
             ", must be the call's query tokens ", rows);
     require(t->ndim() == 2 || t->dim(1) == d.num_kv_heads, "desc->topk_indices' middle dim is ",
             t->dim(1), ", must be num_kv_heads ", d.num_kv_heads);
-    fail(VKATTN_ERROR_UNSUPPORTED,
-         "desc->topk_indices: top-k sparse attention is not implemented in this release "
-         "(trees are; see vkattn.h \"Top-k\")");
+    require(t->dim(t->ndim() - 1) <= INT32_MAX, "desc->topk_indices' K ", t->dim(t->ndim() - 1),
+            " is above 2^31 - 1");
+    c.topk = t;
   }
   if (!indptr) return;
   require(indptr[0] == 0, "desc->tree_indptr[0] is ", indptr[0], ", must be 0");
