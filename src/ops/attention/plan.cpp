@@ -86,6 +86,25 @@ void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun
     }
   }
 }
+// Pieces of a tile's key range [k_begin, k_end): whole, or cut where the
+// pool buffer changes (segs: the sequence's keys by buffer, or null).
+// Top-k: listed keys may lie anywhere, so the whole list once per buffer
+// the sequence's pages lie in (each pass reads the keys of its own).
+void range_pieces(const PlanShape& s, const std::vector<KeySegment>* segs, uint32_t k_begin,
+                  uint32_t k_end, std::vector<KeySegment>* pieces) {
+  pieces->clear();
+  for (const KeySegment& g : segs ? *segs : std::vector<KeySegment>{}) {
+    if (s.topk) {
+      bool seen = false;
+      for (const KeySegment& p : *pieces) seen = seen || p.buffer == g.buffer;
+      if (!seen && k_begin < k_end) pieces->push_back({k_begin, k_end, g.buffer});
+      continue;
+    }
+    const uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
+    if (b < e) pieces->push_back({b, e, g.buffer});
+  }
+  if (pieces->empty()) pieces->push_back({k_begin, k_end, 0});
+}
 }  // namespace
 
 Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const int64_t* cu_k,
@@ -176,23 +195,7 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     if (balance_keys && range > balance_keys) n = std::max(n, ceil_div(range, balance_keys));
     if (s.fixed_split_keys) n = std::max(n, ceil_div(range, s.fixed_split_keys));
     const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
-    // Pieces of the key range: whole, or cut where the pool buffer changes.
-    pieces.clear();
-    if (segments && s.topk) {
-      // Listed keys may lie anywhere: the whole list once per pool buffer
-      // the sequence's pages lie in (each pass reads the keys of its own).
-      for (const KeySegment& g : (*segments)[plan.seq_of[t.seq]]) {
-        bool seen = false;
-        for (const KeySegment& p : pieces) seen = seen || p.buffer == g.buffer;
-        if (!seen && k_begin < k_end) pieces.push_back({k_begin, k_end, g.buffer});
-      }
-    } else if (segments) {
-      for (const KeySegment& g : (*segments)[plan.seq_of[t.seq]]) {
-        uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
-        if (b < e) pieces.push_back({b, e, g.buffer});
-      }
-    }
-    if (pieces.empty()) pieces.push_back({k_begin, k_end, 0});
+    range_pieces(s, segments ? &(*segments)[plan.seq_of[t.seq]] : nullptr, k_begin, k_end, &pieces);
     t.first_item = static_cast<uint32_t>(plan.items.size());
     for (const KeySegment& g : pieces) {
       for (uint64_t b = g.begin; b < std::max<uint64_t>(g.end, g.begin + 1); b += chunk) {

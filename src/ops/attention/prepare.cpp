@@ -465,6 +465,50 @@ void upload_plan(Context& ctx, const AttentionCall& c, const std::vector<uint32_
   pp->table = Region{data, raw, base + o_table, std::max<uint64_t>(table_bytes, 16)};
 }
 
+// Trees' and top-k lists' fields of every record (span records too: their
+// sequence's), and (top-k over pages in several pool buffers) the block
+// table once per buffer, the other buffers' entries NO_SLOT (table_buf:
+// each entry's buffer).
+void set_rule_records(const AttentionCall& c, Plan& plan, const std::vector<uint32_t>& table_buf,
+                      std::vector<uint32_t>* table_io, PreparedPlan* pp) {
+  std::vector<uint32_t>& table = *table_io;
+  if (c.topk) {
+    const uint64_t k = uint64_t(c.topk->dim(c.topk->ndim() - 1));
+    const bool per_head = c.topk->ndim() == 3;
+    const uint64_t stride = per_head ? k * c.desc.num_kv_heads : k;
+    for (size_t r = 0; r < plan.seqs.size(); ++r) {
+      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
+      plan.seqs[r].topk_off = static_cast<uint32_t>(uint64_t(c.cu_q[b]) * stride);
+      plan.seqs[r].topk_stride = static_cast<uint32_t>(stride);
+      plan.seqs[r].topk_hs = per_head ? static_cast<uint32_t>(k) : 0u;
+    }
+    // Pages in several pool buffers: a table copy per buffer.
+    std::vector<uint32_t> bufs(table_buf);
+    std::sort(bufs.begin(), bufs.end());
+    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+    if (bufs.size() > 1) {
+      pp->table_len = static_cast<uint32_t>(table.size());
+      std::vector<uint32_t> all;
+      all.reserve(table.size() * bufs.size());
+      for (uint32_t i = 0; i < bufs.size(); ++i) {
+        pp->table_copy_of[bufs[i]] = i;
+        for (size_t e = 0; e < table.size(); ++e)
+          all.push_back(table_buf[e] == bufs[i] ? table[e] : kNoSlot);
+      }
+      table.swap(all);
+    }
+  }
+  if (!c.tree_indptr.empty()) {
+    // Trees: each record (span records too) points at its sequence's words.
+    for (size_t r = 0; r < plan.seqs.size(); ++r) {
+      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
+      const bool tree = c.tree_indptr[b + 1] > c.tree_indptr[b];
+      plan.seqs[r].tree_off = static_cast<uint32_t>(c.tree_indptr[b]);
+      plan.seqs[r].tree_w = tree ? (plan.seqs[r].t + 31) / 32 : 0;
+    }
+  }
+}
+
 std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c, PlanPart part) {
   host_alloc_point();
   auto pp = std::make_shared<PreparedPlan>();
@@ -565,42 +609,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       plan.offs[r].k = plan.offs[plan.seq_of[r]].k;
     }
   }
-  if (c.topk) {
-    // Top-k: each record points at its sequence's first list.
-    const uint64_t k = uint64_t(c.topk->dim(c.topk->ndim() - 1));
-    const bool per_head = c.topk->ndim() == 3;
-    const uint64_t stride = per_head ? k * c.desc.num_kv_heads : k;
-    for (size_t r = 0; r < plan.seqs.size(); ++r) {
-      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
-      plan.seqs[r].topk_off = static_cast<uint32_t>(uint64_t(c.cu_q[b]) * stride);
-      plan.seqs[r].topk_stride = static_cast<uint32_t>(stride);
-      plan.seqs[r].topk_hs = per_head ? static_cast<uint32_t>(k) : 0u;
-    }
-    // Pages in several pool buffers: a table copy per buffer.
-    std::vector<uint32_t> bufs(table_buf);
-    std::sort(bufs.begin(), bufs.end());
-    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
-    if (bufs.size() > 1) {
-      pp->table_len = static_cast<uint32_t>(table.size());
-      std::vector<uint32_t> all;
-      all.reserve(table.size() * bufs.size());
-      for (uint32_t i = 0; i < bufs.size(); ++i) {
-        pp->table_copy_of[bufs[i]] = i;
-        for (size_t e = 0; e < table.size(); ++e)
-          all.push_back(table_buf[e] == bufs[i] ? table[e] : kNoSlot);
-      }
-      table.swap(all);
-    }
-  }
-  if (!c.tree_indptr.empty()) {
-    // Trees: each record (span records too) points at its sequence's words.
-    for (size_t r = 0; r < plan.seqs.size(); ++r) {
-      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
-      const bool tree = c.tree_indptr[b + 1] > c.tree_indptr[b];
-      plan.seqs[r].tree_off = static_cast<uint32_t>(c.tree_indptr[b]);
-      plan.seqs[r].tree_w = tree ? (plan.seqs[r].t + 31) / 32 : 0;
-    }
-  }
+  set_rule_records(c, plan, table_buf, &table, pp.get());
   pp->sched = schedule_plan(plan, u, lim);
   const Schedule& sched = pp->sched;
   if (sched.items.empty()) return pp;

@@ -181,23 +181,7 @@ class PassBinder {
       std::memcpy(s.host, c.key_valid.data(), c.key_valid.size());
       key_valid_r_ = Region{nullptr, s.buffer, s.offset, s.size};
     }
-    // Trees: the call's words, bound whole (validate.cpp bounds them by one
-    // storage binding); the slice starts aligned, so a record's tree_off
-    // indexes the binding directly.
-    tree_b_ = small_input(caps_, nullptr, 0, ctx.dummy(), "");
-    if (!c.tree_words.empty()) {
-      const uint64_t bytes = c.tree_words.size() * 4;
-      HostSlice s = rec_.alloc_host(round_up(bytes, 16));
-      std::memcpy(s.host, c.tree_words.data(), bytes);
-      uint64_t start = 0;
-      tree_b_ =
-          storage_window(caps_, Region{nullptr, s.buffer, s.offset, s.size}, 0, bytes, &start);
-      if (start != 0) fail(VKATTN_ERROR_INTERNAL, "tree words bound from byte ", start);
-    }
-    // Top-k lists: the whole tensor (plain: packed by record_attention).
-    const bool lists = c.topk && c.topk->buffer() && c.topk->numel() > 0;
-    topk_b_ = small_input(caps_, lists ? c.topk->buffer() : nullptr, lists ? c.topk->nbytes() : 0,
-                          ctx.dummy(), "desc->topk_indices");
+    bind_trees_and_lists(ctx, c);
     const vkattn_dtype kv_dt = c.kv_dtype(), q_dt = c.q->dtype();
     q_fmt_ = texel_format(q_dt, pp.qvec), k_fmt_ = texel_format(kv_dt, pp.kvec);
     v_fmt_ = texel_format(kv_dt, pp.vvec);
@@ -254,6 +238,27 @@ class PassBinder {
                          0, 0,           push_.out_tok,  push_.out_head};
     k_page_tx_ = push_.k_page_tx, v_page_tx_ = push_.v_page_tx;
     if (!pp.gathered.empty()) plan_gathers(ctx);
+  }
+
+  // Trees: the call's words, bound whole (validate.cpp bounds them by one
+  // storage binding); the slice starts aligned, so a record's tree_off
+  // indexes the binding directly. Top-k lists: the whole tensor (plain:
+  // packed by record_attention).
+  void bind_trees_and_lists(Context& ctx, const AttentionCall& c) {
+    tree_b_ = small_input(caps_, nullptr, 0, ctx.dummy(), "");
+    if (!c.tree_words.empty()) {
+      const uint64_t bytes = c.tree_words.size() * 4;
+      HostSlice s = rec_.alloc_host(round_up(bytes, 16));
+      std::memcpy(s.host, c.tree_words.data(), bytes);
+      uint64_t start = 0;
+      tree_b_ =
+          storage_window(caps_, Region{nullptr, s.buffer, s.offset, s.size}, 0, bytes, &start);
+      if (start != 0) fail(VKATTN_ERROR_INTERNAL, "tree words bound from byte ", start);
+    }
+    // Top-k lists: the whole tensor (plain: packed by record_attention).
+    const bool lists = c.topk && c.topk->buffer() && c.topk->numel() > 0;
+    topk_b_ = small_input(caps_, lists ? c.topk->buffer() : nullptr, lists ? c.topk->nbytes() : 0,
+                          ctx.dummy(), "desc->topk_indices");
   }
 
   // Batch invariance (PreparedPlan::gathered): the copies of the gathered
