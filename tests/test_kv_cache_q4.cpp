@@ -389,7 +389,7 @@ namespace {
 // are rotated back (the transform is its own inverse) for the reference,
 // which uses the caller's queries.
 void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = false,
-                    bool rotate = false) {
+                    bool rotate = false, bool rules = false) {
   const uint32_t hkv = 2, h = 4, ps = 5;
   vkattn_kv_cache_desc cd;
   vkattn_kv_cache_desc_init(&cd);
@@ -435,8 +435,32 @@ void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = fal
   vkattn_attention_desc a;
   vkattn_attention_desc_init(&a);
   a.num_heads = h, a.num_kv_heads = hkv, a.head_dim = d, a.head_dim_v = dv, a.causal = 1;
+  // rules: a binary draft tree on sequence 1's 7 tokens (node i's parent
+  // (i - 1) / 2) and top-k lists of 6 a kv head (a -1 pad on even rows)
+  // over what the cache holds (issue T).
+  std::vector<int32_t> tree_indptr = {0, 7, 7}, lists(8 * hkv * 6);
+  std::vector<uint32_t> tree(7, 0u);
+  for (int i = 0; i < 7; ++i)
+    for (int x = i;; x = (x - 1) / 2) {
+      tree[i] |= 1u << x;
+      if (x == 0) break;
+    }
+  for (int r = 0; r < 8; ++r)
+    for (uint32_t kh = 0; kh < hkv; ++kh)
+      for (int x = 0; x < 6; ++x)
+        lists[(r * hkv + kh) * 6 + x] =
+            x == 5 && r % 2 == 0 ? -1 : (r * 3 + int(kh) * 5 + x * 7) % (r < 7 ? 37 : 21);
+  vkattn_tensor* lt = nullptr;
+  const int64_t ls[3] = {8, hkv, 6};
+  ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_I32, 3, ls, &lt), VKATTN_SUCCESS);
+  ASSERT_EQ(vkattn_tensor_write(lt, lists.data(), lists.size() * 4), VKATTN_SUCCESS);
+  if (rules) {
+    a.tree_indptr = tree_indptr.data(), a.tree_mask = tree.data();
+    a.topk_indices = lt;
+  }
   ASSERT_EQ(vkattn_step_attention(step, 0, &a, q.first, out), VKATTN_SUCCESS)
       << vkattn_last_error();
+  vkattn_tensor_destroy(lt);
   ASSERT_EQ(vkattn_step_commit(step), VKATTN_SUCCESS);
   std::vector<float> got(8 * h * dv);
   ASSERT_EQ(vkattn_tensor_read(out, got.data(), got.size() * 4), VKATTN_SUCCESS);
@@ -461,6 +485,10 @@ void attend_over_q4(vkattn_context* ctx, uint32_t d, uint32_t dv, bool nan = fal
     for (size_t g = 0; g < hk.size(); g += rot) vkattn::ref::hadamard_rotate(&hk[g], int(rot));
   vkattn::ref::AttentionParams p;
   p.num_heads = h, p.num_kv_heads = hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = true;
+  if (rules) {
+    p.tree_indptr = tree_indptr.data(), p.tree_mask = tree.data();
+    p.topk = lists.data(), p.topk_k = 6, p.topk_per_head = true;
+  }
   const int32_t cu_q[3] = {0, 7, 8}, cu_k[3] = {0, 37, 58};
   std::vector<float> want(8 * h * dv);
   vkattn::ref::attention_varlen(p, 2, cu_q, cu_k, q.second.data(), hk.data(), hv.data(),
@@ -556,6 +584,9 @@ TEST(Q4Attention, EveryFamilyMatchesTheReferenceOverWhatTheCacheHolds) {
     attend_over_q4(fc.ctx, 64, 37, false, /*rotate=*/true);
     attend_over_q4(fc.ctx, 96, 64, true, /*rotate=*/true);
     attend_over_q4(fc.ctx, 128, 128, false, /*rotate=*/true);
+    // A tree and top-k lists (which run on decode whatever is forced).
+    attend_over_q4(fc.ctx, 64, 37, false, false, /*rules=*/true);
+    attend_over_q4(fc.ctx, 128, 128, false, /*rotate=*/true, /*rules=*/true);
     // Key ranges split (partials and their combine).
     ScopedEnv split(ScopedEnv::Vars{{"VKATTN_ATTN_SPLIT_KEYS", "8"}});
     ForcedContext fs;
