@@ -56,6 +56,8 @@ struct AttentionCall {
   // its stand-in pools k, v are int8 and kv_dtype() says VKATTN_Q4.
   bool q4_stand_in = false;
   bool paged() const { return step != nullptr || pools != nullptr; }
+  // Top-k: entries per list (the lists' last dim; 0 without lists).
+  uint32_t topk_k() const { return topk ? static_cast<uint32_t>(topk->dim(topk->ndim() - 1)) : 0; }
   vkattn_dtype kv_dtype() const;
 };
 

@@ -369,8 +369,7 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   if (!c.span_indptr.empty())
     shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
   shape.batch_invariant = invariant;
-  if (c.topk)
-    shape.topk = true, shape.topk_k = static_cast<uint32_t>(c.topk->dim(c.topk->ndim() - 1));
+  if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
   if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode
@@ -473,11 +472,11 @@ void set_rule_records(const AttentionCall& c, Plan& plan, const std::vector<uint
                       std::vector<uint32_t>* table_io, PreparedPlan* pp) {
   std::vector<uint32_t>& table = *table_io;
   if (c.topk) {
-    const uint64_t k = uint64_t(c.topk->dim(c.topk->ndim() - 1));
+    const uint64_t k = c.topk_k();
     const bool per_head = c.topk->ndim() == 3;
     const uint64_t stride = per_head ? k * c.desc.num_kv_heads : k;
     for (size_t r = 0; r < plan.seqs.size(); ++r) {
-      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
+      const uint32_t b = plan.seq_of[r];  // (a sequence's own record: b)
       plan.seqs[r].topk_off = static_cast<uint32_t>(uint64_t(c.cu_q[b]) * stride);
       plan.seqs[r].topk_stride = static_cast<uint32_t>(stride);
       plan.seqs[r].topk_hs = per_head ? static_cast<uint32_t>(k) : 0u;
@@ -501,7 +500,7 @@ void set_rule_records(const AttentionCall& c, Plan& plan, const std::vector<uint
   if (!c.tree_indptr.empty()) {
     // Trees: each record (span records too) points at its sequence's words.
     for (size_t r = 0; r < plan.seqs.size(); ++r) {
-      const uint32_t b = r < c.batch ? uint32_t(r) : plan.seq_of[r];
+      const uint32_t b = plan.seq_of[r];  // (a sequence's own record: b)
       const bool tree = c.tree_indptr[b + 1] > c.tree_indptr[b];
       plan.seqs[r].tree_off = static_cast<uint32_t>(c.tree_indptr[b]);
       plan.seqs[r].tree_w = tree ? (plan.seqs[r].t + 31) / 32 : 0;

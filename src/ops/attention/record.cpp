@@ -72,7 +72,7 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
   key.insert(key.end(), c.span_indptr.begin(), c.span_indptr.end());
   key.insert(key.end(), c.spans.begin(), c.spans.end());
   // Top-k: K and whether a list per kv head (the records' list offsets).
-  key.push_back(c.topk ? uint64_t(c.topk->dim(c.topk->ndim() - 1)) + 1 : 0);
+  key.push_back(c.topk ? uint64_t(c.topk_k()) + 1 : 0);
   key.push_back(c.topk ? c.topk->ndim() : 0);
   key.push_back(c.tree_indptr.size());  // trees: where each sequence's words start
   key.insert(key.end(), c.tree_indptr.begin(), c.tree_indptr.end());

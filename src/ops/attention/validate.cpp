@@ -154,6 +154,15 @@ AttentionCall start_call(Context& ctx, const vkattn_attention_desc* desc, Tensor
   return c;
 }
 
+// A descriptor's per-sequence counts (`name`: "desc->span_indptr", ...):
+// batch + 1 prefix sums from 0, never decreasing.
+void check_counts(const char* name, uint32_t batch, const int32_t* indptr) {
+  require(indptr[0] == 0, name, "[0] is ", indptr[0], ", must be 0");
+  for (uint32_t b = 0; b < batch; ++b)
+    require(indptr[b + 1] >= indptr[b], name, " decreases at ", b + 1, " (", indptr[b], " -> ",
+            indptr[b + 1], ")");
+}
+
 // The descriptor's bidirectional spans into c, checked against each
 // sequence's u (cu_k): prefix sums from 0, never decreasing; per sequence
 // sorted, disjoint and nonempty, 0 <= start < end <= u.
@@ -163,10 +172,7 @@ void take_spans(AttentionCall& c) {
   const int32_t* spans = d.spans;
   d.span_indptr = nullptr, d.spans = nullptr;  // borrowed for the call only
   if (!indptr) return;
-  require(indptr[0] == 0, "desc->span_indptr[0] is ", indptr[0], ", must be 0");
-  for (uint32_t b = 0; b < c.batch; ++b)
-    require(indptr[b + 1] >= indptr[b], "desc->span_indptr decreases at ", b + 1, " (", indptr[b],
-            " -> ", indptr[b + 1], ")");
+  check_counts("desc->span_indptr", c.batch, indptr);
   if (indptr[c.batch] == 0) return;  // no spans (spans may be NULL)
   require(spans != nullptr, "desc->spans is NULL but desc->span_indptr counts ", indptr[c.batch],
           " spans");
@@ -213,10 +219,7 @@ void take_trees(Context& ctx, AttentionCall& c) {
     c.topk = t;
   }
   if (!indptr) return;
-  require(indptr[0] == 0, "desc->tree_indptr[0] is ", indptr[0], ", must be 0");
-  for (uint32_t b = 0; b < c.batch; ++b)
-    require(indptr[b + 1] >= indptr[b], "desc->tree_indptr decreases at ", b + 1, " (", indptr[b],
-            " -> ", indptr[b + 1], ")");
+  check_counts("desc->tree_indptr", c.batch, indptr);
   if (indptr[c.batch] == 0) return;  // no trees (tree_mask may be NULL)
   require(words != nullptr, "desc->tree_mask is NULL but desc->tree_indptr counts ",
           indptr[c.batch], " words");
