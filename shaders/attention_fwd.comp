@@ -16,6 +16,10 @@
 // lavapipe ends a loop after 65535 iterations per invocation
 // (src/core/loop_budget.h).
 //
+// Top-k lists (F_TOPK, when forced or tuned here): an item's range counts
+// slots of one token's list, each slot's key read through it (a slot that
+// lists none is hidden like any other key).
+//
 // Hidden keys are selected out: a hidden score becomes -inf (never
 // q.k * 0), and a non-finite V is added only to rows that see it.
 #extension GL_GOOGLE_include_directive : require
@@ -158,6 +162,9 @@ void main() {
 
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
+  // Top-k: the item's range counts slots of one token's list (a top-k
+  // tile holds one token).
+  const uint list_tok = it.row0 / G;
   // Each lane of a decode-mode item takes one contiguous run of key blocks.
   const uint span = ((it.k_end - it.k_begin + LK - 1u) / LK + BK - 1u) / BK * BK;
   const uint k_first = min(it.k_end, it.k_begin + sub * span);
@@ -172,8 +179,21 @@ void main() {
     // loading them per chunk made decode-16x2048-q4 1.39x f16's time).
     uint kbase[BK], vbase[BK];
     float kscl[BK * NSK], vscl[BK * NSV];
+    // Key positions of the block; top-k: the slots' listed keys (a slot
+    // that lists none reads key 0 and is hidden below).
+    uint kp[BK];
+    bool listed[BK];
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
-      uint key = min(kb + j, k_last - 1u);
+      kp[j] = min(kb + j, k_last - 1u);
+      listed[j] = true;
+      if (uses(F_TOPK)) {
+        uint key = listed_key(sq, list_tok, it.kv_head, kp[j]);
+        listed[j] = key != NO_SLOT;
+        kp[j] = listed[j] ? key : 0u;
+      }
+    }
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {
+      uint key = kp[j];
       kbase[j] = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);
       vbase[j] = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);
       if (KDT == DT_Q4) {
@@ -196,7 +216,7 @@ void main() {
     // 8-bit caches: a score is q . codes times the key's K scale.
     if (KDT >= DT_I8) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        float ks = kv_scale(false, sq, it.kv_head, min(kb + j, k_last - 1u));
+        float ks = kv_scale(false, sq, it.kv_head, kp[j]);
         [[unroll]] for (uint i = 0u; i < R; ++i) s[i * BK + j] *= ks;
       }
     }
@@ -208,14 +228,14 @@ void main() {
     if (uses(F_ALIBI)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j)
-          s[i * BK + j] += alibi_bias(head[i], pos[i], int(kb + j));
+          s[i * BK + j] += alibi_bias(head[i], pos[i], int(kp[j]));
       }
     }
     // Visibility; hidden scores become -inf by selection.
     bool vis[R * BK];
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
-      int key = int(kb + j);
-      bool key_ok = kb + j < k_last;
+      int key = int(kp[j]);
+      bool key_ok = kb + j < k_last && listed[j];
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         // The call first: glslang turns a && whose right side calls a
         // function into a branch.
@@ -225,14 +245,14 @@ void main() {
     }
     if (uses(F_KEY_VALID)) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        bool ok = key_is_valid(sq, min(kb + j, k_last - 1u));
+        bool ok = key_is_valid(sq, kp[j]);
         [[unroll]] for (uint i = 0u; i < R; ++i) vis[i * BK + j] = vis[i * BK + j] && ok;
       }
     }
     if (uses(F_MASK_BOOL)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          bool ok = mask_allows(mask_index(sq, tok[i], min(kb + j, k_last - 1u)));
+          bool ok = mask_allows(mask_index(sq, tok[i], kp[j]));
           vis[i * BK + j] = vis[i * BK + j] && ok;
         }
       }
@@ -240,7 +260,7 @@ void main() {
     if (uses(F_TREE)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          bool ok = tree_allows(sq, tok[i], min(kb + j, k_last - 1u));
+          bool ok = tree_allows(sq, tok[i], kp[j]);
           vis[i * BK + j] = vis[i * BK + j] && ok;
         }
       }
@@ -248,7 +268,7 @@ void main() {
     if (uses(F_MASK_ADD)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         [[unroll]] for (uint j = 0u; j < BK; ++j) {
-          float a = mask_bias(mask_index(sq, tok[i], min(kb + j, k_last - 1u)));
+          float a = mask_bias(mask_index(sq, tok[i], kp[j]));
           vis[i * BK + j] = vis[i * BK + j] && a != NEG_INF;
           s[i * BK + j] += a;
         }
@@ -278,7 +298,7 @@ void main() {
     // already holds the unscaled p).
     if (KDT >= DT_I8) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
-        float vs = kv_scale(true, sq, it.kv_head, min(kb + j, k_last - 1u));
+        float vs = kv_scale(true, sq, it.kv_head, kp[j]);
         [[unroll]] for (uint i = 0u; i < R; ++i) s[i * BK + j] *= vs;
       }
     }

@@ -239,6 +239,12 @@ TEST_F(DecodeFamily, TopKLists) {
     c.topk = 48, c.topk_per_head = form == 1, c.topk_as_mask = form == 2;
     cases.push_back(c);
   }
+  // Lists longer than one item's compacted slots (lavapipe's loop cap
+  // bounds an item to a few hundred): several items a row, merged.
+  AttnCase longer = decode_case(64, 8, 2, 243);
+  longer.seqs = {{1, 1500}, {2, 900}};
+  longer.topk = 1200;
+  cases.push_back(longer);
   run_on_decode({}, cases);
   run_on_decode({{"VKATTN_DEVICE_COMPUTE_UNITS", "64"}, {"VKATTN_ATTN_MIN_SPLIT_KEYS", "16"}},
                 cases);
@@ -276,7 +282,16 @@ TEST_F(DecodeFamily, SplitCounts) {
         {{"VKATTN_DEVICE_COMPUTE_UNITS", w.cu}, {"VKATTN_ATTN_MIN_SPLIT_KEYS", w.min_keys}}, {c});
     EXPECT_EQ(kernel_log_items(log), std::vector<uint64_t>{uint64_t(w.items)}) << w.cu << " units\n"
                                                                                << log;
+    // kv_reads: the splits cover the keys once, however many there are.
+    EXPECT_EQ(kernel_log_field(log, "kv_reads"), std::vector<uint64_t>{uint64_t(w.keys)}) << log;
   }
+  // Two kv heads of two decodes: every (key, kv head) row once, for the
+  // four query heads each serves.
+  AttnCase g;
+  g.H = 8, g.Hkv = 2, g.d = 64, g.kdt = VKATTN_F16, g.seed = 7;
+  g.seqs = {{1, 300}, {1, 120}};
+  const std::string log = run_on_decode({}, {g});
+  EXPECT_EQ(kernel_log_field(log, "kv_reads"), std::vector<uint64_t>{2 * (300 + 120)}) << log;
 }
 
 // The workgroup shapes any device may be given: shared-memory sums, one

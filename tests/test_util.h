@@ -44,17 +44,22 @@ inline vkattn_dtype test_kv_dtype(vkattn_dtype own) {
   return own;
 }
 
-// The items= of every forward pass a kernel log (VKATTN_LOG=kernels)
-// recorded, in order (work items: tiles x key splits).
-inline std::vector<uint64_t> kernel_log_items(const std::string& log) {
+// Field `name` (items, kv_reads, ...) of every forward pass a kernel log
+// (VKATTN_LOG=kernels) recorded, in order.
+inline std::vector<uint64_t> kernel_log_field(const std::string& log, const std::string& name) {
   std::vector<uint64_t> n;
   std::istringstream in(log);
+  const std::string key = " " + name + "=";
   for (std::string line; std::getline(in, line);) {
-    const size_t at = line.find(" items=");
+    const size_t at = line.find(key);
     if (line.rfind("vkattn: attention family=", 0) == 0 && at != std::string::npos)
-      n.push_back(std::stoull(line.substr(at + 7)));
+      n.push_back(std::stoull(line.substr(at + key.size())));
   }
   return n;
+}
+// The items= of every forward pass (work items: tiles x key splits).
+inline std::vector<uint64_t> kernel_log_items(const std::string& log) {
+  return kernel_log_field(log, "items");
 }
 
 inline vkattn_context* make_context() {

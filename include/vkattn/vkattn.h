@@ -780,13 +780,17 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * one more "and" like the tree's: causal, windows, masks, padding, trees
  * and spans still apply to the listed keys. vkattn never reads the tensor
  * on the host (an indexer may write it on the GPU just before the call)
- * and never reads a key that is not listed: a top-k call runs on the
- * decode family (forcing another family is logged as declined, never an
- * error) in tiles of one query token whose work is its list's K slots
- * (VKATTN_LOG=kernels: read= and pairs= count list slots, K per tile and
- * per row). Over a paged cache or caller pools whose pages lie in several
- * buffers, each buffer's pass scans the list and reads the listed keys of
- * its own pages; the passes merge by lse.
+ * and never reads a key that is not listed: a top-k call runs in tiles of
+ * one query token whose work is its list's K slots (VKATTN_LOG=kernels:
+ * read= and pairs= count list slots, K per tile and per row), on the
+ * decode family by default, whose work items first compact their slots to
+ * the listed keys in shared memory (in slot order, so results are
+ * deterministic), or on the lanes family when it is forced or tuned
+ * (VKATTN_ATTN_KERNEL=lanes). Forcing tiled or coopmat, whose tiles share
+ * keys across rows, is logged as a decline to decode, never an error.
+ * Over a paged cache or caller pools whose pages lie in several buffers,
+ * each buffer's pass reads the listed keys of its own pages (decode: only
+ * those reach the tile loop); the passes merge by lse.
  *
  * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
  * padding positions may hold NaN/Inf without reaching any visible output.

@@ -107,10 +107,9 @@ uint pw0 = 0u;
 uint page_of(Seq sq, uint key) {
   uint e = key / pc.page_size;
   if (PAGE_WINDOW && e - pw0 < PW) return sh_pages[e - pw0];  // (e < pw0 wraps: outside)
-  uint p = block_table[sq.k_off + e - pc.table_base];
   // (F_TOPK over several pool buffers: a page of another buffer is NO_SLOT
-  // here; its keys are hidden, and a hidden key's load reads page 0.)
-  return (FEATURES & F_TOPK) != 0u && p == NO_SLOT ? 0u : p;
+  // in this pass's table; compact_list leaves its keys out.)
+  return block_table[sq.k_off + e - pc.table_base];
 }
 
 // Refills the window from entry `first` (uniform in the workgroup); `last`:
@@ -127,17 +126,51 @@ void fill_page_window(Seq sq, uint first, uint last, uint lane) {
 #include "attention_mask.glsl"
 #include "attention_store.glsl"
 
-// F_TOPK: the key position in slot `slot` of token `tok`'s list (this
-// item's kv head), or NO_SLOT where the entry names none: below 0, at or
-// past u, or (paged, the pages in several pool buffers) a key whose page
-// lies in another buffer than this pass's (its block-table entry in this
-// pass's copy of the table is NO_SLOT; that buffer's pass reads it).
-uint listed_key(Seq sq, uint tok, uint kv_head, uint slot) {
-  int p = topk_idx[sq.topk_off + tok * sq.topk_stride + kv_head * sq.topk_hs + slot];
-  if (p < 0 || uint(p) >= sq.u) return NO_SLOT;
-  if (PAGED != 0u && block_table[sq.k_off + uint(p) / pc.page_size - pc.table_base] == NO_SLOT)
-    return NO_SLOT;
-  return uint(p);
+// F_TOPK: an item's list slots compacted to the key positions it reads
+// (listed_key not NO_SLOT), in slot order, before the tile loop: a pass
+// over pages of several pool buffers, and pads and entries past u, cost
+// one list read per slot, not a tile's loads and math. Lane l counts the
+// valid slots of its run of ceil(n / WG) consecutive slots, a
+// Hillis-Steele scan over the lanes' counts gives each run's offset, and
+// the lane writes its keys there: the same order on every run and device
+// (an atomic counter would not be), so results are deterministic. The host
+// bounds a top-k item to TOPK_ITEM_SLOTS slots (families/decode.cpp,
+// kTopkItemSlots).
+const uint TOPK_ITEM_SLOTS = 1024u;
+const bool TOPK = (FEATURES & F_TOPK) != 0u;
+shared uint sh_list[TOPK ? TOPK_ITEM_SLOTS : 1u];
+shared uint sh_runs[TOPK ? WG : 1u];
+
+// Compacts slots [b, e) of token `tok`'s list into sh_list; returns how
+// many keys it holds. (Uniform control flow: every lane of the workgroup.)
+uint compact_list(Seq sq, uint tok, uint kv_head, uint b, uint e, uint lane) {
+  const uint per = (e - b + WG - 1u) / WG;
+  const uint s0 = b + lane * per;
+  uint c = 0u;
+  for (uint x = 0u; x < per; ++x) {
+    uint s = s0 + x;
+    if (s < e && listed_key(sq, tok, kv_head, s) != NO_SLOT) ++c;
+  }
+  sh_runs[lane] = c;
+  memoryBarrierShared();
+  barrier();
+  [[unroll]] for (uint o = 1u; o < WG; o <<= 1) {  // inclusive scan of the counts
+    uint add = lane >= o ? sh_runs[lane - o] : 0u;
+    barrier();
+    sh_runs[lane] += add;
+    memoryBarrierShared();
+    barrier();
+  }
+  uint at = sh_runs[lane] - c;
+  for (uint x = 0u; x < per; ++x) {
+    uint s = s0 + x;
+    uint key = s < e ? listed_key(sq, tok, kv_head, s) : NO_SLOT;
+    if (key != NO_SLOT) sh_list[min(at++, TOPK_ITEM_SLOTS - 1u)] = key;
+  }
+  uint n = min(sh_runs[WG - 1u], TOPK_ITEM_SLOTS);
+  memoryBarrierShared();
+  barrier();
+  return n;
 }
 
 // Sum of a value over the LPK lanes of a key group (shuffle variant).
@@ -195,7 +228,16 @@ void main() {
 
   const bool causal = (pc.flags & F_CAUSAL) != 0u;
   const bool windowed = (pc.flags & F_WINDOW) != 0u;
-  const uint k_last = max(it.k_end, 1u) - 1u;
+  // The item's keys [k_begin, k_end); top-k: indices into its compacted
+  // list (sh_list), whose range counts slots of one token's list (a top-k
+  // tile holds one token).
+  const uint list_tok = it.row0 / G;
+  uint k_begin = it.k_begin, k_end = it.k_end;
+  if (uses(F_TOPK)) {
+    k_end = compact_list(sq, list_tok, it.kv_head, it.k_begin, it.k_end, gl_LocalInvocationID.x);
+    k_begin = 0u;
+  }
+  const uint k_last = max(k_end, 1u) - 1u;
 
   // A tile's raw K/V words, block-table lookups and 8-bit scales for this
   // lane (keys past the range repeat the last; they are hidden below).
@@ -204,16 +246,14 @@ void main() {
   uvec4 kr[KPG * UK], vr[KPG * UV];
   float ksc[KPG], vsc[KPG];
   uint ksb[KPG], vsb[KPG];
-  // F_TOPK: the tile's key positions (NO_SLOT: hidden); the item's range
-  // counts slots of one token's list (a top-k tile holds one token).
+  // F_TOPK: the tile's key positions (past the compacted list: hidden below).
   uint kpos[KPG];
-  const uint list_tok = it.row0 / G;
 #define LOAD_TILE(kt, KR, VR, KS, VSC, KSB, VSB, KP)                                       \
   [[unroll]] for (uint j = 0u; j < KPG; ++j) {                                             \
     uint key = min((kt) + j * NKG + kg, k_last);                                           \
     if (uses(F_TOPK)) {                                                                    \
-      KP[j] = listed_key(sq, list_tok, it.kv_head, key);                                   \
-      key = KP[j] == NO_SLOT ? 0u : KP[j];                                                 \
+      KP[j] = sh_list[min(key, TOPK_ITEM_SLOTS - 1u)];                                     \
+      key = KP[j];                                                                         \
     }                                                                                      \
     uint kb = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);                 \
     uint vb = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);                 \
@@ -227,20 +267,20 @@ void main() {
     VSB[j] = KDT == DT_Q4 ? q4_scale_base(true, sq, it.kv_head, key) : 0u;                \
   }
   const uint last_page = k_last / max(pc.page_size, 1u);
-  if (PAGE_WINDOW) fill_page_window(sq, it.k_begin / pc.page_size, last_page, lin);
-  if (it.k_begin < it.k_end) {
-    LOAD_TILE(it.k_begin, kr, vr, ksc, vsc, ksb, vsb, kpos)
+  if (PAGE_WINDOW) fill_page_window(sq, k_begin / pc.page_size, last_page, lin);
+  if (k_begin < k_end) {
+    LOAD_TILE(k_begin, kr, vr, ksc, vsc, ksb, vsb, kpos)
   }
-  for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+  for (uint kt = k_begin; kt < k_end; kt += BC) {
     // The next tile's loads, issued before this tile's math (this tile's
     // words are in registers: the window may move first).
     uvec4 nkr[KPG * UK], nvr[KPG * UV];
     float nks[KPG], nvs[KPG];
     uint nksb[KPG], nvsb[KPG], nkpos[KPG];
-    if (PAGE_WINDOW && kt + BC < it.k_end &&
+    if (PAGE_WINDOW && kt + BC < k_end &&
         min(kt + 2u * BC - 1u, k_last) / pc.page_size >= pw0 + PW)
       fill_page_window(sq, (kt + BC) / pc.page_size, last_page, lin);
-    if (kt + BC < it.k_end) {
+    if (kt + BC < k_end) {
       LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb, nkpos)
     }
 
@@ -287,11 +327,8 @@ void main() {
     [[unroll]] for (uint j = 0u; j < KPG; ++j) {
       uint key = kt + j * NKG + kg;
       uint kc = min(key, k_last);
-      bool key_ok = key < it.k_end;
-      if (uses(F_TOPK)) {  // the slot's key position
-        key_ok = key_ok && kpos[j] != NO_SLOT;
-        key = kc = kpos[j] == NO_SLOT ? 0u : kpos[j];
-      }
+      bool key_ok = key < k_end;
+      if (uses(F_TOPK)) key = kc = kpos[j];  // the listed key position
       if (uses(F_KEY_VALID)) key_ok = key_ok && key_is_valid(sq, kc);
       [[unroll]] for (uint i = 0u; i < RL; ++i) {
         float x = s[i * KPG + j] * ksc[j] * pc.scale;

@@ -92,7 +92,11 @@ uint row_texels(uint kind_vec, uint dim) {
 uint page_of(Seq sq, uint key);
 #else
 uint page_of(Seq sq, uint key) {
-  return block_table[sq.k_off + key / pc.page_size - pc.table_base];
+  uint p = block_table[sq.k_off + key / pc.page_size - pc.table_base];
+  // F_TOPK over several pool buffers (lanes): a hidden slot's stand-in key
+  // 0 may lie in another buffer (NO_SLOT in this pass's table); its load
+  // reads page 0 of this one and is selected out.
+  return (FEATURES & F_TOPK) != 0u && p == NO_SLOT ? 0u : p;
 }
 #endif
 

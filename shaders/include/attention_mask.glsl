@@ -22,6 +22,20 @@ layout(std430, binding = 16) readonly buffer TopK {
   int topk_idx[];
 };
 
+// F_TOPK: the key position in slot `slot` of token `tok`'s list (this
+// item's kv head), or NO_SLOT where the entry names none: below 0, at or
+// past u, or (paged, the pages in several pool buffers) a key whose page
+// lies in another buffer than this pass's (its block-table entry in this
+// pass's copy of the table is NO_SLOT; that buffer's pass reads it).
+// (Families decode and lanes; the others never get a call with lists.)
+uint listed_key(Seq sq, uint tok, uint kv_head, uint slot) {
+  int p = topk_idx[sq.topk_off + tok * sq.topk_stride + kv_head * sq.topk_hs + slot];
+  if (p < 0 || uint(p) >= sq.u) return NO_SLOT;
+  if (PAGED != 0u && block_table[sq.k_off + uint(p) / pc.page_size - pc.table_base] == NO_SLOT)
+    return NO_SLOT;
+  return uint(p);
+}
+
 // Causal (key <= pos) and window (pos - key <= window_left) for the row at
 // absolute position pos = u - t + token.
 bool in_causal_window(int pos, int key, bool causal, bool windowed) {

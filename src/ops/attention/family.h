@@ -142,8 +142,22 @@ constexpr uint32_t kInvariantPrefillRows = 1u << 20;
 void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
                       const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
                       uint32_t max_rows);
-// Keys one decode work item may take within lavapipe's loop cap.
-uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
+// Keys one decode work item may take within lavapipe's loop cap; `lists`:
+// a top-k item's, whose list is compacted first (attention_decode.glsl).
+uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
+                         bool lists = false);
+// The families that run top-k lists (desc->topk_indices): attention_decode.glsl
+// and attention_fwd.comp gather a tile's keys one at a time.
+inline bool serves_topk(AttentionFamily f) {
+  return f == AttentionFamily::kDecode || f == AttentionFamily::kLanes;
+}
+// Top-k: the list slots one decode item compacts into shared memory
+// (attention_decode.glsl TOPK_ITEM_SLOTS) and reads.
+constexpr uint32_t kTopkItemSlots = 1024;
+// The slots a top-k item of variant v takes: kTopkItemSlots, fewer under
+// lavapipe's loop cap.
+uint32_t decode_topk_item_slots(const AttentionVariant& v, const DeviceCaps& caps,
+                                uint32_t head_dim, uint32_t head_dim_v);
 
 // This build embeds the coopmat shader (-DVKATTN_COOPMAT=ON).
 bool coopmat_built();

@@ -182,12 +182,54 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   cfg.qvec = pp.qvec, cfg.kvec = pp.kvec, cfg.vvec = pp.vvec;
   cfg.paged = c.paged();
   cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
-  // Top-k lists: the decode family's only (the others never get a call with them).
-  if (pp.var.family != AttentionFamily::kDecode) cfg.features &= ~uint32_t(kFlagTopk);
+  // Top-k lists: the decode and lanes families' only (the others never get
+  // a call with them).
+  if (!serves_topk(pp.var.family)) cfg.features &= ~uint32_t(kFlagTopk);
   if (ctx.options().fault_kernels >> static_cast<uint32_t>(pp.var.family) & 1u)
     cfg.features |= kFeatureFault;
   if (ctx.options().fault_odd_stores) cfg.features |= kFeatureFaultOdd;
   return cfg;
+}
+
+// The variant of a call whose largest tile has max_rows rows (a
+// self-check's call: the pinned one). Top-k lists run on the families
+// that gather a tile's keys one at a time, in tiles of one token (its
+// list), and without the page window (listed keys are not in order):
+// decode by default (it compacts each item's list first), lanes when
+// forced or tuned. A forced or tuned family that does not serve them
+// (tiled, coopmat: their tiles share keys across rows, which a list per
+// row does not) gives the call to decode, which is logged as a decline.
+AttentionVariant call_variant(Context& ctx, const AttentionCall& c, KernelOptions opts,
+                              uint32_t max_rows) {
+  const auto& d = c.desc;
+  const uint32_t group = d.num_heads / d.num_kv_heads;
+  if (c.topk) {
+    opts.attn_page_window = 0;
+    if (opts.attn_kernel == KernelOptions::kUnset)
+      opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
+  }
+  auto pick = [&](const KernelOptions& o) {
+    return c.pinned ? c.pinned->var
+                    : choose_attention_variant(ctx.device(), o, d.head_dim, d.head_dim_v,
+                                               c.topk ? group : max_rows, c.kv_dtype(), group);
+  };
+  AttentionVariant var = pick(opts);
+  if (c.topk && !c.pinned && !serves_topk(var.family)) {
+    const std::string from = attention_family(var.family).name;
+    opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
+    var = pick(opts);
+    const std::string note = from + " to decode: top-k lists run on the decode and lanes families";
+    var.fallback = var.fallback.empty() ? note : note + "; " + var.fallback;
+  }
+  if (c.topk && !serves_topk(var.family))
+    fail(VKATTN_ERROR_UNSUPPORTED,
+         "desc->topk_indices: top-k lists run on the decode and lanes families, which decline "
+         "this call (",
+         var.fallback, ")");
+  // A decode item compacts at most kTopkItemSlots of its list in shared memory.
+  if (c.topk && var.family == AttentionFamily::kDecode)
+    var.max_keys = decode_topk_item_slots(var, ctx.device().caps(), d.head_dim, d.head_dim_v);
+  return var;
 }
 
 void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, PreparedPlan& pp) {
@@ -221,29 +263,7 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
     pp.k = row_layout(*c.k, &ok), pp.v = row_layout(*c.v, &ok);
   // The variant and its texel widths (a self-check's call: the pinned ones).
   auto choose = [&](const KernelOptions& opts_in) {
-    // Top-k lists run on the decode family, in tiles of one token (its
-    // list), whatever family is forced or tuned (which is then logged as
-    // declined) and without the page window (listed keys are not in order).
-    KernelOptions opts = opts_in;
-    std::string topk_note;
-    if (c.topk) {
-      if (opts.attn_kernel != KernelOptions::kUnset &&
-          opts.attn_kernel != static_cast<uint32_t>(AttentionFamily::kDecode))
-        topk_note =
-            std::string(attention_family(static_cast<AttentionFamily>(opts.attn_kernel)).name) +
-            " to decode: top-k lists run on the decode family";
-      opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
-      opts.attn_page_window = 0;
-    }
-    pp.var = c.pinned ? c.pinned->var
-                      : choose_attention_variant(ctx.device(), opts, d.head_dim, d.head_dim_v,
-                                                 c.topk ? group : max_rows, kv_dt, group);
-    if (c.topk && pp.var.family != AttentionFamily::kDecode)
-      fail(VKATTN_ERROR_UNSUPPORTED,
-           "desc->topk_indices: top-k lists run on the decode family, which declines this call (",
-           pp.var.fallback, ")");
-    if (!topk_note.empty())
-      pp.var.fallback = pp.var.fallback.empty() ? topk_note : topk_note + "; " + pp.var.fallback;
+    pp.var = call_variant(ctx, c, opts_in, max_rows);
     const bool scalar = pp.var.scalar_fetch;
     pp.kvec = texel_kind(kv_dt, d.head_dim, scalar);
     pp.vvec = texel_kind(kv_dt, d.head_dim_v, scalar);
@@ -303,10 +323,10 @@ void choose_variant(Context& ctx, const AttentionCall& c, PlanPart part, Prepare
   // A failed self-check moves the call to the next family with the
   // context's own options (a tuned entry's knobs are its family's).
   if (!c.pinned) settle_checked_variant(ctx, c, pp, opts, choose);
-  if (c.topk && pp.var.family != AttentionFamily::kDecode)
+  if (c.topk && !serves_topk(pp.var.family))
     fail(VKATTN_ERROR_UNSUPPORTED,
-         "desc->topk_indices: top-k lists run on the decode family, "
-         "which failed its self-check on this device");
+         "desc->topk_indices: top-k lists run on the decode and lanes families, "
+         "which failed their self-checks on this device");
 }
 
 // What one token / key / mask element costs in each binding.

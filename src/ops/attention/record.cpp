@@ -107,6 +107,17 @@ uint64_t pass_pairs(const Schedule& sched, const FwdPass& pass) {
   return n;
 }
 
+// The keys the items of a pass read from K/V: each item's range, once per
+// item (it serves one kv head; K and V together), whatever rows it holds
+// (VKATTN_LOG=kernels: "kv_reads="). A key two items read counts twice;
+// the combine reads none.
+uint64_t pass_kv_reads(const Schedule& sched, const FwdPass& pass) {
+  uint64_t n = 0;
+  for (uint32_t i = pass.first; i < pass.first + pass.count; ++i)
+    n += sched.items[i].k_end - sched.items[i].k_begin;
+  return n;
+}
+
 // Whether a call holds decode-shaped sequences (1 .. kDecodeMaxTokens query
 // tokens) and longer ones.
 bool mixed_classes(const AttentionCall& c) {
@@ -515,13 +526,14 @@ std::vector<std::shared_ptr<PreparedPlan>> attention_plans(Context& ctx, const A
 // VKATTN_LOG=kernels: one line a forward pass. rows: the pass's query
 // rows; keys: the call's; split: combine items; read: the most keys one
 // tile of rows reads in this pass; pairs: the (row, key) pairs its items
-// read.
+// read; kv_reads: the (key, kv head) rows of K/V its items load.
 void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& cfg,
               const AttentionFamilyDesc& family, const FwdPass& pass, const char* combine) {
   const Schedule& sched = pp.sched;
   std::fprintf(stderr,
                "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
-               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s combine=%s\n",
+               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s combine=%s "
+               "kv_reads=%llu\n",
                family.name,
                static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
                                                pp.units.group),
@@ -529,7 +541,8 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
                static_cast<unsigned long long>(max_tile_keys(sched, pass)),
                static_cast<unsigned long long>(pass_pairs(sched, pass)), sched.combine.size(),
                pass.count, cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
-               pp.source, pp.plan_on_device ? "device" : "host", combine);
+               pp.source, pp.plan_on_device ? "device" : "host", combine,
+               static_cast<unsigned long long>(pass_kv_reads(sched, pass)));
 }
 
 }  // namespace

@@ -33,6 +33,11 @@
 //     (256 B: 1024 keys at pages of 16, refilled with two barriers when an
 //     item's keys leave it, so a tile's address chain starts in shared
 //     memory, not with a global load a key and tile); no K/V staging.
+//     Top-k calls add an item's compacted list, kTopkItemSlots (1024)
+//     key positions (4 KiB), and the lanes' scan (WG x 4 B): one list
+//     read a slot and a 7-step scan (two barriers a step) before the
+//     tile loop, so a pass reads only the listed keys of its own pool
+//     buffer.
 //   - workgroups: 2 per SM wanted over the whole step (the planner's
 //     target_items = 2 x compute units), splits no shorter than
 //     VKATTN_ATTN_MIN_SPLIT_KEYS (128).
@@ -47,6 +52,7 @@
 #include "core/loop_budget.h"
 #include "core/pipeline.h"
 #include "ops/attention/family.h"
+#include "ops/attention/plan.h"
 
 namespace vkattn {
 
@@ -120,6 +126,8 @@ uint64_t decode_shared_bytes(const FwdConfig& cfg) {
     bytes += (uint64_t(v.wg) + nkg * rs) * (v.rows / rs) * (v.tile_keys / nkg) * 4;
   // sh_pages: the item's window of block-table entries.
   if (cfg.paged && v.page_window) bytes += uint64_t(v.page_window) * 4;
+  // sh_list and sh_runs: a top-k item's compacted list and the lanes' scan.
+  if (cfg.features & kFlagTopk) bytes += (uint64_t(kTopkItemSlots) + v.wg) * 4;
   return bytes;
 }
 
@@ -271,7 +279,8 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   v.min_split_keys = std::max(1u, std::min(v.min_split_keys, v.max_keys));
 }
 
-uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
+uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
+                         bool lists) {
   // Loops of one invocation of attention_decode.glsl, every one counted as
   // if it stayed rolled (lavapipe's LLVM keeps large unrolled bodies
   // rolled: R 32 x 8 keys per tile over 700 keys passed the cap, measured),
@@ -293,13 +302,26 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
       1 + window + load + L(rk) + L(kpg) + kpg * (L(uk) + uk * (L(4) + L(R))) + L(rk) +
       rk * L(lpk) + L(rk) + L(kpg) + kpg * L(R) + L(R) + R * 2 * L(kpg) + L(R) + R * L(uv) +
       L(kpg) + kpg * (L(uv) + uv * (L(4) + L(R))) + L(kpg * uk) + L(kpg * uv) + L(kpg);
-  const uint64_t fixed = window + L(R) + R * (L(uk) + uk * L(4) + L(uv)) + load + L(R) +
+  // A top-k list's compaction: two runs of ceil(slots / WG) slots a lane
+  // and the scan (unrolled; counted as rolled).
+  uint64_t wg_log = 0;
+  for (uint64_t w = 1; w < std::max(v.wg, 1u); w <<= 1) ++wg_log;
+  const uint64_t compact =
+      lists ? 2 * L((kTopkItemSlots + std::max(v.wg, 1u) - 1) / std::max(v.wg, 1u)) + L(wg_log) : 0;
+  const uint64_t fixed = compact + window + L(R) + R * (L(uk) + uk * L(4) + L(uv)) + load + L(R) +
                          R * (2 * L(nkg) + L(uv)) + L(nkg) * (1 + 2 * R * L(uv)) + L(R) +
                          R * L(uv) * L(4);
   const uint64_t usable = kLoopUsable - loop_cost(0);
   if (fixed + per_tile >= usable) return std::max(v.tile_keys, 1u);
   const uint64_t tiles = (usable - fixed) / per_tile;
   return static_cast<uint32_t>(std::min<uint64_t>(tiles * std::max(v.tile_keys, 1u), 1u << 30));
+}
+
+uint32_t decode_topk_item_slots(const AttentionVariant& v, const DeviceCaps& caps,
+                                uint32_t head_dim, uint32_t head_dim_v) {
+  uint32_t n = std::min(kTopkItemSlots, std::max(v.max_keys, 1u));
+  if (caps.loop_capped) n = std::min(n, decode_max_keys(v, head_dim, head_dim_v, true));
+  return std::max(n, 1u);
 }
 
 }  // namespace vkattn
