@@ -37,7 +37,9 @@
 //     key positions (4 KiB), and the lanes' scan (WG x 4 B): one list
 //     read a slot and a 7-step scan (two barriers a step) before the
 //     tile loop, so a pass reads only the listed keys of its own pool
-//     buffer.
+//     buffer. Measured (Mesa 26.1, 2026-11-29, topk-decode-2048-of-131072):
+//     navi31 108 VGPRs, 7 waves/SIMD (the dense pipeline: 84, 9); navi21
+//     96, 5; ga102 104 GPRs, 16 warps/SM; a740 48 regs; no spill.
 //   - workgroups: 2 per SM wanted over the whole step (the planner's
 //     target_items = 2 x compute units), splits no shorter than
 //     VKATTN_ATTN_MIN_SPLIT_KEYS (128).
