@@ -248,6 +248,8 @@ TEST_F(DecodeFamily, TopKLists) {
   run_on_decode({}, cases);
   run_on_decode({{"VKATTN_DEVICE_COMPUTE_UNITS", "64"}, {"VKATTN_ATTN_MIN_SPLIT_KEYS", "16"}},
                 cases);
+  // A GPU-sized workgroup: the compaction's scan over 64 lanes' runs.
+  run_on_decode({{"VKATTN_ATTN_WG", "64"}}, cases);
 }
 
 TEST_F(DecodeFamily, HiddenRowsAndLongKeys) {
