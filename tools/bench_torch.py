@@ -66,6 +66,10 @@ def cases():
     serving = [(1, 513 + 7680 * i // 31) for i in range(32)] + [(512, 2048)]
     c.append(("serving-step", *GQA, True, serving, 1))
     c.append(("layers-32", *GQA, True, [(1, 513)] * 16, 32))
+    # Forks over a shared prompt (issue CS): SDPA reads every fork's keys,
+    # the shared prompt included, as vkattn does before cascade.
+    c.append(("shared-prefix-16x4096", *GQA, True, [(1, 4096 + 64 + 1)] * 16, 1))
+    c.append(("beam-4x2048", *GQA, True, [(1, 2048 + 16 + 1)] * 4, 1))
     return c
 
 

@@ -867,6 +867,109 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   return r->ok;
 }
 
+// Forks over one shared prompt (issue CS: parallel sampling, beams): n
+// sequences forked from one prompt of `shared` tokens (its full pages
+// shared), each then given `own` tokens in pages of its own (the same K/V
+// rows in every fork, so one reference serves them all; their queries
+// differ), decoding one token each. Verified before timing. Today every
+// sequence reads the prompt itself (VKATTN_LOG=kernels: kv_reads= counts
+// it n times); cascade attention (issue CS) is to read it once.
+bool forked_decode(vkattn_context* ctx, Result* r, int n, int shared, int own) {
+  const Shape s = kGqa;
+  const int page = 16;
+  vkattn_kv_cache_desc kd;
+  vkattn_kv_cache_desc_init(&kd);
+  kd.num_layers = 1, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.d;
+  kd.page_size = page;
+  kd.num_pages = uint32_t(shared / page + n * ((own + 1) / page + 2) + 1);
+  vkattn_kv_cache* cache = nullptr;
+  check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
+  const uint64_t w = uint64_t(s.Hkv) * s.d;
+  // Rows [first, first + count) of the K (kind 1) or V (2) stream, `copies` times.
+  auto rows_of = [&](uint64_t kind, uint64_t first, uint64_t count, int copies) {
+    vkattn_tensor* t = make(ctx, {int64_t(count) * copies, s.Hkv, s.d});
+    std::vector<uint16_t> h(count * w * copies);
+    for (uint64_t x = 0; x < h.size(); ++x)
+      h[x] = vkattn_ref::f32_to_f16(value(kind, first * w + x % (count * w)));
+    check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
+    return t;
+  };
+  // One step over `ids` appending rows [first, first + t) to each.
+  auto append = [&](const std::vector<int64_t>& ids, int first, int t, vkattn_step** keep) {
+    const std::vector<int32_t> ts(ids.size(), t);
+    vkattn_step* st = nullptr;
+    check(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), ts.data(), &st), "step_begin");
+    vkattn_tensor *k = rows_of(1, first, t, int(ids.size())),
+                  *v = rows_of(2, first, t, int(ids.size()));
+    check(vkattn_step_append(st, 0, k, v), "step_append");
+    vkattn_tensor_destroy(k);
+    vkattn_tensor_destroy(v);
+    if (keep)
+      *keep = st;
+    else
+      check(vkattn_step_commit(st), "step_commit");
+  };
+  progress("%s: filling %d shared keys", r->name.c_str(), shared);
+  for (int at = 0; at < shared; at += 16384) append({0}, at, std::min(16384, shared - at), nullptr);
+  std::vector<int64_t> ids(n);
+  for (int i = 0; i < n; ++i) {
+    ids[i] = i;
+    if (i) check(vkattn_kv_cache_fork(cache, 0, i), "kv_cache_fork");
+  }
+  if (own > 0) append(ids, shared, own, nullptr);
+  vkattn_step* step = nullptr;
+  append(ids, shared + own, 1, &step);
+  vkattn_tensor* q = make(ctx, {n, s.H, s.d});
+  vkattn_tensor* o = make(ctx, {n, s.H, s.d});
+  fill(q, 0, 0, uint64_t(n) * s.H * s.d);
+  vkattn_attention_desc desc;
+  vkattn_attention_desc_init(&desc);
+  desc.num_heads = s.H, desc.num_kv_heads = s.Hkv, desc.head_dim = s.d, desc.causal = 1;
+  std::vector<Seq> seqs;
+  for (int i = 0; i < n; ++i) seqs.push_back({1, shared + own + 1, uint64_t(i), 0});
+  auto record = [&] { check(vkattn_step_attention(step, 0, &desc, q, o), "step_attention"); };
+  progress("%s: verifying", r->name.c_str());
+  record();
+  std::vector<uint16_t> out(uint64_t(n) * s.H * s.d);
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  double ref_ms_per_gflop = 0;
+  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  r->ok = r->max_err <= kTolF16;
+  if (r->ok) {
+    progress("%s: timing", r->name.c_str());
+    std::vector<double> ms;
+    for (int rep = 0; rep < g_reps; ++rep)
+      ms.push_back(time_gpu(ctx, record, 1, rep == 0 ? kWarmupMs : 0));
+    g_last_times = ms;
+    add_spread(*r);
+    r->median_ms = median(ms);
+    double flops, bytes;
+    work(s, seqs, &flops, &bytes);
+    r->flops = flops, r->bytes = bytes;
+    r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+    r->variant = variant_name(ctx, s.d, s.d, s.H / s.Hkv, s.H / s.Hkv);
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "each of the %d sequences reads the %d shared keys itself (no cascade yet: "
+                  "issue CS); bytes above count them %d times",
+                  n, shared, n);
+    r->lines.push_back(line);
+  }
+  vkattn_step_abort(step);
+  vkattn_tensor_destroy(q);
+  vkattn_tensor_destroy(o);
+  vkattn_kv_cache_destroy(cache);
+  return r->ok;
+}
+
+bool shared_prefix_16x4096(vkattn_context* ctx, Result* r) {
+  return forked_decode(ctx, r, 16, 4096, 64);
+}
+
+bool beam_4x2048(vkattn_context* ctx, Result* r) {
+  return forked_decode(ctx, r, 4, 2048, 16);
+}
+
 // 12 decodes over 512 + 325 i cached tokens and a 256-token chunk over 1024.
 bool mixed_step(vkattn_context* c, Result* r) {
   std::vector<int32_t> cached;
@@ -1054,6 +1157,13 @@ const std::vector<Case>& all_cases() {
        "paged: 16 decodes forked from 131072 cached, each reading its own 2048 listed keys, "
        "32/8 heads, d 128",
        topk_decode_2048_of_131072},
+      {"shared-prefix-16x4096",
+       "paged: 16 decodes forked from one 4096-token prompt, 64 tokens of their own each, "
+       "32/8 heads, d 128",
+       shared_prefix_16x4096},
+      {"beam-4x2048",
+       "paged: 4 beams over 2048 shared tokens, 16 of their own each, 32/8 heads, d 128",
+       beam_4x2048},
       {"mixed-step", "paged: 12 decodes over 512 + 325 i, a 256 chunk over 1024, one step",
        mixed_step},
       {"serving-step",
