@@ -751,6 +751,65 @@ bool spec_tree_64x4096(vkattn_context* c, Result* r) {
   return r->ok;
 }
 
+// n sequences forked from one prompt of `shared` tokens (K/V rows 0 ..
+// shared - 1, filled in steps of 16384; its full pages shared), each then
+// given `own` tokens in pages of its own (rows shared .., the same rows in
+// every fork), and a step left open over all of them appending one more
+// token each (row shared + own). Pages of 16.
+struct ForkedStep {
+  vkattn_kv_cache* cache = nullptr;
+  vkattn_step* step = nullptr;
+  ForkedStep(vkattn_context* ctx, const Shape& s, const std::string& name, int n, int shared,
+             int own) {
+    vkattn_kv_cache_desc kd;
+    vkattn_kv_cache_desc_init(&kd);
+    kd.num_layers = 1, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.d;
+    kd.page_size = 16;
+    kd.num_pages = uint32_t(shared / 16 + n * ((own + 1) / 16 + 2) + 1);
+    check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
+    const uint64_t w = uint64_t(s.Hkv) * s.d;
+    // Rows [first, first + count) of the K (kind 1) or V (2) stream, `copies` times.
+    auto rows_of = [&](uint64_t kind, uint64_t first, uint64_t count, int copies) {
+      vkattn_tensor* t = make(ctx, {int64_t(count) * copies, s.Hkv, s.d});
+      std::vector<uint16_t> h(count * w * copies);
+      for (uint64_t x = 0; x < h.size(); ++x)
+        h[x] = vkattn_ref::f32_to_f16(value(kind, first * w + x % (count * w)));
+      check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
+      return t;
+    };
+    // One step over `ids` appending rows [first, first + t) to each.
+    auto append = [&](const std::vector<int64_t>& ids, int first, int t, vkattn_step** keep) {
+      const std::vector<int32_t> ts(ids.size(), t);
+      vkattn_step* st = nullptr;
+      check(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), ts.data(), &st),
+            "step_begin");
+      vkattn_tensor *k = rows_of(1, first, t, int(ids.size())),
+                    *v = rows_of(2, first, t, int(ids.size()));
+      check(vkattn_step_append(st, 0, k, v), "step_append");
+      vkattn_tensor_destroy(k);
+      vkattn_tensor_destroy(v);
+      if (keep)
+        *keep = st;
+      else
+        check(vkattn_step_commit(st), "step_commit");
+    };
+    progress("%s: filling %d shared keys", name.c_str(), shared);
+    for (int at = 0; at < shared; at += 16384)
+      append({0}, at, std::min(16384, shared - at), nullptr);
+    std::vector<int64_t> ids(n);
+    for (int i = 0; i < n; ++i) {
+      ids[i] = i;
+      if (i) check(vkattn_kv_cache_fork(cache, 0, i), "kv_cache_fork");
+    }
+    if (own > 0) append(ids, shared, own, nullptr);
+    append(ids, shared + own, 1, &step);
+  }
+  ~ForkedStep() {
+    vkattn_step_abort(step);
+    vkattn_kv_cache_destroy(cache);
+  }
+};
+
 // Top-k sparse decoding (DeepSeek V3.2's DSA, NSA-style selection): 16
 // decodes forked from one sequence of 131072 cached tokens (its pages
 // shared, so the cache fits this machine), each row listing K = 2048
@@ -762,49 +821,9 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   // (Built only, on a fake GPU: the same pipelines over a shorter prompt.)
   const int32_t cached = g_build_only ? 4096 : 131072;
   Shape s = kGqa;
-  vkattn_kv_cache_desc kd;
-  vkattn_kv_cache_desc_init(&kd);
-  kd.num_layers = 1, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.d;
-  kd.num_pages = uint32_t(cached / 16 + n + 1);
-  vkattn_kv_cache* cache = nullptr;
-  check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
-  progress("%s: filling 131072 keys", r->name.c_str());
-  // The prompt in chunks of 16384 tokens: K/V rows 0 .. cached - 1.
-  auto rows_of = [&](uint64_t kind, uint64_t first, uint64_t count) {
-    vkattn_tensor* t = make(ctx, {int64_t(count), s.Hkv, s.d});
-    fill(t, kind, first * s.Hkv * s.d, count * s.Hkv * s.d);
-    return t;
-  };
-  for (int32_t at = 0; at < cached; at += 16384) {
-    const int64_t id = 0;
-    const int32_t t = std::min(16384, cached - at);
-    vkattn_step* st = nullptr;
-    check(vkattn_step_begin(cache, 1, &id, &t, &st), "step_begin");
-    vkattn_tensor *k = rows_of(1, at, t), *v = rows_of(2, at, t);
-    check(vkattn_step_append(st, 0, k, v), "step_append");
-    check(vkattn_step_commit(st), "step_commit");
-    vkattn_tensor_destroy(k);
-    vkattn_tensor_destroy(v);
-  }
-  std::vector<int64_t> ids(n);
-  for (int i = 0; i < n; ++i) {
-    ids[i] = i;
-    if (i) check(vkattn_kv_cache_fork(cache, 0, i), "kv_cache_fork");
-  }
   // The step: one new token each (the same K/V row, key `cached`).
-  const std::vector<int32_t> fresh(n, 1);
-  vkattn_step* step = nullptr;
-  check(vkattn_step_begin(cache, n, ids.data(), fresh.data(), &step), "step_begin");
-  vkattn_tensor* kn = make(ctx, {n, s.Hkv, s.d});
-  vkattn_tensor* vn = make(ctx, {n, s.Hkv, s.d});
-  for (auto [t, kind] : {std::pair<vkattn_tensor*, uint64_t>{kn, 1}, {vn, 2}}) {
-    const uint64_t w = uint64_t(s.Hkv) * s.d;
-    std::vector<uint16_t> h(n * w);
-    for (uint64_t x = 0; x < h.size(); ++x)
-      h[x] = vkattn_ref::f32_to_f16(value(kind, uint64_t(cached) * w + x % w));
-    check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
-  }
-  check(vkattn_step_append(step, 0, kn, vn), "step_append");
+  ForkedStep forked(ctx, s, r->name, n, cached, 0);
+  vkattn_step* step = forked.step;
   vkattn_tensor* q = make(ctx, {n, s.H, s.d});
   vkattn_tensor* o = make(ctx, {n, s.H, s.d});
   fill(q, 0, 0, uint64_t(n) * s.H * s.d);
@@ -861,9 +880,7 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
                   r->median_ms / ms_dense);
     r->lines.push_back(line);
   }
-  vkattn_step_abort(step);
-  for (vkattn_tensor* t : {kn, vn, q, o, lists}) vkattn_tensor_destroy(t);
-  vkattn_kv_cache_destroy(cache);
+  for (vkattn_tensor* t : {q, o, lists}) vkattn_tensor_destroy(t);
   return r->ok;
 }
 
@@ -876,49 +893,8 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
 // it n times); cascade attention (issue CS) is to read it once.
 bool forked_decode(vkattn_context* ctx, Result* r, int n, int shared, int own) {
   const Shape s = kGqa;
-  const int page = 16;
-  vkattn_kv_cache_desc kd;
-  vkattn_kv_cache_desc_init(&kd);
-  kd.num_layers = 1, kd.num_kv_heads = s.Hkv, kd.head_dim = s.d, kd.head_dim_v = s.d;
-  kd.page_size = page;
-  kd.num_pages = uint32_t(shared / page + n * ((own + 1) / page + 2) + 1);
-  vkattn_kv_cache* cache = nullptr;
-  check(vkattn_kv_cache_create(ctx, &kd, &cache), "kv_cache_create");
-  const uint64_t w = uint64_t(s.Hkv) * s.d;
-  // Rows [first, first + count) of the K (kind 1) or V (2) stream, `copies` times.
-  auto rows_of = [&](uint64_t kind, uint64_t first, uint64_t count, int copies) {
-    vkattn_tensor* t = make(ctx, {int64_t(count) * copies, s.Hkv, s.d});
-    std::vector<uint16_t> h(count * w * copies);
-    for (uint64_t x = 0; x < h.size(); ++x)
-      h[x] = vkattn_ref::f32_to_f16(value(kind, first * w + x % (count * w)));
-    check(vkattn_tensor_write(t, h.data(), h.size() * 2), "tensor_write");
-    return t;
-  };
-  // One step over `ids` appending rows [first, first + t) to each.
-  auto append = [&](const std::vector<int64_t>& ids, int first, int t, vkattn_step** keep) {
-    const std::vector<int32_t> ts(ids.size(), t);
-    vkattn_step* st = nullptr;
-    check(vkattn_step_begin(cache, uint32_t(ids.size()), ids.data(), ts.data(), &st), "step_begin");
-    vkattn_tensor *k = rows_of(1, first, t, int(ids.size())),
-                  *v = rows_of(2, first, t, int(ids.size()));
-    check(vkattn_step_append(st, 0, k, v), "step_append");
-    vkattn_tensor_destroy(k);
-    vkattn_tensor_destroy(v);
-    if (keep)
-      *keep = st;
-    else
-      check(vkattn_step_commit(st), "step_commit");
-  };
-  progress("%s: filling %d shared keys", r->name.c_str(), shared);
-  for (int at = 0; at < shared; at += 16384) append({0}, at, std::min(16384, shared - at), nullptr);
-  std::vector<int64_t> ids(n);
-  for (int i = 0; i < n; ++i) {
-    ids[i] = i;
-    if (i) check(vkattn_kv_cache_fork(cache, 0, i), "kv_cache_fork");
-  }
-  if (own > 0) append(ids, shared, own, nullptr);
-  vkattn_step* step = nullptr;
-  append(ids, shared + own, 1, &step);
+  ForkedStep forked(ctx, s, r->name, n, shared, own);
+  vkattn_step* step = forked.step;
   vkattn_tensor* q = make(ctx, {n, s.H, s.d});
   vkattn_tensor* o = make(ctx, {n, s.H, s.d});
   fill(q, 0, 0, uint64_t(n) * s.H * s.d);
@@ -955,10 +931,8 @@ bool forked_decode(vkattn_context* ctx, Result* r, int n, int shared, int own) {
                   n, shared, n);
     r->lines.push_back(line);
   }
-  vkattn_step_abort(step);
   vkattn_tensor_destroy(q);
   vkattn_tensor_destroy(o);
-  vkattn_kv_cache_destroy(cache);
   return r->ok;
 }
 

@@ -96,25 +96,21 @@ uint64_t max_tile_keys(const Schedule& sched, const FwdPass& pass) {
   return most;
 }
 
-// The (row, key) pairs the items of a pass read: what every bound, span
-// and split left of the t x u rectangle (VKATTN_LOG=kernels: "pairs=").
-uint64_t pass_pairs(const Schedule& sched, const FwdPass& pass) {
-  uint64_t n = 0;
+// What the items of a pass read (VKATTN_LOG=kernels): pairs, the (row,
+// key) pairs (what every bound, span and split left of the t x u
+// rectangle); kv_reads, the K/V rows (each item's key range once: it
+// serves one kv head, K and V together, whatever rows it holds; a key two
+// items read counts twice, the combine reads none).
+struct PassReads {
+  uint64_t pairs = 0, kv_reads = 0;
+};
+PassReads pass_reads(const Schedule& sched, const FwdPass& pass) {
+  PassReads n;
   for (uint32_t i = pass.first; i < pass.first + pass.count; ++i) {
     const PlanItem& it = sched.items[i];
-    n += uint64_t(it.k_end - it.k_begin) * (it.row_end - it.row0);
+    n.kv_reads += it.k_end - it.k_begin;
+    n.pairs += uint64_t(it.k_end - it.k_begin) * (it.row_end - it.row0);
   }
-  return n;
-}
-
-// The keys the items of a pass read from K/V: each item's range, once per
-// item (it serves one kv head; K and V together), whatever rows it holds
-// (VKATTN_LOG=kernels: "kv_reads="). A key two items read counts twice;
-// the combine reads none.
-uint64_t pass_kv_reads(const Schedule& sched, const FwdPass& pass) {
-  uint64_t n = 0;
-  for (uint32_t i = pass.first; i < pass.first + pass.count; ++i)
-    n += sched.items[i].k_end - sched.items[i].k_begin;
   return n;
 }
 
@@ -530,6 +526,7 @@ std::vector<std::shared_ptr<PreparedPlan>> attention_plans(Context& ctx, const A
 void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& cfg,
               const AttentionFamilyDesc& family, const FwdPass& pass, const char* combine) {
   const Schedule& sched = pp.sched;
+  const PassReads reads = pass_reads(sched, pass);
   std::fprintf(stderr,
                "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
                "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s combine=%s "
@@ -539,10 +536,10 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
                                                pp.units.group),
                static_cast<long long>(c.cu_k.back()),
                static_cast<unsigned long long>(max_tile_keys(sched, pass)),
-               static_cast<unsigned long long>(pass_pairs(sched, pass)), sched.combine.size(),
-               pass.count, cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row,
-               pp.source, pp.plan_on_device ? "device" : "host", combine,
-               static_cast<unsigned long long>(pass_kv_reads(sched, pass)));
+               static_cast<unsigned long long>(reads.pairs), sched.combine.size(), pass.count,
+               cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row, pp.source,
+               pp.plan_on_device ? "device" : "host", combine,
+               static_cast<unsigned long long>(reads.kv_reads));
 }
 
 }  // namespace
