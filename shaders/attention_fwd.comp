@@ -192,6 +192,15 @@ void main() {
         kp[j] = listed[j] ? key : 0u;
       }
     }
+    // A block none of whose slots lists a key of this pass's pool buffer
+    // is skipped whole (uniform across the workgroup outside decode mode:
+    // its lanes share the tile's one list), so a pass over the other
+    // buffer's keys costs only the list reads.
+    if (uses(F_TOPK)) {
+      bool any_listed = false;
+      [[unroll]] for (uint j = 0u; j < BK; ++j) any_listed = any_listed || listed[j];
+      if (!any_listed) continue;
+    }
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
       uint key = kp[j];
       kbase[j] = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);
