@@ -37,7 +37,7 @@
 #include "attention_common.glsl"
 
 layout(local_size_x = 64) in;
-layout(constant_id = 0) const uint QDT = DT_F32;
+layout(constant_id = 0) const uint QDT = DT_F32;  // out's dtype (q's, or f32: kFlagOutF32)
 
 layout(std430, binding = 0) coherent buffer Out { uint out_w[]; };
 layout(std430, binding = 1) writeonly buffer Lse { float lse_out[]; };

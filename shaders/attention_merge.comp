@@ -5,6 +5,9 @@
 // per lse row of this dispatch's chunk of rows. A side with lse = -inf is
 // never multiplied (its out may hold anything); both -inf gives 0 and -inf;
 // a NaN lse on either side gives NaN out and lse.
+// IN_F32 = 1: a and b are f32 rows whatever out's dtype (a cascade's
+// parts, src/ops/attention/cascade.cpp: one rounding, the merged row's),
+// the chunk's first element in_skip floats into their windows.
 // out may alias out_a: each word is read and written by the same
 // invocation only. Bindings are windows (src/ops/attention/merge.cpp): the
 // chunk's first word is out_skip words into the out windows, its first row
@@ -15,6 +18,7 @@
 
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint DTYPE = DT_F32;
+layout(constant_id = 1) const uint IN_F32 = 0;
 
 layout(std430, binding = 0) readonly buffer OutA { uint out_a[]; };
 layout(std430, binding = 1) readonly buffer LseA { float lse_a[]; };
@@ -30,6 +34,7 @@ layout(push_constant) uniform Push {
   uint has_lse_out;
   uint out_skip;
   uint lse_skip;
+  uint in_skip;  // IN_F32: the chunk's first element in the a/b windows
 } pc;
 
 #define NEG_INF (-1.0 / 0.0)
@@ -47,10 +52,9 @@ vec3 weights(uint r) {
   return vec3(ea / s, eb / s, m + log(s));
 }
 
-float merge_elem(uint e, uint a_bits, uint b_bits, bool is16) {
+// Element e of the chunk, merged from its a and b values.
+float merge_elem(uint e, float a, float b) {
   vec3 w = weights(e / pc.dv);
-  float a = is16 ? decode16(DTYPE, a_bits) : uintBitsToFloat(a_bits);
-  float b = is16 ? decode16(DTYPE, b_bits) : uintBitsToFloat(b_bits);
   if (isnan(w.x)) return w.x;  // a NaN lse (or +inf on both sides)
   // Select, never multiply, a side with weight 0: it may hold NaN.
   if (w.x == 0.0 && w.y == 0.0) return 0.0;
@@ -65,13 +69,24 @@ void main() {
   if (i < pc.words) {
     uint wi = pc.out_skip + i;
     if (DTYPE == DT_F32) {
-      out_w[wi] = floatBitsToUint(merge_elem(i, out_a[wi], out_b[wi], false));
+      uint ai = IN_F32 != 0u ? pc.in_skip + i : wi;
+      out_w[wi] = floatBitsToUint(
+          merge_elem(i, uintBitsToFloat(out_a[ai]), uintBitsToFloat(out_b[ai])));
     } else {
-      uint aw = out_a[wi], bw = out_b[wi];
       uint e0 = 2u * i, total = pc.rows * pc.dv;
-      uint lo = encode16(DTYPE, merge_elem(e0, aw & 0xffffu, bw & 0xffffu, true));
+      float a0, b0, a1 = 0.0, b1 = 0.0;
+      if (IN_F32 != 0u) {
+        uint ai = pc.in_skip + e0;
+        a0 = uintBitsToFloat(out_a[ai]), b0 = uintBitsToFloat(out_b[ai]);
+        if (e0 + 1u < total) a1 = uintBitsToFloat(out_a[ai + 1u]), b1 = uintBitsToFloat(out_b[ai + 1u]);
+      } else {
+        uint aw = out_a[wi], bw = out_b[wi];
+        a0 = decode16(DTYPE, aw & 0xffffu), b0 = decode16(DTYPE, bw & 0xffffu);
+        a1 = decode16(DTYPE, aw >> 16), b1 = decode16(DTYPE, bw >> 16);
+      }
+      uint lo = encode16(DTYPE, merge_elem(e0, a0, b0));
       if (e0 + 1u < total) {
-        out_w[wi] = lo | (encode16(DTYPE, merge_elem(e0 + 1u, aw >> 16, bw >> 16, true)) << 16);
+        out_w[wi] = lo | (encode16(DTYPE, merge_elem(e0 + 1u, a1, b1)) << 16);
       } else {
         // An odd element count: the word's upper half is not out's (the
         // element after a view is the caller's): only the lower half.

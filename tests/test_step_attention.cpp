@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -443,6 +444,124 @@ class StepAttentionTest : public ContextTest {
     ASSERT_EQ(vkattn_kv_cache_remove(cache, id), VKATTN_SUCCESS);
     k_model.erase(id);
     v_model.erase(id);
+  }
+
+  struct Config {
+    uint32_t H;
+    vkattn_dtype dt;
+  };
+  // CascadeOverForks (below) with H query heads over a cache of dtype
+  // dt: every step for f16, the decode step for the others.
+  void cascade_over_forks(Config cf) {
+    SCOPED_TRACE(testing::Message() << "H " << cf.H << " dtype " << cf.dt);
+    KvShape s;
+    s.layers = 2;
+    s.hkv = 2;
+    s.d = 24;
+    s.dv = 20;
+    s.page_size = 16;
+    s.pages = 160;
+    s.dtype = cf.dt;
+    std::vector<LayerCfg> cfg(2);
+    cfg[0].H = cfg[1].H = cf.H;
+    cfg[1].softcap = 30.0f, cfg[1].sinks = true;
+    const std::vector<int64_t> decodes = {1,  2,  3,  4,  5,  6,  7,   8,  9, 10,
+                                          11, 12, 13, 14, 15, 16, 100, 50, 51};
+    struct Run {
+      std::vector<std::vector<float>> outs;  // per step: the last layer's
+      std::vector<std::string> logs;         // per step
+    };
+    auto scenario = [&](const char* cascade, Run* r) {
+      // A fresh context under this VKATTN_CASCADE, its kernel log on.
+      if (cache) vkattn_kv_cache_destroy(cache), cache = nullptr;
+      owned.clear();
+      ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
+      EXPECT_EQ(validation_messages(ctx), 0u);
+      vkattn_context_destroy(ctx);
+      {
+        ScopedEnv env({{"VKATTN_CASCADE", cascade}, {"VKATTN_LOG", "kernels"}});
+        ctx = make_context();
+      }
+      ASSERT_NE(ctx, nullptr);
+      create(s);
+      poison_pool();
+      k_model.clear(), v_model.clear();
+      run_step({1, 50, 100}, {300, 290, 270}, cfg, VKATTN_F32);
+      for (int64_t id = 2; id <= 16; ++id) fork(1, id);
+      fork(50, 51);
+      auto step = [&](const std::vector<int64_t>& ids, const std::vector<int32_t>& t) {
+        testing::internal::CaptureStderr();
+        r->outs.push_back(run_step(ids, t, cfg, VKATTN_F32));
+        r->logs.push_back(testing::internal::GetCapturedStderr());
+      };
+      step(decodes, std::vector<int32_t>(decodes.size(), 1));
+      if (cf.dt != VKATTN_F16) return;  // (the other dtypes: the decode step)
+      step({2, 3, 50, 51, 100}, {5, 1, 9, 1, 1});
+      step({1, 100, 2}, {1, 1, 1});
+      // Fork 3 truncated to 100 tokens: 6 pages still shared with 1 and 2.
+      ASSERT_EQ(vkattn_kv_cache_truncate(cache, 3, 100), VKATTN_SUCCESS) << vkattn_last_error();
+      for (uint32_t l = 0; l < s.layers; ++l) {
+        k_model[3][l].resize(size_t(100) * s.hkv * s.d);
+        v_model[3][l].resize(size_t(100) * s.hkv * s.dv);
+      }
+      step({1, 2, 3}, {1, 1, 1});
+    };
+    Run off, on;
+    {
+      SCOPED_TRACE("VKATTN_CASCADE=0");
+      scenario("0", &off);
+    }
+    {
+      SCOPED_TRACE("VKATTN_CASCADE unset");
+      scenario("", &on);
+    }
+    const size_t steps = cf.dt == VKATTN_F16 ? 4 : 1;
+    ASSERT_EQ(off.outs.size(), steps);
+    ASSERT_EQ(on.outs.size(), steps);
+    auto sum = [](const std::vector<uint64_t>& x) {
+      uint64_t n = 0;
+      for (uint64_t v : x) n += v;
+      return n;
+    };
+    const std::string kLine = "vkattn: attention cascade groups=";
+    for (size_t i = 0; i < steps; ++i) {
+      SCOPED_TRACE(testing::Message() << "step " << i);
+      // Results: the two runs within f32 rounding (f16 math: its slack).
+      ASSERT_EQ(on.outs[i].size(), off.outs[i].size());
+      const double tol = 2e-5 + f16_math_slack();
+      for (size_t e = 0; e < on.outs[i].size(); ++e)
+        ASSERT_NEAR(on.outs[i][e], off.outs[i][e], tol) << "element " << e;
+      EXPECT_EQ(off.logs[i].find(kLine), std::string::npos) << off.logs[i];
+    }
+    // Counts the cascade lines of a log that announce `what`.
+    auto lines = [&](const std::string& log, const std::string& what) {
+      size_t n = 0;
+      for (size_t at = log.find(kLine + what); at != std::string::npos;
+           at = log.find(kLine + what, at + 1))
+        ++n;
+      return n;
+    };
+    // Step 0: two groups (18 pages of 16 keys each), a loner between them;
+    // step 1: the same groups with prefill chunks on members. Each layer
+    // logs its cascade.
+    for (size_t i = 0; i < std::min<size_t>(steps, 2); ++i)
+      EXPECT_EQ(lines(on.logs[i], "2 shared_keys=576\n"), s.layers) << on.logs[i];
+    // Step 0 reads the shared pages once per prefix tile instead of once
+    // per sequence: without cascade, each of the 19 sequences reads its own
+    // keys (301, 291 or 271) for each kv head and layer. (Forced families
+    // read it once per tile of theirs: tiled's and decode's tiles on
+    // lavapipe hold 8 and 4 rows, the default lanes' 32 or more.)
+    const uint64_t reads_off = sum(kernel_log_field(off.logs[0], "kv_reads"));
+    EXPECT_EQ(reads_off, uint64_t(16 * 301 + 271 + 2 * 291) * s.hkv * s.layers) << off.logs[0];
+    const uint64_t reads_on = sum(kernel_log_field(on.logs[0], "kv_reads"));
+    const char* forced = std::getenv("VKATTN_ATTN_KERNEL");
+    EXPECT_LT(reads_on * (forced && *forced ? 1 : 4), reads_off) << on.logs[0];
+    if (steps < 4) return;
+    // Step 2: sharers 1 and 2 with a loner between them form no group.
+    EXPECT_EQ(on.logs[2].find(kLine), std::string::npos) << on.logs[2];
+    // Step 3: 1 and 2 share 18 pages, 3 only 6 (96 keys, below the default
+    // threshold): one group of two.
+    EXPECT_EQ(lines(on.logs[3], "1 shared_keys=288\n"), s.layers) << on.logs[3];
   }
 
   KvShape shape;
@@ -997,4 +1116,201 @@ TEST_F(StepAttentionTest, DecodeAcrossManyPoolBuffers) {
   run_step({1, 2}, {288, 700}, cfg, VKATTN_F32, true, /*attend=*/false);
   run_step({1}, {1}, cfg, VKATTN_F32);        // 289 keys over 10 buffers
   run_step({1, 2}, {1, 1}, cfg, VKATTN_F16);  // and 702 keys over 22
+}
+
+// Cascade attention (issue CS): forks of one parent decoding together read
+// their shared full pages once, as a group, and merge by lse with their own
+// keys. The same steps on a context under VKATTN_CASCADE=0 (each sequence
+// reads its own keys) and under the default: both against the reference
+// (run_step; 8-bit caches over what they hold), then against each other
+// (f32 math: within 2e-5), and their kernel logs' kv_reads= against each
+// other. A group of 16 (a prompt of 300 tokens: its 19th page, 12 tokens,
+// is copied by each fork, so 18 pages are shared), a group of 2, a loner
+// between them, softcap and sinks (joined once, by the main pass),
+// prefill chunks on members, sharers that are not consecutive (not
+// grouped), and a fork truncated below the shared pages (it leaves the
+// group). NaN fills every slot no token holds. GQA 2, f16 cache (the
+// test below: other groups and dtypes).
+TEST_F(StepAttentionTest, CascadeOverForks) {
+  cascade_over_forks({4, VKATTN_F16});
+}
+// The same decode step with GQA groups of 1, 8 and 4 over f32, bf16, int8
+// and fp8 caches (Slow: the main suite only, each dtype compiles its own
+// pipelines).
+TEST_F(StepAttentionTest, SlowCascadeOverCacheDtypes) {
+  for (Config cf : {Config{2, VKATTN_F32}, Config{16, VKATTN_BF16}, Config{8, VKATTN_I8},
+                    Config{8, VKATTN_FP8_E4M3}})
+    cascade_over_forks(cf);
+}
+
+// Cascade over 4-bit caches, their keys rotated or not: 8 forks of a
+// 300-token prompt decoding, against the same step with VKATTN_CASCADE=0
+// (both read the same codes; f32 math: within 2e-5). The reference over
+// what a Q4 cache holds is Q4Attention's (tests/test_kv_cache_q4.cpp).
+TEST_F(StepAttentionTest, CascadeOverQ4Caches) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 2;
+  s.d = 64;
+  s.dv = 64;
+  s.page_size = 16;
+  s.pages = 64;
+  s.dtype = VKATTN_Q4;
+  const uint32_t H = 8;
+  std::vector<int64_t> ids;
+  for (int64_t id = 1; id <= 8; ++id) ids.push_back(id);
+  for (bool rotate : {false, true}) {
+    SCOPED_TRACE(rotate ? "rotated keys" : "plain keys");
+    std::vector<float> outs[2];
+    for (int on = 0; on < 2; ++on) {
+      if (cache) vkattn_kv_cache_destroy(cache), cache = nullptr;
+      owned.clear();
+      ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
+      EXPECT_EQ(validation_messages(ctx), 0u);
+      vkattn_context_destroy(ctx);
+      {
+        ScopedEnv env({{"VKATTN_CASCADE", on ? "" : "0"}, {"VKATTN_LOG", "kernels"}});
+        ctx = make_context();
+      }
+      ASSERT_NE(ctx, nullptr);
+      vkattn_kv_cache_desc d = kv_cache_desc(s);
+      if (rotate) d.flags |= VKATTN_KV_ROTATE_KEYS;
+      ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();
+      shape = s;
+      // One step: t tokens each of `seqs` appended (values by sequence and
+      // position), then, when `attend`, the step's attention into out.
+      auto step = [&](const std::vector<int64_t>& seqs, int32_t t, bool attend,
+                      std::vector<float>* out) {
+        const std::vector<int32_t> ts(seqs.size(), t);
+        std::vector<int32_t> len(seqs.size());
+        for (size_t b = 0; b < seqs.size(); ++b)
+          ASSERT_EQ(vkattn_kv_cache_length(cache, seqs[b], &len[b]), VKATTN_SUCCESS);
+        vkattn_step* st = nullptr;
+        ASSERT_EQ(vkattn_step_begin(cache, uint32_t(seqs.size()), seqs.data(), ts.data(), &st),
+                  VKATTN_SUCCESS)
+            << vkattn_last_error();
+        const int64_t n = int64_t(seqs.size()) * t;
+        vkattn_tensor* kt = tensor(VKATTN_F32, {n, s.hkv, s.d});
+        vkattn_tensor* vt = tensor(VKATTN_F32, {n, s.hkv, s.dv});
+        upload(kt, VKATTN_F32, token_rows(0, seqs, len, ts, 0, s.hkv * s.d, VKATTN_F32));
+        upload(vt, VKATTN_F32, token_rows(1, seqs, len, ts, 0, s.hkv * s.dv, VKATTN_F32));
+        ASSERT_EQ(vkattn_step_append(st, 0, kt, vt), VKATTN_SUCCESS) << vkattn_last_error();
+        if (attend) {
+          vkattn_tensor* qt = tensor(VKATTN_F32, {n, H, s.d});
+          vkattn_tensor* ot = tensor(VKATTN_F32, {n, H, s.dv});
+          upload(qt, VKATTN_F32, token_rows(2, seqs, len, ts, 0, H * s.d, VKATTN_F32));
+          vkattn_attention_desc desc;
+          vkattn_attention_desc_init(&desc);
+          desc.num_heads = H, desc.num_kv_heads = s.hkv, desc.head_dim = s.d;
+          desc.head_dim_v = s.dv, desc.causal = 1;
+          testing::internal::CaptureStderr();
+          EXPECT_EQ(vkattn_step_attention(st, 0, &desc, qt, ot), VKATTN_SUCCESS)
+              << vkattn_last_error();
+          out->resize(size_t(n) * H * s.dv);
+          EXPECT_EQ(vkattn_tensor_read(ot, out->data(), out->size() * 4), VKATTN_SUCCESS);
+          const std::string log = testing::internal::GetCapturedStderr();
+          const bool grouped =
+              log.find("vkattn: attention cascade groups=1 shared_keys=288\n") != std::string::npos;
+          EXPECT_EQ(grouped, on == 1) << log;
+        }
+        ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
+      };
+      step({1}, 300, false, nullptr);
+      for (int64_t id = 2; id <= 8; ++id)
+        ASSERT_EQ(vkattn_kv_cache_fork(cache, 1, id), VKATTN_SUCCESS) << vkattn_last_error();
+      step(ids, 1, true, &outs[on]);
+    }
+    ASSERT_EQ(outs[0].size(), outs[1].size());
+    ASSERT_FALSE(outs[0].empty());
+    for (size_t e = 0; e < outs[0].size(); ++e) {
+      ASSERT_TRUE(std::isfinite(outs[0][e])) << "element " << e;
+      ASSERT_NEAR(outs[1][e], outs[0][e], 2e-5 + f16_math_slack()) << "element " << e;
+    }
+  }
+}
+
+// Cascade over caller pools (vkattn_attention_paged): sequences whose
+// page_indices begin with the same pages form a group. Sequences 0 and 1
+// share 6 pages (48 keys), 3 and 4 share 4 (32; they share them with 0 and
+// 1 too, but a loner stands between), 2 is a loner; member 1 holds a
+// prefill chunk of 3 tokens. Pages no sequence uses hold NaN. Under
+// VKATTN_CASCADE=1 (groups from one shared page) and =0: both against
+// the reference, and the groups in the kernel log.
+TEST_F(StepAttentionTest, CascadeOverCallerPools) {
+  const uint32_t ps = 8, hkv = 2, H = 4, d = 16, dv = 12, num_pages = 24;
+  const std::vector<std::vector<int32_t>> pages = {{0, 1, 2, 3, 4, 5, 10},
+                                                   {0, 1, 2, 3, 4, 5, 11},
+                                                   {20, 21},
+                                                   {0, 1, 2, 3, 12},
+                                                   {0, 1, 2, 3, 13, 14}};
+  const std::vector<int32_t> lens = {50, 53, 12, 36, 45}, ts = {1, 3, 1, 1, 2};
+  const size_t B = lens.size();
+  std::vector<int32_t> indptr(1, 0), indices, cu_q(1, 0), cu_k(1, 0);
+  for (size_t b = 0; b < B; ++b) {
+    indices.insert(indices.end(), pages[b].begin(), pages[b].end());
+    indptr.push_back(int32_t(indices.size()));
+    cu_q.push_back(cu_q.back() + ts[b]);
+    cu_k.push_back(cu_k.back() + lens[b]);
+  }
+  std::vector<bool> used(num_pages, false);
+  for (int32_t p : indices) used[p] = true;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> kp(size_t(num_pages) * ps * hkv * d), vp(size_t(num_pages) * ps * hkv * dv);
+  for (size_t i = 0; i < kp.size(); ++i) kp[i] = used[i / (ps * hkv * d)] ? u(rng) : kNaN;
+  for (size_t i = 0; i < vp.size(); ++i) vp[i] = used[i / (ps * hkv * dv)] ? u(rng) : kNaN;
+  const int64_t n = cu_q.back();
+  std::vector<float> q(size_t(n) * H * d);
+  for (float& x : q) x = u(rng);
+  // The reference over each sequence's keys, gathered from its pages.
+  std::vector<float> rk, rv;
+  for (size_t b = 0; b < B; ++b)
+    for (int32_t j = 0; j < lens[b]; ++j) {
+      const size_t row = size_t(pages[b][j / ps]) * ps + j % ps;
+      rk.insert(rk.end(), kp.begin() + row * hkv * d, kp.begin() + (row + 1) * hkv * d);
+      rv.insert(rv.end(), vp.begin() + row * hkv * dv, vp.begin() + (row + 1) * hkv * dv);
+    }
+  vkattn::ref::AttentionParams p;
+  p.num_heads = H, p.num_kv_heads = hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = true;
+  std::vector<float> ref_out(size_t(n) * H * dv), ref_lse(size_t(n) * H);
+  vkattn::ref::attention_varlen(p, int(B), cu_q.data(), cu_k.data(), q.data(), rk.data(), rv.data(),
+                                ref_out.data(), ref_lse.data());
+  for (const char* cascade : {"0", "1"}) {
+    SCOPED_TRACE(testing::Message() << "VKATTN_CASCADE=" << cascade);
+    ScopedEnv env({{"VKATTN_CASCADE", cascade}, {"VKATTN_LOG", "kernels"}});
+    ForcedContext fc;
+    ASSERT_NE(fc.ctx, nullptr);
+    auto make = [&](vkattn_dtype dt, std::vector<int64_t> shape) {
+      vkattn_tensor* t = nullptr;
+      EXPECT_EQ(vkattn_tensor_create(fc.ctx, dt, uint32_t(shape.size()), shape.data(), &t),
+                VKATTN_SUCCESS);
+      return std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>(t, &vkattn_tensor_destroy);
+    };
+    auto kt = make(VKATTN_F32, {num_pages, ps, hkv, d});
+    auto vt = make(VKATTN_F32, {num_pages, ps, hkv, dv});
+    auto qt = make(VKATTN_F32, {n, H, d});
+    auto ot = make(VKATTN_F32, {n, H, dv});
+    auto lt = make(VKATTN_F32, {n, H});
+    ASSERT_EQ(vkattn_tensor_write(kt.get(), kp.data(), kp.size() * 4), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_write(vt.get(), vp.data(), vp.size() * 4), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_write(qt.get(), q.data(), q.size() * 4), VKATTN_SUCCESS);
+    vkattn_attention_desc desc;
+    vkattn_attention_desc_init(&desc);
+    desc.num_heads = H, desc.num_kv_heads = hkv, desc.head_dim = d, desc.head_dim_v = dv;
+    desc.causal = 1;
+    desc.lse = lt.get();
+    testing::internal::CaptureStderr();
+    ASSERT_EQ(
+        vkattn_attention_paged(fc.ctx, &desc, uint32_t(B), cu_q.data(), lens.data(), indptr.data(),
+                               indices.data(), ps, qt.get(), kt.get(), vt.get(), ot.get()),
+        VKATTN_SUCCESS)
+        << vkattn_last_error();
+    std::vector<float> out(size_t(n) * H * dv), lse(size_t(n) * H);
+    ASSERT_EQ(vkattn_tensor_read(ot.get(), out.data(), out.size() * 4), VKATTN_SUCCESS);
+    ASSERT_EQ(vkattn_tensor_read(lt.get(), lse.data(), lse.size() * 4), VKATTN_SUCCESS);
+    const std::string log = testing::internal::GetCapturedStderr();
+    compare(out, lse, ref_out, ref_lse, VKATTN_F32, 0);
+    const bool grouped =
+        log.find("vkattn: attention cascade groups=2 shared_keys=80\n") != std::string::npos;
+    EXPECT_EQ(grouped, std::strcmp(cascade, "1") == 0) << log;
+  }
 }

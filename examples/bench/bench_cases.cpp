@@ -14,6 +14,7 @@
 #include "api/handles.h"
 #include "bench.h"
 #include "common/kernel_choice.h"
+#include "core/context.h"
 #include "core/device.h"
 #include "ops/attention/variant.h"
 #include "reference/attention_ref.h"
@@ -884,13 +885,25 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   return r->ok;
 }
 
+// Turns the context's cascade on (its default: VKATTN_CASCADE or, unset,
+// the library's threshold) or off (VKATTN_CASCADE=0), for timing both in
+// one process.
+void set_cascade(vkattn_context* ctx, bool on, uint32_t default_value) {
+  vkattn::Context& c = *ctx->impl;
+  vkattn::KernelOptions o = c.options();
+  o.cascade = on ? default_value : 0;
+  c.set_options(o);
+}
+
 // Forks over one shared prompt (issue CS: parallel sampling, beams): n
 // sequences forked from one prompt of `shared` tokens (its full pages
 // shared), each then given `own` tokens in pages of its own (the same K/V
 // rows in every fork, so one reference serves them all; their queries
-// differ), decoding one token each. Verified before timing. Today every
-// sequence reads the prompt itself (VKATTN_LOG=kernels: kv_reads= counts
-// it n times); cascade attention (issue CS) is to read it once.
+// differ), decoding one token each. Verified before timing, with and
+// without cascade attention (the shared pages read once for the group,
+// then merged by lse), and timed both ways, interleaved; the second line
+// gives the call without cascade and the ratio. bytes count what a
+// cascade must read: the shared keys once, every sequence's own keys.
 bool forked_decode(vkattn_context* ctx, Result* r, int n, int shared, int own) {
   const Shape s = kGqa;
   ForkedStep forked(ctx, s, r->name, n, shared, own);
@@ -904,31 +917,46 @@ bool forked_decode(vkattn_context* ctx, Result* r, int n, int shared, int own) {
   std::vector<Seq> seqs;
   for (int i = 0; i < n; ++i) seqs.push_back({1, shared + own + 1, uint64_t(i), 0});
   auto record = [&] { check(vkattn_step_attention(step, 0, &desc, q, o), "step_attention"); };
-  progress("%s: verifying", r->name.c_str());
-  record();
-  std::vector<uint16_t> out(uint64_t(n) * s.H * s.d);
-  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  const uint32_t cascade = ctx->impl->options().cascade;
   double ref_ms_per_gflop = 0;
-  r->max_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  r->max_err = 0;
+  for (bool on : {false, true}) {
+    progress("%s: verifying (cascade %s)", r->name.c_str(), on ? "on" : "off");
+    set_cascade(ctx, on, cascade);
+    record();
+    std::vector<uint16_t> out(uint64_t(n) * s.H * s.d);
+    check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+    r->max_err = std::max(r->max_err, verify(s, seqs, out, &ref_ms_per_gflop));
+  }
   r->ok = r->max_err <= kTolF16;
   if (r->ok) {
-    progress("%s: timing", r->name.c_str());
-    std::vector<double> ms;
-    for (int rep = 0; rep < g_reps; ++rep)
-      ms.push_back(time_gpu(ctx, record, 1, rep == 0 ? kWarmupMs : 0));
-    g_last_times = ms;
+    progress("%s: timing with and without cascade, interleaved", r->name.c_str());
+    std::vector<double> ms[2];
+    for (int rep = 0; rep < g_reps; ++rep) {
+      for (int off = 0; off < 2; ++off) {
+        set_cascade(ctx, off == 0, cascade);
+        ms[off].push_back(time_gpu(ctx, record, 1, rep == 0 ? kWarmupMs : 0));
+      }
+    }
+    set_cascade(ctx, true, cascade);
+    g_last_times = ms[0];
     add_spread(*r);
-    r->median_ms = median(ms);
+    r->median_ms = median(ms[0]);
     double flops, bytes;
     work(s, seqs, &flops, &bytes);
-    r->flops = flops, r->bytes = bytes;
+    r->flops = flops;
+    // (work() counts every sequence's keys: the shared ones n times.)
+    r->bytes = bytes * (double(shared) + double(n) * (own + 1)) / (double(n) * (shared + own + 1));
     r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
     r->variant = variant_name(ctx, s.d, s.d, s.H / s.Hkv, s.H / s.Hkv);
+    const double ms_off = median(ms[1]);
+    r->extra.push_back({"no_cascade_ms", ms_off});
+    r->extra.push_back({"cascade_over_none", r->median_ms / ms_off});
     char line[200];
     std::snprintf(line, sizeof(line),
-                  "each of the %d sequences reads the %d shared keys itself (no cascade yet: "
-                  "issue CS); bytes above count them %d times",
-                  n, shared, n);
+                  "without cascade (VKATTN_CASCADE=0, interleaved; each sequence reads the %d "
+                  "shared keys): %.3f ms; cascade / without %.2fx",
+                  shared, ms_off, r->median_ms / ms_off);
     r->lines.push_back(line);
   }
   vkattn_tensor_destroy(q);

@@ -1411,7 +1411,22 @@ VKATTN_API vkattn_status vkattn_step_append_rope(vkattn_step* step, uint32_t lay
  * bottom-right (u = len + t); window, softcap, ALiBi and masks as in
  * vkattn_attention_varlen (mask: per sequence t x (len + t), in step order);
  * desc->num_kv_heads, head_dim and head_dim_v must match the cache. The
- * desc may differ per layer. */
+ * desc may differ per layer.
+ *
+ * Shared prefixes are read once (cascade attention): consecutive sequences
+ * of the step whose block tables begin with the same full pages (forks of
+ * one parent: parallel samples, beams, a shared system prompt) form a
+ * group; their query rows attend to those shared keys as one prefill-like
+ * tile, each sequence attends to the rest of its keys alone, and the two
+ * merge by lse in the same submission (both in f32; out is rounded once,
+ * so results match the call without cascade to f32 rounding). The shared
+ * keys are the full pages every member held before this step (a fork's
+ * copied partial page is its own). A group needs two members with queries
+ * and at least 256 shared keys or 16 shared pages, whichever is fewer;
+ * VKATTN_CASCADE=0 turns it off, =1 groups from one shared page. Calls
+ * with a window, chunks, spans, ALiBi, a mask, trees or top-k lists, a
+ * strided out or lse, and batch-invariant contexts are not cascaded.
+ * vkattn_attention_paged does the same over equal leading page_indices. */
 VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
                                                const vkattn_attention_desc* desc, vkattn_tensor* q,
                                                vkattn_tensor* out);

@@ -31,6 +31,7 @@
 #define F_SPAN 4096u          // Seq::span_lo/span_hi (compiled in: FEATURES)
 #define F_TREE 8192u          // Seq::tree_off/tree_w, binding 15 (compiled in: FEATURES)
 #define F_TOPK 16384u         // Seq::topk_*, binding 16 (decode family; compiled in: FEATURES)
+#define F_OUT_F32 32768u      // out is f32 whatever QDT (a cascade's parts; compiled in: FEATURES)
 
 // A row's normalization from its online-softmax state (running max m,
 // running sum l): (1 / l, lse). l > 0: the row saw keys. l = 0: it saw

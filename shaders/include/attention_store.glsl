@@ -44,11 +44,11 @@ void store_part4(uint prow, uint c, vec4 o) {
 }
 
 // Elements [4c, 4c + 4) of an output row whose first element is `base`
-// (window-relative), in the output dtype. Odd 16-bit rows share words with
-// their neighbours: atomics.
+// (window-relative), in the output dtype (QDT, or f32 under F_OUT_F32).
+// Odd 16-bit rows share words with their neighbours: atomics.
 void store_out4(uint base, uint c, vec4 o) {
   if (FAULT_OUTPUT) o += vec4(1.0);
-  if (QDT == DT_F32) {
+  if (QDT == DT_F32 || (FEATURES & F_OUT_F32) != 0u) {
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       if (4u * c + e < DV) out_w[base + 4u * c + e] = floatBitsToUint(o[e]);
     }

@@ -65,6 +65,10 @@ struct KernelOptions {
   // runs test suites so): a sequence's key splits, family and variant
   // depend on its own lengths only (ops/attention/prepare.h PlanPart).
   bool batch_invariant = false;
+  // VKATTN_CASCADE (ops/attention/cascade.h): 0 off; 1 every group of two
+  // or more sequences sharing a full page; unset: groups sharing at least
+  // kCascadeMinKeys keys.
+  uint32_t cascade = kUnset;
   // Keys per split of a batch-invariant decode-shaped sequence
   // (VKATTN_ATTN_INVARIANT_SPLIT_KEYS; unset: the device table's).
   uint32_t invariant_split_keys = kUnset;
@@ -236,6 +240,7 @@ struct KernelOptions {
     o.attn_min_split_keys = env_uint("VKATTN_ATTN_MIN_SPLIT_KEYS", kUnset);
     o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
     o.batch_invariant = env_uint("VKATTN_BATCH_INVARIANT", 0) != 0;
+    o.cascade = env_uint("VKATTN_CASCADE", kUnset);
     o.invariant_split_keys = env_uint("VKATTN_ATTN_INVARIANT_SPLIT_KEYS", kUnset);
     if (o.invariant_split_keys == 0) o.invariant_split_keys = kUnset;
     o.attn_kernel = family_id(std::getenv("VKATTN_ATTN_KERNEL"), &o.bad_kernel_name);

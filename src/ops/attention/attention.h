@@ -55,6 +55,15 @@ struct AttentionCall {
   // The up-front self-check of a VKATTN_Q4 call (q4 is no tensor dtype):
   // its stand-in pools k, v are int8 and kv_dtype() says VKATTN_Q4.
   bool q4_stand_in = false;
+  // Cascade (ops/attention/cascade.h). key_lo[b]: the first key sequence
+  // b's rows read here (the keys below it, a prefix its group shares, are
+  // read by the group's prefix call); empty: 0. page_seq[b]: the sequence
+  // whose pages (block table or page_indices) sequence b reads; empty:
+  // its own. cascade_part: a part of a cascade, never cascaded again.
+  // prefix_tiles: the prefix call, whose tiles should hold a group's rows
+  // (each tile reads the shared keys once).
+  std::vector<uint32_t> key_lo, page_seq;
+  bool cascade_part = false, prefix_tiles = false;
   bool paged() const { return step != nullptr || pools != nullptr; }
   // Top-k: entries per list (the lists' last dim; 0 without lists).
   uint32_t topk_k() const { return topk ? static_cast<uint32_t>(topk->dim(topk->ndim() - 1)) : 0; }
@@ -108,8 +117,18 @@ void record_paged_append(Context& ctx, uint32_t batch, const int32_t* cu_new,
 // Records the forward pass. Nothing is recorded for empty work.
 void record_attention(Context& ctx, const AttentionCall& call);
 
+// Records a paged call whose sequences share prefix pages as a cascade
+// (ops/attention/cascade.cpp) and returns true, or returns false, having
+// recorded nothing, when the call has no group to share or a rule the
+// cascade does not split (then record_attention plans it as usual).
+bool record_cascade(Context& ctx, const AttentionCall& call);
+
 // Validates and records vkattn_attention_merge.
 void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* out_b,
                             Tensor* lse_b, Tensor* out, Tensor* lse);
+// Records a checked merge; a and b may be f32 rows for a 16-bit out (a
+// cascade's parts: the merged row is rounded once).
+void record_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* out_b, Tensor* lse_b,
+                  Tensor* out, Tensor* lse);
 
 }  // namespace vkattn

@@ -19,12 +19,12 @@ const KernelLayout kMergeLayout{
     "attention_merge",
     {BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer,
      BindingKind::kStorageBuffer, BindingKind::kStorageBuffer, BindingKind::kStorageBuffer},
-    24};
+    28};
 
 struct MergePush {
-  uint32_t rows, dv, words, has_lse_out, out_skip, lse_skip;
+  uint32_t rows, dv, words, has_lse_out, out_skip, lse_skip, in_skip;
 };
-static_assert(sizeof(MergePush) == 24, "push constants mirror attention_merge.comp");
+static_assert(sizeof(MergePush) == 28, "push constants mirror attention_merge.comp");
 
 }  // namespace
 
@@ -62,6 +62,14 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
   require(!elements_overlap(out, lse_a) && !elements_overlap(out, lse_b) &&
               !elements_overlap(lse, out_a) && !elements_overlap(lse, out_b),
           "outputs alias inputs of another kind");
+  record_merge(ctx, out_a, lse_a, out_b, lse_b, out, lse);
+}
+
+void record_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* out_b, Tensor* lse_b,
+                  Tensor* out, Tensor* lse) {
+  const int64_t n = out_a->dim(0), H = out_a->dim(1), dv = out_a->dim(2);
+  // f32 a and b into a 16-bit out: elements of their own windows.
+  const bool in_f32 = out_a->dtype() == VKATTN_F32 && out->dtype() != VKATTN_F32;
   Recorder& rec = ctx.recorder();
   rec.check_alive();
   const uint64_t rows = static_cast<uint64_t>(n) * H;
@@ -85,13 +93,14 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
   const uint64_t limit = storage_window_limit(caps);
   const uint64_t max_groups = uint64_t(caps.max_workgroup_count[0]) *
                               std::min<uint32_t>(caps.max_workgroup_count[1], 65535);
-  uint64_t chunk = std::min(limit / std::max<uint64_t>(row_bytes, 1), limit / 4);
+  const uint64_t in_row_bytes = in_f32 ? uint64_t(dv) * 4 : row_bytes;
+  uint64_t chunk = std::min(limit / std::max<uint64_t>(in_row_bytes, 1), limit / 4);
   chunk = std::min(chunk, max_groups * 64 / std::max<uint64_t>(1, (row_bytes + 3) / 4 + 1));
   chunk = std::max<uint64_t>(2, chunk / 2 * 2);
   chunk = std::min(chunk, rows);
 
   Pipelines& pipes = ctx.pipelines();
-  const Pipeline& p = pipes.get(kMergeLayout, {dt});
+  const Pipeline& p = pipes.get(kMergeLayout, {dt, in_f32 ? 1u : 0u});
   // The lse output is read by other invocations' rows: when it aliases an
   // input lse it is written to scratch first and copied afterwards.
   const bool lse_alias = lse && (elements_overlap(lse, lse_a) || elements_overlap(lse, lse_b));
@@ -107,10 +116,12 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
     const uint64_t r1 = std::min(rows, r0 + chunk);
     const uint64_t e0 = r0 * dv, e1 = r1 * dv;
     const uint64_t w0 = es == 4 ? e0 : e0 / 2, w1 = es == 4 ? e1 : (e1 + 1) / 2;
-    uint64_t os = 0, ls = 0, dummy_start = 0;
+    uint64_t os = 0, ls = 0, is = 0, dummy_start = 0;
     std::vector<BoundBuffer> b(6);
-    for (auto [i, t] : {std::pair<int, Tensor*>{0, out_a}, {2, out_b}, {4, out}})
-      b[i] = storage_window(caps, region(t), w0 * 4, w1 * 4, &os);
+    for (auto [i, t] : {std::pair<int, Tensor*>{0, out_a}, {2, out_b}})
+      b[i] = in_f32 ? storage_window(caps, region(t), e0 * 4, e1 * 4, &is)
+                    : storage_window(caps, region(t), w0 * 4, w1 * 4, &os);
+    b[4] = storage_window(caps, region(out), w0 * 4, w1 * 4, &os);
     for (auto [i, t] : {std::pair<int, Tensor*>{1, lse_a}, {3, lse_b}})
       b[i] = storage_window(caps, region(t), r0 * 4, r1 * 4, &ls);
     const uint64_t lse_skip = (r0 * 4 - ls) / 4;
@@ -122,9 +133,13 @@ void record_attention_merge(Context& ctx, Tensor* out_a, Tensor* lse_a, Tensor* 
       b[5] = lse ? storage_window(caps, region(lse), r0 * 4, r1 * 4, &dummy_start)
                  : storage_window(caps, dummy, 0, 0, &dummy_start);
     }
-    MergePush push{static_cast<uint32_t>(r1 - r0),           static_cast<uint32_t>(dv),
-                   static_cast<uint32_t>(w1 - w0),           lse ? 1u : 0u,
-                   static_cast<uint32_t>((w0 * 4 - os) / 4), static_cast<uint32_t>(lse_skip)};
+    MergePush push{static_cast<uint32_t>(r1 - r0),
+                   static_cast<uint32_t>(dv),
+                   static_cast<uint32_t>(w1 - w0),
+                   lse ? 1u : 0u,
+                   static_cast<uint32_t>((w0 * 4 - os) / 4),
+                   static_cast<uint32_t>(lse_skip),
+                   static_cast<uint32_t>(in_f32 ? (e0 * 4 - is) / 4 : 0)};
     const uint64_t groups = (std::max(w1 - w0, r1 - r0) + 63) / 64;
     prepared.push_back(pipes.prepare(rec, p, b, &push, sizeof(push), groups));
   }

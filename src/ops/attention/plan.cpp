@@ -71,6 +71,7 @@ void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun
         lo = hi > lo ? std::min<int64_t>(lo, run.lo) : run.lo;
         hi = std::max<int64_t>(hi, run.hi);
       }
+      if (s.key_lo) lo = std::max<int64_t>(lo, s.key_lo[plan.seq_of[rec]]), hi = std::max(hi, lo);
       // Top-k: the token's list slots (no keys: none of them is visible).
       if (s.topk) lo = 0, hi = sq.u > 0 ? s.topk_k : 0;
       for (uint32_t h = 0; h < s.num_kv_heads; ++h) {

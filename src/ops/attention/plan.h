@@ -49,6 +49,10 @@ enum AttentionFlags : uint32_t {
   // count list slots; the decode family only, compiled in only when a
   // call has lists.
   kFlagTopk = 16384,
+  // out is f32 while q is 16-bit: the parts of a cascade (ops/attention/
+  // cascade.cpp) keep their results in f32 until the merge rounds them
+  // once. Compiled in (FEATURES) whenever set; never asked for by a caller.
+  kFlagOutF32 = 32768,
 };
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
@@ -139,6 +143,9 @@ struct PlanShape {
   // pages lie in) instead of a key range.
   bool topk = false;
   uint32_t topk_k = 0;
+  // Cascade: sequence b's tiles read keys from key_lo[b] on (the prefix
+  // below is read by its group's prefix call); null: from 0.
+  const uint32_t* key_lo = nullptr;
 };
 
 // A tile: rows [row0, row_end) of (seq, kv_head); its items are

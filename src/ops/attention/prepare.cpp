@@ -166,6 +166,7 @@ uint32_t call_flags(const AttentionCall& c) {
   if (!c.key_valid.empty()) flags |= kFlagKeyValid;
   if (c.lse) flags |= kFlagWriteLse;
   if (c.sinks) flags |= kFlagSinks;
+  if (c.out->dtype() == VKATTN_F32 && c.q->dtype() != VKATTN_F32) flags |= kFlagOutF32;
   bool ok = false;
   const RowLayout o = row_layout(*c.out, &ok);
   if (c.out->dtype() != VKATTN_F32 && ((o.offset / o.es) % 2 || o.tok % 2 || o.head % 2))
@@ -182,6 +183,7 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   cfg.qvec = pp.qvec, cfg.kvec = pp.kvec, cfg.vvec = pp.vvec;
   cfg.paged = c.paged();
   cfg.features = pp.var.all_features ? kCompiledFlags : flags & kCompiledFlags;
+  cfg.features |= flags & kFlagOutF32;  // (the out tensor's dtype: never "all features")
   // Top-k lists: the decode and lanes families' only (the others never get
   // a call with them).
   if (!serves_topk(pp.var.family)) cfg.features &= ~uint32_t(kFlagTopk);
@@ -214,6 +216,21 @@ AttentionVariant call_variant(Context& ctx, const AttentionCall& c, KernelOption
                                                c.topk ? group : max_rows, c.kv_dtype(), group);
   };
   AttentionVariant var = pick(opts);
+  // A cascade's prefix call on lanes (lavapipe's prefill family, whose
+  // tiles are WG x R rows): a workgroup wide enough for the largest
+  // group's rows, so the shared keys are read once per kv head (its lanes
+  // are independent: a wider workgroup costs no exchange).
+  if (c.prefix_tiles && !c.pinned && var.family == AttentionFamily::kLanes &&
+      opts.attn_wg == KernelOptions::kUnset && var.tile_rows() < max_rows) {
+    const uint32_t cap = std::min<uint32_t>(64, ctx.device().caps().max_workgroup_invocations);
+    const uint32_t want = (max_rows + var.rows - 1) / var.rows;
+    uint32_t wg = var.wg;
+    while (wg < want && wg * 2 <= cap) wg *= 2;
+    KernelOptions wide = opts;
+    wide.attn_wg = wg;
+    const AttentionVariant v = pick(wide);
+    if (v.family == AttentionFamily::kLanes) var = v;
+  }
   if (c.topk && !c.pinned && !serves_topk(var.family)) {
     const std::string from = attention_family(var.family).name;
     opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
@@ -390,6 +407,7 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
     shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
   shape.batch_invariant = invariant;
   if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
+  if (!c.key_lo.empty()) shape.key_lo = c.key_lo.data();
   if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode
@@ -568,6 +586,7 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     // Page i of sequence b; the binding a page lies in (the cache's page
     // group, or a window of the caller's pools) and its index there.
     auto page_of = [&](uint32_t b, uint64_t i) -> uint32_t {
+      if (!c.page_seq.empty()) b = c.page_seq[b];  // a cascade's prefix call
       return c.step ? c.step->seqs()[b].pages[i] : c.pools->pages[c.pools->first[b] + i];
     };
     auto binding_of = [&](uint32_t page) -> uint32_t {

@@ -76,6 +76,16 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
   key.push_back(c.topk ? c.topk->ndim() : 0);
   key.push_back(c.tree_indptr.size());  // trees: where each sequence's words start
   key.insert(key.end(), c.tree_indptr.begin(), c.tree_indptr.end());
+  // Cascade: the main call's first keys; the prefix call's sequences (its
+  // groups) and their pages.
+  key.push_back(c.key_lo.size());
+  key.insert(key.end(), c.key_lo.begin(), c.key_lo.end());
+  key.push_back(c.page_seq.size());
+  key.insert(key.end(), c.page_seq.begin(), c.page_seq.end());
+  if (!c.page_seq.empty()) {
+    key.insert(key.end(), c.cu_q.begin(), c.cu_q.end());
+    key.insert(key.end(), c.cu_k.begin(), c.cu_k.end());
+  }
   auto it = c.step->plans.find(key);
   if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c, part)).first;
   return std::static_pointer_cast<PreparedPlan>(it->second);
@@ -547,6 +557,7 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
 void record_attention(Context& ctx, const AttentionCall& call) {
   ctx.recorder().check_alive();
   if (call.q->dim(0) == 0 || call.batch == 0) return;
+  if (!call.cascade_part && record_cascade(ctx, call)) return;
   // Views the kernels cannot bind in place go through packed temporaries.
   // q, k, v and out strided in ways the kernels address (ops/
   // attention/prepare.h RowLayout) are bound in place.
@@ -618,7 +629,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     const Pipeline* combine = sched.combine.empty()
                                   ? nullptr
                                   : &pipes.get(words ? kCombineLayout : kCombineRowsLayout,
-                                               {static_cast<uint32_t>(c.q->dtype())});
+                                               {static_cast<uint32_t>(c.out->dtype())});
     binders.push_back(std::make_unique<PassBinder>(ctx, c, *pp, flags));
     PassBinder& bind = *binders.back();
     for (const Wave& wave : sched.waves) {

@@ -141,7 +141,8 @@ struct CheckCall {
     p.head_dim = static_cast<int>(d), p.head_dim_v = static_cast<int>(dv);
     p.scale = desc.scale, p.causal = desc.causal != 0, p.window_left = desc.window_left;
     q = random_tensor(ctx, cfg.q_dtype, {tq, H, d}, rng, &hq);
-    out = new_tensor(ctx, cfg.q_dtype, {tq, H, dv});
+    // (A cascade's part writes f32 rows from 16-bit q: kFlagOutF32.)
+    out = new_tensor(ctx, (cfg.features & kFlagOutF32) ? VKATTN_F32 : cfg.q_dtype, {tq, H, dv});
     k.q = q.get(), k.out = out.get();
     if (c.lse) {
       lse = new_tensor(ctx, VKATTN_F32, {tq, H});
@@ -309,7 +310,7 @@ struct CheckCall {
     // the middle of a 32-bit word, so the odd-row store path (atomics on
     // shared words: a runtime flag of the same pipeline, kFlagOutOdd) is
     // checked with the pipeline.
-    if (cfg.q_dtype != VKATTN_F32) {
+    if (out->dtype() != VKATTN_F32) {
       odd_base = new_tensor(ctx, cfg.q_dtype, {tq * H * dv + 2});
       const int64_t shape[3] = {tq, H, dv}, strides[3] = {int64_t(H) * dv, dv, 1};
       odd_out = std::make_shared<Tensor>(ctx, odd_base->buffer(), dtype_size(cfg.q_dtype),
