@@ -446,6 +446,22 @@ class StepAttentionTest : public ContextTest {
     v_model.erase(id);
   }
 
+  // Replaces the cache and the context (its tensors first) with a fresh
+  // context under VKATTN_CASCADE=`cascade` ("": unset), its kernel log on;
+  // the old one must have stayed quiet.
+  void restart_context(const char* cascade) {
+    if (cache) vkattn_kv_cache_destroy(cache), cache = nullptr;
+    owned.clear();
+    ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
+    EXPECT_EQ(validation_messages(ctx), 0u);
+    vkattn_context_destroy(ctx);
+    {
+      ScopedEnv env({{"VKATTN_CASCADE", cascade}, {"VKATTN_LOG", "kernels"}});
+      ctx = make_context();
+    }
+    ASSERT_NE(ctx, nullptr);
+  }
+
   struct Config {
     uint32_t H;
     vkattn_dtype dt;
@@ -472,17 +488,7 @@ class StepAttentionTest : public ContextTest {
       std::vector<std::string> logs;         // per step
     };
     auto scenario = [&](const char* cascade, Run* r) {
-      // A fresh context under this VKATTN_CASCADE, its kernel log on.
-      if (cache) vkattn_kv_cache_destroy(cache), cache = nullptr;
-      owned.clear();
-      ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
-      EXPECT_EQ(validation_messages(ctx), 0u);
-      vkattn_context_destroy(ctx);
-      {
-        ScopedEnv env({{"VKATTN_CASCADE", cascade}, {"VKATTN_LOG", "kernels"}});
-        ctx = make_context();
-      }
-      ASSERT_NE(ctx, nullptr);
+      ASSERT_NO_FATAL_FAILURE(restart_context(cascade));
       create(s);
       poison_pool();
       k_model.clear(), v_model.clear();
@@ -1163,16 +1169,7 @@ TEST_F(StepAttentionTest, CascadeOverQ4Caches) {
     SCOPED_TRACE(rotate ? "rotated keys" : "plain keys");
     std::vector<float> outs[2];
     for (int on = 0; on < 2; ++on) {
-      if (cache) vkattn_kv_cache_destroy(cache), cache = nullptr;
-      owned.clear();
-      ASSERT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
-      EXPECT_EQ(validation_messages(ctx), 0u);
-      vkattn_context_destroy(ctx);
-      {
-        ScopedEnv env({{"VKATTN_CASCADE", on ? "" : "0"}, {"VKATTN_LOG", "kernels"}});
-        ctx = make_context();
-      }
-      ASSERT_NE(ctx, nullptr);
+      ASSERT_NO_FATAL_FAILURE(restart_context(on ? "" : "0"));
       vkattn_kv_cache_desc d = kv_cache_desc(s);
       if (rotate) d.flags |= VKATTN_KV_ROTATE_KEYS;
       ASSERT_EQ(vkattn_kv_cache_create(ctx, &d, &cache), VKATTN_SUCCESS) << vkattn_last_error();

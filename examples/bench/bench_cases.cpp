@@ -811,6 +811,27 @@ struct ForkedStep {
   }
 };
 
+// A decode case timed beside another call in one process (ms[0]: its own
+// runs, ms[1]: the other's, interleaved): fills r from its runs and the
+// work of `seqs`, adds the other's median and the ratio to it as extras
+// `other_key` and `ratio_key`, and returns the other's median.
+double finish_beside(vkattn_context* ctx, Result* r, const Shape& s, const std::vector<Seq>& seqs,
+                     const std::vector<double> (&ms)[2], double ref_ms_per_gflop,
+                     const char* other_key, const char* ratio_key) {
+  g_last_times = ms[0];
+  add_spread(*r);
+  r->median_ms = median(ms[0]);
+  double flops, bytes;
+  work(s, seqs, &flops, &bytes);
+  r->flops = flops, r->bytes = bytes;
+  r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
+  r->variant = variant_name(ctx, s.d, s.d, s.H / s.Hkv, s.H / s.Hkv);
+  const double other = median(ms[1]);
+  r->extra.push_back({other_key, other});
+  r->extra.push_back({ratio_key, r->median_ms / other});
+  return other;
+}
+
 // Top-k sparse decoding (DeepSeek V3.2's DSA, NSA-style selection): 16
 // decodes forked from one sequence of 131072 cached tokens (its pages
 // shared, so the cache fits this machine), each row listing K = 2048
@@ -864,17 +885,8 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
       ms[1].push_back(time_gpu(
           ctx, [&] { dense.record(); }, 1, warm));
     }
-    g_last_times = ms[0];
-    add_spread(*r);
-    r->median_ms = median(ms[0]);
-    double flops, bytes;
-    work(s, seqs, &flops, &bytes);
-    r->flops = flops, r->bytes = bytes;
-    r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-    r->variant = variant_name(ctx, s.d, s.d, s.H / s.Hkv, s.H / s.Hkv);
-    const double ms_dense = median(ms[1]);
-    r->extra.push_back({"dense_decode_ms", ms_dense});
-    r->extra.push_back({"topk_over_dense", r->median_ms / ms_dense});
+    const double ms_dense =
+        finish_beside(ctx, r, s, seqs, ms, ref_ms_per_gflop, "dense_decode_ms", "topk_over_dense");
     char line[160];
     std::snprintf(line, sizeof(line),
                   "decode-16x2048 (dense, interleaved): %.3f ms; top-k / dense %.2fx", ms_dense,
@@ -939,19 +951,10 @@ bool forked_decode(vkattn_context* ctx, Result* r, int n, int shared, int own) {
       }
     }
     set_cascade(ctx, true, cascade);
-    g_last_times = ms[0];
-    add_spread(*r);
-    r->median_ms = median(ms[0]);
-    double flops, bytes;
-    work(s, seqs, &flops, &bytes);
-    r->flops = flops;
+    const double ms_off =
+        finish_beside(ctx, r, s, seqs, ms, ref_ms_per_gflop, "no_cascade_ms", "cascade_over_none");
     // (work() counts every sequence's keys: the shared ones n times.)
-    r->bytes = bytes * (double(shared) + double(n) * (own + 1)) / (double(n) * (shared + own + 1));
-    r->ref_speedup = ref_ms_per_gflop * flops * 1e-9 / r->median_ms;
-    r->variant = variant_name(ctx, s.d, s.d, s.H / s.Hkv, s.H / s.Hkv);
-    const double ms_off = median(ms[1]);
-    r->extra.push_back({"no_cascade_ms", ms_off});
-    r->extra.push_back({"cascade_over_none", r->median_ms / ms_off});
+    r->bytes *= (double(shared) + double(n) * (own + 1)) / (double(n) * (shared + own + 1));
     char line[200];
     std::snprintf(line, sizeof(line),
                   "without cascade (VKATTN_CASCADE=0, interleaved; each sequence reads the %d "

@@ -65,7 +65,7 @@ struct KernelOptions {
   // runs test suites so): a sequence's key splits, family and variant
   // depend on its own lengths only (ops/attention/prepare.h PlanPart).
   bool batch_invariant = false;
-  // VKATTN_CASCADE (ops/attention/cascade.h): 0 off; 1 every group of two
+  // VKATTN_CASCADE (ops/attention/cascade.cpp): 0 off; 1 every group of two
   // or more sequences sharing a full page; unset: groups sharing at least
   // kCascadeMinKeys keys.
   uint32_t cascade = kUnset;

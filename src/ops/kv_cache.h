@@ -223,8 +223,17 @@ class Step {
   // that needs one, reused by the others (a fixed-size key: no allocation
   // per layer).
   // ..., the plan's part (PlanPart), right window, chunk, then the spans (indptr, pairs)
+  // A cascade's groups and temporaries (ops/attention/cascade.cpp) are kept
+  // here too, under keys that begin with ~0 (a plan key never does).
   using PlanKey = std::vector<uint64_t>;
   std::map<PlanKey, std::shared_ptr<void>> plans;
+  // plans[key] as a T, made by make() the first time.
+  template <class T, class Make>
+  std::shared_ptr<T> cached(const PlanKey& key, Make&& make) {
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, make()).first;
+    return std::static_pointer_cast<T>(it->second);
+  }
 
  private:
   std::vector<StepSeq> seqs_;

@@ -55,7 +55,7 @@ struct AttentionCall {
   // The up-front self-check of a VKATTN_Q4 call (q4 is no tensor dtype):
   // its stand-in pools k, v are int8 and kv_dtype() says VKATTN_Q4.
   bool q4_stand_in = false;
-  // Cascade (ops/attention/cascade.h). key_lo[b]: the first key sequence
+  // Cascade (ops/attention/cascade.cpp). key_lo[b]: the first key sequence
   // b's rows read here (the keys below it, a prefix its group shares, are
   // read by the group's prefix call); empty: 0. page_seq[b]: the sequence
   // whose pages (block table or page_indices) sequence b reads; empty:
@@ -65,6 +65,9 @@ struct AttentionCall {
   std::vector<uint32_t> key_lo, page_seq;
   bool cascade_part = false, prefix_tiles = false;
   bool paged() const { return step != nullptr || pools != nullptr; }
+  // Paged: page i (an index of the step's cache or of the caller's pools)
+  // of the sequence whose pages sequence b reads (page_seq).
+  uint32_t page(uint32_t b, uint64_t i) const;
   // Top-k: entries per list (the lists' last dim; 0 without lists).
   uint32_t topk_k() const { return topk ? static_cast<uint32_t>(topk->dim(topk->ndim() - 1)) : 0; }
   vkattn_dtype kv_dtype() const;

@@ -64,9 +64,6 @@ std::vector<CascadeGroup> find_groups(const Context& ctx, const AttentionCall& c
   const uint32_t ps = c.step ? c.step->cache().desc().page_size : c.pools->page_size;
   const bool forced = ctx.options().cascade == 1;
   const uint64_t min_keys = forced ? ps : std::max<uint64_t>(ps, kCascadeMinKeys);
-  auto page = [&](uint32_t b, uint64_t i) {
-    return c.step ? c.step->seqs()[b].pages[i] : c.pools->pages[c.pools->first[b] + i];
-  };
   auto t_of = [&](uint32_t b) { return c.cu_q[b + 1] - c.cu_q[b]; };
   // Full pages of keys sequence b held before its first query.
   auto full_pages = [&](uint32_t b) -> uint64_t {
@@ -79,7 +76,7 @@ std::vector<CascadeGroup> find_groups(const Context& ctx, const AttentionCall& c
     for (; e < c.batch; ++e) {
       uint64_t n = std::min(common, full_pages(e));
       for (uint64_t i = 0; i < n; ++i)
-        if (page(b, i) != page(e, i)) n = i;
+        if (c.page(b, i) != c.page(e, i)) n = i;
       if (n * ps < min_keys) break;
       common = n;
       with_rows += t_of(e) > 0 ? 1 : 0;
@@ -109,10 +106,7 @@ std::shared_ptr<CascadeTemps> temps_of(const AttentionCall& c, int64_t n, int64_
     return t;
   };
   if (!c.step) return make();
-  const Step::PlanKey key = {~0ull, 1, uint64_t(n), uint64_t(H), uint64_t(dv)};
-  auto it = c.step->plans.find(key);
-  if (it == c.step->plans.end()) it = c.step->plans.emplace(key, make()).first;
-  return std::static_pointer_cast<CascadeTemps>(it->second);
+  return c.step->cached<CascadeTemps>({~0ull, 1, uint64_t(n), uint64_t(H), uint64_t(dv)}, make);
 }
 
 }  // namespace
@@ -120,20 +114,12 @@ std::shared_ptr<CascadeTemps> temps_of(const AttentionCall& c, int64_t n, int64_
 bool record_cascade(Context& ctx, const AttentionCall& call) {
   if (!cascadable(ctx, call)) return false;
   // A step's groups hold for every layer (its pages are fixed until it
-  // ends): found once. (No plan key begins with ~0: theirs begin with the
-  // head count.)
-  std::shared_ptr<std::vector<CascadeGroup>> found;
-  const Step::PlanKey key = {~0ull, 0, ctx.options().cascade};
-  if (call.step) {
-    auto it = call.step->plans.find(key);
-    if (it != call.step->plans.end())
-      found = std::static_pointer_cast<std::vector<CascadeGroup>>(it->second);
-  }
-  if (!found) {
-    found = std::make_shared<std::vector<CascadeGroup>>(find_groups(ctx, call));
-    if (call.step) call.step->plans.emplace(key, found);
-  }
-  const std::vector<CascadeGroup>& groups = *found;
+  // ends): found once.
+  using Groups = std::vector<CascadeGroup>;
+  auto find = [&] { return std::make_shared<Groups>(find_groups(ctx, call)); };
+  const std::shared_ptr<Groups> found =
+      call.step ? call.step->cached<Groups>({~0ull, 0, ctx.options().cascade}, find) : find();
+  const Groups& groups = *found;
   if (groups.empty()) return false;
   const auto& d = call.desc;
   const int64_t n = call.q->dim(0), H = d.num_heads, dv = d.head_dim_v;

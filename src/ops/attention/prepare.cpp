@@ -583,12 +583,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     // uu + ps must not wrap (it emptied the block table: every sequence
     // read page 0).
     const uint64_t ps = u.page_size, wp = pp->window_pages;
-    // Page i of sequence b; the binding a page lies in (the cache's page
-    // group, or a window of the caller's pools) and its index there.
-    auto page_of = [&](uint32_t b, uint64_t i) -> uint32_t {
-      if (!c.page_seq.empty()) b = c.page_seq[b];  // a cascade's prefix call
-      return c.step ? c.step->seqs()[b].pages[i] : c.pools->pages[c.pools->first[b] + i];
-    };
+    // The binding a page lies in (the cache's page group, or a window of
+    // the caller's pools) and its index there.
     auto binding_of = [&](uint32_t page) -> uint32_t {
       return c.step ? c.step->cache().group_of(page) : static_cast<uint32_t>(page / wp);
     };
@@ -606,10 +602,10 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       bool gather = false;
       if (invariant && include[b] && c.cu_q[b + 1] > c.cu_q[b] && !c.topk)
         for (uint64_t i = 1; i < n_pages && !gather; ++i)
-          gather = binding_of(page_of(b, i)) != binding_of(page_of(b, 0));
+          gather = binding_of(c.page(b, i)) != binding_of(c.page(b, 0));
       const uint32_t chunk0 = static_cast<uint32_t>(pp->gather_first.size());
       for (uint64_t i = 0; i < n_pages; ++i) {
-        const uint32_t page = page_of(b, i);
+        const uint32_t page = c.page(b, i);
         uint32_t buf = binding_of(page), local = local_of(page);
         if (gather) {
           buf = PreparedPlan::kGatherBuffer + chunk0 + static_cast<uint32_t>(i / per);

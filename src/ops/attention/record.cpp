@@ -86,9 +86,7 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
     key.insert(key.end(), c.cu_q.begin(), c.cu_q.end());
     key.insert(key.end(), c.cu_k.begin(), c.cu_k.end());
   }
-  auto it = c.step->plans.find(key);
-  if (it == c.step->plans.end()) it = c.step->plans.emplace(key, prepare_plan(ctx, c, part)).first;
-  return std::static_pointer_cast<PreparedPlan>(it->second);
+  return c.step->cached<PreparedPlan>(key, [&] { return prepare_plan(ctx, c, part); });
 }
 
 // The most keys the items of one tile (sequence, kv head, first row) read

@@ -416,6 +416,11 @@ vkattn_dtype AttentionCall::kv_dtype() const {
   return step ? step->cache().desc().dtype : k->dtype();
 }
 
+uint32_t AttentionCall::page(uint32_t b, uint64_t i) const {
+  if (!page_seq.empty()) b = page_seq[b];  // a cascade's prefix call
+  return step ? step->seqs()[b].pages[i] : pools->pages[pools->first[b] + i];
+}
+
 AttentionCall make_paged_call(Context& ctx, const vkattn_attention_desc* desc, Step& step,
                               uint32_t layer, Tensor* q, Tensor* out) {
   AttentionCall c;
