@@ -1149,6 +1149,90 @@ TEST_F(StepAttentionTest, SlowCascadeOverCacheDtypes) {
     cascade_over_forks(cf);
 }
 
+// Cascade under the positional rules: 6 forks of a 600-token prompt (37
+// shared pages: 592 keys) and a loner decode, then one member takes a
+// chunk of 9 tokens under a tree and a span [400, 607) that re-opens
+// shared keys its rows' window hides. Layers: a left window of 400 (the
+// group's rows all see its shared keys from 200 or 209 on: 392 or 383
+// read once), chunks of 256 with sinks (80 shared keys in the rows'
+// chunk), a window of 150 left and 0 right with the spans (142 or 133),
+// and trees with softcap (all 592). The keys below the
+// first one the group's furthest row sees are the main call's. Each step
+// against the reference, and VKATTN_CASCADE unset and =1 against =0; the
+// default groups only where 256 or more shared keys stay visible.
+TEST_F(StepAttentionTest, CascadeUnderWindowsChunksSpansAndTrees) {
+  KvShape s;
+  s.layers = 4;
+  s.hkv = 2;
+  s.d = 24;
+  s.dv = 20;
+  s.page_size = 16;
+  s.pages = 128;
+  s.dtype = VKATTN_F16;
+  std::vector<LayerCfg> cfg(4);
+  for (LayerCfg& c : cfg) c.H = 4;
+  cfg[0].window = 400;
+  cfg[1].chunk = 256, cfg[1].sinks = true;
+  cfg[2].window = 150, cfg[2].window_right = 0, cfg[2].spans = true;
+  cfg[3].trees = true, cfg[3].softcap = 20.0f;
+  seq_spans = {{2, {{400, 607}}}};
+  const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6, 100};
+  struct Run {
+    std::vector<std::vector<float>> outs;
+    std::vector<std::string> logs;
+  };
+  auto scenario = [&](const char* cascade, Run* r) {
+    ASSERT_NO_FATAL_FAILURE(restart_context(cascade));
+    create(s);
+    poison_pool();
+    k_model.clear(), v_model.clear();
+    run_step({1, 100}, {600, 300}, cfg, VKATTN_F32);
+    for (int64_t id = 2; id <= 6; ++id) fork(1, id);
+    auto step = [&](const std::vector<int32_t>& t) {
+      testing::internal::CaptureStderr();
+      r->outs.push_back(run_step(ids, t, cfg, VKATTN_F32));
+      r->logs.push_back(testing::internal::GetCapturedStderr());
+    };
+    step({1, 1, 1, 1, 1, 1, 1});
+    step({1, 9, 1, 1, 1, 1, 1});
+  };
+  Run off, on, forced;
+  {
+    SCOPED_TRACE("VKATTN_CASCADE=0");
+    scenario("0", &off);
+  }
+  {
+    SCOPED_TRACE("VKATTN_CASCADE unset");
+    scenario("", &on);
+  }
+  {
+    SCOPED_TRACE("VKATTN_CASCADE=1");
+    scenario("1", &forced);
+  }
+  const std::string kLine = "vkattn: attention cascade groups=1 shared_keys=";
+  auto lines = [&](const std::string& log) {
+    size_t n = 0;
+    for (size_t at = log.find(kLine); at != std::string::npos; at = log.find(kLine, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_EQ(off.outs.size(), 2u);
+  for (const Run* r : {&on, &forced}) {
+    ASSERT_EQ(r->outs.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      SCOPED_TRACE(testing::Message() << (r == &on ? "default" : "forced") << " step " << i);
+      ASSERT_EQ(r->outs[i].size(), off.outs[i].size());
+      for (size_t e = 0; e < off.outs[i].size(); ++e)
+        ASSERT_NEAR(r->outs[i][e], off.outs[i][e], 2e-5 + f16_math_slack()) << "element " << e;
+      EXPECT_EQ(lines(off.logs[i]), 0u) << off.logs[i];
+      EXPECT_EQ(lines(r->logs[i]), r == &on ? 2u : 4u) << r->logs[i];
+    }
+  }
+  // The decode step (rows at 600): the window of 400 reads the shared keys
+  // from 200 on once, the trees all 592.
+  EXPECT_NE(on.logs[0].find(kLine + "392\n"), std::string::npos) << on.logs[0];
+  EXPECT_NE(on.logs[0].find(kLine + "592\n"), std::string::npos) << on.logs[0];
+}
+
 // Cascade over 4-bit caches, their keys rotated or not: 8 forks of a
 // 300-token prompt decoding, against the same step with VKATTN_CASCADE=0
 // (both read the same codes; f32 math: within 2e-5). The reference over

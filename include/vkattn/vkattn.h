@@ -1423,9 +1423,13 @@ VKATTN_API vkattn_status vkattn_step_append_rope(vkattn_step* step, uint32_t lay
  * keys are the full pages every member held before this step (a fork's
  * copied partial page is its own). A group needs two members with queries
  * and at least 256 shared keys or 16 shared pages, whichever is fewer;
- * VKATTN_CASCADE=0 turns it off, =1 groups from one shared page. Calls
- * with a window, chunks, spans, ALiBi, a mask, trees or top-k lists, a
- * strided out or lse, and batch-invariant contexts are not cascaded.
+ * VKATTN_CASCADE=0 turns it off, =1 groups from one shared page. Under a
+ * left window or chunks the group's tile covers the shared keys every
+ * member's rows see (from the first key its furthest row sees); the keys
+ * below that stay with each sequence (the threshold counts the keys the
+ * tile covers). Causal, right windows, spans, trees, softcap and sinks
+ * cascade as they are. Calls with ALiBi, a mask or top-k lists, a strided
+ * out or lse, and batch-invariant contexts are not cascaded.
  * vkattn_attention_paged does the same over equal leading page_indices. */
 VKATTN_API vkattn_status vkattn_step_attention(vkattn_step* step, uint32_t layer,
                                                const vkattn_attention_desc* desc, vkattn_tensor* q,

@@ -55,14 +55,16 @@ struct AttentionCall {
   // The up-front self-check of a VKATTN_Q4 call (q4 is no tensor dtype):
   // its stand-in pools k, v are int8 and kv_dtype() says VKATTN_Q4.
   bool q4_stand_in = false;
-  // Cascade (ops/attention/cascade.cpp). key_lo[b]: the first key sequence
-  // b's rows read here (the keys below it, a prefix its group shares, are
-  // read by the group's prefix call); empty: 0. page_seq[b]: the sequence
+  // Cascade (ops/attention/cascade.cpp). Keys [key_skip[2b], key_skip[2b +
+  // 1]) of sequence b are not read here (the main call: the shared keys
+  // its group's prefix call reads; the prefix call: shared keys some row
+  // of the group does not see, which the main call reads); empty: none.
+  // page_seq[b]: the sequence
   // whose pages (block table or page_indices) sequence b reads; empty:
   // its own. cascade_part: a part of a cascade, never cascaded again.
   // prefix_tiles: the prefix call, whose tiles should hold a group's rows
   // (each tile reads the shared keys once).
-  std::vector<uint32_t> key_lo, page_seq;
+  std::vector<uint32_t> key_skip, page_seq;
   bool cascade_part = false, prefix_tiles = false;
   bool paged() const { return step != nullptr || pools != nullptr; }
   // Paged: page i (an index of the step's cache or of the caller's pools)

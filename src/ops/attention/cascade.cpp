@@ -11,22 +11,30 @@
 // one full page; =0: never).
 //
 // Execution, in the call's submission (FlashInfer's cascade, in our terms):
-//   1. the main call: every sequence over its own keys, a member's from P
-//      on (AttentionCall::key_lo); sinks join here;
+//   1. the main call: every sequence over its own keys, a member's without
+//      the shared keys the prefix call reads (AttentionCall::key_skip);
+//      sinks join here;
 //   2. the prefix call: one sequence per group, its members' query tokens
-//      (consecutive, so one range of q) over the P shared keys read through
-//      the first member's pages (AttentionCall::page_seq), no causal bound
-//      (every row sees every shared key), into temporaries; a loner's
-//      tokens are a sequence of no keys (out 0, lse -inf);
+//      (consecutive, so one range of q) over the shared keys every one of
+//      them sees, read through the first member's pages
+//      (AttentionCall::page_seq), with no positional rule, into
+//      temporaries; a loner's tokens are a sequence of no keys (out 0,
+//      lse -inf);
 //   3. vkattn_attention_merge's kernel merges the two by lse into out/lse.
 // Both parts write f32 rows and lse (kFlagOutF32 when q is 16-bit) to
 // temporaries, so a 16-bit out is rounded once, as without cascade.
 // The prefix call's rows are a prefill: its family (tiled, coopmat where
 // it serves) reads each shared key once per tile of rows.
 //
-// Calls the cascade does not split run as before: positional rules other
-// than causal (windows, chunks, spans), ALiBi, masks, trees, top-k lists,
-// batch invariance, strided out/lse, self-checks.
+// Rules: causal, the right window and trees hide no shared key (they
+// precede every query); a span only adds keys. A left window or chunks
+// hide the shared keys below the first one a row sees: the prefix call
+// reads the group's shared keys from the first its furthest row sees
+// (CascadeGroup::seen), the main call each member's below that (a band as
+// wide as the members' positions differ). Calls the cascade does not split
+// run as before: ALiBi (its bias needs each row's own position), masks,
+// top-k lists (a row reads its own keys), padding keys, batch invariance,
+// strided out/lse, self-checks.
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -48,22 +56,45 @@ constexpr uint32_t kCascadeMinKeys = 256;
 struct CascadeGroup {
   uint32_t first, end;  // sequences [first, end)
   uint32_t keys;        // shared keys P (whole pages)
+  // This call's: shared keys [seen, keys) are visible to every row of the
+  // group (the left window or the chunks may hide those below from some).
+  uint32_t seen = 0;
 };
 
 bool cascadable(const Context& ctx, const AttentionCall& c) {
   const auto& d = c.desc;
   if (!c.paged() || c.pinned || c.q4_stand_in || c.batch < 2 || d.head_dim_v == 0) return false;
   if (ctx.options().cascade == 0 || ctx.options().batch_invariant) return false;
-  if (d.window_left >= 0 || d.window_right >= 0 || d.chunk_size > 0) return false;
-  if (c.alibi || c.mask || c.topk || !c.span_indptr.empty() || !c.tree_indptr.empty()) return false;
+  if (c.alibi || c.mask || c.topk) return false;
   if (!c.key_valid.empty() || !c.out->contiguous() || (c.lse && !c.lse->contiguous())) return false;
   return true;
 }
 
+// The first key a row at position p can see under the left window and
+// the chunks (every other rule keeps the keys before p visible: causal,
+// the right window and trees hide only keys at or past the first query,
+// which follow the shared keys; a span only adds keys).
+int64_t first_visible(const vkattn_attention_desc& d, int64_t p) {
+  int64_t lo = 0;
+  if (d.window_left >= 0) lo = std::max<int64_t>(lo, p - d.window_left);
+  if (d.chunk_size > 0) lo = std::max<int64_t>(lo, p / d.chunk_size * d.chunk_size);
+  return lo;
+}
+
+uint32_t page_size(const AttentionCall& c) {
+  return c.step ? c.step->cache().desc().page_size : c.pools->page_size;
+}
+
+// Shared keys a group needs: kCascadeMinKeys, or one page when
+// VKATTN_CASCADE=1 forces grouping.
+uint64_t min_shared_keys(const Context& ctx, const AttentionCall& c) {
+  const uint32_t ps = page_size(c);
+  return ctx.options().cascade == 1 ? ps : std::max<uint64_t>(ps, kCascadeMinKeys);
+}
+
 std::vector<CascadeGroup> find_groups(const Context& ctx, const AttentionCall& c) {
-  const uint32_t ps = c.step ? c.step->cache().desc().page_size : c.pools->page_size;
-  const bool forced = ctx.options().cascade == 1;
-  const uint64_t min_keys = forced ? ps : std::max<uint64_t>(ps, kCascadeMinKeys);
+  const uint32_t ps = page_size(c);
+  const uint64_t min_keys = min_shared_keys(ctx, c);
   auto t_of = [&](uint32_t b) { return c.cu_q[b + 1] - c.cu_q[b]; };
   // Full pages of keys sequence b held before its first query.
   auto full_pages = [&](uint32_t b) -> uint64_t {
@@ -119,9 +150,20 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
   auto find = [&] { return std::make_shared<Groups>(find_groups(ctx, call)); };
   const std::shared_ptr<Groups> found =
       call.step ? call.step->cached<Groups>({~0ull, 0, ctx.options().cascade}, find) : find();
-  const Groups& groups = *found;
-  if (groups.empty()) return false;
   const auto& d = call.desc;
+  // This call's rules: under a left window or chunks, the group's prefix
+  // call reads the shared keys its every row sees (from the first key its
+  // last row, the furthest on, sees), the main call the rest.
+  Groups groups;
+  for (CascadeGroup g : *found) {
+    int64_t seen = 0;
+    for (uint32_t b = g.first; b < g.end; ++b)
+      if (call.cu_q[b + 1] > call.cu_q[b])
+        seen = std::max(seen, first_visible(d, call.cu_k[b + 1] - call.cu_k[b] - 1));
+    g.seen = static_cast<uint32_t>(std::min<int64_t>(seen, g.keys));
+    if (g.keys - g.seen >= min_shared_keys(ctx, call)) groups.push_back(g);
+  }
+  if (groups.empty()) return false;
   const int64_t n = call.q->dim(0), H = d.num_heads, dv = d.head_dim_v;
 
   const std::shared_ptr<CascadeTemps> tmp = temps_of(call, n, H, dv);
@@ -129,16 +171,22 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
   // The main call: members from their shared keys on.
   AttentionCall main = call;
   main.cascade_part = true;
-  main.key_lo.assign(call.batch, 0);
+  main.key_skip.assign(2 * size_t(call.batch), 0);
   for (const CascadeGroup& g : groups)
-    for (uint32_t b = g.first; b < g.end; ++b) main.key_lo[b] = g.keys;
+    for (uint32_t b = g.first; b < g.end; ++b)
+      main.key_skip[2 * b] = g.seen, main.key_skip[2 * b + 1] = g.keys;
   main.out = tmp->out_main.get(), main.lse = tmp->lse_main.get();
 
   // The prefix call: a sequence per group (its members' tokens over the
   // shared keys, read through its first member's pages), one per loner.
   AttentionCall pre = call;
   pre.cascade_part = true, pre.prefix_tiles = true;
+  // Every row sees every key of [seen, keys): no positional rule, tree or
+  // span applies there.
   pre.desc.causal = 0;
+  pre.desc.window_left = pre.desc.window_right = -1, pre.desc.chunk_size = 0;
+  pre.span_indptr.clear(), pre.spans.clear();
+  pre.tree_indptr.clear(), pre.tree_words.clear();
   pre.desc.sinks = nullptr, pre.sinks = nullptr;
   pre.cu_q.assign(1, 0);
   pre.cu_k.assign(1, 0);
@@ -148,6 +196,7 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
     const uint32_t e = grouped ? groups[gi].end : b + 1;
     pre.cu_q.push_back(call.cu_q[e]);
     pre.cu_k.push_back(pre.cu_k.back() + (grouped ? groups[gi].keys : 0));
+    pre.key_skip.push_back(0), pre.key_skip.push_back(grouped ? groups[gi].seen : 0);
     pre.page_seq.push_back(b);
     gi += grouped ? 1 : 0;
     b = e;
@@ -157,7 +206,7 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
 
   if (ctx.options().log_kernels) {
     uint64_t shared = 0;
-    for (const CascadeGroup& g : groups) shared += g.keys;
+    for (const CascadeGroup& g : groups) shared += g.keys - g.seen;
     std::fprintf(stderr, "vkattn: attention cascade groups=%zu shared_keys=%llu\n", groups.size(),
                  static_cast<unsigned long long>(shared));
   }

@@ -71,7 +71,14 @@ void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun
         lo = hi > lo ? std::min<int64_t>(lo, run.lo) : run.lo;
         hi = std::max<int64_t>(hi, run.hi);
       }
-      if (s.key_lo) lo = std::max<int64_t>(lo, s.key_lo[plan.seq_of[rec]]), hi = std::max(hi, lo);
+      // Cascade: a skipped run at either end of the range shortens it (one
+      // inside it is cut out of the items: range_pieces).
+      if (s.key_skip) {
+        const uint32_t* skip = s.key_skip + 2 * plan.seq_of[rec];
+        if (lo >= skip[0] && lo < skip[1]) lo = skip[1];
+        if (hi > skip[0] && hi <= skip[1]) hi = skip[0];
+        hi = std::max(hi, lo);
+      }
       // Top-k: the token's list slots (no keys: none of them is visible).
       if (s.topk) lo = 0, hi = sq.u > 0 ? s.topk_k : 0;
       for (uint32_t h = 0; h < s.num_kv_heads; ++h) {
@@ -88,13 +95,15 @@ void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun
   }
 }
 // Pieces of a tile's key range [k_begin, k_end): whole, or cut where the
-// pool buffer changes (segs: the sequence's keys by buffer, or null).
+// pool buffer changes (segs: the sequence's keys by buffer, or null) and
+// around the keys a cascade's part skips (skip: [lo, hi) or null).
 // Top-k: listed keys may lie anywhere, so the whole list once per buffer
 // the sequence's pages lie in (each pass reads the keys of its own).
-void range_pieces(const PlanShape& s, const std::vector<KeySegment>* segs, uint32_t k_begin,
-                  uint32_t k_end, std::vector<KeySegment>* pieces) {
+void range_pieces(const PlanShape& s, const std::vector<KeySegment>* segs, const uint32_t* skip,
+                  uint32_t k_begin, uint32_t k_end, std::vector<KeySegment>* pieces) {
   pieces->clear();
-  for (const KeySegment& g : segs ? *segs : std::vector<KeySegment>{}) {
+  const std::vector<KeySegment> whole = {{0, ~0u, 0}};
+  for (const KeySegment& g : segs ? *segs : whole) {
     if (s.topk) {
       bool seen = false;
       for (const KeySegment& p : *pieces) seen = seen || p.buffer == g.buffer;
@@ -102,7 +111,12 @@ void range_pieces(const PlanShape& s, const std::vector<KeySegment>* segs, uint3
       continue;
     }
     const uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
-    if (b < e) pieces->push_back({b, e, g.buffer});
+    if (skip && b < skip[0] && skip[1] < e) {
+      pieces->push_back({b, skip[0], g.buffer});
+      pieces->push_back({skip[1], e, g.buffer});
+    } else if (b < e) {
+      pieces->push_back({b, e, g.buffer});
+    }
   }
   if (pieces->empty()) pieces->push_back({k_begin, k_end, 0});
 }
@@ -182,7 +196,12 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
   std::vector<KeySegment> pieces;
   for (PlanTile& t : plan.tiles) {
     const uint32_t k_begin = t.first_item, k_end = t.n_items;
-    const uint64_t range = k_end - k_begin;
+    const uint32_t* skip = s.key_skip ? s.key_skip + 2 * plan.seq_of[t.seq] : nullptr;
+    range_pieces(s, segments ? &(*segments)[plan.seq_of[t.seq]] : nullptr, skip, k_begin, k_end,
+                 &pieces);
+    uint64_t range = 0;  // keys the tile reads (a cascade's skipped run cut out)
+    for (const KeySegment& g : pieces) range += g.end - g.begin;
+    if (s.topk) range = k_end - k_begin;
     const uint32_t rows = t.row_end - t.row0;
     // Decode mode: the tile's rows fit one lane, so the lanes split the keys.
     const bool decode =
@@ -196,7 +215,6 @@ Plan build_plan(const PlanShape& s, uint32_t batch, const int64_t* cu_q, const i
     if (balance_keys && range > balance_keys) n = std::max(n, ceil_div(range, balance_keys));
     if (s.fixed_split_keys) n = std::max(n, ceil_div(range, s.fixed_split_keys));
     const uint64_t chunk = std::max<uint64_t>(1, ceil_div(range, n));
-    range_pieces(s, segments ? &(*segments)[plan.seq_of[t.seq]] : nullptr, k_begin, k_end, &pieces);
     t.first_item = static_cast<uint32_t>(plan.items.size());
     for (const KeySegment& g : pieces) {
       for (uint64_t b = g.begin; b < std::max<uint64_t>(g.end, g.begin + 1); b += chunk) {

@@ -143,9 +143,10 @@ struct PlanShape {
   // pages lie in) instead of a key range.
   bool topk = false;
   uint32_t topk_k = 0;
-  // Cascade: sequence b's tiles read keys from key_lo[b] on (the prefix
-  // below is read by its group's prefix call); null: from 0.
-  const uint32_t* key_lo = nullptr;
+  // Cascade: sequence b's tiles read no key of [key_skip[2b],
+  // key_skip[2b + 1]) (the other part of the cascade reads them); null:
+  // every key they see.
+  const uint32_t* key_skip = nullptr;
 };
 
 // A tile: rows [row0, row_end) of (seq, kv_head); its items are

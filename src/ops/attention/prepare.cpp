@@ -407,7 +407,7 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
     shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
   shape.batch_invariant = invariant;
   if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
-  if (!c.key_lo.empty()) shape.key_lo = c.key_lo.data();
+  if (!c.key_skip.empty()) shape.key_skip = c.key_skip.data();
   if (invariant && part == PlanPart::kDecode) shape.fixed_split_keys = var.invariant_split_keys;
   // Item key ranges within one K/V texel window (every lane of a
   // lanes or tiled decode-mode item reads max_keys of them; a decode

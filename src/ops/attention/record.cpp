@@ -76,10 +76,10 @@ std::shared_ptr<PreparedPlan> plan_of(Context& ctx, const AttentionCall& c, Plan
   key.push_back(c.topk ? c.topk->ndim() : 0);
   key.push_back(c.tree_indptr.size());  // trees: where each sequence's words start
   key.insert(key.end(), c.tree_indptr.begin(), c.tree_indptr.end());
-  // Cascade: the main call's first keys; the prefix call's sequences (its
-  // groups) and their pages.
-  key.push_back(c.key_lo.size());
-  key.insert(key.end(), c.key_lo.begin(), c.key_lo.end());
+  // Cascade: the keys each part leaves to the other; the prefix call's
+  // sequences (its groups) and their pages.
+  key.push_back(c.key_skip.size());
+  key.insert(key.end(), c.key_skip.begin(), c.key_skip.end());
   key.push_back(c.page_seq.size());
   key.insert(key.end(), c.page_seq.begin(), c.page_seq.end());
   if (!c.page_seq.empty()) {
