@@ -224,6 +224,30 @@ TEST(NumericEdges, VisibleNanScoreMakesTheRowNan) {
   }
 }
 
+// A row whose only visible key scores NaN is NaN too (the reference once
+// read it as empty: its max dropped the NaN; the fuzzer's numeric edges
+// found it). Sequence 0 holds 4 queries over 1 key: rows at positions -3
+// .. -1 see nothing (-inf), the last sees key 0, poisoned; sequence 1's
+// rows stay finite.
+TEST(NumericEdges, OnlyNanScoresMakeTheRowNan) {
+  const std::vector<Config> all = configs();
+  for (size_t ci = 0; ci < all.size(); ++ci) {
+    const Config& cfg = all[ci];
+    ScopedEnv env(cfg.env);
+    ForcedContext fc;
+    ASSERT_NE(fc.ctx, nullptr);
+    SCOPED_TRACE(cfg.name);
+    Problem p;
+    p.seqs = {{4, 1}, {3, 5}}, p.causal = true, p.kdt = test_kv_dtype(kDtypes[ci % 3]);
+    fill_random(&p, 11);
+    poison_key(&p, 0, NAN);
+    const Seen s = run_and_check(fc.ctx, p);
+    EXPECT_GT(s.nan_rows, 0);
+    EXPECT_GT(s.neg_inf_rows, 0);
+    EXPECT_GT(s.finite_rows, 0);
+  }
+}
+
 // A K row of +inf (f32/f16/bf16 caches keep inf): per query +inf, -inf
 // or NaN as q's sign gives: NaN rows, rows that ignore the key (-inf adds
 // nothing), finite rows elsewhere.

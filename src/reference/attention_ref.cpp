@@ -71,8 +71,11 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
     if (lse) *lse = static_cast<float>(sink);
     return;
   }
-  double m = sink;  // the sink joins the max and the denominator, not the values
-  for (double x : s) m = std::fmax(m, x);
+  // The sink joins the max and the denominator, not the values. A NaN
+  // score makes m NaN (fmax alone would drop it: a row whose only scores
+  // are NaN then read as empty).
+  double m = sink;
+  for (double x : s) m = std::isnan(x) || std::isnan(m) ? x + m : std::fmax(m, x);
   // Only -inf scores (and no sink): they add nothing, an empty row. A NaN
   // or +inf score (exp(NaN), exp(inf - inf)) makes the sum, out and lse NaN.
   if (m == kNegInf) {
