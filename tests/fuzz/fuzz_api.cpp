@@ -1,7 +1,8 @@
 // libFuzzer target: drives the public C API with arbitrary descriptors,
 // shapes, prefix sums, masks, sequence ids, page counts and random step
-// sequences (begin / append / attention / commit / abort / fork / truncate /
-// remove / read / 8-bit scales), the edges of fuzz_edges.h (views at
+// sequences (begin / append / attention / commit / abort / fork / fork
+// trees stepped together, cascaded / truncate / remove / read / 8-bit
+// scales), the edges of fuzz_edges.h (views at
 // per-layer offsets, odd 16-bit tails, external mode) and of fuzz_numeric.h
 // (extreme scales and non-finite keys against the reference, tuning-file
 // entries applied to real calls), and checks the paged cache against a host
@@ -39,11 +40,13 @@ using namespace vkattn_test;
 namespace {
 
 vkattn_context* g_ctx = nullptr;
-// The two contexts inputs run on: without and with
-// VKATTN_CONTEXT_BATCH_INVARIANT (odd-sized inputs; chosen by size so that
-// every corpus input keeps the meaning of its bytes).
+// The three contexts inputs run on: plain, with
+// VKATTN_CONTEXT_BATCH_INVARIANT (odd-sized inputs) and with
+// VKATTN_CASCADE=1 (sizes 2 mod 4: cascades from one shared page); chosen
+// by size so that every corpus input keeps the meaning of its bytes.
 vkattn_context* g_plain = nullptr;
 vkattn_context* g_invariant = nullptr;
+vkattn_context* g_cascade = nullptr;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "fuzz_api: %s (last error: %s)\n", what.c_str(), vkattn_last_error());
@@ -95,7 +98,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 19)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 20)) {
         case 0:
         case 1:
           begin();
@@ -148,6 +151,9 @@ class Fuzz {
           break;
         case 18:
           vkattn_fuzz::tuning_entry(in_, g_ctx);
+          break;
+        case 19:
+          fork_tree();
           break;
         default:
           bad_calls();
@@ -324,6 +330,48 @@ class Fuzz {
       t.push_back(in_.ConsumeIntegralInRange<int32_t>(in_.ConsumeBool() ? 0 : -1, 20));
       valid = valid && t.back() >= 0 && seen.insert(ids.back()).second;
     }
+    start(ids, t, valid);
+  }
+
+  // A fork tree: a sequence forked into one to three others (forks of its
+  // forks now and then), then, with no step open, a step over the family
+  // in fork order, a token or three each, appended to every layer, and an
+  // attention call: what a cascade groups (its context's VKATTN_CASCADE=1
+  // groups from one shared page).
+  void fork_tree() {
+    if (step_) return;
+    if (seqs_.empty()) {  // a prompt of one to four full pages and a part first
+      int64_t id = pick_id();
+      const int32_t pages = in_.ConsumeIntegralInRange<int32_t>(1, 4);
+      start({id}, {pages * int32_t(ps_) + in_.ConsumeIntegralInRange<int32_t>(0, ps_ - 1)}, true);
+      if (!step_) return;  // CACHE_FULL
+      for (uint32_t l = 0; l < layers_; ++l) append_rows(l, false);
+      commit();
+    }
+    auto root = seqs_.begin();
+    std::advance(root, in_.ConsumeIntegralInRange<size_t>(0, seqs_.size() - 1));
+    std::vector<int64_t> family = {root->first};
+    for (int i = in_.ConsumeIntegralInRange<int>(1, 3); i > 0; --i) {
+      int64_t dst = 0;
+      while (dst <= 7 && seqs_.count(dst)) ++dst;
+      if (dst > 7) break;
+      const int64_t src = family[in_.ConsumeIntegralInRange<size_t>(0, family.size() - 1)];
+      expect_ok(vkattn_kv_cache_fork(cache_, src, dst), "fork");
+      seqs_[dst] = seqs_[src];
+      family.push_back(dst);
+    }
+    std::vector<int32_t> t;
+    for (size_t i = 0; i < family.size(); ++i)
+      t.push_back(in_.ConsumeIntegralInRange<int32_t>(1, 3));
+    start(family, t, true);
+    if (!step_) return;  // CACHE_FULL
+    for (uint32_t l = 0; l < layers_; ++l) append_rows(l, false);
+    step_attention(true);
+  }
+
+  // step_begin over ids with t tokens each (valid: as the model expects).
+  void start(const std::vector<int64_t>& ids, const std::vector<int32_t>& t, bool valid) {
+    const uint32_t n = static_cast<uint32_t>(ids.size());
     // The model's page need: fresh pages plus copies of shared partial pages.
     uint64_t need = 0;
     if (valid)
@@ -363,10 +411,14 @@ class Fuzz {
 
   void append() {
     if (!step_) return;
-    const int64_t n = step_tokens();
     const uint32_t layer = in_.ConsumeIntegralInRange<uint32_t>(0, layers_);  // layers_: invalid
+    append_rows(layer, in_.ConsumeIntegralInRange<int>(0, 7) == 0);
+  }
+  // step_append of the step's tokens to `layer` (bad_shape: one K row too
+  // many).
+  void append_rows(uint32_t layer, bool bad_shape) {
+    const int64_t n = step_tokens();
     const vkattn_dtype in_dt = in_.PickValueInArray({VKATTN_F32, VKATTN_F16, VKATTN_BF16});
-    const bool bad_shape = in_.ConsumeIntegralInRange<int>(0, 7) == 0;
     vkattn_tensor* k = tensor(in_dt, {n + (bad_shape ? 1 : 0), hkv_, d_});
     vkattn_tensor* v = tensor(in_dt, {n, hkv_, dv_});
     std::vector<float> kx = values(size_t(n + (bad_shape ? 1 : 0)) * hkv_ * d_);
@@ -462,10 +514,20 @@ class Fuzz {
     return d;
   }
 
-  void step_attention() {
+  // fork_tree's call (cascadable): valid, causal or not, no chunks or
+  // top-k lists, and a left window of 0..63 keys or none.
+  void step_attention(bool cascadable = false) {
     if (!step_) return;
     bool valid = false;
     vkattn_attention_desc d = desc(&valid);
+    if (cascadable) {
+      vkattn_attention_desc_init(&d);
+      d.num_heads = hkv_ * in_.ConsumeIntegralInRange<uint32_t>(1, 3);
+      d.num_kv_heads = hkv_, d.head_dim = d_, d.head_dim_v = dv_;
+      d.causal = in_.ConsumeBool();
+      d.window_left = in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int32_t>(0, 63) : -1;
+      valid = true;
+    }
     const uint32_t layer = in_.ConsumeIntegralInRange<uint32_t>(0, layers_ - 1);
     const int64_t n = step_tokens();
     // Bidirectional spans now and then: sorted and disjoint within each
@@ -498,7 +560,7 @@ class Fuzz {
     // Top-k lists now and then: any int32 values (pads, entries past u or
     // below 0, repeats: all legal), a row or a kv head a list; or a wrong
     // dtype or shape.
-    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    if (!cascadable && in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
       const int64_t K = in_.ConsumeIntegralInRange<int64_t>(0, 12);
       const bool per_head = in_.ConsumeBool();
       switch (in_.ConsumeIntegralInRange<int>(0, 7)) {
@@ -1083,16 +1145,21 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (vkattn_context_create(&d, &g_plain) != VKATTN_SUCCESS) die("vkattn_context_create");
   d.flags = VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_BATCH_INVARIANT;
   if (vkattn_context_create(&d, &g_invariant) != VKATTN_SUCCESS) die("vkattn_context_create");
+  d.flags = VKATTN_CONTEXT_VALIDATION;
+  setenv("VKATTN_CASCADE", "1", 1);  // read at context creation
+  if (vkattn_context_create(&d, &g_cascade) != VKATTN_SUCCESS) die("vkattn_context_create");
+  unsetenv("VKATTN_CASCADE");
   std::atexit([] {
     vkattn_context_destroy(g_plain);
     vkattn_context_destroy(g_invariant);
+    vkattn_context_destroy(g_cascade);
   });
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  g_ctx = size % 2 ? g_invariant : g_plain;
+  g_ctx = size % 2 ? g_invariant : size % 4 == 2 ? g_cascade : g_plain;
   {
     Fuzz f(in);
     f.run();
