@@ -1233,6 +1233,54 @@ TEST_F(StepAttentionTest, CascadeUnderWindowsChunksSpansAndTrees) {
   EXPECT_NE(on.logs[0].find(kLine + "592\n"), std::string::npos) << on.logs[0];
 }
 
+// A group of 64 rows over 1040 shared keys at d 128: on lavapipe the
+// prefix call takes 4 rows a lane (prepare.cpp: a large group is
+// compute-bound there), its log says so; against the reference and the
+// step without cascade (Slow: one cold compile of that variant).
+TEST_F(StepAttentionTest, SlowCascadeOverALongPrefixAtHeadDim128) {
+  KvShape s;
+  s.layers = 1;
+  s.hkv = 2;
+  s.d = s.dv = 128;
+  s.page_size = 16;
+  s.pages = 96;
+  s.dtype = VKATTN_F16;
+  const std::vector<LayerCfg> cfg(1, LayerCfg{8});
+  std::vector<int64_t> ids;
+  for (int64_t id = 1; id <= 16; ++id) ids.push_back(id);
+  std::vector<float> outs[2];
+  std::string log;
+  for (int on = 0; on < 2; ++on) {
+    SCOPED_TRACE(on ? "VKATTN_CASCADE unset" : "VKATTN_CASCADE=0");
+    ASSERT_NO_FATAL_FAILURE(restart_context(on ? "" : "0"));
+    create(s);
+    poison_pool();
+    k_model.clear(), v_model.clear();
+    run_step({1}, {1040}, cfg, VKATTN_F32);
+    for (int64_t id = 2; id <= 16; ++id) fork(1, id);
+    testing::internal::CaptureStderr();
+    outs[on] = run_step(ids, std::vector<int32_t>(16, 1), cfg, VKATTN_F32);
+    log = testing::internal::GetCapturedStderr();
+  }
+  ASSERT_EQ(outs[0].size(), outs[1].size());
+  for (size_t e = 0; e < outs[0].size(); ++e)
+    ASSERT_NEAR(outs[1][e], outs[0][e], 2e-5 + f16_math_slack()) << "element " << e;
+  EXPECT_NE(log.find("vkattn: attention cascade groups=1 shared_keys=1040\n"), std::string::npos)
+      << log;
+  // The prefix call's line (lavapipe, its family unforced): 64 rows over
+  // the 1040 shared keys at 4 rows a lane.
+  vkattn_device_info info;
+  vkattn_device_info_init(&info);
+  ASSERT_EQ(vkattn_context_get_device_info(ctx, &info), VKATTN_SUCCESS);
+  const char* forced = std::getenv("VKATTN_ATTN_KERNEL");
+  if (info.device_type == VKATTN_DEVICE_CPU && !(forced && *forced)) {
+    const size_t at = log.find("family=lanes rows=64 keys=1040 read=1040 ");
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(line.find(" R=4 "), std::string::npos) << line;
+  }
+}
+
 // Cascade over 4-bit caches, their keys rotated or not: 8 forks of a
 // 300-token prompt decoding, against the same step with VKATTN_CASCADE=0
 // (both read the same codes; f32 math: within 2e-5). The reference over
