@@ -369,8 +369,12 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   if (!span_indptr.empty()) p.span_indptr = span_indptr.data(), p.spans = span_pairs.data();
   if (!c.tree_as_mask && !tree_indptr.empty())
     p.tree_indptr = tree_indptr.data(), p.tree_mask = tree_words.data();
+  // (K = 0: lists of no entry, every row empty; the reference reads a
+  // null list pointer as no lists at all.)
+  static const int32_t kNoEntry = -1;
   if (!c.topk_as_mask && c.topk >= 0)
-    p.topk = topk.data(), p.topk_k = c.topk, p.topk_per_head = c.topk_per_head;
+    p.topk = topk.empty() ? &kNoEntry : topk.data(), p.topk_k = c.topk,
+    p.topk_per_head = c.topk_per_head;
   p.alibi_slopes = c.alibi ? slopes.data() : nullptr;
   p.sinks = c.sinks ? sinks.data() : nullptr;
   p.mask_type = c.mask_type;

@@ -347,7 +347,9 @@ class StepAttentionTest : public ContextTest {
         pp.spans = span_indptr.empty() ? nullptr : span_pairs.data();
         pp.tree_indptr = tree_indptr.empty() ? nullptr : tree_indptr.data();
         pp.tree_mask = tree_indptr.empty() ? nullptr : tree_words.data();
-        pp.topk = topk.empty() ? nullptr : topk.data();
+        // (K = 0: lists of no entry; a null pointer would mean no lists.)
+        static const int32_t kNoEntry = -1;
+        pp.topk = c.topk < 0 ? nullptr : topk.empty() ? &kNoEntry : topk.data();
         pp.topk_k = c.topk, pp.topk_per_head = c.topk_per_head;
         std::vector<float> ref_out(n * c.H * dv), ref_lse(n * c.H);
         vkattn::ref::attention_varlen(pp, static_cast<int>(B), cu_q.data(), cu_k.data(), q.data(),
