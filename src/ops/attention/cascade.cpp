@@ -85,11 +85,13 @@ uint32_t page_size(const AttentionCall& c) {
   return c.step ? c.step->cache().desc().page_size : c.pools->page_size;
 }
 
-// Shared keys a group needs: kCascadeMinKeys, or one page when
-// VKATTN_CASCADE=1 forces grouping.
+// Shared keys a group needs: kCascadeMinKeys or 16 pages, whichever is
+// fewer (at least one page), or one page when VKATTN_CASCADE=1 forces
+// grouping.
 uint64_t min_shared_keys(const Context& ctx, const AttentionCall& c) {
-  const uint32_t ps = page_size(c);
-  return ctx.options().cascade == 1 ? ps : std::max<uint64_t>(ps, kCascadeMinKeys);
+  const uint64_t ps = page_size(c);
+  return ctx.options().cascade == 1 ? ps
+                                    : std::max(ps, std::min<uint64_t>(kCascadeMinKeys, 16 * ps));
 }
 
 std::vector<CascadeGroup> find_groups(const Context& ctx, const AttentionCall& c) {
