@@ -193,18 +193,26 @@ void poison_key(Problem* p, int key, float x) {
   for (int c = 0; c < p->d; ++c) p->k[(size_t(key) * p->Hkv) * p->d + c] = c == 0 ? x : 0.0f;
 }
 
+// Runs body(cfg, index, ctx) once per configuration, under its
+// environment and on a context made there.
+template <class Body>
+void for_each_config(Body body) {
+  const std::vector<Config> all = configs();
+  for (size_t ci = 0; ci < all.size(); ++ci) {
+    ScopedEnv env(all[ci].env);
+    ForcedContext fc;
+    ASSERT_NE(fc.ctx, nullptr);
+    body(all[ci], ci, fc.ctx);
+  }
+}
+
 }  // namespace
 
 // A visible NaN score: NaN out and lse for every query that sees the key
 // (head 0's group), whichever family, split or not, dtype; the others as
 // the reference.
 TEST(NumericEdges, VisibleNanScoreMakesTheRowNan) {
-  const std::vector<Config> all = configs();
-  for (size_t ci = 0; ci < all.size(); ++ci) {
-    const Config& cfg = all[ci];
-    ScopedEnv env(cfg.env);
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
+  for_each_config([](const Config& cfg, size_t ci, vkattn_context* ctx) {
     // One K/V dtype per configuration, in turn (each costs compiles).
     for (vkattn_dtype kdt : {kDtypes[ci % 3]}) {
       for (const auto& shape : shapes()) {
@@ -216,12 +224,12 @@ TEST(NumericEdges, VisibleNanScoreMakesTheRowNan) {
         const int u0 = shape[0].second;
         poison_key(&p, u0 - 21, NAN);  // seen by the last 21 positions' queries
         poison_key(&p, u0 + 150, NAN);
-        const Seen s = run_and_check(fc.ctx, p);
+        const Seen s = run_and_check(ctx, p);
         EXPECT_GT(s.nan_rows, 0);
         EXPECT_GT(s.finite_rows, 0);
       }
     }
-  }
+  });
 }
 
 // A row whose only visible key scores NaN is NaN too (the reference once
@@ -230,34 +238,24 @@ TEST(NumericEdges, VisibleNanScoreMakesTheRowNan) {
 // .. -1 see nothing (-inf), the last sees key 0, poisoned; sequence 1's
 // rows stay finite.
 TEST(NumericEdges, OnlyNanScoresMakeTheRowNan) {
-  const std::vector<Config> all = configs();
-  for (size_t ci = 0; ci < all.size(); ++ci) {
-    const Config& cfg = all[ci];
-    ScopedEnv env(cfg.env);
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
+  for_each_config([](const Config& cfg, size_t ci, vkattn_context* ctx) {
     SCOPED_TRACE(cfg.name);
     Problem p;
     p.seqs = {{4, 1}, {3, 5}}, p.causal = true, p.kdt = test_kv_dtype(kDtypes[ci % 3]);
     fill_random(&p, 11);
     poison_key(&p, 0, NAN);
-    const Seen s = run_and_check(fc.ctx, p);
+    const Seen s = run_and_check(ctx, p);
     EXPECT_GT(s.nan_rows, 0);
     EXPECT_GT(s.neg_inf_rows, 0);
     EXPECT_GT(s.finite_rows, 0);
-  }
+  });
 }
 
 // A K row of +inf (f32/f16/bf16 caches keep inf): per query +inf, -inf
 // or NaN as q's sign gives: NaN rows, rows that ignore the key (-inf adds
 // nothing), finite rows elsewhere.
 TEST(NumericEdges, InfiniteKeysFollowTheFormula) {
-  const std::vector<Config> all = configs();
-  for (size_t ci = 0; ci < all.size(); ++ci) {
-    const Config& cfg = all[ci];
-    ScopedEnv env(cfg.env);
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
+  for_each_config([](const Config& cfg, size_t ci, vkattn_context* ctx) {
     for (vkattn_dtype kdt : {kDtypes[(ci + 1) % 2]}) {  // f16 and f32 (bf16's inf is f32's)
       for (const auto& shape : shapes()) {
         SCOPED_TRACE(cfg.name + ", K/V " + std::to_string(int(kdt)) + ", t " +
@@ -269,20 +267,17 @@ TEST(NumericEdges, InfiniteKeysFollowTheFormula) {
         for (size_t r = 0; r < p.q.size() / p.d; r += 5) p.q[r * p.d] = 0.0f;
         poison_key(&p, shape[0].second - 3, INFINITY);
         poison_key(&p, shape[0].second + 7, -INFINITY);
-        const Seen s = run_and_check(fc.ctx, p);
+        const Seen s = run_and_check(ctx, p);
         EXPECT_GT(s.nan_rows, 0);
         EXPECT_GT(s.finite_rows, 0);
       }
     }
-  }
+  });
 }
 
 // Only -inf scores visible to a row: an empty row (out 0, lse -inf).
 TEST(NumericEdges, OnlyNegativeInfiniteScoresGiveAnEmptyRow) {
-  for (const Config& cfg : configs()) {
-    ScopedEnv env(cfg.env);
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
+  for_each_config([](const Config&, size_t, vkattn_context* ctx) {
     Problem p;
     p.H = 2, p.Hkv = 1;
     p.seqs = {{1, 300}, {2, 40}};
@@ -291,10 +286,10 @@ TEST(NumericEdges, OnlyNegativeInfiniteScoresGiveAnEmptyRow) {
     for (size_t r = 0; r < p.q.size() / p.d; ++r)
       for (int c = 0; c < p.d; ++c) p.q[r * p.d + c] = c == 0 ? 1.0f : 0.0f;
     for (int key = 0; key < 300; ++key) poison_key(&p, key, -INFINITY);
-    const Seen s = run_and_check(fc.ctx, p);
+    const Seen s = run_and_check(ctx, p);
     EXPECT_EQ(s.neg_inf_rows, 2) << "sequence 0's two heads";
     EXPECT_EQ(s.nan_rows, 0);
-  }
+  });
 }
 
 // S = scale * dot(q, k) without overflow of scale * q (f32 end to end):
@@ -304,10 +299,7 @@ TEST(NumericEdges, OnlyNegativeInfiniteScoresGiveAnEmptyRow) {
 // (coopmat, forced f16 math) scales q by design (the header's range).
 TEST(NumericEdges, ExtremeScalesAreExact) {
   if (f16_math_slack() > 0) GTEST_SKIP() << "f16 arithmetic scales q (documented range)";
-  for (const Config& cfg : configs()) {
-    ScopedEnv env(cfg.env);
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
+  for_each_config([](const Config& cfg, size_t, vkattn_context* ctx) {
     for (const auto& shape : shapes()) {
       for (int which = 0; which < 2; ++which) {
         SCOPED_TRACE(cfg.name + ", t " + std::to_string(shape[0].first) + ", case " +
@@ -329,12 +321,12 @@ TEST(NumericEdges, ExtremeScalesAreExact) {
           for (int c = 0; c < p.d; ++c) p.q[r * p.d + c] = c < 2 ? at(qmag) : 0.0f;
         for (size_t r = 0; r < p.k.size() / p.d; ++r)
           for (int c = 0; c < p.d; ++c) p.k[r * p.d + c] = c < 2 ? at(2e-38f) : 0.0f;
-        const Seen s = run_and_check(fc.ctx, p);
+        const Seen s = run_and_check(ctx, p);
         EXPECT_EQ(s.nan_rows, 0);
         EXPECT_GT(s.finite_rows, 0);
       }
     }
-  }
+  });
 }
 
 // vkattn_attention_merge: a NaN lse on either side gives NaN out and

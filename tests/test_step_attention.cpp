@@ -463,6 +463,28 @@ class StepAttentionTest : public ContextTest {
     }
     ASSERT_NE(ctx, nullptr);
   }
+  // restart_context, then a cache of shape s with NaN in every slot that
+  // holds no token, and empty models.
+  void fresh_cache(const char* cascade, const KvShape& s) {
+    ASSERT_NO_FATAL_FAILURE(restart_context(cascade));
+    create(s);
+    poison_pool();
+    k_model.clear(), v_model.clear();
+  }
+  // run_step and what the step's calls printed (their kernel log).
+  std::vector<float> logged_step(const std::vector<int64_t>& ids, const std::vector<int32_t>& t,
+                                 const std::vector<LayerCfg>& cfg, std::string* log) {
+    testing::internal::CaptureStderr();
+    std::vector<float> out = run_step(ids, t, cfg, VKATTN_F32);
+    *log = testing::internal::GetCapturedStderr();
+    return out;
+  }
+  // How many times `text` occurs in log.
+  static size_t occurrences(const std::string& log, const std::string& text) {
+    size_t n = 0;
+    for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+    return n;
+  }
 
   struct Config {
     uint32_t H;
@@ -490,17 +512,13 @@ class StepAttentionTest : public ContextTest {
       std::vector<std::string> logs;         // per step
     };
     auto scenario = [&](const char* cascade, Run* r) {
-      ASSERT_NO_FATAL_FAILURE(restart_context(cascade));
-      create(s);
-      poison_pool();
-      k_model.clear(), v_model.clear();
+      ASSERT_NO_FATAL_FAILURE(fresh_cache(cascade, s));
       run_step({1, 50, 100}, {300, 290, 270}, cfg, VKATTN_F32);
       for (int64_t id = 2; id <= 16; ++id) fork(1, id);
       fork(50, 51);
       auto step = [&](const std::vector<int64_t>& ids, const std::vector<int32_t>& t) {
-        testing::internal::CaptureStderr();
-        r->outs.push_back(run_step(ids, t, cfg, VKATTN_F32));
-        r->logs.push_back(testing::internal::GetCapturedStderr());
+        r->logs.emplace_back();
+        r->outs.push_back(logged_step(ids, t, cfg, &r->logs.back()));
       };
       step(decodes, std::vector<int32_t>(decodes.size(), 1));
       if (cf.dt != VKATTN_F16) return;  // (the other dtypes: the decode step)
@@ -543,11 +561,7 @@ class StepAttentionTest : public ContextTest {
     }
     // Counts the cascade lines of a log that announce `what`.
     auto lines = [&](const std::string& log, const std::string& what) {
-      size_t n = 0;
-      for (size_t at = log.find(kLine + what); at != std::string::npos;
-           at = log.find(kLine + what, at + 1))
-        ++n;
-      return n;
+      return occurrences(log, kLine + what);
     };
     // Step 0: two groups (18 pages of 16 keys each), a loner between them;
     // step 1: the same groups with prefill chunks on members. Each layer
@@ -1184,16 +1198,12 @@ TEST_F(StepAttentionTest, CascadeUnderWindowsChunksSpansAndTrees) {
     std::vector<std::string> logs;
   };
   auto scenario = [&](const char* cascade, Run* r) {
-    ASSERT_NO_FATAL_FAILURE(restart_context(cascade));
-    create(s);
-    poison_pool();
-    k_model.clear(), v_model.clear();
+    ASSERT_NO_FATAL_FAILURE(fresh_cache(cascade, s));
     run_step({1, 100}, {600, 300}, cfg, VKATTN_F32);
     for (int64_t id = 2; id <= 6; ++id) fork(1, id);
     auto step = [&](const std::vector<int32_t>& t) {
-      testing::internal::CaptureStderr();
-      r->outs.push_back(run_step(ids, t, cfg, VKATTN_F32));
-      r->logs.push_back(testing::internal::GetCapturedStderr());
+      r->logs.emplace_back();
+      r->outs.push_back(logged_step(ids, t, cfg, &r->logs.back()));
     };
     step({1, 1, 1, 1, 1, 1, 1});
     step({1, 9, 1, 1, 1, 1, 1});
@@ -1212,11 +1222,7 @@ TEST_F(StepAttentionTest, CascadeUnderWindowsChunksSpansAndTrees) {
     scenario("1", &forced);
   }
   const std::string kLine = "vkattn: attention cascade groups=1 shared_keys=";
-  auto lines = [&](const std::string& log) {
-    size_t n = 0;
-    for (size_t at = log.find(kLine); at != std::string::npos; at = log.find(kLine, at + 1)) ++n;
-    return n;
-  };
+  auto lines = [&](const std::string& log) { return occurrences(log, kLine); };
   ASSERT_EQ(off.outs.size(), 2u);
   for (const Run* r : {&on, &forced}) {
     ASSERT_EQ(r->outs.size(), 2u);
@@ -1254,15 +1260,10 @@ TEST_F(StepAttentionTest, SlowCascadeOverALongPrefixAtHeadDim128) {
   std::string log;
   for (int on = 0; on < 2; ++on) {
     SCOPED_TRACE(on ? "VKATTN_CASCADE unset" : "VKATTN_CASCADE=0");
-    ASSERT_NO_FATAL_FAILURE(restart_context(on ? "" : "0"));
-    create(s);
-    poison_pool();
-    k_model.clear(), v_model.clear();
+    ASSERT_NO_FATAL_FAILURE(fresh_cache(on ? "" : "0", s));
     run_step({1}, {1040}, cfg, VKATTN_F32);
     for (int64_t id = 2; id <= 16; ++id) fork(1, id);
-    testing::internal::CaptureStderr();
-    outs[on] = run_step(ids, std::vector<int32_t>(16, 1), cfg, VKATTN_F32);
-    log = testing::internal::GetCapturedStderr();
+    outs[on] = logged_step(ids, std::vector<int32_t>(16, 1), cfg, &log);
   }
   ASSERT_EQ(outs[0].size(), outs[1].size());
   for (size_t e = 0; e < outs[0].size(); ++e)

@@ -514,20 +514,23 @@ class Fuzz {
     return d;
   }
 
-  // fork_tree's call (cascadable): valid, causal or not, no chunks or
-  // top-k lists, and a left window of 0..63 keys or none.
+  // A valid descriptor a cascade takes: GQA 1-3, causal or not, a left
+  // window of 0..63 keys or none, no chunks.
+  vkattn_attention_desc cascadable_desc() {
+    vkattn_attention_desc d;
+    vkattn_attention_desc_init(&d);
+    d.num_heads = hkv_ * in_.ConsumeIntegralInRange<uint32_t>(1, 3);
+    d.num_kv_heads = hkv_, d.head_dim = d_, d.head_dim_v = dv_;
+    d.causal = in_.ConsumeBool();
+    d.window_left = in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int32_t>(0, 63) : -1;
+    return d;
+  }
+
+  // cascadable: fork_tree's call (cascadable_desc, no top-k lists).
   void step_attention(bool cascadable = false) {
     if (!step_) return;
-    bool valid = false;
-    vkattn_attention_desc d = desc(&valid);
-    if (cascadable) {
-      vkattn_attention_desc_init(&d);
-      d.num_heads = hkv_ * in_.ConsumeIntegralInRange<uint32_t>(1, 3);
-      d.num_kv_heads = hkv_, d.head_dim = d_, d.head_dim_v = dv_;
-      d.causal = in_.ConsumeBool();
-      d.window_left = in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int32_t>(0, 63) : -1;
-      valid = true;
-    }
+    bool valid = true;
+    vkattn_attention_desc d = cascadable ? cascadable_desc() : desc(&valid);
     const uint32_t layer = in_.ConsumeIntegralInRange<uint32_t>(0, layers_ - 1);
     const int64_t n = step_tokens();
     // Bidirectional spans now and then: sorted and disjoint within each

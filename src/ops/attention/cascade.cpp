@@ -156,6 +156,7 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
   // This call's rules: under a left window or chunks, the group's prefix
   // call reads the shared keys its every row sees (from the first key its
   // last row, the furthest on, sees), the main call the rest.
+  const uint64_t min_keys = min_shared_keys(ctx, call);
   Groups groups;
   for (CascadeGroup g : *found) {
     int64_t seen = 0;
@@ -163,7 +164,7 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
       if (call.cu_q[b + 1] > call.cu_q[b])
         seen = std::max(seen, first_visible(d, call.cu_k[b + 1] - call.cu_k[b] - 1));
     g.seen = static_cast<uint32_t>(std::min<int64_t>(seen, g.keys));
-    if (g.keys - g.seen >= min_shared_keys(ctx, call)) groups.push_back(g);
+    if (g.keys - g.seen >= min_keys) groups.push_back(g);
   }
   if (groups.empty()) return false;
   const int64_t n = call.q->dim(0), H = d.num_heads, dv = d.head_dim_v;

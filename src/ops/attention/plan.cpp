@@ -102,8 +102,8 @@ void plan_run_tiles(const PlanShape& s, Plan& plan, uint32_t rec, const TokenRun
 void range_pieces(const PlanShape& s, const std::vector<KeySegment>* segs, const uint32_t* skip,
                   uint32_t k_begin, uint32_t k_end, std::vector<KeySegment>* pieces) {
   pieces->clear();
-  const std::vector<KeySegment> whole = {{0, ~0u, 0}};
-  for (const KeySegment& g : segs ? *segs : whole) {
+  static const std::vector<KeySegment> kWhole = {{0, ~0u, 0}};  // one buffer
+  for (const KeySegment& g : segs ? *segs : kWhole) {
     if (s.topk) {
       bool seen = false;
       for (const KeySegment& p : *pieces) seen = seen || p.buffer == g.buffer;

@@ -216,37 +216,38 @@ AttentionVariant call_variant(Context& ctx, const AttentionCall& c, KernelOption
                                                c.topk ? group : max_rows, c.kv_dtype(), group);
   };
   AttentionVariant var = pick(opts);
-  // A cascade's prefix call on lavapipe (lanes), a group of 64 rows or
-  // more over 1024 shared keys or more: compute-bound there, so 4 rows a
-  // lane (unrolled up to twice lanes_variant's code budget: cold, about
-  // 5 s more to compile at d 128) reuse each K/V fetch twice as often as
-  // 2. shared-prefix-16x4096 (d 128): cascade / without 0.41x instead of
-  // 0.53x (R 2), interleaved in one process.
-  if (c.prefix_tiles && !c.pinned && var.family == AttentionFamily::kLanes && var.unroll_d &&
-      var.rows < 4 && opts.attn_rows == KernelOptions::kUnset && max_rows >= 64 &&
-      ctx.device().info().device_type == VKATTN_DEVICE_CPU &&
-      4 * ((d.head_dim + 3) / 4 + (d.head_dim_v + 3) / 4) <= 256) {
+  // A cascade's prefix call on lanes (lavapipe's prefill family, whose
+  // tiles are WG x R rows).
+  if (c.prefix_tiles && !c.pinned && var.family == AttentionFamily::kLanes) {
+    // A group of 64 rows or more over 1024 shared keys or more on
+    // lavapipe is compute-bound: 4 rows a lane (unrolled up to twice
+    // lanes_variant's code budget: cold, about 5 s more to compile at
+    // d 128) reuse each K/V fetch twice as often as 2. shared-prefix-
+    // 16x4096 (d 128): cascade / without 0.42x instead of 0.53x (R 2),
+    // interleaved in one process.
     int64_t keys = 0;
     for (uint32_t b = 0; b < c.batch; ++b) keys = std::max(keys, c.cu_k[b + 1] - c.cu_k[b]);
-    KernelOptions four = opts;
-    four.attn_rows = 4;
-    const AttentionVariant v = keys >= 1024 ? pick(four) : var;
-    if (v.family == AttentionFamily::kLanes) var = v, opts = four;
-  }
-  // A cascade's prefix call on lanes (lavapipe's prefill family, whose
-  // tiles are WG x R rows): a workgroup wide enough for the largest
-  // group's rows, so the shared keys are read once per kv head (its lanes
-  // are independent: a wider workgroup costs no exchange).
-  if (c.prefix_tiles && !c.pinned && var.family == AttentionFamily::kLanes &&
-      opts.attn_wg == KernelOptions::kUnset && var.tile_rows() < max_rows) {
-    const uint32_t cap = std::min<uint32_t>(64, ctx.device().caps().max_workgroup_invocations);
-    const uint32_t want = (max_rows + var.rows - 1) / var.rows;
-    uint32_t wg = var.wg;
-    while (wg < want && wg * 2 <= cap) wg *= 2;
-    KernelOptions wide = opts;
-    wide.attn_wg = wg;
-    const AttentionVariant v = pick(wide);
-    if (v.family == AttentionFamily::kLanes) var = v;
+    if (ctx.device().info().device_type == VKATTN_DEVICE_CPU && var.unroll_d && var.rows < 4 &&
+        opts.attn_rows == KernelOptions::kUnset && max_rows >= 64 && keys >= 1024 &&
+        4 * lanes_row_vec4(d.head_dim, d.head_dim_v) <= 2 * kLanesUnrolledVec4) {
+      KernelOptions four = opts;
+      four.attn_rows = 4;
+      const AttentionVariant v = pick(four);
+      if (v.family == AttentionFamily::kLanes) var = v, opts = four;
+    }
+    // A workgroup wide enough for the largest group's rows, so the shared
+    // keys are read once per kv head (its lanes are independent: a wider
+    // workgroup costs no exchange).
+    if (opts.attn_wg == KernelOptions::kUnset && var.tile_rows() < max_rows) {
+      const uint32_t cap = std::min<uint32_t>(64, ctx.device().caps().max_workgroup_invocations);
+      const uint32_t want = (max_rows + var.rows - 1) / var.rows;
+      uint32_t wg = var.wg;
+      while (wg < want && wg * 2 <= cap) wg *= 2;
+      KernelOptions wide = opts;
+      wide.attn_wg = wg;
+      const AttentionVariant v = pick(wide);
+      if (v.family == AttentionFamily::kLanes) var = v;
+    }
   }
   if (c.topk && !c.pinned && !serves_topk(var.family)) {
     const std::string from = attention_family(var.family).name;

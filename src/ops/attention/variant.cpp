@@ -386,11 +386,10 @@ AttentionVariant lanes_variant(const DeviceCaps& caps, const AttentionDefaults& 
   // decode, whose R is the tile's rows, iterates above the budget. Every
   // variant's first call compiles in about 10 s or less: GPUs (lanes takes
   // 1 row there) stay far below the budget.
-  const uint32_t row_vec4 = (head_dim + 3) / 4 + (head_dim_v + 3) / 4;
-  constexpr uint32_t kUnrolledVec4 = 128;
-  if (v.unroll_d && v.rows * row_vec4 > kUnrolledVec4) {
-    if (!decode) v.rows = std::max(1u, pow2_at_most(kUnrolledVec4 / row_vec4));
-    if (v.rows * row_vec4 > kUnrolledVec4) v.unroll_d = false;
+  const uint32_t row_vec4 = lanes_row_vec4(head_dim, head_dim_v);
+  if (v.unroll_d && v.rows * row_vec4 > kLanesUnrolledVec4) {
+    if (!decode) v.rows = std::max(1u, pow2_at_most(kLanesUnrolledVec4 / row_vec4));
+    if (v.rows * row_vec4 > kLanesUnrolledVec4) v.unroll_d = false;
   }
   // Keys per block: lavapipe runs the whole unrolled block body as straight
   // code (R x BK scores, R x BK x DV4 P.V terms), so a smaller block keeps

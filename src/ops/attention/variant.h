@@ -54,6 +54,14 @@ inline uint32_t pow2_at_most(uint32_t x) {
   return p;
 }
 
+// lanes with unrolled head-dim loops keeps q and the accumulator of each of
+// its R rows in lanes_row_vec4 vec4 registers; R x that stays within
+// kLanesUnrolledVec4 (lanes_variant, variant.cpp: lavapipe's compile time).
+constexpr uint32_t kLanesUnrolledVec4 = 128;
+inline uint32_t lanes_row_vec4(uint32_t head_dim, uint32_t head_dim_v) {
+  return (head_dim + 3) / 4 + (head_dim_v + 3) / 4;
+}
+
 // Kernel families (ops/attention/family.h).
 enum class AttentionFamily : uint32_t { kLanes = 0, kTiled = 1, kCoopmat = 2, kDecode = 3 };
 
