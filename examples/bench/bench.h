@@ -14,6 +14,11 @@ extern int g_reps;
 // compared with a peak (a fake GPU executes nothing: tools/gpu-static.sh);
 // what counts is the pipelines the cases build (VKATTN_LOG=stats).
 extern bool g_build_only;
+// topk-decode-2048-of-131072's diagnostics (--topk-stride, --topk-prompt):
+// the gap between listed positions (64: every key on its own page) and
+// the forked prompt's length (131072: 5 pool buffers on lavapipe).
+extern int g_topk_stride;
+extern int g_topk_prompt;
 
 // Exits with a message on any failing call.
 void check(vkattn_status s, const char* what);

@@ -841,7 +841,7 @@ double finish_beside(vkattn_context* ctx, Result* r, const Shape& s, const std::
 bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   const int n = 16, K = 2048;
   // (Built only, on a fake GPU: the same pipelines over a shorter prompt.)
-  const int32_t cached = g_build_only ? 4096 : 131072;
+  const int32_t cached = g_build_only ? 4096 : g_topk_prompt;
   Shape s = kGqa;
   // The step: one new token each (the same K/V row, key `cached`).
   ForkedStep forked(ctx, s, r->name, n, cached, 0);
@@ -849,12 +849,14 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   vkattn_tensor* q = make(ctx, {n, s.H, s.d});
   vkattn_tensor* o = make(ctx, {n, s.H, s.d});
   fill(q, 0, 0, uint64_t(n) * s.H * s.d);
-  // Lists: K distinct positions spread over the sequence, per row.
+  // Lists: K positions spread over the sequence, per row (x * stride + 7 i
+  // mod u: distinct for the default stride 64 and prompt, u odd).
   const int32_t u = cached + 1;
   s.topk_k = K;
   s.topk.resize(size_t(n) * K);
   for (int i = 0; i < n; ++i)
-    for (int x = 0; x < K; ++x) s.topk[size_t(i) * K + x] = int32_t((int64_t(x) * 64 + i * 7) % u);
+    for (int x = 0; x < K; ++x)
+      s.topk[size_t(i) * K + x] = int32_t((int64_t(x) * g_topk_stride + i * 7) % u);
   vkattn_tensor* lists = nullptr;
   const int64_t ls[2] = {n, K};
   check(vkattn_tensor_create(ctx, VKATTN_I32, 2, ls, &lists), "tensor_create");
@@ -892,6 +894,11 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
                   "decode-16x2048 (dense, interleaved): %.3f ms; top-k / dense %.2fx", ms_dense,
                   r->median_ms / ms_dense);
     r->lines.push_back(line);
+    if (g_topk_stride != 64 || g_topk_prompt != 131072) {
+      std::snprintf(line, sizeof(line), "diagnostic: --topk-stride %d --topk-prompt %d",
+                    g_topk_stride, g_topk_prompt);
+      r->lines.push_back(line);
+    }
   }
   for (vkattn_tensor* t : {q, o, lists}) vkattn_tensor_destroy(t);
   return r->ok;
