@@ -15,8 +15,11 @@ extern int g_reps;
 // what counts is the pipelines the cases build (VKATTN_LOG=stats).
 extern bool g_build_only;
 // topk-decode-2048-of-131072's diagnostics (--topk-stride, --topk-prompt):
-// the gap between listed positions (64: every key on its own page) and
-// the forked prompt's length (131072: 5 pool buffers on lavapipe).
+// the gap between listed positions (kTopkStride: every key on its own
+// page) and the forked prompt's length (kTopkPrompt: 5 pool buffers on
+// lavapipe); the case's own shape is the defaults.
+constexpr int kTopkStride = 64;
+constexpr int kTopkPrompt = 131072;
 extern int g_topk_stride;
 extern int g_topk_prompt;
 

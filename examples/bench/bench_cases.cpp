@@ -850,7 +850,7 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   vkattn_tensor* o = make(ctx, {n, s.H, s.d});
   fill(q, 0, 0, uint64_t(n) * s.H * s.d);
   // Lists: K positions spread over the sequence, per row (x * stride + 7 i
-  // mod u: distinct for the default stride 64 and prompt, u odd).
+  // mod u: distinct for the default stride and prompt, u odd).
   const int32_t u = cached + 1;
   s.topk_k = K;
   s.topk.resize(size_t(n) * K);
@@ -894,7 +894,7 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
                   "decode-16x2048 (dense, interleaved): %.3f ms; top-k / dense %.2fx", ms_dense,
                   r->median_ms / ms_dense);
     r->lines.push_back(line);
-    if (g_topk_stride != 64 || g_topk_prompt != 131072) {
+    if (g_topk_stride != kTopkStride || g_topk_prompt != kTopkPrompt) {
       std::snprintf(line, sizeof(line), "diagnostic: --topk-stride %d --topk-prompt %d",
                     g_topk_stride, g_topk_prompt);
       r->lines.push_back(line);

@@ -26,8 +26,8 @@ namespace bench {
 
 int g_reps = 7;
 bool g_build_only = false;
-int g_topk_stride = 64;
-int g_topk_prompt = 131072;
+int g_topk_stride = kTopkStride;
+int g_topk_prompt = kTopkPrompt;
 std::vector<double> g_last_times;
 
 void check(vkattn_status s, const char* what) {
@@ -206,22 +206,21 @@ int main(int argc, char** argv) {
       g_build_only = true;
       g_reps = 1;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] "
-          "[--variants] [--build-only] [--topk-stride N] [--topk-prompt N]\n"
-          "  --reps N     timed runs per case (median; default %d)\n"
-          "  --case GLOB  only cases whose name matches (repeatable)\n"
-          "  --json FILE  also write the results as JSON\n"
-          "  --list       list the cases\n"
-          "  --variants   what the device table picks for this device, and why\n"
-          "  --build-only run each case's calls once: no answers checked, no timing, no\n"
-          "               peaks (fake GPUs, tools/gpu-static.sh; with VKATTN_LOG=stats)\n"
-          "  --topk-stride N, --topk-prompt N\n"
-          "               topk-decode-2048-of-131072's list stride (default 64: each key\n"
-          "               on its own page; 1: contiguous) and prompt length (default\n"
-          "               131072); diagnostics: the case's name stays, say them beside it\n",
-          g_reps);
+      std::fprintf(stderr,
+                   "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] "
+                   "[--variants] [--build-only] [--topk-stride N] [--topk-prompt N]\n"
+                   "  --reps N     timed runs per case (median; default %d)\n"
+                   "  --case GLOB  only cases whose name matches (repeatable)\n"
+                   "  --json FILE  also write the results as JSON\n"
+                   "  --list       list the cases\n"
+                   "  --variants   what the device table picks for this device, and why\n"
+                   "  --build-only run each case's calls once: no answers checked, no timing, no\n"
+                   "               peaks (fake GPUs, tools/gpu-static.sh; with VKATTN_LOG=stats)\n"
+                   "  --topk-stride N, --topk-prompt N\n"
+                   "               topk-decode-2048-of-131072's list stride (default %d: each key\n"
+                   "               on its own page; 1: contiguous) and prompt length (default\n"
+                   "               %d); diagnostics: the case's name stays, say them beside it\n",
+                   g_reps, kTopkStride, kTopkPrompt);
       return std::strcmp(argv[i], "--help") ? 1 : 0;
     }
   }
