@@ -1140,6 +1140,43 @@ TEST_F(StepAttentionTest, DecodeAcrossManyPoolBuffers) {
   run_step({1, 2}, {1, 1}, cfg, VKATTN_F16);  // and 702 keys over 22
 }
 
+// Pool buffers bound in windows (ops/kv_cache.h): the f16 cache below is
+// one buffer, bound in windows of 4 pages (VKATTN_KV_WINDOW_BYTES, a slab
+// is 2816 bytes) for appends and attention, so a step's attention takes a
+// dispatch per window its pages touch and merges them. Each step against
+// the reference (run_step), top-k lists and a left window included; the
+// kernel log counts the dispatches: one a layer without windows, one per
+// window touched with them (the decode's 7 + 3 pages lie in windows 0-2).
+// A fork and a removal move pages across windows.
+TEST_F(StepAttentionTest, CacheBuffersBoundInWindows) {
+  KvShape s;
+  s.layers = 2, s.hkv = 2, s.d = 24, s.dv = 20, s.page_size = 16, s.pages = 64;
+  s.dtype = VKATTN_F16;
+  std::vector<LayerCfg> cfg(2);
+  cfg[1].window = 40, cfg[1].sinks = true;
+  std::vector<LayerCfg> topk(2);
+  topk[0].topk = 30;
+  topk[1].topk = 9, topk[1].topk_per_head = true;
+  const std::string kLine = "vkattn: attention family=";
+  for (const char* bytes : {"", "11264"}) {
+    SCOPED_TRACE(testing::Message() << "VKATTN_KV_WINDOW_BYTES=" << bytes);
+    {
+      ScopedEnv env(ScopedEnv::Vars{{"VKATTN_KV_WINDOW_BYTES", bytes}});
+      ASSERT_NO_FATAL_FAILURE(fresh_cache("0", s));
+    }
+    run_step({1, 2}, {100, 37}, cfg, VKATTN_F32);
+    std::string log;
+    logged_step({1, 2}, {1, 1}, cfg, &log);
+    EXPECT_EQ(occurrences(log, kLine), *bytes ? 6u : 2u) << log;
+    logged_step({1, 2}, {1, 1}, topk, &log);
+    EXPECT_EQ(occurrences(log, kLine), *bytes ? 6u : 2u) << log;
+    fork(1, 3);
+    remove(2);
+    run_step({3, 1, 4}, {20, 1, 70}, cfg, VKATTN_F16);
+    run_step({1, 3, 4}, {1, 1, 1}, topk, VKATTN_F32);
+  }
+}
+
 // Cascade attention (issue CS): forks of one parent decoding together read
 // their shared full pages once, as a group, and merge by lse with their own
 // keys. The same steps on a context under VKATTN_CASCADE=0 (each sequence

@@ -788,9 +788,10 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * deterministic), or on the lanes family when it is forced or tuned
  * (VKATTN_ATTN_KERNEL=lanes). Forcing tiled or coopmat, whose tiles share
  * keys across rows, is logged as a decline to decode, never an error.
- * Over a paged cache or caller pools whose pages lie in several buffers,
- * each buffer's pass reads the listed keys of its own pages (decode: only
- * those reach the tile loop); the passes merge by lse.
+ * Over a paged cache or caller pools whose pages lie in several buffers
+ * (or binding windows of one), each one's pass reads the listed keys of its
+ * own pages (decode: only those reach the tile loop); the passes merge by
+ * lse.
  *
  * Hidden keys are selected out, never multiplied by zero: K/V at hidden or
  * padding positions may hold NaN/Inf without reaching any visible output.
@@ -1193,10 +1194,16 @@ VKATTN_API const char* vkattn_tune_case_name(uint32_t index);
  * reference counted, so a
  * forked sequence shares its source's pages until one side appends into a
  * shared partial page (that page alone is then copied, on the device).
- * Pools larger than one device buffer (maxStorageBufferRange) are split
- * across several, by layers first: while one layer of every page fits a
- * buffer, each buffer holds whole layers, so a layer's attention reads one
- * buffer; beyond that, a layer's pages are split into groups too. */
+ * Pools larger than one device buffer are split across several, by layers
+ * first: while one layer of every page fits a buffer, each buffer holds
+ * whole layers, so a layer's attention reads one buffer; beyond that, a
+ * layer's pages are split into groups too. A buffer of an f32, f16, bf16 or
+ * fp8 cache holds up to what attention's widest texel view covers (2^27
+ * 16-byte texels, 2 GiB on lavapipe and NVIDIA; at most 2 GiB and the
+ * device's allocation limit), more than one storage binding may cover
+ * (128 MiB on lavapipe): appends and attention bind it in windows of whole
+ * pages, one dispatch per window their pages touch. int8 and q4 caches'
+ * buffers stay within one storage binding (maxStorageBufferRange). */
 typedef struct vkattn_kv_cache vkattn_kv_cache;
 /** One open step of a cache: the sequences that take part and their new
  * token counts, with room reserved for those tokens. @ingroup steps */
@@ -1393,8 +1400,9 @@ VKATTN_API vkattn_status vkattn_step_begin(vkattn_kv_cache* cache, uint32_t num_
 /** Writes the step's new tokens of one layer at positions [len, len + t) of
  * each sequence, converted to the cache dtype (round to nearest even):
  * k_new [total_new, Hkv, d], v_new [total_new, Hkv, dv], f32/f16/bf16.
- * One dispatch per pool buffer that receives tokens (one when the pool fits
- * one buffer); copies of shared pages were recorded by vkattn_step_begin.
+ * One dispatch per storage-binding window of a pool buffer that receives
+ * tokens (one when the layer's pages fit one binding); copies of shared
+ * pages were recorded by vkattn_step_begin.
  * Appending a layer twice overwrites it. */
 VKATTN_API vkattn_status vkattn_step_append(vkattn_step* step, uint32_t layer, vkattn_tensor* k_new,
                                             vkattn_tensor* v_new);

@@ -280,19 +280,22 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
   PackedViews packed(ctx);
   k = packed.input(k), v = packed.input(v);
 
-  // Jobs per page group (one pool buffer of this layer): (row of the new
-  // token, local page * ps + slot), rows increasing.
+  // Jobs per binding window (ops/kv_cache.h: wp pages of a page group, one
+  // storage binding; the group where its buffer is one): (row of the new
+  // token, page in the window * ps + slot), rows increasing.
   const uint32_t ps = d.page_size;
-  std::vector<std::vector<uint32_t>> jobs(c.num_groups());
+  const DeviceCaps& caps = ctx.device().caps();
+  const uint32_t wp = c.window_pages(storage_window_limit(caps));
+  std::vector<std::vector<uint32_t>> jobs(size_t(c.num_groups()) * c.windows_per_group(wp));
   std::vector<int64_t> positions(rope ? total_new_ : 0);  // of each new row (RoPE)
   for (const StepSeq& s : seqs_)
     for (int32_t i = 0; i < s.t; ++i) {
       int32_t pos = s.len + i;
       if (rope) positions[s.new_off + i] = pos;
       uint32_t page = s.pages[pos / ps];
-      auto& j = jobs[c.group_of(page)];
+      auto& j = jobs[c.window_of(page, wp)];
       j.push_back(static_cast<uint32_t>(s.new_off + i));
-      j.push_back(c.local_page(page) * ps + pos % ps);
+      j.push_back(c.page_in_window(page, wp) * ps + pos % ps);
     }
   // The cache's pages: [Hkv, page_size, dim] rows of K, then of V, per
   // layer slab (ops/kv_cache.h); 16-byte aligned blocks, so 16-bit rows of
@@ -315,12 +318,16 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
     tg.fp8_scales = c.scale_table(), tg.scale_base = c.scale_index(layer);
     tg.fp8_table_bytes = c.scale_table_bytes();
   }
-  tg.bind = [&](uint32_t group, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
+  tg.bind = [&](uint32_t window, BoundBuffer* kb, BoundBuffer* vb, uint64_t* k_off,
                 uint64_t* v_off) {
-    const KvCache::Slabs at = c.slabs(layer, group);
-    kb->buffer = vb->buffer = c.buffers()[at.buffer];
-    *k_off = at.offset / es;
-    *v_off = (at.offset + c.k_block_bytes()) / es;
+    const KvCache::Window w = c.window(layer, window, wp);
+    const auto& buf = c.buffers()[w.buffer];
+    uint64_t start = 0;
+    *kb = storage_window(caps, Region::whole(buf), w.offset,
+                         w.offset + uint64_t(w.pages) * c.slab_bytes(), &start);
+    *vb = *kb;
+    *k_off = (w.offset - start) / es;
+    *v_off = (w.offset + c.k_block_bytes() - start) / es;
   };
   record_append(ctx, tg, jobs, k, v, packed, rope ? &*rope : nullptr, &positions);
   appended_[layer] = true;

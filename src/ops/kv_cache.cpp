@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/binding_window.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
@@ -62,23 +63,30 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
     appended_.assign(d.num_layers, false);
   }
 
-  // Every buffer is bound whole as a storage buffer (appends) and as texel
-  // views of single elements at the narrowest (attention, odd dims).
+  // One binding must cover a page's slab: a storage binding (appends) and
+  // a texel view of single elements, the narrowest (attention, odd dims).
+  // Buffers may be larger (bound in windows, ops/kv_cache.h) up to the
+  // widest view attention takes, 16-byte texels, and 2 GiB; int8 and q4
+  // caches' buffers stay within one storage binding (bound whole).
   const DeviceCaps& caps = ctx_->device().caps();
-  uint64_t limit = std::min<uint64_t>(
-      caps.max_storage_buffer_range,
-      std::min<uint64_t>(caps.max_texel_buffer_elements, (1ull << 31) - 1) * elem_size_);
+  const uint64_t texels = std::min<uint64_t>(caps.max_texel_buffer_elements, (1ull << 31) - 1);
+  const uint64_t binding = std::min<uint64_t>(caps.max_storage_buffer_range, texels * elem_size_);
+  uint64_t limit = binding;
+  if (!int8() && !q4())
+    limit = std::max(limit, std::min(texel_window_limit(caps, 16), uint64_t(1) << 31));
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
   limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
+  window_cap_ = env_u64("VKATTN_KV_WINDOW_BYTES", ~uint64_t(0));
+  if (window_cap_ == 0) window_cap_ = ~uint64_t(0);
   const uint64_t slab = slab_bytes();
   // A buffer's bytes: padded as texel_buffer_bytes says where that stays
   // within the limit (a buffer bound whole must fit one binding).
   auto pool_bytes = [&](uint64_t bytes) {
     return texel_buffer_bytes(bytes) <= limit ? texel_buffer_bytes(bytes) : bytes;
   };
-  if (slab > limit)
+  if (slab > std::min(limit, binding))
     fail(VKATTN_ERROR_UNSUPPORTED, "one layer of a page (", slab,
-         " bytes) does not fit one device buffer (at most ", limit,
+         " bytes) does not fit one device buffer binding (at most ", std::min(limit, binding),
          " bytes); use fewer tokens per page");
   pages_per_group_ = static_cast<uint32_t>(std::min<uint64_t>(limit / slab, d.num_pages));
   num_groups_ = (d.num_pages + pages_per_group_ - 1) / pages_per_group_;

@@ -32,8 +32,20 @@
 // page usually lies in one buffer, and a layer's attention or append is one
 // dispatch whatever pages its sequences own (a page-major split put the 16
 // sequences of a 32-layer decode step in 9 buffers: 9 passes and a merge
-// per layer). A buffer never exceeds the device's maxStorageBufferRange (or
-// VKATTN_KV_BUFFER_BYTES, a test override), so a pool of any size works.
+// per layer). A buffer never exceeds the device's maxMemoryAllocationSize,
+// the widest view attention binds (maxTexelBufferElements 16-byte texels)
+// and 2 GiB (or VKATTN_KV_BUFFER_BYTES, a test override), so a pool of any
+// size works; int8 and q4 caches, whose scales attention reads through a
+// storage binding of the whole buffer, also not maxStorageBufferRange.
+//
+// Binding windows: a buffer larger than one binding (appends write through
+// storage bindings, attention reads through texel views; lavapipe and NVIDIA
+// cover 128 MiB and 2^27 texels) is bound in windows of window_pages(bytes)
+// consecutive pages of one group, each dispatch one window (its block table
+// local to the window). A 131072-token f16 layer of 8 kv heads (512 MiB)
+// was 5 pool buffers on lavapipe, 5 attention passes a call; it is one
+// buffer, and one pass wherever a texel view of 16-byte texels covers it.
+// VKATTN_KV_WINDOW_BYTES (a test override) caps a window's bytes.
 #pragma once
 
 #include <algorithm>
@@ -135,6 +147,35 @@ class KvCache {
   uint32_t pages_in_group(uint32_t g) const {
     return std::min(pages_per_group_, desc_.num_pages - g * pages_per_group_);
   }
+  // Pages of one binding window whose slabs take at most `bytes` (a
+  // binding's limit; VKATTN_KV_WINDOW_BYTES caps it): at least 1, at most a
+  // group. int8 and q4 caches: always a whole group (their scales are read
+  // through one storage binding of the whole buffer).
+  uint32_t window_pages(uint64_t bytes) const {
+    if (int8() || q4()) return pages_per_group_;
+    const uint64_t per = std::min(bytes, window_cap_) / slab_bytes();
+    return static_cast<uint32_t>(std::clamp<uint64_t>(per, 1, pages_per_group_));
+  }
+  // With windows of wp pages: windows per group, the window (binding)
+  // holding page p and p's index in it. (wp = pages_per_group(): the groups.)
+  uint32_t windows_per_group(uint32_t wp) const { return (pages_per_group_ + wp - 1) / wp; }
+  uint32_t window_of(uint32_t page, uint32_t wp) const {
+    return group_of(page) * windows_per_group(wp) + local_page(page) / wp;
+  }
+  uint32_t page_in_window(uint32_t page, uint32_t wp) const { return local_page(page) % wp; }
+  // Where layer `l` of window `w` (of wp pages) lives: its buffer, the byte
+  // offset of its first page's slab, and its pages.
+  struct Window {
+    uint32_t buffer;
+    uint64_t offset;
+    uint32_t pages;
+  };
+  Window window(uint32_t l, uint32_t w, uint32_t wp) const {
+    const uint32_t g = w / windows_per_group(wp), first = (w % windows_per_group(wp)) * wp;
+    const Slabs at = slabs(l, g);
+    return {at.buffer, at.offset + uint64_t(first) * slab_bytes(),
+            std::min(wp, pages_in_group(g) - first)};
+  }
   const std::vector<std::shared_ptr<Buffer>>& buffers() const { return buffers_; }
 
   int32_t length(int64_t id) const;
@@ -176,6 +217,7 @@ class KvCache {
   void gather(uint32_t layer, const KvSeq& s, int32_t start, int32_t count, uint64_t k_row,
               uint64_t v_row, uint64_t k_base, uint64_t v_base, uint8_t* k_dst, uint8_t* v_dst);
   uint32_t pages_per_group_ = 0, num_groups_ = 0, layers_per_buffer_ = 0;
+  uint64_t window_cap_ = ~uint64_t(0);  // VKATTN_KV_WINDOW_BYTES
   std::vector<std::shared_ptr<Buffer>> buffers_;
   std::vector<uint32_t> refs_;
   std::vector<std::vector<uint32_t>> free_;  // per group, a stack of free pages

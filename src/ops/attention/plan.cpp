@@ -110,11 +110,15 @@ void range_pieces(const PlanShape& s, const std::vector<KeySegment>* segs, const
       if (!seen && k_begin < k_end) pieces->push_back({k_begin, k_end, g.buffer});
       continue;
     }
+    // The segment's part of the range less the skipped keys: the skip may
+    // cover either end of a segment, not only of the whole range (windows
+    // of a pool buffer cut a prefix's pages into several segments).
     const uint32_t b = std::max(g.begin, k_begin), e = std::min(g.end, k_end);
-    if (skip && b < skip[0] && skip[1] < e) {
-      pieces->push_back({b, skip[0], g.buffer});
-      pieces->push_back({skip[1], e, g.buffer});
-    } else if (b < e) {
+    if (b >= e) continue;
+    if (skip && skip[0] < skip[1]) {
+      if (b < skip[0]) pieces->push_back({b, std::min(e, skip[0]), g.buffer});
+      if (e > skip[1]) pieces->push_back({std::max(b, skip[1]), e, g.buffer});
+    } else {
       pieces->push_back({b, e, g.buffer});
     }
   }

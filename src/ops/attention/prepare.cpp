@@ -592,24 +592,29 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
       fail(VKATTN_ERROR_UNSUPPORTED, "one page of the pools spans ", std::max(span_k, span_v),
            " bytes, more than one binding of this device may cover");
     pp->window_pages = static_cast<uint32_t>(std::min<uint64_t>(per, 1u << 30));
+  } else if (c.step) {
+    // A cache's pool buffers are bound in windows of window_pages pages of
+    // one group (ops/kv_cache.h): as many as this call's K and V views
+    // cover (a whole group where they cover the buffer).
+    pp->window_pages = c.step->cache().window_pages(std::min(lim.k_texel, lim.v_texel));
   }
   if (c.paged()) {
-    // Block tables of pages local to their binding (the cache's pool buffer
-    // of every layer, or a window of the caller's pools); keys cut where
+    // Block tables of pages local to their binding (a window of the cache's
+    // pool buffer of every layer, or of the caller's pools); keys cut where
     // that binding changes.
     // 64-bit: page sizes reach 2^32 - 1 (zero-stride caller pools), and
     // uu + ps must not wrap (it emptied the block table: every sequence
     // read page 0).
     const uint64_t ps = u.page_size, wp = pp->window_pages;
-    // The binding a page lies in (the cache's page group, or a window of
+    // The binding a page lies in (a window of the cache's page group or of
     // the caller's pools) and its index there.
     auto binding_of = [&](uint32_t page) -> uint32_t {
-      return c.step ? c.step->cache().group_of(page) : static_cast<uint32_t>(page / wp);
+      return c.step ? c.step->cache().window_of(page, wp) : static_cast<uint32_t>(page / wp);
     };
     auto local_of = [&](uint32_t page) -> uint32_t {
-      return c.step ? c.step->cache().local_page(page) : static_cast<uint32_t>(page % wp);
+      return c.step ? c.step->cache().page_in_window(page, wp) : static_cast<uint32_t>(page % wp);
     };
-    const uint64_t per = c.step ? c.step->cache().pages_per_group() : wp;
+    const uint64_t per = wp;
     segments.resize(c.batch);
     for (uint32_t b = 0; b < c.batch; ++b) {
       const uint64_t uu = static_cast<uint64_t>(c.cu_k[b + 1] - c.cu_k[b]);

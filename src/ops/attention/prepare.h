@@ -76,7 +76,7 @@ struct PreparedPlan {
   // "tuned" (the device's tuning file), "env" (forced), "check" (a
   // self-check's pinned variant).
   const char* source = "table";
-  uint32_t window_pages = 0;  // caller pools: pages of one binding window
+  uint32_t window_pages = 0;  // paged: pages of one binding window (pools, cache)
   Region items, combine, seqs, table;
   // Top-k over pages in several pool buffers: the block table once per
   // buffer, entries of the other buffers' pages NO_SLOT (a pass reads the

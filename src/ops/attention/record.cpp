@@ -321,16 +321,23 @@ class PassBinder {
       vb = bind(v_r_, v_fmt_, pp_.v, &push_.v_layer_tx);
       push_.k_base = push_.v_base = 0;
     } else if (c_.step) {
-      // pass.buffer is a page group: this layer's slabs of it.
+      // pass.buffer is a window of window_pages pages of a page group: this
+      // layer's slabs of them (int8 and q4: the whole buffer, one binding,
+      // their scales read through it relative to byte 0).
       const KvCache& cache = c_.step->cache();
-      const KvCache::Slabs at = cache.slabs(c_.layer, pass.buffer);
-      const auto& buf = cache.buffers()[at.buffer];
-      kb = texel_window(caps_, Region::whole(buf), k_fmt_, 0, buf->size(), &start);
-      vb = texel_window(caps_, Region::whole(buf), v_fmt_, 0, buf->size(), &start);
+      const uint32_t wp = pp_.window_pages;
+      const KvCache::Window w = cache.window(c_.layer, pass.buffer, wp);
+      const auto& buf = cache.buffers()[w.buffer];
+      const bool whole = cache.int8() || cache.q4();
+      const uint64_t lo = whole ? 0 : w.offset;
+      const uint64_t hi = whole ? buf->size() : w.offset + uint64_t(w.pages) * cache.slab_bytes();
+      const uint64_t k_tb = texel_format_bytes(k_fmt_), v_tb = texel_format_bytes(v_fmt_);
+      uint64_t k_first = 0, v_first = 0;
+      kb = texel_window(caps_, Region::whole(buf), k_fmt_, lo, hi, &k_first);
+      vb = texel_window(caps_, Region::whole(buf), v_fmt_, lo, hi, &v_first);
       push_.k_base = push_.v_base = 0;
-      push_.k_layer_tx = static_cast<uint32_t>(at.offset / texel_format_bytes(k_fmt_));
-      push_.v_layer_tx =
-          static_cast<uint32_t>((at.offset + cache.k_block_bytes()) / texel_format_bytes(v_fmt_));
+      push_.k_layer_tx = static_cast<uint32_t>(w.offset / k_tb - k_first);
+      push_.v_layer_tx = static_cast<uint32_t>((w.offset + cache.k_block_bytes()) / v_tb - v_first);
       // int8 and q4: the scales beside the rows, read through the pool buffer.
       if (cache.int8() || cache.q4())
         scales_b_ = storage_window(caps_, Region::whole(buf), 0, buf->size(), &start);
