@@ -235,8 +235,9 @@ typedef struct vkattn_context vkattn_context;
  * sequence's pieces in an order of its own; a call's decode-shaped and other
  * sequences are planned apart, each part with the kernel family and variant
  * the device gives that part whatever its lengths (one submission, two
- * passes); and a sequence whose pages lie in several pool buffers (or
- * caller-pool binding windows) is read from a copy of its pages gathered
+ * passes); and a sequence whose pages lie in several binding windows (of
+ * the cache's pool buffers or of caller pools) is read from a copy of its
+ * pages gathered
  * into buffers of their own, cut at fixed positions of the sequence. The
  * cost: fewer splits for short batches (on a GPU a single decode over 4096
  * keys gets 16 splits per kv head instead of filling the device) and, in
@@ -1199,8 +1200,8 @@ VKATTN_API const char* vkattn_tune_case_name(uint32_t index);
  * whole layers, so a layer's attention reads one buffer; beyond that, a
  * layer's pages are split into groups too. A buffer of an f32, f16, bf16 or
  * fp8 cache holds up to what attention's widest texel view covers (2^27
- * 16-byte texels, 2 GiB on lavapipe and NVIDIA; at most 2 GiB and the
- * device's allocation limit), more than one storage binding may cover
+ * 16-byte texels, fp8 8-byte: 2 GiB on lavapipe and NVIDIA, fp8 1 GiB; at
+ * most 2 GiB and the device's allocation limit), more than one storage binding may cover
  * (128 MiB on lavapipe): appends and attention bind it in windows of whole
  * pages, one dispatch per window their pages touch. int8 and q4 caches'
  * buffers stay within one storage binding (maxStorageBufferRange). */

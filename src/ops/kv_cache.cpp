@@ -66,14 +66,15 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   // One binding must cover a page's slab: a storage binding (appends) and
   // a texel view of single elements, the narrowest (attention, odd dims).
   // Buffers may be larger (bound in windows, ops/kv_cache.h) up to the
-  // widest view attention takes, 16-byte texels, and 2 GiB; int8 and q4
-  // caches' buffers stay within one storage binding (bound whole).
+  // widest view attention takes (16-byte texels; fp8 8: two words of four
+  // codes) and 2 GiB; int8 and q4 caches' buffers stay within one storage
+  // binding (bound whole).
   const DeviceCaps& caps = ctx_->device().caps();
   const uint64_t texels = std::min<uint64_t>(caps.max_texel_buffer_elements, (1ull << 31) - 1);
   const uint64_t binding = std::min<uint64_t>(caps.max_storage_buffer_range, texels * elem_size_);
   uint64_t limit = binding;
   if (!int8() && !q4())
-    limit = std::max(limit, std::min(texel_window_limit(caps, 16), uint64_t(1) << 31));
+    limit = std::max(limit, std::min(texel_window_limit(caps, fp8() ? 8 : 16), uint64_t(1) << 31));
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
   limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
   window_cap_ = env_u64("VKATTN_KV_WINDOW_BYTES", ~uint64_t(0));

@@ -33,8 +33,8 @@
 // dispatch whatever pages its sequences own (a page-major split put the 16
 // sequences of a 32-layer decode step in 9 buffers: 9 passes and a merge
 // per layer). A buffer never exceeds the device's maxMemoryAllocationSize,
-// the widest view attention binds (maxTexelBufferElements 16-byte texels)
-// and 2 GiB (or VKATTN_KV_BUFFER_BYTES, a test override), so a pool of any
+// the widest view attention binds (maxTexelBufferElements 16-byte texels,
+// fp8 8-byte) and 2 GiB (or VKATTN_KV_BUFFER_BYTES, a test override), so a pool of any
 // size works; int8 and q4 caches, whose scales attention reads through a
 // storage binding of the whole buffer, also not maxStorageBufferRange.
 //

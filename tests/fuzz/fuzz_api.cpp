@@ -258,7 +258,14 @@ class Fuzz {
       expect_rejected(vkattn_kv_cache_create(g_ctx, &bad, &c), "kv_cache_create(bad)");
       expect(c == nullptr, "output written on failure");
     }
+    // Pool buffers bound in windows of one page (VKATTN_KV_WINDOW_BYTES,
+    // read at creation; int8 and q4 ignore it) for a third of the caches,
+    // chosen from what was drawn (no input consumed: the corpus keeps its
+    // meaning).
+    const bool windows = (pages_ + ps_) % 3 == 0;
+    if (windows) setenv("VKATTN_KV_WINDOW_BYTES", "1", 1);
     expect_ok(vkattn_kv_cache_create(g_ctx, &d, &cache_), "kv_cache_create");
+    if (windows) unsetenv("VKATTN_KV_WINDOW_BYTES");
     // fp8: scales for some layers now (the others get them later, or never:
     // their appends are refused).
     if (dt_ == VKATTN_FP8_E4M3)
