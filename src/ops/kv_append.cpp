@@ -323,8 +323,7 @@ void Step::append(uint32_t layer, Tensor* k, Tensor* v, const vkattn_rope_desc* 
     const KvCache::Window w = c.window(layer, window, wp);
     const auto& buf = c.buffers()[w.buffer];
     uint64_t start = 0;
-    *kb = storage_window(caps, Region::whole(buf), w.offset,
-                         w.offset + uint64_t(w.pages) * c.slab_bytes(), &start);
+    *kb = storage_window(caps, Region::whole(buf), w.offset, w.end, &start);
     *vb = *kb;
     *k_off = (w.offset - start) / es;
     *v_off = (w.offset + c.k_block_bytes() - start) / es;

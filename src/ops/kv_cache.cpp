@@ -73,7 +73,7 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   const uint64_t texels = std::min<uint64_t>(caps.max_texel_buffer_elements, (1ull << 31) - 1);
   const uint64_t binding = std::min<uint64_t>(caps.max_storage_buffer_range, texels * elem_size_);
   uint64_t limit = binding;
-  if (!int8() && !q4())
+  if (!scales_in_buffer())
     limit = std::max(limit, std::min(texel_window_limit(caps, fp8() ? 8 : 16), uint64_t(1) << 31));
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
   limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));

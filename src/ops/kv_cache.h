@@ -85,6 +85,10 @@ class KvCache {
   bool int8() const { return desc_.dtype == VKATTN_I8; }
   bool fp8() const { return desc_.dtype == VKATTN_FP8_E4M3; }
   bool q4() const { return desc_.dtype == VKATTN_Q4; }
+  // int8 and q4: each block's scales follow its rows in the pool buffer,
+  // and attention reads them through one storage binding of the whole
+  // buffer, addressed from byte 0 (so such buffers are never windowed).
+  bool scales_in_buffer() const { return int8() || q4(); }
   // VKATTN_KV_ROTATE_KEYS: the size h of the Walsh-Hadamard groups keys
   // are rotated by (the largest power of two dividing head_dim), 1 = none.
   uint32_t key_rotation() const {
@@ -149,10 +153,9 @@ class KvCache {
   }
   // Pages of one binding window whose slabs take at most `bytes` (a
   // binding's limit; VKATTN_KV_WINDOW_BYTES caps it): at least 1, at most a
-  // group. int8 and q4 caches: always a whole group (their scales are read
-  // through one storage binding of the whole buffer).
+  // group; a whole group where scales_in_buffer().
   uint32_t window_pages(uint64_t bytes) const {
-    if (int8() || q4()) return pages_per_group_;
+    if (scales_in_buffer()) return pages_per_group_;
     const uint64_t per = std::min(bytes, window_cap_) / slab_bytes();
     return static_cast<uint32_t>(std::clamp<uint64_t>(per, 1, pages_per_group_));
   }
@@ -163,18 +166,17 @@ class KvCache {
     return group_of(page) * windows_per_group(wp) + local_page(page) / wp;
   }
   uint32_t page_in_window(uint32_t page, uint32_t wp) const { return local_page(page) % wp; }
-  // Where layer `l` of window `w` (of wp pages) lives: its buffer, the byte
-  // offset of its first page's slab, and its pages.
+  // Where layer `l` of window `w` (of wp pages) lives: its buffer and the
+  // bytes [offset, end) of its pages' slabs.
   struct Window {
     uint32_t buffer;
-    uint64_t offset;
-    uint32_t pages;
+    uint64_t offset, end;
   };
   Window window(uint32_t l, uint32_t w, uint32_t wp) const {
-    const uint32_t g = w / windows_per_group(wp), first = (w % windows_per_group(wp)) * wp;
+    const uint32_t n = windows_per_group(wp), g = w / n, first = (w % n) * wp;
     const Slabs at = slabs(l, g);
-    return {at.buffer, at.offset + uint64_t(first) * slab_bytes(),
-            std::min(wp, pages_in_group(g) - first)};
+    const uint64_t offset = at.offset + uint64_t(first) * slab_bytes();
+    return {at.buffer, offset, offset + std::min(wp, pages_in_group(g) - first) * slab_bytes()};
   }
   const std::vector<std::shared_ptr<Buffer>>& buffers() const { return buffers_; }
 

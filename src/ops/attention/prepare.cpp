@@ -614,7 +614,6 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
     auto local_of = [&](uint32_t page) -> uint32_t {
       return c.step ? c.step->cache().page_in_window(page, wp) : static_cast<uint32_t>(page % wp);
     };
-    const uint64_t per = wp;
     segments.resize(c.batch);
     for (uint32_t b = 0; b < c.batch; ++b) {
       const uint64_t uu = static_cast<uint64_t>(c.cu_k[b + 1] - c.cu_k[b]);
@@ -631,8 +630,8 @@ std::shared_ptr<PreparedPlan> prepare_plan(Context& ctx, const AttentionCall& c,
         const uint32_t page = c.page(b, i);
         uint32_t buf = binding_of(page), local = local_of(page);
         if (gather) {
-          buf = PreparedPlan::kGatherBuffer + chunk0 + static_cast<uint32_t>(i / per);
-          local = static_cast<uint32_t>(i % per);
+          buf = PreparedPlan::kGatherBuffer + chunk0 + static_cast<uint32_t>(i / wp);
+          local = static_cast<uint32_t>(i % wp);
           if (local == 0) pp->gather_first.push_back(static_cast<uint32_t>(pp->gathered.size()));
           pp->gathered.push_back(page);
         }

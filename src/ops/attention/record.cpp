@@ -302,7 +302,7 @@ class PassBinder {
       push_.v_page_tx = static_cast<uint32_t>(gather_stride_v_ / texel_format_bytes(v_fmt_));
       push_.k_layer_tx = 0;
       push_.v_layer_tx = static_cast<uint32_t>(gather_v_off_ / texel_format_bytes(v_fmt_));
-      if (c_.step && (c_.step->cache().int8() || c_.step->cache().q4()))
+      if (c_.step && c_.step->cache().scales_in_buffer())
         scales_b_ = storage_window(caps_, Region::whole(kbuf), 0, kbuf->size(), &start);
     } else if (c_.pools) {
       // pass.buffer is a window of window_pages pages of the pools; the
@@ -322,15 +322,14 @@ class PassBinder {
       push_.k_base = push_.v_base = 0;
     } else if (c_.step) {
       // pass.buffer is a window of window_pages pages of a page group: this
-      // layer's slabs of them (int8 and q4: the whole buffer, one binding,
-      // their scales read through it relative to byte 0).
+      // layer's slabs of them (scales_in_buffer: the whole buffer, so the
+      // views and the scales' binding both start at byte 0).
       const KvCache& cache = c_.step->cache();
       const uint32_t wp = pp_.window_pages;
       const KvCache::Window w = cache.window(c_.layer, pass.buffer, wp);
       const auto& buf = cache.buffers()[w.buffer];
-      const bool whole = cache.int8() || cache.q4();
-      const uint64_t lo = whole ? 0 : w.offset;
-      const uint64_t hi = whole ? buf->size() : w.offset + uint64_t(w.pages) * cache.slab_bytes();
+      const bool whole = cache.scales_in_buffer();
+      const uint64_t lo = whole ? 0 : w.offset, hi = whole ? buf->size() : w.end;
       const uint64_t k_tb = texel_format_bytes(k_fmt_), v_tb = texel_format_bytes(v_fmt_);
       uint64_t k_first = 0, v_first = 0;
       kb = texel_window(caps_, Region::whole(buf), k_fmt_, lo, hi, &k_first);
@@ -338,8 +337,7 @@ class PassBinder {
       push_.k_base = push_.v_base = 0;
       push_.k_layer_tx = static_cast<uint32_t>(w.offset / k_tb - k_first);
       push_.v_layer_tx = static_cast<uint32_t>((w.offset + cache.k_block_bytes()) / v_tb - v_first);
-      // int8 and q4: the scales beside the rows, read through the pool buffer.
-      if (cache.int8() || cache.q4())
+      if (whole)  // the scales beside the rows, read through the pool buffer
         scales_b_ = storage_window(caps_, Region::whole(buf), 0, buf->size(), &start);
     } else {
       kb = texel_window(caps_, k_r_, k_fmt_, pp_.k.lo_byte(sp.keys.lo),
