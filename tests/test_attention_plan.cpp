@@ -809,6 +809,42 @@ TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
   EXPECT_LT(o.rows, 16u);
 }
 
+// Top-k calls on decode touch the listed rows of a later tile on CPU
+// devices (whose prefetchers do not follow listed keys) and not on GPUs;
+// the environment's value wins; under the loop cap the touches' loops
+// leave an item fewer list slots, never more.
+TEST(AttentionVariantChoice, TopkRowsTouchedAheadOnCpusOnly) {
+  vkattn_device_info info{};
+  DeviceCaps caps;
+  caps.subgroup_size = 8;
+  caps.subgroup_shuffle = true;
+  caps.max_shared_memory = 32 * 1024;
+  caps.max_workgroup_invocations = 1024;
+  caps.loop_capped = true;
+  info.device_type = VKATTN_DEVICE_CPU;
+  const AttentionDefaults cpu = attention_defaults(info, caps);
+  KernelOptions none;
+  AttentionVariant v;
+  configure_decode(v, caps, cpu, none, 128, 128, 4);
+  EXPECT_EQ(v.touch_ahead, 1u);
+  const uint32_t slots = decode_topk_item_slots(v, caps, 128, 128);
+  AttentionVariant off = v;
+  off.touch_ahead = 0;
+  EXPECT_LE(slots, decode_topk_item_slots(off, caps, 128, 128));
+  EXPECT_GE(slots, v.tile_keys);
+  KernelOptions forced;
+  forced.attn_touch_ahead = 3;
+  configure_decode(v, caps, cpu, forced, 128, 128, 4);
+  EXPECT_EQ(v.touch_ahead, 3u);
+  info.device_type = VKATTN_DEVICE_DISCRETE_GPU;
+  info.vendor_id = 0x10DE;
+  caps.subgroup_size = 32;
+  caps.loop_capped = false;
+  const AttentionDefaults gpu = attention_defaults(info, caps);
+  configure_decode(v, caps, gpu, none, 128, 128, 4);
+  EXPECT_EQ(v.touch_ahead, 0u);
+}
+
 // An fp8 cache's scale table (read with every key by attention, written by
 // the host only when scales are set) is device-local where the device has
 // a device-local type the host can map (a discrete GPU's BAR; lavapipe's

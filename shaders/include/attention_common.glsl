@@ -15,6 +15,17 @@
 #define NEG_INF (-1.0 / 0.0)
 #define NO_SLOT 0xffffffffu
 
+// floor(log2(n)) and ceil(log2(n)) of a constant 1 <= n <= 2048, as
+// constant expressions: loop counts for loops over powers of two. Mesa
+// 22.3's NIR (Debian 12's lavapipe) unrolls only loops whose counter steps
+// by addition; `for (o = 1; o < n; o <<= 1)` stayed a loop, and the
+// arrays it indexed went to per-lane scratch memory (attention_decode.glsl:
+// 17 % of a top-k decode's time in one such loop, perf, 2026-11-29).
+#define FLOOR_LOG2(n)                                                                          \
+  ((n) >= 1024u ? 10u : (n) >= 512u ? 9u : (n) >= 256u ? 8u : (n) >= 128u ? 7u : (n) >= 64u ? 6u \
+   : (n) >= 32u ? 5u : (n) >= 16u ? 4u : (n) >= 8u ? 3u : (n) >= 4u ? 2u : (n) >= 2u ? 1u : 0u)
+#define CEIL_LOG2(n) ((n) <= 1u ? 0u : FLOOR_LOG2((n) - 1u) + 1u)
+
 // Runtime flags (push constant `flags`), mirrored in src/ops/attention/plan.h.
 #define F_CAUSAL 1u
 #define F_WINDOW 2u

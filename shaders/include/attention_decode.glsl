@@ -38,7 +38,7 @@
 
 layout(local_size_x_id = 0) in;
 // constant_ids 0-11 are the ones every attention family shares
-// (FwdSpecHead, src/ops/attention/family.h); this family's own is 12.
+// (FwdSpecHead, src/ops/attention/family.h); this family's own are 12-15.
 layout(constant_id = 0) const uint WG = 128;   // lanes per workgroup
 layout(constant_id = 1) const uint R = 4;      // rows of a tile, held by every lane
 layout(constant_id = 2) const uint BC = 16;    // keys per tile (a multiple of NKG)
@@ -54,6 +54,7 @@ layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compi
 layout(constant_id = 12) const uint LPK = 16;  // lanes per key row (a power of two dividing WG)
 layout(constant_id = 13) const uint RS = 1;    // row splits (divides R; LPK * RS divides WG)
 layout(constant_id = 14) const uint PW = 0;    // paged: block-table entries kept in shared memory
+layout(constant_id = 15) const uint TA = 0;    // F_TOPK: rows touched TA tiles past the loaded one
 
 // Row splits: the RS lane sets of a key group each hold RL of the tile's
 // rows (lane set ry rows ry * RL ..), and each reads the key's K/V units
@@ -83,6 +84,11 @@ const bool FULL_V = NUV % LPK == 0u;
 // One key group (MLA's wide workgroups: every lane set a row split) has
 // no merge: one element each.
 const uint MERGE_GROUPS = NKG > 1u ? NKG / 2u : 1u;
+const uint MERGE_LEVELS = FLOOR_LOG2(MERGE_GROUPS) + 1u;  // h = MERGE_GROUPS, / 2, ... 1
+// Steps of the lanes' scan (o = 1, 2, 4, ... < WG) and of a key group's
+// shuffle sum (o < LPK).
+const uint WG_STEPS = CEIL_LOG2(WG);
+const uint LPK_STEPS = CEIL_LOG2(LPK);
 shared vec2 sh_ml[NKG > 1u ? NKG * R : 1u];
 shared vec4 sh_acc[NKG > 1u ? MERGE_GROUPS * R * VS * LPK : 1u];
 #if DECODE_SUBGROUP_OPS == 0
@@ -138,6 +144,29 @@ void fill_page_window(Seq sq, uint first, uint last, uint lane) {
 // kTopkItemSlots).
 const uint TOPK_ITEM_SLOTS = 1024u;
 const bool TOPK = (FEATURES & F_TOPK) != 0u;
+
+// TA > 0 (a CPU's default, families/decode.cpp): listed keys lie anywhere,
+// so a CPU's hardware prefetcher does not follow them, and a tile's loads
+// (~30 texel fetches of 8 lanes each, a K row's and a V row's a key) span
+// more instructions than the core's reorder window: the first rows' misses
+// are waited for before the last rows' loads issue. So each tile also
+// reads one texel per 64 bytes of the rows of the tile TA past the one it
+// loads, a key a lane (the 8 K and 8 V rows of a lavapipe tile in 8
+// fetches), and those rows are in cache when their tile loads them.
+// lavapipe, topk-decode-2048-of-131072: the stall on the first K load fell
+// from 14 % to 3 % of the samples (perf, docs/bench). Off on GPUs, whose
+// occupancy hides the latency and where a touched word's first use would
+// wait for it.
+const bool TOUCH = TOPK && TA > 0u;
+const uint EBITS = KDT == DT_F32 ? 32u : KDT == DT_Q4 ? 4u : KDT >= DT_I8 ? 8u : 16u;
+const uint TBK = (KVEC == 2u ? 8u : KVEC == 1u ? 4u : 1u) * EBITS / 8u;  // bytes a texel
+const uint TBV = (VVEC == 2u ? 8u : VVEC == 1u ? 4u : 1u) * EBITS / 8u;
+const uint TSK = TBK == 0u ? 64u : TBK >= 64u ? 1u : 64u / TBK;  // texels per 64 bytes
+const uint TSV = TBV == 0u ? 64u : TBV >= 64u ? 1u : 64u / TBV;
+const uint RTK = KVEC == 2u ? D / 8u : KVEC == 1u ? (D + 3u) / 4u : D;  // texels a row
+const uint RTV = VVEC == 2u ? DV / 8u : VVEC == 1u ? (DV + 3u) / 4u : DV;
+const uint TOUCH_K = (RTK + TSK - 1u) / TSK;
+const uint TOUCH_V = (RTV + TSV - 1u) / TSV;
 shared uint sh_list[TOPK ? TOPK_ITEM_SLOTS : 1u];
 shared uint sh_runs[TOPK ? WG : 1u];
 
@@ -154,7 +183,8 @@ uint compact_list(Seq sq, uint tok, uint kv_head, uint b, uint e, uint lane) {
   sh_runs[lane] = c;
   memoryBarrierShared();
   barrier();
-  [[unroll]] for (uint o = 1u; o < WG; o <<= 1) {  // inclusive scan of the counts
+  [[unroll]] for (uint i = 0u; i < WG_STEPS; ++i) {  // inclusive scan of the counts
+    const uint o = 1u << i;
     uint add = lane >= o ? sh_runs[lane - o] : 0u;
     barrier();
     sh_runs[lane] += add;
@@ -176,7 +206,7 @@ uint compact_list(Seq sq, uint tok, uint kv_head, uint b, uint e, uint lane) {
 // Sum of a value over the LPK lanes of a key group (shuffle variant).
 #if DECODE_SUBGROUP_OPS != 0
 float group_sum(float x) {
-  [[unroll]] for (uint o = 1u; o < LPK; o <<= 1) x += subgroupShuffleXor(x, o);
+  [[unroll]] for (uint i = 0u; i < LPK_STEPS; ++i) x += subgroupShuffleXor(x, 1u << i);
   return x;
 }
 #endif
@@ -266,6 +296,7 @@ void main() {
     KSB[j] = KDT == DT_Q4 ? q4_scale_base(false, sq, it.kv_head, key) : 0u;               \
     VSB[j] = KDT == DT_Q4 ? q4_scale_base(true, sq, it.kv_head, key) : 0u;                \
   }
+  uint touched = 0u;  // TOUCH: the touched words, kept by the test after the loop
   const uint last_page = k_last / max(pc.page_size, 1u);
   if (PAGE_WINDOW) fill_page_window(sq, k_begin / pc.page_size, last_page, lin);
   if (k_begin < k_end) {
@@ -282,6 +313,21 @@ void main() {
       fill_page_window(sq, (kt + BC) / pc.page_size, last_page, lin);
     if (kt + BC < k_end) {
       LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb, nkpos)
+    }
+    if (TOUCH && uses(F_TOPK) && kt + (1u + TA) * BC < k_end) {
+      // Lane sl of a key group touches keys sl, sl + LPK, ... of tile
+      // kt + (1 + TA) BC: one texel a 64 bytes of each K and V row.
+      [[unroll]] for (uint x = 0u; x < (KPG + LPK - 1u) / LPK; ++x) {
+        uint j = min(sl + x * LPK, KPG - 1u);
+        uint slot = min(kt + (1u + TA) * BC + j * NKG + kg, k_last);
+        uint key = sh_list[min(slot, TOPK_ITEM_SLOTS - 1u)];
+        uint kb = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);
+        uint vb = key_texel(PAGED != 0u, true, sq, it.kv_head, key, VVEC, DV);
+        [[unroll]] for (uint t = 0u; t < TOUCH_K; ++t)
+          touched ^= fetch_texel(0u, int(kb + min(t * TSK, RTK - 1u))).x;
+        [[unroll]] for (uint t = 0u; t < TOUCH_V; ++t)
+          touched ^= fetch_texel(1u, int(vb + min(t * TSV, RTV - 1u))).x;
+      }
     }
 
     // Partial dot products of this lane's units, then the key group's sums.
@@ -394,6 +440,10 @@ void main() {
     }
   }
 
+  // The touched words must look used, or the compiler drops their loads:
+  // a test that never holds (the host builds items with k_begin <= k_end)
+  // and that the compiler cannot fold.
+  if (TOUCH && touched == 0x9e3779b9u && it.k_begin > it.k_end) m[0] = 0.0;
   // Merge the key groups by lse: weights exp(m_g - M), never multiplying a
   // group that saw no key (l exactly 0; a NaN l, from a visible NaN key,
   // must reach the output); then a tree sums the accumulators into group 0.
@@ -417,7 +467,8 @@ void main() {
       m[i] = M;
       l[i] = L;
     }
-    [[unroll]] for (uint h = MERGE_GROUPS; h >= 1u; h /= 2u) {
+    [[unroll]] for (uint lv = 0u; lv < MERGE_LEVELS; ++lv) {
+      const uint h = MERGE_GROUPS >> lv;
       barrier();  // the previous level's reads are done
       if (kg >= h && kg < 2u * h) {
         [[unroll]] for (uint i = 0u; i < RL; ++i) {

@@ -56,6 +56,7 @@ struct KernelOptions {
   uint32_t attn_col_split = kUnset;      // VKATTN_ATTN_COL_SPLIT (coopmat: subgroups split columns)
   uint32_t attn_row_splits = kUnset;     // VKATTN_ATTN_ROW_SPLITS (decode)
   uint32_t attn_page_window = kUnset;    // VKATTN_ATTN_PAGE_WINDOW (decode, paged; 0 off)
+  uint32_t attn_touch_ahead = kUnset;    // VKATTN_ATTN_TOUCH_AHEAD (decode, top-k; 0 off)
   bool disable_subgroup_ops = false;     // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;         // VKATTN_DISABLE_F16_MATH=1
   bool force_f16_math = false;           // VKATTN_FORCE_F16_MATH=1
@@ -124,6 +125,7 @@ struct KernelOptions {
                        attn_head_chunk,
                        attn_row_splits,
                        attn_page_window,
+                       attn_touch_ahead,
                        attn_kernel_decode,
                        attn_kernel_prefill,
                        attn_combine_fan_in,
@@ -177,6 +179,7 @@ struct KernelOptions {
         {&K::attn_col_split, "VKATTN_ATTN_COL_SPLIT", nullptr, 0, 1},
         {&K::attn_row_splits, "VKATTN_ATTN_ROW_SPLITS", "row_splits", 1, 16},
         {&K::attn_page_window, "VKATTN_ATTN_PAGE_WINDOW", "page_window", 0, 1024},
+        {&K::attn_touch_ahead, "VKATTN_ATTN_TOUCH_AHEAD", "touch_ahead", 0, 4},
         {&K::invariant_split_keys, "VKATTN_ATTN_INVARIANT_SPLIT_KEYS", nullptr, 1, kMany},
     };
     return k;
@@ -271,6 +274,7 @@ struct KernelOptions {
     o.attn_col_split = env_uint("VKATTN_ATTN_COL_SPLIT", kUnset);
     o.attn_row_splits = env_uint("VKATTN_ATTN_ROW_SPLITS", kUnset);
     o.attn_page_window = env_uint("VKATTN_ATTN_PAGE_WINDOW", kUnset);
+    o.attn_touch_ahead = env_uint("VKATTN_ATTN_TOUCH_AHEAD", kUnset);
     o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
     o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;
     o.force_f16_math = env_uint("VKATTN_FORCE_F16_MATH", 0) != 0;

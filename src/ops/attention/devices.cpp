@@ -39,7 +39,8 @@ struct RowChoices {
   bool decode_default;
   uint32_t decode_wg, decode_keys_per_group, decode_lane_vec4, decode_row_splits, decode_max_tiles;
   uint32_t invariant_split_keys;
-  bool decode_wide_rows = false;  // last: the rows' positional lists leave it off
+  bool decode_wide_rows = false;  // the rows' positional lists leave these off
+  uint32_t decode_touch_ahead = 0;
 };
 
 // One row of the device table: the devices it matches, its choices, where
@@ -195,7 +196,9 @@ const DeviceRow kDeviceTable[] = {
       32,
       1,
       2,
-      2048},
+      2048,
+      false,
+      1},
      "lanes, one 8-lane subgroup per workgroup: lanes never talk, because on lavapipe a barrier "
      "or shared-memory staging costs more than it saves (LAVAPIPE.md; tiled measured 26-57x "
      "slower here); decode lanes write partials (shared-memory merge 40 ms vs 26 ms, "
@@ -362,6 +365,7 @@ AttentionDefaults attention_defaults(const vkattn_device_info& info, const Devic
   d.decode_row_splits = c.decode_row_splits;
   d.decode_max_tiles = c.decode_max_tiles;
   d.decode_wide_rows = c.decode_wide_rows;
+  d.decode_touch_ahead = c.decode_touch_ahead;
   d.decode_why = row->decode_why;
   d.invariant_split_keys = c.invariant_split_keys;
   d.why = row->why;
@@ -410,6 +414,9 @@ std::string describe_attention_defaults(const Device& device) {
     << " vec4 of q and accumulators per lane"
     << (d.decode_wide_rows ? " (rows wider than that: up to 16 row splits, 256 lanes, one tile)"
                            : "")
+    << (d.decode_touch_ahead ? ", top-k rows touched " + std::to_string(d.decode_touch_ahead) +
+                                   " tile(s) ahead of the loads"
+                             : std::string())
     << ", splits for " << d.target_items << " workgroups (compute units: "
     << (device.caps().compute_units ? std::to_string(device.caps().compute_units)
                                     : std::string("unknown"))

@@ -58,6 +58,10 @@ struct AttentionDefaults {
   // wider workgroup of up to 16 row splits instead of several tiles
   // (families/decode.cpp, widen_for_wide_rows).
   bool decode_wide_rows;
+  // Top-k calls: each tile also touches the listed K/V rows of the tile
+  // this many tiles past the one it loads (0: none), so a CPU's loads of
+  // scattered rows overlap (families/decode.cpp).
+  uint32_t decode_touch_ahead;
   const char* decode_why;
   // Batch-invariant contexts: keys per split of a decode-shaped sequence.
   uint32_t invariant_split_keys;

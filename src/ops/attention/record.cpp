@@ -535,7 +535,8 @@ std::vector<std::shared_ptr<PreparedPlan>> attention_plans(Context& ctx, const A
 // VKATTN_LOG=kernels: one line a forward pass. rows: the pass's query
 // rows; keys: the call's; split: combine items; read: the most keys one
 // tile of rows reads in this pass; pairs: the (row, key) pairs its items
-// read; kv_reads: the (key, kv head) rows of K/V its items load.
+// read; kv_reads: the (key, kv head) rows of K/V its items load; touch:
+// how many tiles ahead a top-k pass touches its listed rows (0: none).
 void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& cfg,
               const AttentionFamilyDesc& family, const FwdPass& pass, const char* combine) {
   const Schedule& sched = pp.sched;
@@ -543,7 +544,7 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
   std::fprintf(stderr,
                "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
                "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s combine=%s "
-               "kv_reads=%llu\n",
+               "kv_reads=%llu touch=%u\n",
                family.name,
                static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
                                                pp.units.group),
@@ -552,7 +553,8 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
                static_cast<unsigned long long>(reads.pairs), sched.combine.size(), pass.count,
                cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row, pp.source,
                pp.plan_on_device ? "device" : "host", combine,
-               static_cast<unsigned long long>(reads.kv_reads));
+               static_cast<unsigned long long>(reads.kv_reads),
+               (cfg.features & kFlagTopk) ? cfg.var.touch_ahead : 0u);
 }
 
 }  // namespace

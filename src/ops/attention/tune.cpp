@@ -99,11 +99,11 @@ std::vector<Candidate> candidates(const DeviceCaps& caps, const TuneCase& tc, bo
 // the same.
 std::string signature(const AttentionVariant& v) {
   char s[256];
-  std::snprintf(s, sizeof(s), "%u/%u/%u/%u/%u/%u/%u/%u/%d%d%d%d%d/%u/%u/%u/%u/%u/%u/%u",
+  std::snprintf(s, sizeof(s), "%u/%u/%u/%u/%u/%u/%u/%u/%d%d%d%d%d/%u/%u/%u/%u/%u/%u/%u/%u",
                 unsigned(v.family), v.wg, v.rows, v.block_keys, v.lanes_per_row, v.tile_keys,
                 v.subgroups, v.head_chunk, v.f16_math, v.double_buffer, v.unroll_d, v.subgroup_ops,
                 v.decode_merge, v.min_split_keys, v.target_items, v.max_keys, v.decode_min_keys,
-                v.row_splits, v.page_window, v.balance_items);
+                v.row_splits, v.page_window, v.balance_items, v.touch_ahead);
   return s;
 }
 

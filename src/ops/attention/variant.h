@@ -130,6 +130,10 @@ struct AttentionVariant {
   // decode over paged K/V: block-table entries an item keeps in shared
   // memory (attention_decode.glsl PW; 0: every lookup reads the table).
   uint32_t page_window = 0;
+  // decode with top-k lists: the tile whose K/V rows a tile's loads touch
+  // ahead, in tiles past the one they load (attention_decode.glsl TA; 0:
+  // none). A CPU's hardware prefetcher does not follow listed keys.
+  uint32_t touch_ahead = 0;
   // decode: lanes_per_row is the lanes per key row, tile_keys the keys of
   // a tile, rows the rows of a tile (each lane holds rows / row_splits).
   uint32_t tile_rows() const {

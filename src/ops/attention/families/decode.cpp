@@ -69,8 +69,9 @@ struct DecodeSpec {
   uint32_t lanes_per_key;  // 12 LPK
   uint32_t row_splits;     // 13 RS
   uint32_t page_window;    // 14 PW
+  uint32_t touch_ahead;    // 15 TA
 };
-static_assert(sizeof(DecodeSpec) == 15 * 4, "attention_decode.glsl has 15 constants");
+static_assert(sizeof(DecodeSpec) == 16 * 4, "attention_decode.glsl has 16 constants");
 
 uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
@@ -136,7 +137,8 @@ uint64_t decode_shared_bytes(const FwdConfig& cfg) {
 const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
-                        std::max(v.row_splits, 1u), cfg.paged ? v.page_window : 0u};
+                        std::max(v.row_splits, 1u), cfg.paged ? v.page_window : 0u,
+                        (cfg.features & kFlagTopk) ? v.touch_ahead : 0u};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
                    decode_shared_bytes(cfg));
 }
@@ -253,6 +255,9 @@ void configure_decode(AttentionVariant& v, const DeviceCaps& caps, const Attenti
   // them, so a tile's address chain starts there (256 bytes; GPUs only:
   // on lavapipe the barriers cost more than the loads they save).
   v.page_window = K::pick(forced.attn_page_window, caps.loop_capped ? 0u : 64u);
+  // Top-k calls: touch a later tile's listed rows (CPU devices; see
+  // attention_decode.glsl TA).
+  v.touch_ahead = K::pick(forced.attn_touch_ahead, dev.decode_touch_ahead);
   v.decode_min_keys = 0;  // its own split rule: items from target_items
   v.decode_merge = false;
   v.unroll_d = true;
@@ -306,6 +311,11 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
       L(kpg) + kpg * (L(uv) + uv * (L(4) + L(R))) + L(kpg * uk) + L(kpg * uv) + L(kpg);
   // A top-k list's compaction: two runs of ceil(slots / WG) slots a lane
   // and the scan (unrolled; counted as rolled).
+  // F_TOPK with touch_ahead: each lane touches ceil(KPG / LPK) keys' K and
+  // V rows, one texel a 64 bytes (at most dim / 16 + 1 a row: f32).
+  const uint64_t nx = (kpg + lpk - 1) / lpk;
+  const uint64_t touch =
+      lists && v.touch_ahead ? L(nx) + nx * (L(head_dim / 16 + 1) + L(head_dim_v / 16 + 1)) : 0;
   uint64_t wg_log = 0;
   for (uint64_t w = 1; w < std::max(v.wg, 1u); w <<= 1) ++wg_log;
   const uint64_t compact =
@@ -314,8 +324,8 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
                          R * (2 * L(nkg) + L(uv)) + L(nkg) * (1 + 2 * R * L(uv)) + L(R) +
                          R * L(uv) * L(4);
   const uint64_t usable = kLoopUsable - loop_cost(0);
-  if (fixed + per_tile >= usable) return std::max(v.tile_keys, 1u);
-  const uint64_t tiles = (usable - fixed) / per_tile;
+  if (fixed + per_tile + touch >= usable) return std::max(v.tile_keys, 1u);
+  const uint64_t tiles = (usable - fixed) / (per_tile + touch);
   return static_cast<uint32_t>(std::min<uint64_t>(tiles * std::max(v.tile_keys, 1u), 1u << 30));
 }
 
