@@ -788,7 +788,11 @@ VKATTN_API vkattn_status vkattn_rope(vkattn_context* ctx, const vkattn_rope_desc
  * the listed keys in shared memory (in slot order, so results are
  * deterministic), or on the lanes family when it is forced or tuned
  * (VKATTN_ATTN_KERNEL=lanes). Forcing tiled or coopmat, whose tiles share
- * keys across rows, is logged as a decline to decode, never an error.
+ * keys across rows, is logged as a decline to decode, never an error. On
+ * CPU devices each decode tile also reads ahead one word a cache line of
+ * the listed K/V rows of a later tile (VKATTN_ATTN_TOUCH_AHEAD; listed keys
+ * lie anywhere, so no hardware prefetcher follows them); those words never
+ * reach a result.
  * Over a paged cache or caller pools whose pages lie in several buffers
  * (or binding windows of one), each one's pass reads the listed keys of its
  * own pages (decode: only those reach the tile loop); the passes merge by

@@ -172,7 +172,9 @@ const DeviceRow kDeviceTable[] = {
     // decode-1x32768 47.7 / 105.7, decode-8x32768-paged 365 / 694, gptoss-decode 39.6 / 124.8:
     // lanes stays (docs/guide/benchmark.md). Batch invariance: splits of 2048 keys cost nothing
     // measurable (decode-1x4096 4.9 vs 4.8 ms, decode-16x2048 44.3 vs 43.7, decode-1x32768 41.8
-    // vs 41.5); 256 cost 1.5x. tiled's and coopmat's shapes: the tests' (forced only).
+    // vs 41.5); 256 cost 1.5x. tiled's and coopmat's shapes: the tests' (forced only). Top-k
+    // decodes touch the listed rows a tile ahead of their loads (topk-decode-2048-of-131072 /
+    // decode-16x2048 in one process: 1.21-1.26x, 1.58-1.63x without; 2026-11-29).
     {"CPU device (lavapipe / llvmpipe)",
      "measured: llvmpipe (Mesa 22.3.6, LLVM 15.0.6, 2 cores), 2026-11-25",
      {true, 0, nullptr, nullptr},

@@ -47,7 +47,15 @@
 //   0.7-9.6 % of its read peak (docs/bench/h200-2026-11-27.md): latency,
 //   not bandwidth, is what the occupancy above is for; a GPU decides.
 //   lavapipe: WG 8 (one subgroup), LPK 8, 8 keys per tile, RS 1, R up to
-//   128 vec4 of q and accumulators per lane (E3's compile budget).
+//   128 vec4 of q and accumulators per lane (E3's compile budget). A
+//   tile's loads are 32 texel fetches of 8 lanes (a called function each,
+//   ~50 instructions): more than a core's reorder window, so with listed
+//   keys scattered over pages the first rows' misses stalled the rest
+//   (perf: 14 % of a top-k call's samples on one load). Top-k tiles
+//   therefore also touch the 8 K and 8 V rows of the tile after the next,
+//   a key a lane, one texel a 64 bytes: 8 fetches, 64 lines in flight
+//   (touch_ahead, VKATTN_ATTN_TOUCH_AHEAD; CPU rows only: on a GPU the
+//   touched word's use would stall the warp, and occupancy hides latency).
 #include <algorithm>
 
 #include "core/error.h"
