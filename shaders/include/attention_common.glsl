@@ -15,7 +15,7 @@
 #define NEG_INF (-1.0 / 0.0)
 #define NO_SLOT 0xffffffffu
 
-// floor(log2(n)) and ceil(log2(n)) of a constant 1 <= n <= 2048, as
+// floor(log2(n)) and ceil(log2(n)) of a constant 1 <= n < 2048, as
 // constant expressions: loop counts for loops over powers of two. Mesa
 // 22.3's NIR (Debian 12's lavapipe) unrolls only loops whose counter steps
 // by addition; `for (o = 1; o < n; o <<= 1)` stayed a loop, and the
