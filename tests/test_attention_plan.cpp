@@ -743,6 +743,20 @@ TEST(AttentionVariantChoice, Decode) {
   vkattn_context_destroy(ctx);
 }
 
+// A device's caps for the decode family's shape, without the device:
+// subgroup shuffles, 1024 lanes a workgroup.
+namespace {
+DeviceCaps decode_caps(uint32_t subgroup, uint32_t shared_kib, bool loop_capped) {
+  DeviceCaps caps;
+  caps.subgroup_size = subgroup;
+  caps.subgroup_shuffle = true;
+  caps.max_shared_memory = shared_kib * 1024;
+  caps.max_workgroup_invocations = 1024;
+  caps.loop_capped = loop_capped;
+  return caps;
+}
+}  // namespace
+
 // The decode family's shape on a GPU's table row, without the GPU: an
 // NVIDIA device's defaults and caps (32-lane subgroups, 48 KiB of shared
 // memory, no loop cap). MLA (d 576 / dv 512, 16 heads over one kv head)
@@ -754,12 +768,7 @@ TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
   vkattn_device_info info{};
   info.device_type = VKATTN_DEVICE_DISCRETE_GPU;
   info.vendor_id = 0x10DE;  // the NVIDIA row: decode_wide_rows
-  DeviceCaps caps;
-  caps.subgroup_size = 32;
-  caps.subgroup_shuffle = true;
-  caps.max_shared_memory = 48 * 1024;
-  caps.max_workgroup_invocations = 1024;
-  caps.loop_capped = false;
+  DeviceCaps caps = decode_caps(32, 48, false);
   const AttentionDefaults dev = attention_defaults(info, caps);
   auto shape = [&](const DeviceCaps& c, const KernelOptions& o, uint32_t d, uint32_t dv,
                    uint32_t rows) {
@@ -815,12 +824,7 @@ TEST(AttentionVariantChoice, DecodeWideRowsGrowTheWorkgroupOnGpus) {
 // leave an item fewer list slots, never more.
 TEST(AttentionVariantChoice, TopkRowsTouchedAheadOnCpusOnly) {
   vkattn_device_info info{};
-  DeviceCaps caps;
-  caps.subgroup_size = 8;
-  caps.subgroup_shuffle = true;
-  caps.max_shared_memory = 32 * 1024;
-  caps.max_workgroup_invocations = 1024;
-  caps.loop_capped = true;
+  DeviceCaps caps = decode_caps(8, 32, true);
   info.device_type = VKATTN_DEVICE_CPU;
   const AttentionDefaults cpu = attention_defaults(info, caps);
   KernelOptions none;
@@ -838,8 +842,7 @@ TEST(AttentionVariantChoice, TopkRowsTouchedAheadOnCpusOnly) {
   EXPECT_EQ(v.touch_ahead, 3u);
   info.device_type = VKATTN_DEVICE_DISCRETE_GPU;
   info.vendor_id = 0x10DE;
-  caps.subgroup_size = 32;
-  caps.loop_capped = false;
+  caps = decode_caps(32, 32, false);
   const AttentionDefaults gpu = attention_defaults(info, caps);
   configure_decode(v, caps, gpu, none, 128, 128, 4);
   EXPECT_EQ(v.touch_ahead, 0u);

@@ -553,8 +553,7 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
                static_cast<unsigned long long>(reads.pairs), sched.combine.size(), pass.count,
                cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row, pp.source,
                pp.plan_on_device ? "device" : "host", combine,
-               static_cast<unsigned long long>(reads.kv_reads),
-               (cfg.features & kFlagTopk) ? cfg.var.touch_ahead : 0u);
+               static_cast<unsigned long long>(reads.kv_reads), cfg.touch_ahead());
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
                         std::max(v.row_splits, 1u), cfg.paged ? v.page_window : 0u,
-                        (cfg.features & kFlagTopk) ? v.touch_ahead : 0u};
+                        cfg.touch_ahead()};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
                    decode_shared_bytes(cfg));
 }
@@ -317,13 +317,13 @@ uint32_t decode_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t 
       1 + window + load + L(rk) + L(kpg) + kpg * (L(uk) + uk * (L(4) + L(R))) + L(rk) +
       rk * L(lpk) + L(rk) + L(kpg) + kpg * L(R) + L(R) + R * 2 * L(kpg) + L(R) + R * L(uv) +
       L(kpg) + kpg * (L(uv) + uv * (L(4) + L(R))) + L(kpg * uk) + L(kpg * uv) + L(kpg);
-  // A top-k list's compaction: two runs of ceil(slots / WG) slots a lane
-  // and the scan (unrolled; counted as rolled).
-  // F_TOPK with touch_ahead: each lane touches ceil(KPG / LPK) keys' K and
-  // V rows, one texel a 64 bytes (at most dim / 16 + 1 a row: f32).
+  // F_TOPK with touch_ahead, a tile: each lane touches ceil(KPG / LPK)
+  // keys' K and V rows, one texel a 64 bytes (at most dim / 16 + 1 a row: f32).
   const uint64_t nx = (kpg + lpk - 1) / lpk;
   const uint64_t touch =
       lists && v.touch_ahead ? L(nx) + nx * (L(head_dim / 16 + 1) + L(head_dim_v / 16 + 1)) : 0;
+  // A top-k list's compaction: two runs of ceil(slots / WG) slots a lane
+  // and the scan (unrolled; counted as rolled).
   uint64_t wg_log = 0;
   for (uint64_t w = 1; w < std::max(v.wg, 1u); w <<= 1) ++wg_log;
   const uint64_t compact =
