@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -49,22 +50,49 @@ inline std::string file_named(const std::string& dir, const std::string& prefix)
   return found;
 }
 
-// The entries of a per-device file vkattn would write (core/device_file.h):
-// its first line "vkattn-<what> 1 device=...", entry lines each accepted
-// by `entry_ok`, then "end" and nothing after (false if it is not one).
+// The entries of the first section of a per-device file vkattn would
+// write (core/device_file.h: this process's): its first line
+// "vkattn-<what> 1 device=...", entry lines each accepted by `entry_ok`,
+// then "end"; after it only whole sections of the same kind (other builds'
+// or drivers'), at most DeviceFile::kMaxSections in all (false if it is
+// not such a file). *sections: how many it holds.
 template <typename EntryOk>
 bool valid_device_file(const std::string& text, const std::string& what, EntryOk entry_ok,
-                       size_t* entries) {
+                       size_t* entries, size_t* sections = nullptr) {
   std::istringstream in(text);
   std::string line;
-  if (!std::getline(in, line) || line.rfind("vkattn-" + what + " 1 device=", 0) != 0) return false;
+  const std::string head = "vkattn-" + what + " 1 device=";
+  size_t n = 0;
   *entries = 0;
   while (std::getline(in, line)) {
-    if (line == "end") return !std::getline(in, line);
-    if (!entry_ok(line)) return false;
-    ++*entries;
+    if (line.rfind(head, 0) != 0) return false;
+    bool ended = false;
+    while (!ended && std::getline(in, line)) {
+      if (line == "end") {
+        ended = true;
+      } else if (!entry_ok(line)) {
+        return false;
+      } else if (n == 0) {
+        ++*entries;
+      }
+    }
+    if (!ended) return false;
+    ++n;
   }
-  return false;
+  if (sections) *sections = n;
+  return n >= 1 && n <= 4;
+}
+
+// The sections of a per-device file: each its header, lines and "end".
+inline std::vector<std::string> device_file_sections(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string cur;
+  for (std::string line; std::getline(in, line);) {
+    cur += line + "\n";
+    if (line == "end") out.push_back(cur), cur.clear();
+  }
+  return out;
 }
 
 inline std::string slurp(const std::string& path) {

@@ -44,6 +44,14 @@ struct LayerCfg {
   bool topk_per_head = false;
 };
 
+// Caller pools of `num_pages` pages (pages no sequence lists hold NaN):
+// sequence b has lens[b] keys in pages[b] and ts[b] query tokens.
+struct PoolLayout {
+  uint32_t ps, num_pages;
+  std::vector<std::vector<int32_t>> pages;
+  std::vector<int32_t> lens, ts;
+};
+
 class StepAttentionTest : public ContextTest {
  protected:
   void TearDown() override {
@@ -592,6 +600,79 @@ class StepAttentionTest : public ContextTest {
   // Bidirectional spans per sequence id, positions over the whole sequence;
   // a step passes those that end within its keys (len + t).
   std::map<int64_t, std::vector<std::pair<int32_t, int32_t>>> seq_spans;
+  // vkattn_attention_paged over `L` (H 4 over 2 kv heads, d 16 / dv 12,
+  // f32) under VKATTN_CASCADE=`cascade` (nullptr: unset), against the
+  // reference over each sequence's keys gathered from its pages; returns
+  // the kernel log.
+  std::string pool_call_vs_reference(const PoolLayout& L, bool causal, const char* cascade) {
+    const uint32_t ps = L.ps, hkv = 2, H = 4, d = 16, dv = 12, num_pages = L.num_pages;
+    const size_t B = L.lens.size();
+    std::vector<int32_t> indptr(1, 0), indices, cu_q(1, 0), cu_k(1, 0);
+    for (size_t b = 0; b < B; ++b) {
+      indices.insert(indices.end(), L.pages[b].begin(), L.pages[b].end());
+      indptr.push_back(int32_t(indices.size()));
+      cu_q.push_back(cu_q.back() + L.ts[b]);
+      cu_k.push_back(cu_k.back() + L.lens[b]);
+    }
+    std::vector<bool> used(num_pages, false);
+    for (int32_t p : indices) used[p] = true;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> kp(size_t(num_pages) * ps * hkv * d), vp(size_t(num_pages) * ps * hkv * dv);
+    for (size_t i = 0; i < kp.size(); ++i) kp[i] = used[i / (ps * hkv * d)] ? u(rng) : kNaN;
+    for (size_t i = 0; i < vp.size(); ++i) vp[i] = used[i / (ps * hkv * dv)] ? u(rng) : kNaN;
+    const int64_t n = cu_q.back();
+    std::vector<float> q(size_t(n) * H * d);
+    for (float& x : q) x = u(rng);
+    std::vector<float> rk, rv;
+    for (size_t b = 0; b < B; ++b)
+      for (int32_t j = 0; j < L.lens[b]; ++j) {
+        const size_t row = size_t(L.pages[b][j / ps]) * ps + j % ps;
+        rk.insert(rk.end(), kp.begin() + row * hkv * d, kp.begin() + (row + 1) * hkv * d);
+        rv.insert(rv.end(), vp.begin() + row * hkv * dv, vp.begin() + (row + 1) * hkv * dv);
+      }
+    vkattn::ref::AttentionParams p;
+    p.num_heads = H, p.num_kv_heads = hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = causal;
+    std::vector<float> ref_out(size_t(n) * H * dv), ref_lse(size_t(n) * H);
+    vkattn::ref::attention_varlen(p, int(B), cu_q.data(), cu_k.data(), q.data(), rk.data(),
+                                  rv.data(), ref_out.data(), ref_lse.data());
+    ScopedEnv env({{"VKATTN_CASCADE", cascade ? cascade : ""}, {"VKATTN_LOG", "kernels"}});
+    ForcedContext fc;
+    EXPECT_NE(fc.ctx, nullptr);
+    if (!fc.ctx) return "";
+    auto make = [&](std::vector<int64_t> shape) {
+      vkattn_tensor* t = nullptr;
+      EXPECT_EQ(vkattn_tensor_create(fc.ctx, VKATTN_F32, uint32_t(shape.size()), shape.data(), &t),
+                VKATTN_SUCCESS);
+      return std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>(t, &vkattn_tensor_destroy);
+    };
+    auto kt = make({num_pages, ps, hkv, d});
+    auto vt = make({num_pages, ps, hkv, dv});
+    auto qt = make({n, H, d});
+    auto ot = make({n, H, dv});
+    auto lt = make({n, H});
+    EXPECT_EQ(vkattn_tensor_write(kt.get(), kp.data(), kp.size() * 4), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_tensor_write(vt.get(), vp.data(), vp.size() * 4), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_tensor_write(qt.get(), q.data(), q.size() * 4), VKATTN_SUCCESS);
+    vkattn_attention_desc desc;
+    vkattn_attention_desc_init(&desc);
+    desc.num_heads = H, desc.num_kv_heads = hkv, desc.head_dim = d, desc.head_dim_v = dv;
+    desc.causal = causal ? 1 : 0;
+    desc.lse = lt.get();
+    testing::internal::CaptureStderr();
+    const vkattn_status st = vkattn_attention_paged(fc.ctx, &desc, uint32_t(B), cu_q.data(),
+                                                    L.lens.data(), indptr.data(), indices.data(),
+                                                    ps, qt.get(), kt.get(), vt.get(), ot.get());
+    std::vector<float> out(size_t(n) * H * dv), lse(size_t(n) * H);
+    if (st == VKATTN_SUCCESS && n > 0) {
+      EXPECT_EQ(vkattn_tensor_read(ot.get(), out.data(), out.size() * 4), VKATTN_SUCCESS);
+      EXPECT_EQ(vkattn_tensor_read(lt.get(), lse.data(), lse.size() * 4), VKATTN_SUCCESS);
+    }
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(st, VKATTN_SUCCESS) << vkattn_last_error();
+    if (st == VKATTN_SUCCESS) compare(out, lse, ref_out, ref_lse, VKATTN_F32, 0);
+    return log;
+  }
+
   std::mt19937 rng{42};
 };
 
@@ -1406,80 +1487,64 @@ TEST_F(StepAttentionTest, CascadeOverQ4Caches) {
 // VKATTN_CASCADE=1 (groups from one shared page) and =0: both against
 // the reference, and the groups in the kernel log.
 TEST_F(StepAttentionTest, CascadeOverCallerPools) {
-  const uint32_t ps = 8, hkv = 2, H = 4, d = 16, dv = 12, num_pages = 24;
-  const std::vector<std::vector<int32_t>> pages = {{0, 1, 2, 3, 4, 5, 10},
-                                                   {0, 1, 2, 3, 4, 5, 11},
-                                                   {20, 21},
-                                                   {0, 1, 2, 3, 12},
-                                                   {0, 1, 2, 3, 13, 14}};
-  const std::vector<int32_t> lens = {50, 53, 12, 36, 45}, ts = {1, 3, 1, 1, 2};
-  const size_t B = lens.size();
-  std::vector<int32_t> indptr(1, 0), indices, cu_q(1, 0), cu_k(1, 0);
-  for (size_t b = 0; b < B; ++b) {
-    indices.insert(indices.end(), pages[b].begin(), pages[b].end());
-    indptr.push_back(int32_t(indices.size()));
-    cu_q.push_back(cu_q.back() + ts[b]);
-    cu_k.push_back(cu_k.back() + lens[b]);
-  }
-  std::vector<bool> used(num_pages, false);
-  for (int32_t p : indices) used[p] = true;
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> kp(size_t(num_pages) * ps * hkv * d), vp(size_t(num_pages) * ps * hkv * dv);
-  for (size_t i = 0; i < kp.size(); ++i) kp[i] = used[i / (ps * hkv * d)] ? u(rng) : kNaN;
-  for (size_t i = 0; i < vp.size(); ++i) vp[i] = used[i / (ps * hkv * dv)] ? u(rng) : kNaN;
-  const int64_t n = cu_q.back();
-  std::vector<float> q(size_t(n) * H * d);
-  for (float& x : q) x = u(rng);
-  // The reference over each sequence's keys, gathered from its pages.
-  std::vector<float> rk, rv;
-  for (size_t b = 0; b < B; ++b)
-    for (int32_t j = 0; j < lens[b]; ++j) {
-      const size_t row = size_t(pages[b][j / ps]) * ps + j % ps;
-      rk.insert(rk.end(), kp.begin() + row * hkv * d, kp.begin() + (row + 1) * hkv * d);
-      rv.insert(rv.end(), vp.begin() + row * hkv * dv, vp.begin() + (row + 1) * hkv * dv);
-    }
-  vkattn::ref::AttentionParams p;
-  p.num_heads = H, p.num_kv_heads = hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = true;
-  std::vector<float> ref_out(size_t(n) * H * dv), ref_lse(size_t(n) * H);
-  vkattn::ref::attention_varlen(p, int(B), cu_q.data(), cu_k.data(), q.data(), rk.data(), rv.data(),
-                                ref_out.data(), ref_lse.data());
+  const PoolLayout L{8,
+                     24,
+                     {{0, 1, 2, 3, 4, 5, 10},
+                      {0, 1, 2, 3, 4, 5, 11},
+                      {20, 21},
+                      {0, 1, 2, 3, 12},
+                      {0, 1, 2, 3, 13, 14}},
+                     {50, 53, 12, 36, 45},
+                     {1, 3, 1, 1, 2}};
   for (const char* cascade : {"0", "1"}) {
     SCOPED_TRACE(testing::Message() << "VKATTN_CASCADE=" << cascade);
-    ScopedEnv env({{"VKATTN_CASCADE", cascade}, {"VKATTN_LOG", "kernels"}});
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
-    auto make = [&](vkattn_dtype dt, std::vector<int64_t> shape) {
-      vkattn_tensor* t = nullptr;
-      EXPECT_EQ(vkattn_tensor_create(fc.ctx, dt, uint32_t(shape.size()), shape.data(), &t),
-                VKATTN_SUCCESS);
-      return std::unique_ptr<vkattn_tensor, void (*)(vkattn_tensor*)>(t, &vkattn_tensor_destroy);
-    };
-    auto kt = make(VKATTN_F32, {num_pages, ps, hkv, d});
-    auto vt = make(VKATTN_F32, {num_pages, ps, hkv, dv});
-    auto qt = make(VKATTN_F32, {n, H, d});
-    auto ot = make(VKATTN_F32, {n, H, dv});
-    auto lt = make(VKATTN_F32, {n, H});
-    ASSERT_EQ(vkattn_tensor_write(kt.get(), kp.data(), kp.size() * 4), VKATTN_SUCCESS);
-    ASSERT_EQ(vkattn_tensor_write(vt.get(), vp.data(), vp.size() * 4), VKATTN_SUCCESS);
-    ASSERT_EQ(vkattn_tensor_write(qt.get(), q.data(), q.size() * 4), VKATTN_SUCCESS);
-    vkattn_attention_desc desc;
-    vkattn_attention_desc_init(&desc);
-    desc.num_heads = H, desc.num_kv_heads = hkv, desc.head_dim = d, desc.head_dim_v = dv;
-    desc.causal = 1;
-    desc.lse = lt.get();
-    testing::internal::CaptureStderr();
-    ASSERT_EQ(
-        vkattn_attention_paged(fc.ctx, &desc, uint32_t(B), cu_q.data(), lens.data(), indptr.data(),
-                               indices.data(), ps, qt.get(), kt.get(), vt.get(), ot.get()),
-        VKATTN_SUCCESS)
-        << vkattn_last_error();
-    std::vector<float> out(size_t(n) * H * dv), lse(size_t(n) * H);
-    ASSERT_EQ(vkattn_tensor_read(ot.get(), out.data(), out.size() * 4), VKATTN_SUCCESS);
-    ASSERT_EQ(vkattn_tensor_read(lt.get(), lse.data(), lse.size() * 4), VKATTN_SUCCESS);
-    const std::string log = testing::internal::GetCapturedStderr();
-    compare(out, lse, ref_out, ref_lse, VKATTN_F32, 0);
+    const std::string log = pool_call_vs_reference(L, true, cascade);
     const bool grouped =
         log.find("vkattn: attention cascade groups=2 shared_keys=80\n") != std::string::npos;
     EXPECT_EQ(grouped, std::strcmp(cascade, "1") == 0) << log;
   }
+}
+
+// E6 defect 1: over caller pools a sequence may hold more queries than
+// keys (cross attention, a prompt over a short cached prefix). The
+// cascade's detection took the keys before the first query, u - t, as
+// unsigned: with u = 0 two sequences of no pages compared one page
+// forever (a segfault); with u = 64 in 16 shared pages and t = 70 the
+// comparison read past both tables and the prefix pass gave rows at
+// negative positions every key (max error 0.87). Such sequences hold no
+// keys before their queries, so they join no group. t > u, t = u, u = 0
+// and t = 0 beside grouped sequences, causal and not, with VKATTN_CASCADE
+// unset, 1 and 0, all equal the reference; only the pair that does share
+// keys before its queries (sequences 5 and 6) forms a group.
+TEST_F(StepAttentionTest, CascadeOverPoolsWithMoreQueriesThanKeys) {
+  std::vector<int32_t> shared(16);
+  for (int32_t i = 0; i < 16; ++i) shared[i] = i;
+  auto with = [&](std::vector<int32_t> tail) {
+    std::vector<int32_t> p = shared;
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  };
+  const PoolLayout L{4,
+                     40,
+                     {{},              // u = 0, t = 3
+                      {},              // u = 0, t = 2: the pair that crashed
+                      shared,          // u = 64, t = 70
+                      shared,          // u = 64, t = 70
+                      with({20}),      // u = 66, t = 66 (t = u)
+                      with({21, 22}),  // u = 72, t = 1: shares 16 pages
+                      with({23, 24}),  // u = 70, t = 2
+                      with({25}),      // u = 65, t = 0
+                      {26, 27}},       // u = 5, t = 9
+                     {0, 0, 64, 64, 66, 72, 70, 65, 5},
+                     {3, 2, 70, 70, 66, 1, 2, 0, 9}};
+  for (const bool causal : {true, false})
+    for (const char* cascade : {static_cast<const char*>(nullptr), "1", "0"}) {
+      SCOPED_TRACE(testing::Message() << (causal ? "causal" : "not causal")
+                                      << " VKATTN_CASCADE=" << (cascade ? cascade : "(unset)"));
+      const std::string log = pool_call_vs_reference(L, causal, cascade);
+      const bool off = cascade && std::strcmp(cascade, "0") == 0;
+      const bool grouped =
+          log.find("vkattn: attention cascade groups=1 shared_keys=64\n") != std::string::npos;
+      EXPECT_EQ(grouped, !off) << log;
+    }
 }

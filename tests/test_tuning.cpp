@@ -35,14 +35,14 @@ std::string tuning_file(const std::string& dir) {
 }
 
 // The entries of a valid tuning file (false if it is not one).
-bool valid_tuning(const std::string& text, size_t* entries) {
+bool valid_tuning(const std::string& text, size_t* entries, size_t* sections = nullptr) {
   auto entry_ok = [](const std::string& line) {
     std::istringstream l(line);
     std::string key, opts;
     double ms, table_ms;
     return (l >> key >> opts >> ms >> table_ms) && key.find('/') != std::string::npos;
   };
-  return valid_device_file(text, "tuning", entry_ok, entries);
+  return valid_device_file(text, "tuning", entry_ok, entries, sections);
 }
 
 struct Event {
@@ -208,8 +208,9 @@ TEST(Tuning, FileEntriesChooseTheKernel) {
   EXPECT_TRUE(contains(env, "family=lanes") && contains(env, "source=env")) << env;
 }
 
-// Damaged, foreign and stale files: one logged line, the device table's
-// choice (source=table), right answers.
+// Damaged files, and files holding only other devices', drivers' or
+// builds' sections: one line under VKATTN_LOG=files, the device table's
+// choice (source=table), right answers; the other sections stay.
 TEST(Tuning, DamagedForeignAndStaleFilesAreIgnored) {
   TempDir dir(/*with_pipelines=*/true);
   with_context(dir.path, {}, [&](vkattn_context* ctx) {
@@ -232,18 +233,18 @@ TEST(Tuning, DamagedForeignAndStaleFilesAreIgnored) {
   };
   const std::vector<Damage> cases = {
       {"foreign device", replace_field("device=", "00112233445566778899aabbccddeeff"),
-       "another device"},
-      {"stale build", replace_field("build=", "0123456789abcdef"), "another device, driver"},
-      {"other driver", replace_field("driver=", "deadbeef"), "another device, driver"},
+       "no section for this device, driver and vkattn build"},
+      {"stale build", replace_field("build=", "0123456789abcdef"), "no section for this device"},
+      {"other driver", replace_field("driver=", "deadbeef"), "no section for this device"},
       {"corrupt", header + "\n" + kClass + " kernel=banana 1 2\nend\n", "corrupt line"},
       {"truncated", good.substr(0, good.rfind("end")), "truncated"},
-      {"not ours", "hello\n", "not a tuning file"},
+      {"not ours", "hello\n", "a line outside any section"},
   };
   for (const Damage& c : cases) {
     SCOPED_TRACE(c.name);
     spit(path, c.text);
     const std::string log =
-        with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+        with_context(dir.path, {{"VKATTN_LOG", "kernels,files"}}, [&](vkattn_context* ctx) {
           const CallResult r = decode_call(ctx);
           ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
           EXPECT_LT(r.max_err, 2e-3);
@@ -252,6 +253,32 @@ TEST(Tuning, DamagedForeignAndStaleFilesAreIgnored) {
     EXPECT_TRUE(contains(log, c.why)) << log;
     EXPECT_TRUE(contains(log, "source=table")) << log;
   }
+}
+
+// E6 defect 3, the tuning file: another build's winners stay in the file
+// (its section, after this build's, byte for byte) when this build tunes;
+// before, this build's vkattn_tune replaced them.
+TEST(Tuning, AnotherBuildsWinnersStay) {
+  TempDir dir(/*with_pipelines=*/true);
+  auto run_tune = [&] {
+    return with_context(dir.path, {}, [&](vkattn_context* ctx) {
+      Events ev;
+      ASSERT_EQ(tune(ctx, 0.5, "decode-16x512", &ev), VKATTN_SUCCESS) << vkattn_last_error();
+    });
+  };
+  run_tune();
+  const std::string path = tuning_file(dir.path);
+  std::string theirs = slurp(path);
+  theirs.replace(theirs.find("build=") + 6, 16, "00000000000000b2");
+  spit(path, theirs);
+  const std::string log = run_tune();
+  EXPECT_FALSE(contains(log, "vkattn: ")) << log;  // nothing said unasked
+  const std::string now = slurp(path);
+  size_t n = 0, sections = 0;
+  EXPECT_TRUE(valid_tuning(now, &n, &sections)) << now;
+  EXPECT_EQ(n, 1u);
+  ASSERT_EQ(sections, 2u) << now;
+  EXPECT_EQ(device_file_sections(now)[1], theirs);
 }
 
 // The table's choice faulted (VKATTN_FAULT_KERNEL on its family): it and
@@ -444,7 +471,7 @@ TEST(Tuning, EntriesTheDeviceCannotRunAreIgnored) {
     SCOPED_TRACE(e);
     const std::string path = file_with_entry(dir.path, kClass, e);
     auto run = [&] {
-      return with_context(dir.path, {{"VKATTN_LOG", "kernels"}}, [&](vkattn_context* ctx) {
+      return with_context(dir.path, {{"VKATTN_LOG", "kernels,files"}}, [&](vkattn_context* ctx) {
         const CallResult r = decode_call(ctx);
         ASSERT_EQ(r.status, VKATTN_SUCCESS) << vkattn_last_error();
         EXPECT_LT(r.max_err, 2e-3);
@@ -469,7 +496,8 @@ TEST(Tuning, AnIgnoredFileIsLoggedOncePerProcess) {
   const std::string path = dir.path + "/tuning.txt";
   spit(path, "hello\n");
   auto make = [&] {
-    return with_context(dir.path, {{"VKATTN_TUNING_FILE", path.c_str()}}, [](vkattn_context*) {});
+    return with_context(dir.path, {{"VKATTN_TUNING_FILE", path.c_str()}, {"VKATTN_LOG", "files"}},
+                        [](vkattn_context*) {});
   };
   const std::string first = make();
   EXPECT_TRUE(contains(first, "vkattn: ignoring tuning file " + path)) << first;

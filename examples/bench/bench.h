@@ -20,6 +20,8 @@ extern bool g_build_only;
 // lavapipe); the case's own shape is the defaults.
 constexpr int kTopkStride = 64;
 constexpr int kTopkPrompt = 131072;
+constexpr int kMaxTopkPrompt = 1 << 24;  // (--topk-prompt: int32 positions, 4 bytes a key and head)
+constexpr int kMaxReps = 100000;
 extern int g_topk_stride;
 extern int g_topk_prompt;
 

@@ -8,8 +8,10 @@
 // single-thread reference. Quote it from a quiet machine: on lavapipe the
 // peaks drop by half when another process takes a core.
 //
-//   vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] [--variants]
-#include <fnmatch.h>
+//   vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] [--variants] ...
+//
+// Every argument is checked before anything runs (a bad one: the usage and
+// exit status 2).
 
 #include <algorithm>
 #include <cstdarg>
@@ -21,6 +23,7 @@
 
 #include "bench.h"
 #include "common/kernel_choice.h"
+#include "common/tool_args.h"
 
 namespace bench {
 
@@ -182,48 +185,94 @@ int print_variants() {
   return 0;
 }
 
+void usage(FILE* to) {
+  std::fprintf(to,
+               "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] "
+               "[--variants] [--build-only] [--topk-stride N] [--topk-prompt N]\n"
+               "  --reps N     timed runs per case (median; default %d; 1..%d)\n"
+               "  --case GLOB  only cases whose name matches (repeatable; each must match one)\n"
+               "  --json FILE  also write the results as JSON\n"
+               "  --list       list the cases\n"
+               "  --variants   what the device table picks for this device, and why\n"
+               "  --build-only run each case's calls once: no answers checked, no timing, no\n"
+               "               peaks (fake GPUs, tools/gpu-static.sh; with VKATTN_LOG=stats)\n"
+               "  --topk-stride N, --topk-prompt N\n"
+               "               topk-decode-2048-of-131072's list stride (default %d: each key\n"
+               "               on its own page; 1: contiguous; at least 1) and prompt length\n"
+               "               (default %d; 2048..%d); diagnostics: the case's name stays, say\n"
+               "               them beside it\n",
+               g_reps, kMaxReps, kTopkStride, kTopkPrompt, kMaxTopkPrompt);
+}
+
+// A bad argument: what is wrong, the usage, exit status 2.
+int refuse(const std::string& why) {
+  std::fprintf(stderr, "vkattn-bench: %s\n", why.c_str());
+  usage(stderr);
+  return 2;
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<std::string> globs;
   const char* json = nullptr;
+  bool list = false, variants = false, help = false;
+  // Every argument is checked before any acts (--list and --variants too).
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
-      g_reps = std::max(1, std::atoi(argv[++i]));
-    } else if (!std::strcmp(argv[i], "--case") && i + 1 < argc) {
+    const std::string a = argv[i];
+    const bool takes_value = a == "--reps" || a == "--case" || a == "--json" ||
+                             a == "--topk-stride" || a == "--topk-prompt";
+    if (takes_value && i + 1 >= argc) return refuse(a + " needs a value");
+    uint64_t n = 0;
+    if (a == "--reps") {
+      if (!tool_parse_u64(argv[++i], 1, kMaxReps, &n))
+        return refuse("--reps " + std::string(argv[i]) + " is not a whole number in 1.." +
+                      std::to_string(kMaxReps));
+      g_reps = int(n);
+    } else if (a == "--case") {
       globs.push_back(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+    } else if (a == "--json") {
       json = argv[++i];
-    } else if (!std::strcmp(argv[i], "--list")) {
-      for (const Case& c : all_cases()) std::printf("%-22s %s\n", c.name, c.what);
-      return 0;
-    } else if (!std::strcmp(argv[i], "--variants")) {
-      return print_variants();
-    } else if (!std::strcmp(argv[i], "--topk-stride") && i + 1 < argc) {
-      g_topk_stride = std::max(1, std::atoi(argv[++i]));
-    } else if (!std::strcmp(argv[i], "--topk-prompt") && i + 1 < argc) {
-      g_topk_prompt = std::max(2048, std::atoi(argv[++i]));
-    } else if (!std::strcmp(argv[i], "--build-only")) {
+    } else if (a == "--list") {
+      list = true;
+    } else if (a == "--variants") {
+      variants = true;
+    } else if (a == "--topk-stride") {
+      if (!tool_parse_u64(argv[++i], 1, kMaxTopkPrompt, &n))
+        return refuse("--topk-stride " + std::string(argv[i]) + " is not a whole number in 1.." +
+                      std::to_string(kMaxTopkPrompt));
+      g_topk_stride = int(n);
+    } else if (a == "--topk-prompt") {
+      if (!tool_parse_u64(argv[++i], 2048, kMaxTopkPrompt, &n))
+        return refuse("--topk-prompt " + std::string(argv[i]) + " is not a whole number in 2048.." +
+                      std::to_string(kMaxTopkPrompt));
+      g_topk_prompt = int(n);
+    } else if (a == "--build-only") {
       g_build_only = true;
-      g_reps = 1;
+    } else if (a == "--help" || a == "-h") {
+      help = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: vkattn-bench [--reps N] [--case GLOB]... [--json FILE] [--list] "
-                   "[--variants] [--build-only] [--topk-stride N] [--topk-prompt N]\n"
-                   "  --reps N     timed runs per case (median; default %d)\n"
-                   "  --case GLOB  only cases whose name matches (repeatable)\n"
-                   "  --json FILE  also write the results as JSON\n"
-                   "  --list       list the cases\n"
-                   "  --variants   what the device table picks for this device, and why\n"
-                   "  --build-only run each case's calls once: no answers checked, no timing, no\n"
-                   "               peaks (fake GPUs, tools/gpu-static.sh; with VKATTN_LOG=stats)\n"
-                   "  --topk-stride N, --topk-prompt N\n"
-                   "               topk-decode-2048-of-131072's list stride (default %d: each key\n"
-                   "               on its own page; 1: contiguous) and prompt length (default\n"
-                   "               %d); diagnostics: the case's name stays, say them beside it\n",
-                   g_reps, kTopkStride, kTopkPrompt);
-      return std::strcmp(argv[i], "--help") ? 1 : 0;
+      return refuse("unknown argument \"" + a + "\"");
     }
   }
+  if (g_build_only) g_reps = 1;
+  for (const std::string& g : globs) {
+    bool any = false;
+    for (const Case& c : all_cases()) any = any || tool_glob_match(g.c_str(), c.name);
+    if (!any) return refuse("--case " + g + " matches no case (--list names them)");
+  }
+  if (json && !tool_writable(json))
+    return refuse("--json " + std::string(json) + " cannot be written");
+  if (list + variants > 1 || ((list || variants) && (json || !globs.empty() || g_build_only)))
+    return refuse("--list and --variants take no other argument");
+  if (help) {
+    usage(stdout);
+    return 0;
+  }
+  if (list) {
+    for (const Case& c : all_cases()) std::printf("%-22s %s\n", c.name, c.what);
+    return 0;
+  }
+  if (variants) return print_variants();
   vkattn_context_desc cd;
   vkattn_context_desc_init(&cd);
   cd.flags = VKATTN_CONTEXT_PROFILING;
@@ -267,7 +316,7 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   for (const Case& c : all_cases()) {
     bool take = globs.empty();
-    for (const std::string& g : globs) take = take || fnmatch(g.c_str(), c.name, 0) == 0;
+    for (const std::string& g : globs) take = take || tool_glob_match(g.c_str(), c.name);
     if (!take) continue;
     Result r;
     r.name = c.name;

@@ -36,8 +36,12 @@ static void reference_row(const float* q, const float* k, const float* v, int t,
   for (int e = 0; e < D; ++e) out[e] = l > 0 ? (float)(acc[e] / l) : 0.0f;
 }
 
-int main(void) {
-  const int t[BATCH] = {300, 1, 57};   /* queries: a prompt, a decode, a chunk */
+int main(int argc, char** argv) {
+  if (argc > 1) { /* it takes no argument */
+    fprintf(stderr, "usage: attention (no arguments; got \"%s\")\n", argv[1]);
+    return 2;
+  }
+  const int t[BATCH] = {300, 1, 57};    /* queries: a prompt, a decode, a chunk */
   const int u[BATCH] = {300, 500, 200}; /* keys: cached + new tokens */
   int32_t cu_q[BATCH + 1] = {0}, cu_k[BATCH + 1] = {0};
   for (int b = 0; b < BATCH; ++b) cu_q[b + 1] = cu_q[b] + t[b], cu_k[b + 1] = cu_k[b] + u[b];
@@ -101,11 +105,15 @@ int main(void) {
       }
 
   printf("device: %s\n", info.name);
-  printf("packed batch: 3 sequences (t, u) = (300, 300), (1, 500), (57, 200); q [%lld, %d, %d], "
-         "k/v [%lld, %d, %d], f32\n", (long long)tq, H, D, (long long)tk, HKV, D);
+  printf(
+      "packed batch: 3 sequences (t, u) = (300, 300), (1, 500), (57, 200); q [%lld, %d, %d], "
+      "k/v [%lld, %d, %d], f32\n",
+      (long long)tq, H, D, (long long)tk, HKV, D);
   printf("causal, window_left %d, GQA %d:%d\n", WINDOW, H, HKV);
-  printf("max |vkattn - reference| = %.3g, GPU time %.3f ms (timestamps; the pipeline is\n"
-         "compiled at the first call, before recording, and cached on disk)\n", max_err, ns * 1e-6);
+  printf(
+      "max |vkattn - reference| = %.3g, GPU time %.3f ms (timestamps; the pipeline is\n"
+      "compiled at the first call, before recording, and cached on disk)\n",
+      max_err, ns * 1e-6);
   vkattn_tensor_destroy(tq_);
   vkattn_tensor_destroy(tk_);
   vkattn_tensor_destroy(tv_);

@@ -104,7 +104,11 @@ static void run(vkattn_context* ctx, int chunk, float* out, uint32_t* pages_used
   free(q), free(k), free(v);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc > 1) { /* it takes no argument */
+    fprintf(stderr, "usage: chunked_prefill (no arguments; got \"%s\")\n", argv[1]);
+    return 2;
+  }
   vkattn_context_desc cdesc;
   vkattn_context_desc_init(&cdesc);
   vkattn_context* ctx;

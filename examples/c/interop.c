@@ -28,7 +28,11 @@ static void die(const char* what) {
 #define VK_CHECK(call) \
   if ((call) != VK_SUCCESS) (fprintf(stderr, "%s failed\n", #call), exit(1))
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc > 1) { /* it takes no argument */
+    fprintf(stderr, "usage: interop (no arguments; got \"%s\")\n", argv[1]);
+    return 2;
+  }
   vkattn_context* ctx;
   CHECK(vkattn_context_create(NULL, &ctx));
   vkattn_vulkan_desc vk;

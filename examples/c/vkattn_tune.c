@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/tool_args.h"
 #include "vkattn/vkattn.h"
 
 #define MAX_CASES 64
@@ -61,7 +62,24 @@ static void on_progress(void* user, const char* case_name, const char* candidate
     fprintf(stderr, "vkattn-tune: %s: %s %.3f ms\n", case_name, candidate, ms);
 }
 
+static void usage(FILE* to) {
+  fprintf(to,
+          "usage: vkattn-tune [--seconds N] [--case GLOB]... [--json FILE] [--list]\n"
+          "  --seconds N  the budget (default: the library's, vkattn_tune_desc_init)\n"
+          "  --case GLOB  only cases whose name matches (repeatable; each must match one)\n"
+          "  --json FILE  also write the winners as JSON\n"
+          "  --list       list the cases\n");
+}
+
+/* A bad argument: what is wrong, the usage, exit status 2. */
+static int refuse(const char* what, const char* why) {
+  fprintf(stderr, "vkattn-tune: \"%s\" %s\n", what, why);
+  usage(stderr);
+  return 2;
+}
+
 int main(int argc, char** argv) {
+  int list = 0, help = 0;
   struct state st;
   const char* cases[MAX_CASES];
   const char* json = NULL;
@@ -71,21 +89,46 @@ int main(int argc, char** argv) {
   vkattn_status s;
   memset(&st, 0, sizeof(st));
   vkattn_tune_desc_init(&d);
+  /* Every argument is checked before any acts (--list included). */
   for (i = 1; i < (uint32_t)argc; ++i) {
-    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < (uint32_t)argc) {
-      d.seconds = atof(argv[++i]);
-    } else if (strcmp(argv[i], "--case") == 0 && i + 1 < (uint32_t)argc && n_cases < MAX_CASES) {
+    const char* a = argv[i];
+    const int takes_value =
+        strcmp(a, "--seconds") == 0 || strcmp(a, "--case") == 0 || strcmp(a, "--json") == 0;
+    if (takes_value && i + 1 >= (uint32_t)argc) return refuse(a, "needs a value");
+    if (strcmp(a, "--seconds") == 0) {
+      if (!tool_parse_seconds(argv[++i], 0, 86400, &d.seconds))
+        return refuse(argv[i], "is not a number of seconds in (0, 86400] (--seconds)");
+    } else if (strcmp(a, "--case") == 0) {
+      if (n_cases == MAX_CASES) return refuse(argv[i + 1], "is one --case too many");
       cases[n_cases++] = argv[++i];
-    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < (uint32_t)argc) {
+    } else if (strcmp(a, "--json") == 0) {
       json = argv[++i];
-    } else if (strcmp(argv[i], "--list") == 0) {
-      const char* name;
-      for (i = 0; (name = vkattn_tune_case_name(i)) != NULL; ++i) printf("%s\n", name);
-      return 0;
+    } else if (strcmp(a, "--list") == 0) {
+      list = 1;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      help = 1;
     } else {
-      fprintf(stderr, "usage: vkattn-tune [--seconds N] [--case GLOB]... [--json FILE] [--list]\n");
-      return 2;
+      return refuse(a, "is not an argument vkattn-tune takes");
     }
+  }
+  for (i = 0; i < n_cases; ++i) {
+    uint32_t c;
+    int any = 0;
+    const char* name;
+    for (c = 0; (name = vkattn_tune_case_name(c)) != NULL; ++c)
+      any |= tool_glob_match(cases[i], name);
+    if (!any) return refuse(cases[i], "matches no case (--list names them)");
+  }
+  if (json && !tool_writable(json)) return refuse(json, "cannot be written (--json)");
+  if (list && (n_cases || json)) return refuse("--list", "takes no other argument");
+  if (help) {
+    usage(stdout);
+    return 0;
+  }
+  if (list) {
+    const char* name;
+    for (i = 0; (name = vkattn_tune_case_name(i)) != NULL; ++i) printf("%s\n", name);
+    return 0;
   }
   d.num_cases = n_cases;
   d.cases = n_cases ? cases : NULL;

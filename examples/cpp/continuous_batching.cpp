@@ -66,7 +66,11 @@ struct Request {
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
+  if (argc > 1) {  // it takes no argument
+    std::fprintf(stderr, "usage: continuous_batching (no arguments; got \"%s\")\n", argv[1]);
+    return 2;
+  }
   vkattn_context_desc cdesc;
   vkattn_context_desc_init(&cdesc);
   cdesc.flags = VKATTN_CONTEXT_PROFILING;

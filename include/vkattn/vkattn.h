@@ -62,11 +62,11 @@
 /** Major version of this header; the SONAME carries it. @ingroup errors */
 #define VKATTN_VERSION_MAJOR 0
 /** Minor version of this header: moves with every addition to the API. @ingroup errors */
-#define VKATTN_VERSION_MINOR 6
+#define VKATTN_VERSION_MINOR 7
 /** Patch version of this header: fixes only, no declaration changes. @ingroup errors */
 #define VKATTN_VERSION_PATCH 0
 /** This header's version as text, "MAJOR.MINOR.PATCH". @ingroup errors */
-#define VKATTN_VERSION_STRING "0.6.0"
+#define VKATTN_VERSION_STRING "0.7.0"
 /** vkattn_version()'s encoding of a version: major * 10000 + minor * 100 +
  * patch (minor and patch stay below 100). @ingroup errors */
 #define VKATTN_MAKE_VERSION(major, minor, patch) \
@@ -87,12 +87,16 @@
  * @def VKATTN_API
  * @brief Marks every function of this header as exported by the shared library:
  * dllexport/dllimport on Windows, default visibility with GCC and Clang, empty
- * elsewhere.
+ * elsewhere. On Windows a program linking vkattn.dll (through its import
+ * library) defines nothing; one linking a static vkattn defines VKATTN_STATIC
+ * before including this header (since 0.7).
  * @ingroup errors
  */
 #if defined(_WIN32)
 #if defined(VKATTN_BUILDING)
 #define VKATTN_API __declspec(dllexport)
+#elif defined(VKATTN_STATIC)
+#define VKATTN_API
 #else
 #define VKATTN_API __declspec(dllimport)
 #endif
@@ -145,6 +149,35 @@ VKATTN_API const char* vkattn_last_error(void);
  * apart): 500 is 0.5.0. A program built against this header may check
  * vkattn_version() >= VKATTN_VERSION at startup. */
 VKATTN_API uint32_t vkattn_version(void);
+
+/** Levels of the library's messages (vkattn_set_log_callback). Since 0.7. */
+typedef enum vkattn_log_level {
+  VKATTN_LOG_ERROR = 1,   /**< Something failed that vkattn could not work around. */
+  VKATTN_LOG_WARNING = 2, /**< A result or a choice changed: a self-check failed and a fallback
+                               serves, a file could not be written, a VKATTN_LOG category is
+                               unknown. */
+  VKATTN_LOG_INFO = 3,    /**< The VKATTN_LOG categories compile, stats and files. */
+  VKATTN_LOG_DEBUG = 4    /**< The VKATTN_LOG category kernels (a line per dispatch). */
+} vkattn_log_level;
+
+/** Receives one message: a single line without its newline and without the
+ * "vkattn: " prefix stderr shows; `message` is valid during the call only. */
+typedef void (*vkattn_log_fn)(vkattn_log_level level, const char* message, void* user);
+
+/** Routes the library's messages to `fn` (with `user`), process-wide; NULL
+ * restores the default, stderr lines "vkattn: <message>". Since 0.7.
+ *
+ * Errors and warnings always reach it; info and debug lines only for the
+ * categories `VKATTN_LOG` names (kernels, compile, stats, files:
+ * docs/guide/environment.md). Without a callback nothing else is printed:
+ * the library writes to stderr only what reaches this sink.
+ *
+ * Thread-safe: once this returns, no message reaches the previous
+ * callback (a message being delivered is waited for). The callback runs
+ * synchronously on the thread that logs, possibly on several threads at
+ * once, and must not call vkattn (vkattn_set_log_callback included: it
+ * would wait for itself). */
+VKATTN_API void vkattn_set_log_callback(vkattn_log_fn fn, void* user);
 
 /** @} */
 
@@ -1050,11 +1083,13 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * Results are kept beside the pipeline cache (VKATTN_PIPELINE_CACHE_DIR,
  * else $XDG_CACHE_HOME/vkattn, else ~/.cache/vkattn; an empty
  * VKATTN_PIPELINE_CACHE_DIR keeps them in memory only) in
- * self-check-UUID.txt (the device UUID in hex), keyed by device UUID, driver version and a
- * build id of vkattn (a hash of its SPIR-V and version); a file of another
- * device, driver or build, or a damaged one, is ignored with one logged
- * line and rewritten. VKATTN_SELF_CHECK=0 turns checks off. The results
- * file is trusted as written: a "fail" line edited to "pass" lets a kernel
+ * self-check-UUID.txt (the device UUID in hex), one section per device
+ * UUID, driver version and build id of vkattn (a hash of its SPIR-V and
+ * version): a process rewrites only its own section and keeps the other
+ * builds' (the newest 4 sections in all), so builds sharing a machine do
+ * not erase each other's results; a damaged section is dropped. Nothing is
+ * said about other sections or damage unless VKATTN_LOG=files asks. VKATTN_SELF_CHECK=0 turns
+ * checks off. The results file is trusted as written: a "fail" line edited to "pass" lets a kernel
  * that failed serve calls. Where that file may be tampered with, or a
  * driver changes without its version, delete it (or point
  * VKATTN_PIPELINE_CACHE_DIR elsewhere) to check again. A results file

@@ -141,7 +141,9 @@ void main() {
 #define PREFETCH(kt)                                                                    \
   [[unroll]] for (uint n = 0u; n < NK; ++n) nk[n] = TILE_K(kt, min(lid + n * WG, BC * D4 - 1u)); \
   [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(kt, min(lid + n * WG, BC * DV4 - 1u));
-  if (DBUF != 0u) {
+  // (An item of no keys, k_end = 0, would fetch keys 0..BC-1 past its
+  // sequence: rows at positions < 0, or u = 0.)
+  if (DBUF != 0u && it.k_begin < it.k_end) {
     PREFETCH(it.k_begin)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {

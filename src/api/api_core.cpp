@@ -9,6 +9,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/faults.h"
+#include "core/log.h"
 #include "core/tensor.h"
 
 namespace vkattn {
@@ -57,6 +58,10 @@ VKATTN_API const char* vkattn_last_error(void) {
 
 VKATTN_API uint32_t vkattn_version(void) {
   return VKATTN_VERSION;
+}
+
+VKATTN_API void vkattn_set_log_callback(vkattn_log_fn fn, void* user) {
+  set_log_sink(fn, user);
 }
 
 VKATTN_API vkattn_status vkattn_device_count(uint32_t* out) {

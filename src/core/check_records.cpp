@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "core/device.h"
+#include "core/files.h"
+#include "core/log.h"
 #include "core/log_once.h"
 #include "core/pipeline.h"
 
@@ -21,10 +23,10 @@ CheckRecords::CheckRecords(const Device& device)
     : file_(device, "self-check", records_path(device)) {
   std::string why;
   // Once per process and file (every context of the device loads it).
-  if (!load(&entries_, &why) && !why.empty() &&
+  if (!load(&entries_, &why) && !why.empty() && log_enabled(kLogFiles) &&
       first_time("self-check " + file_.path() + " " + why))
-    std::fprintf(stderr, "vkattn: ignoring self-check results %s: %s (checking again)\n",
-                 file_.path().c_str(), why.c_str());
+    logf(VKATTN_LOG_INFO, "ignoring self-check results %s: %s (checking again)",
+         file_.path().c_str(), why.c_str());
 }
 
 std::string CheckRecords::key(const char* shader, const std::vector<uint32_t>& spec,
@@ -93,7 +95,7 @@ void CheckRecords::put(const std::string& key, Entry e) {
   // said once per process and file; the check's result stays in memory
   // and the call that triggered it goes on.
   if (!file_.write(lines, &why) && first_time("self-check write " + file_.path()))
-    std::fprintf(stderr, "vkattn: cannot save self-check results: %s\n", why.c_str());
+    logf(VKATTN_LOG_WARNING, "cannot save self-check results: %s", why.c_str());
 }
 
 }  // namespace vkattn

@@ -12,6 +12,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/log.h"
 
 namespace vkattn {
 
@@ -275,7 +276,7 @@ void read_limits(DeviceCaps& c, const VkPhysicalDeviceLimits& lim, VkDeviceSize 
   // run on small tensors (docs/guide/environment.md).
   // (At least 64 bytes: a window's alignment and slack are subtracted
   // from it, core/binding_window.h.)
-  if (const uint64_t small = env_u64("VKATTN_BINDING_LIMIT", 0)) {
+  if (const uint64_t small = env_number("VKATTN_BINDING_LIMIT", 0)) {
     c.max_storage_buffer_range =
         std::min<uint64_t>(c.max_storage_buffer_range, std::max<uint64_t>(small, 64));
     c.max_texel_buffer_elements = static_cast<uint32_t>(
@@ -372,12 +373,12 @@ void Device::init_caps() {
                               c.subgroup_size <= sgsc.maxSubgroupSize;
     c.min_subgroup_size = sgsc.minSubgroupSize, c.max_subgroup_size = sgsc.maxSubgroupSize;
   }
-  c.unmapped_data = env_u64("VKATTN_UNMAPPED_DATA", 0) != 0;
+  c.unmapped_data = env_switch("VKATTN_UNMAPPED_DATA", false);
   c.compute_units = compute_units_of(nv_sm, amd_core, arm_core.shaderCoreCount);
   // Tests and tuning: VKATTN_DEVICE_COMPUTE_UNITS=n stands for the count
   // (the planner's target of 2 workgroups per compute unit follows it).
-  if (const uint64_t cu = env_u64("VKATTN_DEVICE_COMPUTE_UNITS", 0))
-    c.compute_units = static_cast<uint32_t>(std::min<uint64_t>(cu, 1u << 20));
+  if (const uint64_t cu = env_number("VKATTN_DEVICE_COMPUTE_UNITS", 0))
+    c.compute_units = static_cast<uint32_t>(cu);
 
   {
     uint32_t n = 0;
@@ -392,10 +393,10 @@ void Device::init_caps() {
   // trampoline for the extension's command (Debian 12's loader 1.3.239 jumped
   // to address 0 there under test_faults' injected allocation failures on an
   // H100, 2026-11-23).
-  const bool coopmat_off = env_u64("VKATTN_DISABLE_COOPMAT", 0) != 0;
+  const bool coopmat_off = env_switch("VKATTN_DISABLE_COOPMAT", false);
   if (!coopmat_off) c.coopmat = query_coopmat(vki_, instance_, physical_, offered.coopmat);
   c.coopmat.disabled = coopmat_off;
-  memory_limit_ = env_u64("VKATTN_DEVICE_MEMORY_LIMIT", 0);
+  memory_limit_ = env_number("VKATTN_DEVICE_MEMORY_LIMIT", 0);
 }
 
 std::shared_ptr<Device> Device::create(int32_t index, bool validation) {
@@ -740,9 +741,11 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Device::on_message(VkDebugUtilsMessageSeverityFla
     return VK_FALSE;
   }
   self->validation_messages_.fetch_add(1);
-  std::fprintf(stderr, "vkattn validation %s [%s]: %s\n",
-               (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
-               data && data->pMessageIdName ? data->pMessageIdName : "-", msg);
+  logf((severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? VKATTN_LOG_ERROR
+                                                                  : VKATTN_LOG_WARNING,
+       "validation %s [%s]: %s",
+       (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
+       data && data->pMessageIdName ? data->pMessageIdName : "-", msg);
   return VK_FALSE;
 }
 

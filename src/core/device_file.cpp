@@ -1,14 +1,10 @@
 #include "core/device_file.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 
 #include "core/device.h"
+#include "core/files.h"
 #include "core/pipeline.h"
 
 namespace vkattn {
@@ -29,61 +25,77 @@ DeviceFile::DeviceFile(const Device& device, const char* what, std::string path)
   header_ = head;
 }
 
-bool DeviceFile::load(std::vector<std::string>* lines, std::string* why) const {
-  why->clear();
+bool DeviceFile::read_sections(std::vector<Section>* out, std::string* damage) const {
+  out->clear();
+  damage->clear();
   if (path_.empty()) return false;
   std::ifstream f(path_);
-  if (!f) return false;  // none yet: nothing to say
-  std::string line;
-  if (!std::getline(f, line) || line.rfind(magic_, 0) != 0) {
-    *why = "not a " + what_ + " file";
-    return false;
+  if (!f) return false;  // none yet
+  auto note = [&](const std::string& what) {
+    if (damage->empty()) *damage = what;
+  };
+  const std::string head = magic_ + " ";
+  Section cur;
+  bool open = false;
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind(head, 0) == 0) {
+      if (open) note("a section without its end line (" + cur.header + ")");
+      cur = Section{line, {}};
+      open = true;
+    } else if (!open) {
+      note("a line outside any section (\"" + line.substr(0, 80) + "\")");
+    } else if (line == "end") {
+      out->push_back(std::move(cur));
+      cur = Section{};
+      open = false;
+    } else {
+      cur.lines.push_back(line);
+    }
   }
-  if (line != header_) {
-    *why = "written for another device, driver or vkattn build (" + line + ")";
-    return false;
-  }
-  std::vector<std::string> got;
-  while (std::getline(f, line)) {
-    if (line == "end") {
-      *lines = std::move(got);
+  if (open) note("truncated (no end line after " + cur.header + ")");
+  return true;
+}
+
+bool DeviceFile::load(std::vector<std::string>* lines, std::string* why) const {
+  why->clear();
+  std::vector<Section> sections;
+  std::string damage;
+  if (!read_sections(&sections, &damage)) return false;
+  for (Section& s : sections)
+    if (s.header == header_) {
+      *lines = std::move(s.lines);
       return true;
     }
-    got.push_back(line);
-  }
-  *why = "truncated (no end line)";
+  if (!damage.empty())
+    *why = damage;
+  else if (sections.empty())
+    *why = "not a " + what_ + " file";
+  else
+    *why = "no section for this device, driver and vkattn build (" +
+           std::to_string(sections.size()) +
+           " of other builds or drivers, kept; the newest: " + sections[0].header + ")";
   return false;
 }
 
 bool DeviceFile::write(const std::vector<std::string>& lines, std::string* why) const {
   why->clear();
   if (path_.empty()) return false;
-  make_dirs(parent_dir(path_));  // a bare file name: the current folder
-  static std::atomic<uint64_t> serial{0};
-  const std::string tmp = path_ + ".tmp" + std::to_string(::getpid()) + "." +
-                          std::to_string(serial.fetch_add(1)) + "." +
-                          std::to_string(reinterpret_cast<uintptr_t>(this));
-  {
-    errno = 0;
-    std::ofstream f(tmp);
-    if (!f) {
-      *why = "cannot create " + tmp + ": " + std::strerror(errno ? errno : EIO);
-      return false;
-    }
-    f << header_ << "\n";
-    for (const std::string& l : lines) f << l << "\n";
-    f << "end\n";
-    f.close();
-    if (!f) {
-      *why = "cannot write " + tmp + ": " + std::strerror(errno ? errno : EIO);
-      std::remove(tmp.c_str());
-      return false;
-    }
+  // This section first (the newest), then the others as they were.
+  std::vector<Section> others;
+  std::string damage;
+  read_sections(&others, &damage);
+  std::string text = header_ + "\n";
+  for (const std::string& l : lines) text += l + "\n";
+  text += "end\n";
+  size_t kept = 1;
+  for (const Section& s : others) {
+    if (s.header == header_ || kept == kMaxSections) continue;
+    ++kept;
+    text += s.header + "\n";
+    for (const std::string& l : s.lines) text += l + "\n";
+    text += "end\n";
   }
-  if (std::rename(tmp.c_str(), path_.c_str()) == 0) return true;
-  *why = "cannot rename " + tmp + " to " + path_ + ": " + std::strerror(errno);
-  std::remove(tmp.c_str());
-  return false;
+  return write_file_atomically(path_, text, why);
 }
 
 }  // namespace vkattn

@@ -1,31 +1,47 @@
-// Debug/tuning options read from the environment (documented in docs/guide/environment.md).
+// The VKATTN_* environment variables the library reads: one table
+// (env_vars(), documented row by row in docs/guide/environment.md) and
+// readers that parse a value whole. A value the variable does not take (a
+// switch other than 0 or 1, a number that is not one or lies outside its
+// range, a name outside its set) throws INVALID_ARGUMENT naming the
+// variable and the value; an unset or empty variable reads as its
+// fallback. Paths and VKATTN_DEVICE's names are free text; an unknown
+// VKATTN_LOG category is a warning (core/log.h).
+//
+// When: check_env(kContext) runs first in every context's creation (the
+// variables a context, its device and its files read, and the process-wide
+// fault counter), check_env(kCache) in every KV cache's; the readers called
+// later then cannot fail.
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace vkattn {
 
-// The value of `name` as an unsigned integer, or `fallback` when unset,
-// empty or not a number (a sign is not a number). A value past
-// UINT32_MAX - 1 reads as UINT32_MAX - 1, never wrapped into range: the
-// options' range checks then refuse it (core/kernel_options.h).
-inline uint32_t env_uint(const char* name, uint32_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v || *v < '0' || *v > '9') return fallback;
-  char* end = nullptr;
-  unsigned long long x = std::strtoull(v, &end, 10);
-  if (*end != '\0') return fallback;
-  return x >= UINT32_MAX - 1ull ? UINT32_MAX - 1u : static_cast<uint32_t>(x);
-}
+struct EnvVar {
+  enum Kind { kSwitch, kNumber, kName, kNames, kPath, kDevice, kCategories };
+  enum Read { kContext, kCache };
+  const char* name;
+  Kind kind;
+  Read read;
+  uint64_t lo = 0, hi = 0;           // kSwitch, kNumber: the range
+  std::vector<const char*> names{};  // kName, kNames: the set
+};
 
-// The same for 64-bit values (byte counts).
-inline uint64_t env_u64(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  unsigned long long x = std::strtoull(v, &end, 10);
-  return (*end == '\0') ? static_cast<uint64_t>(x) : fallback;
-}
+// Every variable, in docs/guide/environment.md's order of kinds.
+const std::vector<EnvVar>& env_vars();
+const EnvVar& env_var(const char* name);  // throws INTERNAL for a name not in the table
+
+// Checks every variable read at `when`.
+void check_env(EnvVar::Read when);
+
+// The readers (the variable's table row gives its kind and range).
+bool env_switch(const char* name, bool fallback);
+uint64_t env_number(const char* name, uint64_t fallback);
+// The index of the value in the variable's names, or fallback.
+uint32_t env_name(const char* name, uint32_t fallback);
+// kNames: a bit per name the comma-separated list holds.
+uint32_t env_names(const char* name);
 
 }  // namespace vkattn

@@ -18,7 +18,15 @@ struct AllocFaults {
   std::atomic<uint64_t> count{0};
   std::atomic<bool> fired{false};
   std::atomic<bool> in_submit{false};
-  AllocFaults() { armed = env_u64("VKATTN_FAIL_ALLOC", 0); }
+  // Armed at the process's first allocation; a malformed value arms
+  // nothing here and fails context creation (core/env.h check_env).
+  AllocFaults() {
+    try {
+      armed = env_number("VKATTN_FAIL_ALLOC", 0);
+    } catch (...) {
+      armed = 0;
+    }
+  }
   // Counts one allocation; true if it is the armed one.
   bool hit() {
     uint64_t a = armed.load(std::memory_order_relaxed);

@@ -1,20 +1,19 @@
 // Kernel choices forced through the environment (tests and tuning;
 // docs/guide/environment.md), read once when a context is created: a call never
 // consults the environment, and a context's kernels do not change under it.
-// An unset, empty or malformed variable forces nothing; a value outside
-// its knob's range (KernelOptions::knobs) makes every attention call of
-// the context fail with INVALID_ARGUMENT naming the variable, before any
-// arithmetic uses it. A tuning-file entry sets the same knobs
-// (core/tuning_file.h); out of range, it is ignored instead.
+// An unset or empty variable forces nothing; a malformed value or one
+// outside its knob's range (KernelOptions::knobs) fails the context's
+// creation with INVALID_ARGUMENT naming the variable (core/env.h). A
+// tuning-file entry sets the same knobs (core/tuning_file.h); out of
+// range, it is ignored instead.
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/env.h"
+#include "core/log.h"
 
 namespace vkattn {
 
@@ -60,7 +59,6 @@ struct KernelOptions {
   bool disable_subgroup_ops = false;     // VKATTN_DISABLE_SUBGROUP_OPS=1
   bool disable_f16_math = false;         // VKATTN_DISABLE_F16_MATH=1
   bool force_f16_math = false;           // VKATTN_FORCE_F16_MATH=1
-  bool bad_kernel_name = false;          // VKATTN_ATTN_KERNEL(_DECODE/_PREFILL) names no family
   uint64_t scratch_bytes = 0;            // VKATTN_SCRATCH_BYTES (0: the default)
   // VKATTN_CONTEXT_BATCH_INVARIANT (or VKATTN_BATCH_INVARIANT=1, which
   // runs test suites so): a sequence's key splits, family and variant
@@ -82,7 +80,6 @@ struct KernelOptions {
   // write wrong outputs (a specialization constant), so the self-check
   // can be watched catching them; bit (1 << id), ids as attn_kernel.
   uint32_t fault_kernels = 0;
-  bool bad_fault_name = false;  // VKATTN_FAULT_KERNEL names no family
   // VKATTN_FAULT_ODD_STORES=1: every family's 16-bit stores of rows that
   // share words with their neighbours (odd offsets or dims: the atomic
   // path) write wrong values, so the self-check of that path can be
@@ -96,12 +93,10 @@ struct KernelOptions {
   // items, sequence records, page tables) live for the kernels; unset: the
   // device's own (device-local on discrete GPUs, host-visible elsewhere).
   uint32_t plan_memory = kUnset;  // 0 host, 1 device
-  bool bad_plan_memory = false;   // a value that is neither
   // VKATTN_ATTN_COMBINE=rows|words: the split-KV combine's variant
   // (attention_combine_rows.comp: a lane per row, CPU devices' default;
   // attention_combine.comp: (row, word) jobs over every lane, GPUs').
   uint32_t attn_combine = kUnset;  // 0 rows, 1 words
-  bool bad_combine = false;
 
   // Some attention kernel choice is forced through the environment (then
   // the environment wins over tuned choices: VKATTN_LOG=kernels says
@@ -136,7 +131,7 @@ struct KernelOptions {
                        attn_o_regs,
                        attn_q_regs})
       if (v != kUnset) return true;
-    return disable_subgroup_ops || force_f16_math || bad_kernel_name;
+    return disable_subgroup_ops || force_f16_math;
   }
 
   // A knob the environment (VKATTN_ATTN_*) or a tuning-file entry may set,
@@ -203,83 +198,30 @@ struct KernelOptions {
     return forced == kUnset ? fallback : forced;
   }
 
-  // An attention family's id from its name (lanes 0, tiled 1, coopmat 2,
-  // decode 3); unset for no name, and *bad set for an unknown one.
-  static uint32_t family_id(const char* name, bool* bad) {
-    if (!name || !*name) return kUnset;
-    const char* names[] = {"lanes", "tiled", "coopmat", "decode"};
-    for (uint32_t i = 0; i < 4; ++i)
-      if (std::strcmp(name, names[i]) == 0) return i;
-    *bad = true;
-    return kUnset;
-  }
-
-  // An environment variable naming one of two values: 0 for `a`, 1 for
-  // `b`, kUnset when unset or empty; anything else sets *bad.
-  static uint32_t env_choice(const char* name, const char* a, const char* b, bool* bad) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return kUnset;
-    if (std::strcmp(v, a) == 0) return 0;
-    if (std::strcmp(v, b) == 0) return 1;
-    *bad = true;
-    return kUnset;
-  }
-
+  // Reads the options and checks every variable a context reads
+  // (core/env.h: a malformed value throws INVALID_ARGUMENT naming it).
   static KernelOptions from_env() {
+    check_env(EnvVar::kContext);
     KernelOptions o;
-    o.attn_wg = env_uint("VKATTN_ATTN_WG", kUnset);
-    o.attn_rows = env_uint("VKATTN_ATTN_ROWS", kUnset);
-    o.attn_block_keys = env_uint("VKATTN_ATTN_BLOCK_KEYS", kUnset);
-    o.attn_scalar_fetch = env_uint("VKATTN_ATTN_SCALAR_FETCH", kUnset);
-    o.attn_unroll_d = env_uint("VKATTN_ATTN_UNROLL_D", kUnset);
-    o.attn_split_keys = env_uint("VKATTN_ATTN_SPLIT_KEYS", kUnset);
-    o.attn_target_items = env_uint("VKATTN_ATTN_TARGET_ITEMS", kUnset);
-    o.attn_all_features = env_uint("VKATTN_ATTN_ALL_FEATURES", kUnset);
-    o.attn_static_chunks = env_uint("VKATTN_ATTN_STATIC_CHUNKS", kUnset);
-    o.attn_decode_min_keys = env_uint("VKATTN_ATTN_DECODE_MIN_KEYS", kUnset);
-    o.attn_decode_merge = env_uint("VKATTN_ATTN_DECODE_MERGE", kUnset);
-    o.attn_combine_fan_in = env_uint("VKATTN_ATTN_COMBINE_FAN_IN", kUnset);
-    o.attn_softmax_lanes = env_uint("VKATTN_ATTN_SOFTMAX_LANES", kUnset);
-    o.attn_min_split_keys = env_uint("VKATTN_ATTN_MIN_SPLIT_KEYS", kUnset);
-    o.scratch_bytes = env_u64("VKATTN_SCRATCH_BYTES", 0);
-    o.batch_invariant = env_uint("VKATTN_BATCH_INVARIANT", 0) != 0;
-    o.cascade = env_uint("VKATTN_CASCADE", kUnset);
-    o.invariant_split_keys = env_uint("VKATTN_ATTN_INVARIANT_SPLIT_KEYS", kUnset);
-    if (o.invariant_split_keys == 0) o.invariant_split_keys = kUnset;
-    o.attn_kernel = family_id(std::getenv("VKATTN_ATTN_KERNEL"), &o.bad_kernel_name);
-    o.attn_kernel_decode = family_id(std::getenv("VKATTN_ATTN_KERNEL_DECODE"), &o.bad_kernel_name);
-    o.attn_kernel_prefill =
-        family_id(std::getenv("VKATTN_ATTN_KERNEL_PREFILL"), &o.bad_kernel_name);
-    if (const char* f = std::getenv("VKATTN_FAULT_KERNEL"))
-      for (const char* p = f; *p;) {
-        const char* e = std::strchr(p, ',');
-        const std::string name(p, e ? e : p + std::strlen(p));
-        const uint32_t id = family_id(name.c_str(), &o.bad_fault_name);
-        if (id != kUnset) o.fault_kernels |= 1u << id;
-        p = e ? e + 1 : p + name.size();
-      }
-    o.self_check = env_uint("VKATTN_SELF_CHECK", 1) != 0;
-    o.fault_odd_stores = env_uint("VKATTN_FAULT_ODD_STORES", 0) != 0;
-    o.fault_rotation = env_uint("VKATTN_FAULT_ROTATION", 0) != 0;
-    o.attn_combine = env_choice("VKATTN_ATTN_COMBINE", "rows", "words", &o.bad_combine);
-    o.plan_memory = env_choice("VKATTN_PLAN_MEMORY", "host", "device", &o.bad_plan_memory);
-    o.attn_lanes_per_row = env_uint("VKATTN_ATTN_LANES_PER_ROW", kUnset);
-    o.attn_tile_keys = env_uint("VKATTN_ATTN_TILE_KEYS", kUnset);
-    o.attn_subgroups = env_uint("VKATTN_ATTN_SUBGROUPS", kUnset);
-    o.attn_double_buffer = env_uint("VKATTN_ATTN_DOUBLE_BUFFER", kUnset);
-    o.attn_head_chunk = env_uint("VKATTN_ATTN_HEAD_CHUNK", kUnset);
-    o.attn_o_regs = env_uint("VKATTN_ATTN_O_REGS", kUnset);
-    o.attn_q_regs = env_uint("VKATTN_ATTN_Q_REGS", kUnset);
-    o.attn_balance_items = env_uint("VKATTN_ATTN_BALANCE_ITEMS", kUnset);
-    o.attn_col_split = env_uint("VKATTN_ATTN_COL_SPLIT", kUnset);
-    o.attn_row_splits = env_uint("VKATTN_ATTN_ROW_SPLITS", kUnset);
-    o.attn_page_window = env_uint("VKATTN_ATTN_PAGE_WINDOW", kUnset);
-    o.attn_touch_ahead = env_uint("VKATTN_ATTN_TOUCH_AHEAD", kUnset);
-    o.disable_subgroup_ops = env_uint("VKATTN_DISABLE_SUBGROUP_OPS", 0) != 0;
-    o.disable_f16_math = env_uint("VKATTN_DISABLE_F16_MATH", 0) != 0;
-    o.force_f16_math = env_uint("VKATTN_FORCE_F16_MATH", 0) != 0;
-    const char* log = std::getenv("VKATTN_LOG");
-    o.log_kernels = log && std::strstr(log, "kernels") != nullptr;
+    for (const Knob& k : knobs())
+      if (k.field != &KernelOptions::attn_kernel)
+        o.*k.field = static_cast<uint32_t>(env_number(k.env, kUnset));
+    o.attn_kernel = env_name("VKATTN_ATTN_KERNEL", kUnset);
+    o.attn_kernel_decode = env_name("VKATTN_ATTN_KERNEL_DECODE", kUnset);
+    o.attn_kernel_prefill = env_name("VKATTN_ATTN_KERNEL_PREFILL", kUnset);
+    o.attn_combine = env_name("VKATTN_ATTN_COMBINE", kUnset);
+    o.plan_memory = env_name("VKATTN_PLAN_MEMORY", kUnset);
+    o.fault_kernels = env_names("VKATTN_FAULT_KERNEL");
+    o.scratch_bytes = env_number("VKATTN_SCRATCH_BYTES", 0);
+    o.batch_invariant = env_switch("VKATTN_BATCH_INVARIANT", false);
+    o.cascade = static_cast<uint32_t>(env_number("VKATTN_CASCADE", kUnset));
+    o.self_check = env_switch("VKATTN_SELF_CHECK", true);
+    o.fault_odd_stores = env_switch("VKATTN_FAULT_ODD_STORES", false);
+    o.fault_rotation = env_switch("VKATTN_FAULT_ROTATION", false);
+    o.disable_subgroup_ops = env_switch("VKATTN_DISABLE_SUBGROUP_OPS", false);
+    o.disable_f16_math = env_switch("VKATTN_DISABLE_F16_MATH", false);
+    o.force_f16_math = env_switch("VKATTN_FORCE_F16_MATH", false);
+    o.log_kernels = log_enabled(kLogKernels);
     return o;
   }
 };

@@ -1,7 +1,5 @@
 #include "core/pipeline.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -15,8 +13,11 @@
 
 #include "core/buffer.h"
 #include "core/device.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/files.h"
+#include "core/log.h"
 #include "core/log_once.h"
 #include "core/recorder.h"
 
@@ -28,25 +29,6 @@ VkDescriptorType descriptor_type(BindingKind k) {
                                           : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
 }
 }  // namespace
-
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
-}
-
-void make_dirs(const std::string& path) {
-  if (path.empty()) return;
-  for (size_t i = 1; i < path.size(); ++i)
-    if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
-  mkdir(path.c_str(), 0755);
-}
-
-std::string cache_dir() {
-  if (const char* e = std::getenv("VKATTN_PIPELINE_CACHE_DIR")) return e;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vkattn";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vkattn";
-  return "";
-}
 
 uint64_t build_id() {
   static const uint64_t id = [] {
@@ -67,19 +49,17 @@ uint64_t build_id() {
 }
 
 Pipelines::Pipelines(Device& device) : device_(device) {
-  const char* log = std::getenv("VKATTN_LOG");
-  log_compile_ = log && std::strstr(log, "compile") != nullptr;
-  if (log && std::strstr(log, "stats")) {
+  log_compile_ = log_enabled(kLogCompile);
+  if (log_enabled(kLogStats)) {
     log_stats_ = device.caps().pipeline_stats;
     if (!log_stats_ && first_time(std::string("no-stats:") + device.info().name))
-      std::fprintf(stderr,
-                   "vkattn: stats: device \"%s\" gives no pipeline statistics "
-                   "(VK_KHR_pipeline_executable_properties with pipelineExecutableInfo; on an "
-                   "adopted device its creator must enable both)\n",
-                   device.info().name);
+      logf(VKATTN_LOG_INFO,
+           "stats: device \"%s\" gives no pipeline statistics "
+           "(VK_KHR_pipeline_executable_properties with pipelineExecutableInfo; on an adopted "
+           "device its creator must enable both)",
+           device.info().name);
   }
-  if (const char* f = std::getenv("VKATTN_FULL_SUBGROUPS"))
-    allow_full_subgroups_ = std::strcmp(f, "0") != 0;
+  allow_full_subgroups_ = env_switch("VKATTN_FULL_SUBGROUPS", true);
   std::vector<char> data;
   std::string path = cache_path();
   if (!path.empty()) {
@@ -121,19 +101,10 @@ Pipelines::~Pipelines() {
     if (vk.vkGetPipelineCacheData(dev, cache_, &n, data.data()) == VK_SUCCESS) {
       // A cache that cannot be written (a read-only folder) costs the
       // next process its compiles, nothing else: one line per process.
-      make_dirs(parent_dir(path));
-      std::string tmp = path + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
-      errno = 0;
-      std::ofstream f(tmp, std::ios::binary);
-      const bool written = f.write(data.data(), static_cast<std::streamsize>(n)) &&
-                           (f.close(), !f.fail()) && std::rename(tmp.c_str(), path.c_str()) == 0;
-      if (!written) {
-        const int err = errno ? errno : EIO;
-        std::remove(tmp.c_str());
-        if (first_time("pipeline cache " + path))
-          std::fprintf(stderr, "vkattn: cannot write the pipeline cache %s: %s\n", path.c_str(),
-                       std::strerror(err));
-      }
+      std::string why;
+      if (!write_file_atomically(path, std::string(data.data(), n), &why) &&
+          first_time("pipeline cache " + path))
+        log(VKATTN_LOG_WARNING, "cannot write the pipeline cache: ", why);
     }
   }
   for (auto& kv : pipelines_) {
@@ -223,12 +194,12 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     if (log_compile_) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "vkattn: compile %s [%s]%s%s %.0f ms\n", layout.shader, sp.c_str(),
-                   p.full_subgroups ? " full-subgroups" : "",
-                   p.required_subgroup_size
-                       ? (" subgroup-size " + std::to_string(p.required_subgroup_size)).c_str()
-                       : "",
-                   ms);
+      logf(VKATTN_LOG_INFO, "compile %s [%s]%s%s %.0f ms", layout.shader, sp.c_str(),
+           p.full_subgroups ? " full-subgroups" : "",
+           p.required_subgroup_size
+               ? (" subgroup-size " + std::to_string(p.required_subgroup_size)).c_str()
+               : "",
+           ms);
     }
     vk.vkDestroyShaderModule(dev, module, vk_allocator());
     module = VK_NULL_HANDLE;
@@ -290,7 +261,7 @@ void Pipelines::capture_stats(Pipeline& p, const std::string& spec_text, uint64_
         std::string(p.layout->shader) + " [" + spec_text + "] " + es.executable + ":";
     for (size_t i = 0; i < es.values.size(); ++i)
       line += (i ? "; " : " ") + es.values[i].first + "=" + es.values[i].second;
-    std::fprintf(stderr, "vkattn: stats %s\n", line.c_str());
+    logf(VKATTN_LOG_INFO, "stats %s", line.c_str());
     p.stats.push_back(std::move(es));
   }
 }

@@ -144,14 +144,4 @@ const ShaderBlob* all_shaders(size_t* count);
 // version, so a changed kernel is never taken for a checked one.
 uint64_t build_id();
 
-// The folder of vkattn's per-device caches (pipelines, self-check
-// results): VKATTN_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/vkattn, else
-// $HOME/.cache/vkattn; "" (VKATTN_PIPELINE_CACHE_DIR set empty, or no
-// home) keeps them in memory only.
-std::string cache_dir();
-// Creates `path` and its parents (errors ignored: writes then fail).
-void make_dirs(const std::string& path);
-// The folder part of a file path ("" for a bare file name).
-std::string parent_dir(const std::string& path);
-
 }  // namespace vkattn

@@ -17,7 +17,7 @@ constexpr size_t kMaxInFlight = 8;
 Submitter::Submitter(Device& device, std::function<void(std::unique_ptr<Batch>)> recycle,
                      bool inject_faults)
     : device_(device), recycle_(std::move(recycle)) {
-  lose_at_submission_ = inject_faults ? env_u64("VKATTN_FAULT_DEVICE_LOST", 0) : 0;
+  lose_at_submission_ = inject_faults ? env_number("VKATTN_FAULT_DEVICE_LOST", 0) : 0;
 }
 
 void Submitter::check_alive() const {

@@ -7,6 +7,8 @@
 
 #include "core/device.h"
 #include "core/env.h"
+#include "core/files.h"
+#include "core/log.h"
 #include "core/log_once.h"
 #include "core/pipeline.h"
 
@@ -25,20 +27,19 @@ const char* const kFamilies[] = {"lanes", "tiled", "coopmat", "decode"};
 }  // namespace
 
 TuningFile::TuningFile(const Device& device) : file_(device, "tuning", tuning_path(device)) {
-  enabled_ = env_uint("VKATTN_TUNING", 1) != 0;
+  enabled_ = env_switch("VKATTN_TUNING", true);
   if (!enabled_) return;
   std::string why;
-  if (!load(&entries_, &why) && !why.empty() && first_time("tuning " + file_.path() + " " + why))
-    std::fprintf(stderr, "vkattn: ignoring tuning file %s: %s (using the device table)\n",
-                 file_.path().c_str(), why.c_str());
+  if (!load(&entries_, &why) && !why.empty() && log_enabled(kLogFiles) &&
+      first_time("tuning " + file_.path() + " " + why))
+    logf(VKATTN_LOG_INFO, "ignoring tuning file %s: %s (using the device table)",
+         file_.path().c_str(), why.c_str());
 }
 
 void TuningFile::ignore(const std::string& key, const Entry& e, const std::string& why) const {
-  if (first_time("tuning " + file_.path() + " " + key + " " + e.options))
-    std::fprintf(stderr,
-                 "vkattn: tuning file %s: ignoring entry \"%s %s\": %s (using the device "
-                 "table)\n",
-                 file_.path().c_str(), key.c_str(), e.options.c_str(), why.c_str());
+  if (log_enabled(kLogFiles) && first_time("tuning " + file_.path() + " " + key + " " + e.options))
+    logf(VKATTN_LOG_INFO, "tuning file %s: ignoring entry \"%s %s\": %s (using the device table)",
+         file_.path().c_str(), key.c_str(), e.options.c_str(), why.c_str());
 }
 
 bool TuningFile::apply(const std::string& options, KernelOptions* o) {

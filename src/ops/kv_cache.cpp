@@ -21,6 +21,7 @@ uint64_t round16(uint64_t x) {
 
 KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
     : ctx_(std::move(ctx)), desc_(d) {
+  check_env(EnvVar::kCache);  // the variables a cache reads, before anything is made
   for (uint32_t r : d.reserved) require(r == 0, "desc->reserved must be 0");
   require(d.num_layers >= 1, "desc->num_layers must be >= 1");
   require(d.num_kv_heads >= 1, "desc->num_kv_heads must be >= 1");
@@ -76,8 +77,8 @@ KvCache::KvCache(std::shared_ptr<Context> ctx, const vkattn_kv_cache_desc& d)
   if (!scales_in_buffer())
     limit = std::max(limit, std::min(texel_window_limit(caps, fp8() ? 8 : 16), uint64_t(1) << 31));
   if (caps.max_allocation_size) limit = std::min(limit, caps.max_allocation_size);
-  limit = std::min<uint64_t>(limit, env_uint("VKATTN_KV_BUFFER_BYTES", 0xffffffffu));
-  window_cap_ = env_u64("VKATTN_KV_WINDOW_BYTES", ~uint64_t(0));
+  limit = std::min<uint64_t>(limit, env_number("VKATTN_KV_BUFFER_BYTES", ~uint64_t(0)));
+  window_cap_ = env_number("VKATTN_KV_WINDOW_BYTES", ~uint64_t(0));
   if (window_cap_ == 0) window_cap_ = ~uint64_t(0);
   const uint64_t slab = slab_bytes();
   // A buffer's bytes: padded as texel_buffer_bytes says where that stays
@@ -298,6 +299,7 @@ void KvCache::set_scales(uint32_t layer, uint32_t n, const float* k, const float
 
 void KvCache::gather(uint32_t layer, const KvSeq& s, int32_t start, int32_t count, uint64_t k_row,
                      uint64_t v_row, uint64_t k_base, uint64_t v_base, uint8_t* kd, uint8_t* vd) {
+  if (count <= 0) return;  // (the page arithmetic below needs a token)
   const uint64_t hkv = desc_.num_kv_heads;
   Recorder& rec = ctx_->recorder();
   for (const auto& b : buffers_) rec.wait_for(b->last_use);

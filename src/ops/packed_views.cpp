@@ -12,8 +12,8 @@ Tensor* PackedViews::pack(Tensor* t, bool is_output) {
     return p.temp.get();
   }
   if (ctx_.options().log_kernels)
-    std::fprintf(stderr, "vkattn: packed copy of a %s view (%u-D, %lld elements)\n",
-                 is_output ? "written" : "read", t->ndim(), static_cast<long long>(t->numel()));
+    logf(VKATTN_LOG_DEBUG, "packed copy of a %s view (%u-D, %lld elements)",
+         is_output ? "written" : "read", t->ndim(), static_cast<long long>(t->numel()));
   Packed p{t, std::make_shared<Tensor>(t->context_ptr(), t->dtype(), t->ndim(), t->shape()),
            t->copy_regions(0, true), !is_output, is_output};
   Recorder& rec = ctx_.recorder();

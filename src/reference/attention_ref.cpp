@@ -130,8 +130,8 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
         r.span_lo = r.span_hi = 0;
         for (int n = p.span_indptr ? p.span_indptr[b] : 0;
              p.span_indptr && n < p.span_indptr[b + 1]; ++n) {
-          if (r.pos >= p.spans[2 * n] && r.pos < p.spans[2 * n + 1])
-            r.span_lo = p.spans[2 * n], r.span_hi = p.spans[2 * n + 1];
+          if (r.pos >= p.spans[2 * long(n)] && r.pos < p.spans[2 * long(n) + 1])
+            r.span_lo = p.spans[2 * long(n)], r.span_hi = p.spans[2 * long(n) + 1];
         }
         r.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.0;
         r.sink = p.sinks ? p.sinks + h : nullptr;

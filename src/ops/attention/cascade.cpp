@@ -42,6 +42,8 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "core/int_div.h"
+#include "core/log.h"
 #include "ops/attention/attention.h"
 #include "ops/kv_cache.h"
 
@@ -77,7 +79,8 @@ bool cascadable(const Context& ctx, const AttentionCall& c) {
 int64_t first_visible(const vkattn_attention_desc& d, int64_t p) {
   int64_t lo = 0;
   if (d.window_left >= 0) lo = std::max<int64_t>(lo, p - d.window_left);
-  if (d.chunk_size > 0) lo = std::max<int64_t>(lo, p / d.chunk_size * d.chunk_size);
+  if (d.chunk_size > 0)
+    lo = std::max<int64_t>(lo, floor_div<int64_t>(p, d.chunk_size) * d.chunk_size);
   return lo;
 }
 
@@ -98,9 +101,12 @@ std::vector<CascadeGroup> find_groups(const Context& ctx, const AttentionCall& c
   const uint32_t ps = page_size(c);
   const uint64_t min_keys = min_shared_keys(ctx, c);
   auto t_of = [&](uint32_t b) { return c.cu_q[b + 1] - c.cu_q[b]; };
-  // Full pages of keys sequence b held before its first query.
+  // Full pages of keys sequence b held before its first query: none when
+  // it has as many queries as keys or more (t >= u: its first rows sit at
+  // positions <= 0), so a group never reaches past a member's own table.
   auto full_pages = [&](uint32_t b) -> uint64_t {
-    return uint64_t((c.cu_k[b + 1] - c.cu_k[b]) - t_of(b)) / ps;
+    const int64_t before = (c.cu_k[b + 1] - c.cu_k[b]) - t_of(b);
+    return before > 0 ? uint64_t(before) / ps : 0;
   };
   std::vector<CascadeGroup> groups;
   for (uint32_t b = 0; b < c.batch;) {
@@ -210,8 +216,8 @@ bool record_cascade(Context& ctx, const AttentionCall& call) {
   if (ctx.options().log_kernels) {
     uint64_t shared = 0;
     for (const CascadeGroup& g : groups) shared += g.keys - g.seen;
-    std::fprintf(stderr, "vkattn: attention cascade groups=%zu shared_keys=%llu\n", groups.size(),
-                 static_cast<unsigned long long>(shared));
+    logf(VKATTN_LOG_DEBUG, "attention cascade groups=%zu shared_keys=%llu", groups.size(),
+         static_cast<unsigned long long>(shared));
   }
   Recorder& rec = ctx.recorder();
   for (const auto& t : {tmp->out_main, tmp->lse_main, tmp->out_pre, tmp->lse_pre})

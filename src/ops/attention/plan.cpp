@@ -26,7 +26,7 @@ std::vector<TokenRun> token_runs(const PlanShape& s, uint32_t b, uint32_t t, uin
   uint64_t next = 0;  // first token not yet in a run
   if (s.span_indptr) {
     for (int32_t n = s.span_indptr[b]; n < s.span_indptr[b + 1]; ++n) {
-      const int64_t lo = s.spans[2 * n], hi = s.spans[2 * n + 1];
+      const int64_t lo = s.spans[2 * int64_t(n)], hi = s.spans[2 * int64_t(n) + 1];
       const uint64_t a = uint64_t(std::clamp<int64_t>(lo - off, 0, t));
       const uint64_t e = uint64_t(std::clamp<int64_t>(hi - off, 0, t));
       if (a >= e) continue;  // wholly before (or after) this call's queries

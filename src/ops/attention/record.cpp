@@ -15,6 +15,7 @@
 #include "core/binding_window.h"
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/log.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/family.h"
 #include "ops/attention/prepare.h"
@@ -541,19 +542,18 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
               const AttentionFamilyDesc& family, const FwdPass& pass, const char* combine) {
   const Schedule& sched = pp.sched;
   const PassReads reads = pass_reads(sched, pass);
-  std::fprintf(stderr,
-               "vkattn: attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu "
-               "split=%zu items=%u wg=%u R=%u BK=%u L=%u source=%s plan=%s combine=%s "
-               "kv_reads=%llu touch=%u\n",
-               family.name,
-               static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
-                                               pp.units.group),
-               static_cast<long long>(c.cu_k.back()),
-               static_cast<unsigned long long>(max_tile_keys(sched, pass)),
-               static_cast<unsigned long long>(reads.pairs), sched.combine.size(), pass.count,
-               cfg.var.wg, cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row, pp.source,
-               pp.plan_on_device ? "device" : "host", combine,
-               static_cast<unsigned long long>(reads.kv_reads), cfg.touch_ahead());
+  logf(VKATTN_LOG_DEBUG,
+       "attention family=%s rows=%llu keys=%lld read=%llu pairs=%llu split=%zu items=%u wg=%u R=%u "
+       "BK=%u L=%u source=%s plan=%s combine=%s kv_reads=%llu touch=%u",
+       family.name,
+       static_cast<unsigned long long>((pass.spans.tokens.hi - pass.spans.tokens.lo) *
+                                       pp.units.group),
+       static_cast<long long>(c.cu_k.back()),
+       static_cast<unsigned long long>(max_tile_keys(sched, pass)),
+       static_cast<unsigned long long>(reads.pairs), sched.combine.size(), pass.count, cfg.var.wg,
+       cfg.var.rows, cfg.var.block_keys, cfg.var.lanes_per_row, pp.source,
+       pp.plan_on_device ? "device" : "host", combine,
+       static_cast<unsigned long long>(reads.kv_reads), cfg.touch_ahead());
 }
 
 }  // namespace
@@ -621,11 +621,10 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     if (sched.items.empty()) continue;
     const FwdConfig cfg = fwd_config(ctx, c, *pp, flags);
     if (log && !cfg.var.fallback.empty())
-      std::fprintf(stderr, "vkattn: attention fallback from %s\n", cfg.var.fallback.c_str());
+      logf(VKATTN_LOG_DEBUG, "attention fallback from %s", cfg.var.fallback.c_str());
     if (log && !pp->gathered.empty())
-      std::fprintf(stderr,
-                   "vkattn: attention gathered %zu pages in %zu chunks (batch invariance)\n",
-                   pp->gathered.size(), pp->gather_first.size());
+      logf(VKATTN_LOG_DEBUG, "attention gathered %zu pages in %zu chunks (batch invariance)",
+           pp->gathered.size(), pp->gather_first.size());
     const AttentionFamilyDesc& family = attention_family(cfg.var.family);
     const Pipeline& fwd = family.pipeline(pipes, cfg);
     if (c.pinned && &fwd != &attention_family(c.pinned->var.family).pipeline(pipes, *c.pinned))

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/log_once.h"
 #include "core/tensor.h"
 #include "ops/attention/devices.h"
@@ -428,10 +429,10 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
   if (e.status != CheckRecords::kUnchecked) return known(e);
   if (ctx.recorder().external()) {
     if (first_time(records.path() + " external " + key))
-      std::fprintf(stderr,
-                   "vkattn: attention family=%s runs unchecked in external mode (its self-check "
-                   "needs vkattn's own queue: run one call outside external mode first)\n",
-                   family.name);
+      logf(VKATTN_LOG_WARNING,
+           "attention family=%s runs unchecked in external mode (its self-check needs vkattn's own "
+           "queue: run one call outside external mode first)",
+           family.name);
     return {CheckRecords::kPassed, 0};
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -448,11 +449,10 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
   }
   records.put(key, e);
   if (ctx.options().log_kernels)
-    std::fprintf(
-        stderr, "vkattn: self-check family=%s %s (max err %.3g) in %.1f ms: %s\n", family.name,
-        e.status == CheckRecords::kPassed ? "passed" : "FAILED", e.max_err,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-        key.c_str());
+    logf(VKATTN_LOG_DEBUG, "self-check family=%s %s (max err %.3g) in %.1f ms: %s", family.name,
+         e.status == CheckRecords::kPassed ? "passed" : "FAILED", e.max_err,
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+         key.c_str());
   return e;
 }
 
@@ -505,10 +505,10 @@ void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& 
     const std::string why = std::string(attention_family(fam).name) + " to " +
                             attention_family(next).name + ": self-check failed (" + err_of[f] + ")";
     if (!ctx.options().log_kernels && first_time(ctx.check_records().path() + " " + why))
-      std::fprintf(
-          stderr, "vkattn: self-check failed: family=%s head dims %u/%u q %s K/V %s %s; using %s\n",
-          attention_family(fam).name, c.desc.head_dim, c.desc.head_dim_v, dtype_name(c.q->dtype()),
-          dtype_name(c.kv_dtype()), err_of[f].c_str(), attention_family(next).name);
+      logf(VKATTN_LOG_WARNING,
+           "self-check failed: family=%s head dims %u/%u q %s K/V %s %s; using %s",
+           attention_family(fam).name, c.desc.head_dim, c.desc.head_dim_v, dtype_name(c.q->dtype()),
+           dtype_name(c.kv_dtype()), err_of[f].c_str(), attention_family(next).name);
     fallback += (fallback.empty() ? "" : "; ") + why;
     opts.attn_kernel = static_cast<uint32_t>(next);
     rechoose(opts);

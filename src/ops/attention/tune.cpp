@@ -1,7 +1,5 @@
 #include "ops/attention/tune.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/glob.h"
 #include "core/tensor.h"
 #include "core/tuning_file.h"
 #include "ops/attention/devices.h"
@@ -32,7 +31,7 @@ struct TuneCase {
   uint32_t batch, t, u;          // batch sequences of t query tokens over u keys
   vkattn_dtype kv = VKATTN_F16;  // 8-bit: a cache of that dtype (paged)
 };
-const TuneCase kCases[] = {
+constexpr TuneCase kCases[] = {
     {"prefill-1k-8h-causal", 8, 8, 128, 128, false, true, 1, 1024, 1024},
     {"prefill-1k-8h", 8, 8, 128, 128, false, false, 1, 1024, 1024},
     {"prefill-2k-gqa", 32, 8, 128, 128, false, true, 1, 2048, 2048},
@@ -49,6 +48,14 @@ const TuneCase kCases[] = {
     {"mla-prefill", 16, 1, 576, 512, false, true, 1, 512, 512},
     {"mla-decode", 16, 1, 576, 512, true, false, 16, 1, 1024},
 };
+// A case's cache holds its u - t cached keys before its step (unsigned
+// arithmetic below): every case has u >= t.
+constexpr bool keys_cover_queries() {
+  for (const TuneCase& c : kCases)
+    if (c.u < c.t) return false;
+  return true;
+}
+static_assert(keys_cover_queries(), "a tuning case needs u >= t");
 
 // The candidates of a family: the options each forces (the tuning file's
 // text, core/tuning_file.h), and a rough compile cost (lavapipe compiles
@@ -297,12 +304,12 @@ void run_tuning(Context& parent, const vkattn_tune_desc& desc) {
   for (const TuneCase& tc : kCases) {
     bool take = desc.num_cases == 0;
     for (uint32_t i = 0; i < desc.num_cases && !take; ++i)
-      take = fnmatch(desc.cases[i], tc.name, 0) == 0;
+      take = vkattn_glob_match(desc.cases[i], tc.name);
     if (take) cases.push_back(&tc);
   }
   for (uint32_t i = 0; i < desc.num_cases; ++i) {
     bool any = false;
-    for (const TuneCase& tc : kCases) any = any || fnmatch(desc.cases[i], tc.name, 0) == 0;
+    for (const TuneCase& tc : kCases) any = any || vkattn_glob_match(desc.cases[i], tc.name);
     if (!any)
       fail(VKATTN_ERROR_INVALID_ARGUMENT, "tuning case pattern \"", desc.cases[i],
            "\" matches no case (vkattn_tune_case_name lists them)");

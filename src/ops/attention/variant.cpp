@@ -435,22 +435,6 @@ AttentionVariant lanes_variant(const DeviceCaps& caps, const AttentionDefaults& 
   return v;
 }
 
-// A family name the environment gave that names no family fails the call.
-void check_family_names(const KernelOptions& forced) {
-  if (forced.bad_fault_name)
-    fail(VKATTN_ERROR_INVALID_ARGUMENT,
-         "VKATTN_FAULT_KERNEL names no kernel family (lanes, tiled, coopmat or decode, "
-         "comma-separated)");
-  if (forced.bad_kernel_name)
-    fail(VKATTN_ERROR_INVALID_ARGUMENT,
-         "VKATTN_ATTN_KERNEL (or VKATTN_ATTN_KERNEL_DECODE, VKATTN_ATTN_KERNEL_PREFILL) names no "
-         "kernel family (lanes, tiled, coopmat or decode)");
-  if (forced.bad_plan_memory)
-    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_PLAN_MEMORY is neither host nor device");
-  if (forced.bad_combine)
-    fail(VKATTN_ERROR_INVALID_ARGUMENT, "VKATTN_ATTN_COMBINE is neither rows nor words");
-}
-
 }  // namespace
 
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
@@ -464,7 +448,6 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
   const AttentionDefaults dev = attention_defaults(device);
   AttentionVariant v = lanes_variant(caps, dev, cpu, forced, head_dim, head_dim_v, max_rows);
-  check_family_names(forced);
   using K = KernelOptions;
   // A forced minimum split length holds for every family.
   auto finish = [&](AttentionVariant r) {

@@ -1,0 +1,112 @@
+#include "core/files.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+namespace vkattn {
+
+namespace {
+
+bool is_separator(char c) {
+#ifdef _WIN32
+  return c == '/' || c == '\\';
+#else
+  return c == '/';
+#endif
+}
+
+// Replaces `to` with `from` in one step; false with errno's or the
+// system's reason.
+bool replace(const std::string& from, const std::string& to, std::string* reason) {
+#ifdef _WIN32
+  if (MoveFileExA(from.c_str(), to.c_str(), MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH))
+    return true;
+  *reason = "MoveFileEx error " + std::to_string(GetLastError());
+  return false;
+#else
+  if (std::rename(from.c_str(), to.c_str()) == 0) return true;
+  *reason = std::strerror(errno);
+  return false;
+#endif
+}
+
+void make_dir(const std::string& path) {
+#ifdef _WIN32
+  CreateDirectoryA(path.c_str(), nullptr);
+#else
+  mkdir(path.c_str(), 0755);
+#endif
+}
+
+}  // namespace
+
+std::string cache_dir() {
+  if (const char* e = std::getenv("VKATTN_PIPELINE_CACHE_DIR")) return e;
+#ifdef _WIN32
+  if (const char* a = std::getenv("LOCALAPPDATA"); a && *a) return std::string(a) + "\\vkattn";
+#else
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vkattn";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vkattn";
+#endif
+  return "";
+}
+
+std::string parent_dir(const std::string& path) {
+  for (size_t i = path.size(); i-- > 0;)
+    if (is_separator(path[i])) return path.substr(0, i);
+  return "";
+}
+
+void make_dirs(const std::string& path) {
+  if (path.empty()) return;
+  for (size_t i = 1; i < path.size(); ++i)
+    if (is_separator(path[i]) && !is_separator(path[i - 1])) make_dir(path.substr(0, i));
+  make_dir(path);
+}
+
+uint64_t process_id() {
+#ifdef _WIN32
+  return GetCurrentProcessId();
+#else
+  return static_cast<uint64_t>(::getpid());
+#endif
+}
+
+bool write_file_atomically(const std::string& path, const std::string& bytes, std::string* why) {
+  why->clear();
+  make_dirs(parent_dir(path));  // a bare file name: the current folder
+  static std::atomic<uint64_t> serial{0};
+  const std::string tmp =
+      path + ".tmp" + std::to_string(process_id()) + "." + std::to_string(serial.fetch_add(1));
+  errno = 0;
+  std::ofstream f(tmp, std::ios::binary);
+  if (!f) {
+    *why = "cannot create " + tmp + ": " + std::strerror(errno ? errno : EIO);
+    return false;
+  }
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  if (!f) {
+    *why = "cannot write " + tmp + ": " + std::strerror(errno ? errno : EIO);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  std::string reason;
+  if (replace(tmp, path, &reason)) return true;
+  *why = "cannot replace " + path + " with " + tmp + ": " + reason;
+  std::remove(tmp.c_str());
+  return false;
+}
+
+}  // namespace vkattn

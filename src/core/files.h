@@ -1,0 +1,39 @@
+// The library's one home for what the operating system does differently
+// (as SQLite keeps every OS call behind its VFS and zstd its differences in
+// platform.h): the cache folder, folders, atomic replacement of a file,
+// the process id. Only core/files.cpp tests _WIN32; the rest of the core
+// calls these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vkattn {
+
+// The folder of vkattn's per-device caches (pipelines, self-check results,
+// tuning): VKATTN_PIPELINE_CACHE_DIR; else on Windows %LOCALAPPDATA%\vkattn;
+// elsewhere $XDG_CACHE_HOME/vkattn, else $HOME/.cache/vkattn. ""
+// (VKATTN_PIPELINE_CACHE_DIR set empty, or none of them) keeps the caches
+// in memory only.
+std::string cache_dir();
+
+// The folder part of a file path ("" for a bare file name); '/' and, on
+// Windows, '\' separate folders.
+std::string parent_dir(const std::string& path);
+
+// Creates `path` and its parents (errors are not reported: the write that
+// needs the folder fails and says why).
+void make_dirs(const std::string& path);
+
+// Writes `bytes` to `path` whole, through a temporary file of a unique
+// name beside it that then replaces `path` in one step (rename() on POSIX,
+// MoveFileEx(MOVEFILE_REPLACE_EXISTING) on Windows, which rename() does not
+// do there): readers see the old file or the new one, never a torn one.
+// Creates the folder. false, with the file and the OS's reason in *why,
+// when it could not (the temporary file is removed).
+bool write_file_atomically(const std::string& path, const std::string& bytes, std::string* why);
+
+// This process's id (unique names of temporary files).
+uint64_t process_id();
+
+}  // namespace vkattn
