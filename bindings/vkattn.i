@@ -188,6 +188,9 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 %ignore vkattn_context_desc; /* Context's constructor takes its two fields */
 
 %rename(Status) vkattn_status;
+/* The library's messages: each language's .i file routes them to its
+ * logging (vkattn_set_log_callback is not wrapped as a function pointer). */
+%rename(LogLevel) vkattn_log_level;
 %rename(DeviceType) vkattn_device_type;
 %rename(Dtype) vkattn_dtype;
 %rename(MaskType) vkattn_mask_type;
@@ -448,27 +451,30 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
    * a null span_indptr clears them. */
   void m_setSpans(const int32_t* spanIndptr, int64_t spanIndptrLen, const int32_t* spanPairs,
                   int64_t spanPairsLen) {
-    vkattnx_spans_head* h;
+    /* Checked and allocated first: a failed set keeps the spans it had. */
+    vkattnx_spans_head* h = NULL;
     int32_t* data;
     if (!spanIndptr && spanPairs && spanPairsLen > 0) {
       vkattnx_fail("vkattn: spans given without span_indptr");
       return;
     }
-    free(vkattnx_spans_block(self));
-    self->span_indptr = NULL;
-    self->spans = NULL;
-    if (!spanIndptr) return;
-    if (spanIndptrLen < 1 || spanPairsLen < 0 || spanPairsLen % 2) {
+    if (spanIndptr && (spanIndptrLen < 1 || spanPairsLen < 0 || spanPairsLen % 2)) {
       vkattnx_fail("vkattn: span_indptr needs batch + 1 >= 1 entries (has %lld) and the spans "
                    "2 values per span (has %lld)", (long long)spanIndptrLen,
                    (long long)spanPairsLen);
       return;
     }
-    h = (vkattnx_spans_head*)malloc(sizeof *h + 4 * (size_t)(spanIndptrLen + spanPairsLen));
-    if (!h) {
-      vkattnx_fail("vkattn: out of host memory");
-      return;
+    if (spanIndptr) {
+      h = (vkattnx_spans_head*)malloc(sizeof *h + 4 * (size_t)(spanIndptrLen + spanPairsLen));
+      if (!h) {
+        vkattnx_fail("vkattn: out of host memory");
+        return;
+      }
     }
+    free(vkattnx_spans_block(self));
+    self->span_indptr = NULL;
+    self->spans = NULL;
+    if (!h) return;
     h->indptr_len = spanIndptrLen;
     h->pairs_len = spanPairsLen;
     data = (int32_t*)(h + 1);
@@ -479,29 +485,36 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
   }
   /* Trees (speculative decoding): copies of tree_indptr (batch + 1 prefix
    * sums of the sequences' word counts) and the words, t_b * ceil(t_b / 32)
-   * per sequence with a tree; a null tree_indptr clears them. */
+   * per sequence with a tree; a null tree_indptr (and a null tree_mask)
+   * clears them. A call that raises leaves the trees set before it: they
+   * are replaced only once the new arrays are checked and copied (a failed
+   * set used to clear them, so the next call ran without its tree). A
+   * tree_mask without tree_indptr raises also when it is empty (a
+   * non-null array of no words), as the C API rejects one. */
   void m_setTrees(const int32_t* treeIndptr, int64_t treeIndptrLen, const uint32_t* treeMask,
                   int64_t treeMaskLen) {
-    vkattnx_trees_head* h;
-    int32_t* data;
-    if (!treeIndptr && treeMask && treeMaskLen > 0) {
+    vkattnx_trees_head* h = NULL;
+    int32_t* data = NULL;
+    if (!treeIndptr && treeMask) {
       vkattnx_fail("vkattn: tree_mask given without tree_indptr");
       return;
     }
-    free(vkattnx_trees_block(self));
-    self->tree_indptr = NULL;
-    self->tree_mask = NULL;
-    if (!treeIndptr) return;
-    if (treeIndptrLen < 1 || treeMaskLen < 0) {
+    if (treeIndptr && (treeIndptrLen < 1 || treeMaskLen < 0)) {
       vkattnx_fail("vkattn: tree_indptr needs batch + 1 >= 1 entries (has %lld)",
                    (long long)treeIndptrLen);
       return;
     }
-    h = (vkattnx_trees_head*)malloc(sizeof *h + 4 * (size_t)(treeIndptrLen + treeMaskLen));
-    if (!h) {
-      vkattnx_fail("vkattn: out of host memory");
-      return;
+    if (treeIndptr) {
+      h = (vkattnx_trees_head*)malloc(sizeof *h + 4 * (size_t)(treeIndptrLen + treeMaskLen));
+      if (!h) {
+        vkattnx_fail("vkattn: out of host memory");
+        return;
+      }
     }
+    free(vkattnx_trees_block(self));
+    self->tree_indptr = NULL;
+    self->tree_mask = NULL;
+    if (!h) return;
     h->indptr_len = treeIndptrLen;
     h->words_len = treeMaskLen;
     data = (int32_t*)(h + 1);

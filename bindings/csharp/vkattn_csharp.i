@@ -21,6 +21,23 @@ SWIGEXPORT void SWIGSTDCALL VkattnxRegisterRaise(vkattnx_cs_raise_fn fn) {
   } while (0)
 #define VKATTNX_CALL(...) __VA_ARGS__ /* the native call, as it is */
 
+/* The library's messages into Vkattn.Log (vkattn_set_log_callback): the
+ * managed delegate, kept alive by Log, or NULL (the library's stderr). */
+typedef void(SWIGSTDCALL* vkattnx_cs_log_fn)(int level, const char* message);
+static vkattnx_cs_log_fn vkattnx_cs_log;
+static void vkattnx_cs_log_callback(vkattn_log_level level, const char* message, void* user) {
+  vkattnx_cs_log_fn fn = vkattnx_cs_log;
+  (void)user;
+  if (fn) fn((int)level, message);
+}
+#ifdef __cplusplus
+extern "C"
+#endif
+SWIGEXPORT void SWIGSTDCALL VkattnxRouteLog(vkattnx_cs_log_fn fn) {
+  if (fn) vkattnx_cs_log = fn;
+  vkattn_set_log_callback(fn ? vkattnx_cs_log_callback : NULL, NULL); /* waits for messages in flight */
+}
+
 /* A pinned managed array: what the C# side passes by ref. */
 typedef struct vkattnx_span {
   void* ptr;
@@ -45,6 +62,11 @@ typedef struct vkattnx_span {
     }
   }
   protected static VkattnxRaiseHelper vkattnxRaiseHelper = new VkattnxRaiseHelper();
+
+  // Vkattn.Log's native side: its delegate (null: the library's stderr).
+  internal delegate void VkattnxLogDelegate(int level, string message);
+  [global::System.Runtime.InteropServices.DllImport("$dllimport", EntryPoint="VkattnxRouteLog")]
+  internal static extern void VkattnxRouteLog(VkattnxLogDelegate fn);
 %}
 
 /* ---- names: methods and properties UpperCamel ------------------------ */
@@ -185,8 +207,15 @@ VKATTNX_CS_HANDLE(vkattnx_step)
   /// <summary>treeIndptr and treeMask of one bool [t, t] matrix per
   /// sequence (null: no tree): row i of a tree takes ceil(t / 32) words,
   /// column j at bit j % 32 of word j / 32 (least significant
-  /// first).</summary>
+  /// first). A null masks, a matrix that is not square or trees past
+  /// 2^31 - 1 words (int[]'s reach) throw VkattnException
+  /// (ERROR_INVALID_ARGUMENT), never NullReferenceException or
+  /// OverflowException.</summary>
   public static void PackTrees(bool[][,] masks, out int[] treeIndptr, out uint[] treeMask) {
+    if (masks == null)
+      throw new VkattnException(
+          global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+          "vkattn: PackTrees: masks is null (SetTrees(null) clears the trees)");
     treeIndptr = new int[masks.Length + 1];
     for (int b = 0; b < masks.Length; ++b) {
       int t = masks[b] == null ? 0 : masks[b].GetLength(0);
@@ -194,7 +223,12 @@ VKATTNX_CS_HANDLE(vkattnx_step)
         throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
                                   "vkattn: tree mask " + b + " is " + t + " x " +
                                   masks[b].GetLength(1) + ", must be square");
-      treeIndptr[b + 1] = checked(treeIndptr[b] + t * ((t + 31) / 32));
+      long n = treeIndptr[b] + (long)t * ((t + 31) / 32);
+      if (n > int.MaxValue)
+        throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+                                  "vkattn: tree mask " + b + ": the trees pass 2^31 - 1 words (" +
+                                  n + ")");
+      treeIndptr[b + 1] = (int)n;
     }
     treeMask = new uint[treeIndptr[masks.Length]];
     for (int b = 0; b < masks.Length; ++b) {

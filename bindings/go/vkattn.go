@@ -480,7 +480,9 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 // matrix, masks[b][i][j] true where draft token i sees draft token j (its
 // ancestors and itself), or nil for a sequence without a tree. Row i takes
 // ceil(t/32) words, column j at bit j%32 of word j/32 (least significant
-// first). A row of another length than t is an *Error.
+// first). A row of another length than t is an *Error. The rows are
+// checked before the words are allocated: t nil rows (24t bytes) asked for
+// t*ceil(t/32) words, an allocation that could end the process.
 func TreeMaskFromBool(masks [][][]bool) (treeIndptr []int32, treeMask []uint32, err error) {
 	treeIndptr = make([]int32, len(masks)+1)
 	n := 0
@@ -491,16 +493,18 @@ func TreeMaskFromBool(masks [][][]bool) (treeIndptr []int32, treeMask []uint32, 
 			return nil, nil, &Error{Status: ErrorInvalidArgument,
 				Message: fmt.Sprintf("vkattn: the trees pass %d words (int32) at sequence %d", 0x7FFFFFFF, b)}
 		}
-		treeIndptr[b+1] = int32(n)
-	}
-	treeMask = make([]uint32, n)
-	for b, m := range masks {
-		t, w := len(m), (len(m)+31)/32
 		for i, row := range m {
 			if len(row) != t {
 				return nil, nil, &Error{Status: ErrorInvalidArgument,
 					Message: fmt.Sprintf("vkattn: tree mask %d: row %d has %d entries, want %d", b, i, len(row), t)}
 			}
+		}
+		treeIndptr[b+1] = int32(n)
+	}
+	treeMask = make([]uint32, n)
+	for b, m := range masks {
+		w := (len(m) + 31) / 32
+		for i, row := range m {
 			words := treeMask[int(treeIndptr[b])+i*w:]
 			for j, on := range row {
 				if on {

@@ -283,6 +283,72 @@ func TestSpeculativeTreesEqualTheirBoolMask(t *testing.T) {
 		"vkattn: tree_mask given without tree_indptr")
 }
 
+// Tree arguments that do not fit are an *Error with the reason, never a
+// panic or a tree cut into range: oversized TreeMaskFromBool input, empty
+// slices, prefix sums that are negative, decreasing, 2^31 - 1 or another
+// word count than t*ceil(t/32). An empty non-nil TreeMask without
+// TreeIndptr is an error as a longer one is (it used to be dropped).
+func TestBadTreeArgumentsAreErrors(t *testing.T) {
+	// 300000 nil rows: t*ceil(t/32) words pass int32.
+	_, _, err := TreeMaskFromBool([][][]bool{make([][]bool, 300000)})
+	wantError(t, err, "vkattn: the trees pass 2147483647 words (int32) at sequence 0")
+	// 262000 nil rows fit int32 (2145256000 words): the rows are checked
+	// before the 8.6 GB of words are allocated.
+	_, _, err = TreeMaskFromBool([][][]bool{nil, make([][]bool, 262000)})
+	wantError(t, err, "vkattn: tree mask 1: row 0 has 0 entries, want 262000")
+
+	c := newContext(t)
+	r := rand.New(rand.NewSource(17))
+	cuQ, cuK, trees, _ := treeCase(r)
+	tq, tk := int64(cuQ[2]), int64(cuK[2])
+	q := tensorF32(t, c, make([]float32, int(tq)*tH*tD), tq, tH, tD)
+	k := tensorF32(t, c, make([]float32, int(tk)*tHkv*tD), tk, tHkv, tD)
+	out := tensor(t, c, F32, tq, tH, tD)
+	indptr, words, err := TreeMaskFromBool(trees)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		indptr []int32
+		words  []uint32
+		want   string
+	}{
+		{[]int32{}, words, "vkattn: tree_indptr needs batch + 1 >= 1 entries (has 0)"},
+		{nil, []uint32{}, "vkattn: tree_mask given without tree_indptr"},
+		{nil, words, "vkattn: tree_mask given without tree_indptr"},
+		{[]int32{0, -9, -9}, words, "vkattn_attention_varlen: desc->tree_indptr decreases at 1 (0 -> -9)"},
+		{[]int32{0, math.MinInt32, 0}, words, "vkattn_attention_varlen: desc->tree_indptr decreases at 1 (0 -> -2147483648)"},
+		{[]int32{0, 100, 9}, words, "vkattn_attention_varlen: desc->tree_indptr decreases at 2 (100 -> 9)"},
+		{[]int32{5, 9, 9}, words, "vkattn_attention_varlen: desc->tree_indptr[0] is 5, must be 0"},
+		{[]int32{0, math.MaxInt32, math.MaxInt32}, words,
+			"vkattn: AttentionDesc tree_indptr counts 2147483647 words, the tree_mask array holds 9"},
+		{[]int32{0, 8, 8}, words, "vkattn_attention_varlen: desc->tree_indptr: sequence 0 has 8 words, must be t * ceil(t / 32) = 9"},
+		{[]int32{0, 0, 9}, words, "vkattn_attention_varlen: desc->tree_indptr: sequence 1 has 9 words, must be t * ceil(t / 32) = 5"},
+	} {
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal, d.TreeIndptr, d.TreeMask = true, tc.indptr, tc.words
+		e := wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out), tc.want)
+		if e.Status != ErrorInvalidArgument {
+			t.Errorf("%v: status %v", tc.indptr, e.Status)
+		}
+	}
+	// uint32 words take every bit pattern: 0xFFFFFFFF sees the whole block.
+	all := make([]uint32, len(words))
+	for i := range all {
+		all[i] = math.MaxUint32
+	}
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.TreeIndptr, d.TreeMask = indptr, all
+	if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out); err != nil {
+		t.Fatal(err)
+	}
+	// No tree at all: a nil TreeIndptr and nil TreeMask, or an indptr of zeros.
+	d.TreeIndptr, d.TreeMask = []int32{0, 0, 0}, nil
+	if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // randomTopk is top-k lists, k entries for each query row of a packed
 // batch: row i of sequence b lists distinct random positions 0 .. u_b - 1,
 // the first row only k - 3 of them, then -1 pads. It returns the lists
@@ -383,6 +449,88 @@ func withSinks(out, lse, sinks []float32, h, dv int) ([]float32, []float32) {
 		}
 	}
 	return o2, l2
+}
+
+// Top-k tensors that do not fit the call are an *Error naming the
+// problem: another dtype, another context, a rank other than 2 or 3, a
+// first dim other than the query tokens, a middle dim other than Hkv; a
+// Tensor closed before the call, also in a cache step. K = 0 and lists of
+// out-of-range positions are valid (every row empty: 0).
+func TestBadTopkListsAreErrors(t *testing.T) {
+	c := newContext(t)
+	other := newContext(t)
+	r := rand.New(rand.NewSource(18))
+	cuQ, cuK := []int32{0, 3, 4}, []int32{0, 40, 65}
+	const tq, tk, kk = 4, 65, 8
+	q := tensorF32(t, c, randoms(r, tq*tH*tD), tq, tH, tD)
+	k := tensorF32(t, c, randoms(r, tk*tHkv*tD), tk, tHkv, tD) // a listed key: a row other than 0
+	out := tensor(t, c, F32, tq, tH, tD)
+	for _, tc := range []struct {
+		topk *Tensor
+		want string
+	}{
+		{tensor(t, c, F32, tq, kk), "vkattn_attention_varlen: desc->topk_indices must be i32, got f32"},
+		{tensor(t, c, U8, tq, kk), "vkattn_attention_varlen: desc->topk_indices must be i32, got u8"},
+		{tensor(t, other, I32, tq, kk), "vkattn_attention_varlen: desc->topk_indices belongs to another context"},
+		{tensor(t, c, I32, tq*kk), "vkattn_attention_varlen: desc->topk_indices must be [rows, K] or [rows, Hkv, K], got [32]"},
+		{tensor(t, c, I32, tq, tHkv, 1, kk), "vkattn_attention_varlen: desc->topk_indices must be [rows, K] or [rows, Hkv, K], got [4, 2, 1, 8]"},
+		{tensor(t, c, I32, tq+1, kk), "vkattn_attention_varlen: desc->topk_indices' first dim is 5, must be the call's query tokens 4"},
+		{tensor(t, c, I32, tq-1, tHkv, kk), "vkattn_attention_varlen: desc->topk_indices' first dim is 3"},
+		{tensor(t, c, I32, tq, tHkv+1, kk), "vkattn_attention_varlen: desc->topk_indices' middle dim is 3, must be num_kv_heads 2"},
+		{tensor(t, c, I32, tq, tH, kk), "vkattn_attention_varlen: desc->topk_indices' middle dim is 4, must be num_kv_heads 2"},
+	} {
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal, d.TopkIndices = true, tc.topk
+		e := wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out), tc.want)
+		if e.Status != ErrorInvalidArgument {
+			t.Errorf("%q: status %v", tc.want, e.Status)
+		}
+	}
+	far := make([]int32, tq*kk)
+	for i := range far {
+		far[i] = math.MaxInt32
+		if i%2 == 0 {
+			far[i] = math.MinInt32
+		}
+	}
+	farList := tensor(t, c, I32, tq, kk)
+	if err := farList.WriteI32(far); err != nil {
+		t.Fatal(err)
+	}
+	for _, topk := range []*Tensor{tensor(t, c, I32, tq, 0), tensor(t, c, I32, tq, tHkv, 0), farList} {
+		d := NewAttentionDesc(tH, tHkv, tD)
+		d.Causal, d.TopkIndices = true, topk
+		if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out); err != nil {
+			t.Fatal(err)
+		}
+		if diff := maxDiff(t, make([]float32, tq*tH*tD), must(out.ReadF32())); diff != 0 {
+			t.Errorf("empty lists: a row is not 0 (%g)", diff)
+		}
+	}
+
+	closed := tensor(t, c, I32, tq, kk)
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := NewAttentionDesc(tH, tHkv, tD)
+	d.TopkIndices = closed
+	wantError(t, c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out),
+		"vkattn: AttentionDesc.TopkIndices: this Tensor is closed")
+	kv := must(c.NewKvCache(cacheDesc(1, 4)))
+	defer kv.Close()
+	s := must(kv.Begin([]int64{1}, []int32{1}))
+	defer s.Close()
+	k1 := tensorF32(t, c, make([]float32, tHkv*tD), 1, tHkv, tD)
+	q1 := tensorF32(t, c, make([]float32, tH*tD), 1, tH, tD)
+	if err := s.Append(0, k1, k1); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, s.Attention(0, &d, q1, tensor(t, c, F32, 1, tH, tD)),
+		"vkattn: AttentionDesc.TopkIndices: this Tensor is closed")
+	d.TopkIndices = nil // cleared: the call runs
+	if err := c.AttentionVarlen(&d, cuQ, cuK, q, k, k, out); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestSinksJoinTheDenominator(t *testing.T) {

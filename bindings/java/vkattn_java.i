@@ -47,8 +47,70 @@ static void vkattnx_java_throw(JNIEnv* jenv, int status, const char* message) {
 %pragma(java) jniclasscode=%{
   static {
     NativeLoader.load();
+    Log.routeByDefault(); // the library's messages to System.Logger "vkattn"
   }
 %}
+
+/* ---- messages: vkattn_set_log_callback into org.vkattn.Log ----------- */
+%{
+static JavaVM* vkattnx_java_vm = NULL;
+static jclass vkattnx_java_log_class = NULL;      /* org.vkattn.Log (a global reference) */
+static jmethodID vkattnx_java_log_dispatch = NULL; /* static void dispatch(int, byte[]) */
+
+/* vkattn's callback: on the logging thread, attached to the JVM for the
+ * call if it was not (and detached again); the message travels as UTF-8
+ * bytes (NewStringUTF takes modified UTF-8 only). An exception pending on
+ * the thread is set aside and rethrown; one the handler throws is dropped
+ * (Log.dispatch already catches what it can). */
+static void vkattnx_java_log_callback(vkattn_log_level level, const char* message, void* user) {
+  JNIEnv* env = NULL;
+  int attached = 0;
+  jthrowable pending;
+  jbyteArray bytes;
+  jsize n = (jsize)strlen(message);
+  (void)user;
+  if ((*vkattnx_java_vm)->GetEnv(vkattnx_java_vm, (void**)&env, JNI_VERSION_1_6) != JNI_OK) {
+    if ((*vkattnx_java_vm)->AttachCurrentThreadAsDaemon(vkattnx_java_vm, (void**)&env, NULL) !=
+        JNI_OK)
+      return;
+    attached = 1;
+  }
+  pending = (*env)->ExceptionOccurred(env);
+  if (pending) (*env)->ExceptionClear(env);
+  bytes = (*env)->NewByteArray(env, n);
+  if (bytes) {
+    (*env)->SetByteArrayRegion(env, bytes, 0, n, (const jbyte*)message);
+    (*env)->CallStaticVoidMethod(env, vkattnx_java_log_class, vkattnx_java_log_dispatch,
+                                 (jint)level, bytes);
+    (*env)->DeleteLocalRef(env, bytes);
+  }
+  if ((*env)->ExceptionCheck(env)) (*env)->ExceptionClear(env);
+  if (pending) {
+    (*env)->Throw(env, pending);
+    (*env)->DeleteLocalRef(env, pending);
+  }
+  if (attached) (*vkattnx_java_vm)->DetachCurrentThread(vkattnx_java_vm);
+}
+
+/* Routes the messages to org.vkattn.Log (on != 0) or back to the
+ * library's stderr lines; called by Log with its class initialized. */
+static void vkattnx_java_log_route(JNIEnv* jenv, int32_t on) {
+  if (on && !vkattnx_java_log_class) {
+    jclass cls = (*jenv)->FindClass(jenv, "org/vkattn/Log");
+    if (!cls) return; /* NoClassDefFoundError is pending */
+    vkattnx_java_log_dispatch = (*jenv)->GetStaticMethodID(jenv, cls, "dispatch", "(I[B)V");
+    if (!vkattnx_java_log_dispatch || (*jenv)->GetJavaVM(jenv, &vkattnx_java_vm) != JNI_OK) return;
+    vkattnx_java_log_class = (jclass)(*jenv)->NewGlobalRef(jenv, cls);
+    (*jenv)->DeleteLocalRef(jenv, cls);
+    if (!vkattnx_java_log_class) return;
+  }
+  vkattn_set_log_callback(on && vkattnx_java_log_class ? vkattnx_java_log_callback : NULL, NULL);
+}
+%}
+%typemap(in, numinputs=0) JNIEnv* jenv "$1 = jenv;"
+%rename(logRoute) vkattnx_java_log_route;
+%noexception vkattnx_java_log_route;
+void vkattnx_java_log_route(JNIEnv* jenv, int32_t on);
 
 /* Proper Java enums (Status, Dtype, ...), not SWIG's typesafe-enum classes. */
 %include "enums.swg"
@@ -313,12 +375,31 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
   /** {treeIndptr, treeMask} of one boolean [t][t] matrix per sequence (null:
    * no tree): row i of a tree takes ceil(t / 32) words, column j at bit
    * j % 32 of word j / 32 (least significant first; the ints hold the
-   * uint32 words' bits). */
+   * uint32 words' bits). A null masks, a row of another length than t or
+   * trees past 2^31 - 1 words (int[]'s reach) throw VkattnException
+   * (INVALID_ARGUMENT), never NullPointerException, ArithmeticException or
+   * OutOfMemoryError: the rows are checked before the words are allocated
+   * (t null rows cost 8 t bytes but asked for t * ceil(t / 32) words). */
   public static int[][] packTrees(boolean[][][] masks) {
+    if (masks == null)
+      throw new VkattnException(
+          Status.ERROR_INVALID_ARGUMENT.swigValue(),
+          "vkattn: packTrees: masks is null (setTrees(null) clears the trees)");
     int[] indptr = new int[masks.length + 1];
     for (int b = 0; b < masks.length; ++b) {
-      int t = masks[b] == null ? 0 : masks[b].length;
-      indptr[b + 1] = Math.addExact(indptr[b], Math.multiplyExact(t, (t + 31) / 32));
+      long t = masks[b] == null ? 0 : masks[b].length, n = indptr[b] + t * ((t + 31) / 32);
+      if (n > Integer.MAX_VALUE)
+        throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                  "vkattn: tree mask " + b + ": the trees pass 2^31 - 1 words ("
+                                      + n + ")");
+      for (int i = 0; i < t; ++i) {
+        boolean[] row = masks[b][i];
+        if (row == null || row.length != t)
+          throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                    "vkattn: tree mask " + b + ": row " + i + " has "
+                                        + (row == null ? 0 : row.length) + " entries, want " + t);
+      }
+      indptr[b + 1] = (int) n;
     }
     int[] words = new int[indptr[masks.length]];
     for (int b = 0; b < masks.length; ++b) {
@@ -326,10 +407,6 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
       int t = masks[b].length, w = (t + 31) / 32;
       for (int i = 0; i < t; ++i) {
         boolean[] row = masks[b][i];
-        if (row == null || row.length != t)
-          throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
-                                    "vkattn: tree mask " + b + ": row " + i + " has "
-                                        + (row == null ? 0 : row.length) + " entries, want " + t);
         for (int j = 0; j < t; ++j)
           if (row[j]) words[indptr[b] + i * w + j / 32] |= 1 << (j % 32);
       }

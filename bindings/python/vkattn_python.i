@@ -46,6 +46,56 @@ static void vkattnx_set_error_class(PyObject* cls) {
 %noexception vkattnx_set_error_class;
 void vkattnx_set_error_class(PyObject* cls);
 
+/* ---- messages: vkattn_set_log_callback into a Python callable --------- */
+%{
+/* The package's handler: a callable(level, message), or NULL (stderr).
+ * Read and replaced with the GIL held. */
+static PyObject* vkattnx_py_log = NULL;
+
+/* vkattn's callback: takes the GIL (the logging call may come from any
+ * thread, holding it or not) and calls the handler; a handler that raises
+ * is reported as unraisable and the library goes on. */
+static void vkattnx_py_log_callback(vkattn_log_level level, const char* message, void* user) {
+  PyGILState_STATE gil;
+  (void)user;
+  if (!Py_IsInitialized()) return;
+  gil = PyGILState_Ensure();
+  if (vkattnx_py_log) {
+    PyObject* fn = vkattnx_py_log;
+    PyObject* text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+    PyObject* r = NULL;
+    Py_INCREF(fn);
+    if (text) r = PyObject_CallFunction(fn, "iO", (int)level, text);
+    if (!r) PyErr_WriteUnraisable(fn);
+    Py_XDECREF(r);
+    Py_XDECREF(text);
+    Py_DECREF(fn);
+  }
+  PyGILState_Release(gil);
+}
+
+/* Sets the handler (None: the library's stderr lines). The library's
+ * setter waits for messages being delivered, which need the GIL: it runs
+ * with the GIL released. */
+static void vkattnx_set_log_handler(PyObject* fn) {
+  PyThreadState* ts;
+  if (fn == Py_None) fn = NULL;
+  if (fn) {
+    PyObject* old = vkattnx_py_log;
+    Py_INCREF(fn);
+    vkattnx_py_log = fn;
+    Py_XDECREF(old);
+  }
+  ts = PyEval_SaveThread();
+  vkattn_set_log_callback(fn ? vkattnx_py_log_callback : NULL, NULL);
+  PyEval_RestoreThread(ts);
+  if (!fn) Py_CLEAR(vkattnx_py_log);
+}
+%}
+%rename(setLogHandler) vkattnx_set_log_handler;
+%noexception vkattnx_set_log_handler;
+void vkattnx_set_log_handler(PyObject* fn);
+
 /* ---- names: methods lowerCamel (the package maps them to snake_case);
  * struct fields keep their C names (keyword arguments match them). ------ */
 %rename("%(regex:/^m_(.*)/\\1/)s", %$isfunction) "";

@@ -249,6 +249,77 @@ public class VkattnTests {
     }
   }
 
+  // Tree arguments that do not fit throw VkattnException with the reason,
+  // never a .NET runtime exception or a tree cut into range: a null
+  // PackTrees, empty arrays, prefix sums that are negative, decreasing,
+  // 2^31 - 1 or another word count than t * ceil(t / 32). A failed
+  // SetTrees keeps the trees set before it (it used to clear them, so the
+  // next call ran without its tree).
+  [Test]
+  public void BadTreeArgumentsThrow() {
+    int[] indptr;
+    uint[] words;
+    // (It used to throw NullReferenceException.)
+    Throws("vkattn: PackTrees: masks is null",
+           () => AttentionDesc.PackTrees(null, out indptr, out words));
+    Throws("vkattn: tree mask 0 is 0 x 2, must be square",
+           () => Desc(true, -1).SetTrees(new bool[][,] { new bool[0, 2] }));
+
+    int[] cuQ = { 0, 9, 14 }, cuK = { 0, 40, 52 };
+    const int tq = 14, tk = 52;
+    AttentionDesc.PackTrees(new bool[][,] { RandomTree(new Random(17), 9), null }, out indptr,
+                            out words);
+    using (var tQ = new Tensor(ctx, Dtype.F32, tq, H, D))
+    using (var tK = new Tensor(ctx, Dtype.F32, tk, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      tQ.Write(new float[tq * H * D]);
+      tK.Write(new float[tk * Hkv * D]);
+      var d = Desc(true, -1);
+      // Empty arrays: no tree_indptr entry at all, or words without tree_indptr.
+      Throws("vkattn: tree_indptr needs batch + 1 >= 1 entries (has 0)",
+             () => d.SetTrees(new int[0], words));
+      Throws("vkattn: tree_mask given without tree_indptr", () => d.SetTrees(null, new uint[0]));
+      Throws("vkattn: tree_mask given without tree_indptr", () => d.SetTrees(null, words));
+      var bad = new[] {
+        new { Indptr = new[] { 0, -9, -9 }, Want = "desc->tree_indptr decreases at 1 (0 -> -9)" },
+        new { Indptr = new[] { 0, int.MinValue, 0 },
+              Want = "desc->tree_indptr decreases at 1 (0 -> -2147483648)" },
+        new { Indptr = new[] { 0, 100, 9 }, Want = "desc->tree_indptr decreases at 2 (100 -> 9)" },
+        new { Indptr = new[] { 5, 9, 9 }, Want = "desc->tree_indptr[0] is 5, must be 0" },
+        new { Indptr = new[] { 0, int.MaxValue, int.MaxValue },
+              Want = "tree_indptr counts 2147483647 words, the tree_mask array holds 9" },
+        new { Indptr = new[] { 0, 8, 8 },
+              Want = "sequence 0 has 8 words, must be t * ceil(t / 32) = 9 (t = 9)" },
+        new { Indptr = new[] { 0, 0, 9 },
+              Want = "sequence 1 has 9 words, must be t * ceil(t / 32) = 5 (t = 5)" },
+      };
+      foreach (var c in bad) {
+        var b = Desc(true, -1);
+        b.SetTrees(c.Indptr, words);
+        var e = Assert.Throws<VkattnException>(
+            () => ctx.AttentionVarlen(b, cuQ, cuK, tQ, tK, tK, tO));
+        Assert.AreEqual(Status.ERROR_INVALID_ARGUMENT, e.Status);
+        StringAssert.Contains(c.Want, e.Message);
+      }
+      // uint words take every bit pattern: 0xFFFFFFFF sees the whole block.
+      var all = new uint[9];
+      for (int i = 0; i < all.Length; ++i) all[i] = uint.MaxValue;
+      d.SetTrees(indptr, all);
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+
+      d.SetTrees(indptr, words);
+      Assert.Throws<VkattnException>(() => d.SetTrees(new int[0], words));
+      Assert.Throws<VkattnException>(() => d.SetTrees(null, words));
+      // The 3-entry tree_indptr is still set: a call of one sequence says so.
+      var kept = Assert.Throws<VkattnException>(
+          () => ctx.AttentionVarlen(d, new[] { 0, tq }, new[] { 0, tk }, tQ, tK, tK, tO));
+      StringAssert.Contains("tree_indptr has 3 entries, the call needs 2", kept.Message);
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+      d.SetTrees((bool[][,])null);  // clears them
+      ctx.AttentionVarlen(d, new[] { 0, tq }, new[] { 0, tk }, tQ, tK, tK, tO);
+    }
+  }
+
   // Top-k lists, k entries for each query row of a packed batch: row i of
   // sequence b lists distinct random positions 0 .. u_b - 1, the first row
   // only k - 3 of them, then -1 pads. Returns the lists [tq * k] and sets
@@ -305,6 +376,92 @@ public class VkattnTests {
         ctx.AttentionVarlen(m, cuQ, cuK, tQ, tK, tV, tWant);
         Assert.Less(MaxDiff(tWant.ToFloatArray(), tGot.ToFloatArray()), 1e-5, "causal " + causal);
       }
+    }
+  }
+
+  // Top-k tensors that do not fit the call throw VkattnException naming the
+  // problem: another dtype, another context, a rank other than 2 or 3, a
+  // first dim other than the query tokens, a middle dim other than Hkv; a
+  // Tensor disposed before or after it was stored (the native desc would
+  // keep a dangling pointer), also for SelfCheck and a cache step.
+  [Test]
+  public void BadTopkListsThrow() {
+    int[] cuQ = { 0, 3, 4 }, cuK = { 0, 40, 65 };
+    const int tq = 4, tk = 65, kk = 8;
+    var r = new Random(18);
+    using (var other = new Context())
+    using (var tQ = Tensor.Of(ctx, Randoms(r, tq * H * D), tq, H, D))
+    // (Random keys: a listed key would give a row other than 0.)
+    using (var tK = Tensor.Of(ctx, Randoms(r, tk * Hkv * D), tk, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      var bad = new[] {
+        new { T = new Tensor(ctx, Dtype.F32, tq, kk), Want = "desc->topk_indices must be i32, got f32" },
+        new { T = new Tensor(ctx, Dtype.U8, tq, kk), Want = "desc->topk_indices must be i32, got u8" },
+        new { T = new Tensor(other, Dtype.I32, tq, kk),
+              Want = "desc->topk_indices belongs to another context" },
+        new { T = new Tensor(ctx, Dtype.I32, tq * kk),
+              Want = "must be [rows, K] or [rows, Hkv, K], got [32]" },
+        new { T = new Tensor(ctx, Dtype.I32, tq, Hkv, 1, kk), Want = "got [4, 2, 1, 8]" },
+        new { T = new Tensor(ctx, Dtype.I32, tq + 1, kk),
+              Want = "desc->topk_indices' first dim is 5, must be the call's query tokens 4" },
+        new { T = new Tensor(ctx, Dtype.I32, tq - 1, Hkv, kk), Want = "desc->topk_indices' first dim is 3" },
+        new { T = new Tensor(ctx, Dtype.I32, tq, Hkv + 1, kk),
+              Want = "desc->topk_indices' middle dim is 3, must be num_kv_heads 2" },
+        new { T = new Tensor(ctx, Dtype.I32, tq, H, kk),
+              Want = "desc->topk_indices' middle dim is 4, must be num_kv_heads 2" },
+      };
+      foreach (var c in bad) {
+        using (c.T) {
+          var d = Desc(true, -1);
+          d.TopkIndices = c.T;
+          var e = Assert.Throws<VkattnException>(
+              () => ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO));
+          Assert.AreEqual(Status.ERROR_INVALID_ARGUMENT, e.Status);
+          StringAssert.Contains(c.Want, e.Message);
+        }
+      }
+      // K = 0 (every row empty) and lists of out-of-range positions (all
+      // skipped) are valid lists: the rows come out 0.
+      var far = new int[tq * kk];
+      for (int i = 0; i < far.Length; ++i) far[i] = i % 2 == 0 ? int.MinValue : int.MaxValue;
+      foreach (var shape in new[] { new long[] { tq, 0 }, new long[] { tq, Hkv, 0 },
+                                    new long[] { tq, kk } }) {
+        using (var t = new Tensor(ctx, Dtype.I32, shape)) {
+          if (shape[shape.Length - 1] > 0) t.Write(far);
+          var d = Desc(true, -1);
+          d.TopkIndices = t;
+          ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+          Assert.AreEqual(0.0, MaxDiff(new float[tq * H * D], tO.ToFloatArray()));
+        }
+      }
+
+      var disposed = new Tensor(ctx, Dtype.I32, tq, kk);
+      disposed.Dispose();
+      var before = Desc(true, -1);
+      before.TopkIndices = disposed;  // disposed, then stored
+      Throws("vkattn: AttentionDesc.TopkIndices: this Tensor is disposed",
+             () => ctx.AttentionVarlen(before, cuQ, cuK, tQ, tK, tK, tO));
+      var tt = new Tensor(ctx, Dtype.I32, tq, kk);
+      var after = Desc(true, -1);
+      after.TopkIndices = tt;
+      tt.Dispose();  // stored, then disposed
+      Throws("vkattn: AttentionDesc.TopkIndices: this Tensor is disposed",
+             () => ctx.AttentionVarlen(after, cuQ, cuK, tQ, tK, tK, tO));
+      Throws("vkattn: AttentionDesc.TopkIndices: this Tensor is disposed",
+             () => ctx.SelfCheck(after, (int)Dtype.F32, (int)Dtype.F32, 0, 1));
+      var cd = new KvCacheDesc { NumLayers = 1, NumKvHeads = Hkv, HeadDim = D, PageSize = 16,
+                                 NumPages = 4, Dtype = Dtype.F32 };
+      using (var cache = new KvCache(ctx, cd))
+      using (var step = cache.Begin(new long[] { 1 }, new[] { 1 }))
+      using (var k1 = Tensor.Of(ctx, new float[Hkv * D], 1, Hkv, D))
+      using (var q1 = Tensor.Of(ctx, new float[H * D], 1, H, D))
+      using (var o1 = new Tensor(ctx, Dtype.F32, 1, H, D)) {
+        step.Append(0, k1, k1);
+        Throws("vkattn: AttentionDesc.TopkIndices: this Tensor is disposed",
+               () => step.Attention(0, after, q1, o1));
+      }
+      after.TopkIndices = null;  // cleared: the call runs
+      ctx.AttentionVarlen(after, cuQ, cuK, tQ, tK, tK, tO);
     }
   }
 

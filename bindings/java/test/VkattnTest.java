@@ -292,6 +292,94 @@ public class VkattnTest {
     }
   }
 
+  // Tree arguments that do not fit throw VkattnException with the reason,
+  // never a Java runtime exception or a tree cut into range: a null or
+  // oversized packTrees, empty arrays, prefix sums that are negative,
+  // decreasing, 2^31 - 1 or another word count than t * ceil(t / 32). A
+  // failed setTrees keeps the trees set before it (it used to clear them,
+  // so the next call ran without its tree).
+  @Test
+  public void badTreeArgumentsThrow() {
+    VkattnException e =
+        assertThrows(VkattnException.class, () -> AttentionDesc.packTrees(null));
+    assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+    assertTrue(e.getMessage(), e.getMessage().startsWith("vkattn: packTrees: masks is null"));
+    // 300000 null rows: t * ceil(t / 32) passes int (it used to throw ArithmeticException).
+    e = assertThrows(
+            VkattnException.class,
+            () -> AttentionDesc.packTrees(new boolean[][][] {new boolean[300000][]}));
+    assertTrue(e.getMessage(), e.getMessage().contains("the trees pass 2^31 - 1 words"));
+    // 262000 null rows fit int (2145256000 words): the rows are checked
+    // before the 8.6 GB of words (it used to throw OutOfMemoryError).
+    e = assertThrows(
+            VkattnException.class,
+            () -> AttentionDesc.packTrees(new boolean[][][] {null, new boolean[262000][]}));
+    assertTrue(
+        e.getMessage(), e.getMessage().contains("tree mask 1: row 0 has 0 entries, want 262000"));
+    e = assertThrows(
+            VkattnException.class,
+            () -> desc(true, -1).setTrees(new boolean[][][] {new boolean[2][]}));
+    assertTrue(e.getMessage(), e.getMessage().contains("row 0 has 0 entries, want 2"));
+
+    int[] cuQ = {0, 9, 14}, cuK = {0, 40, 52};
+    int tq = 14, tk = 52;
+    boolean[][][] trees = {randomTree(new Random(17), 9), null};
+    int[][] p = AttentionDesc.packTrees(trees);
+    try (Tensor tQ = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tK = new Tensor(ctx, Dtype.F32, tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      tQ.write(new float[tq * H * D]);
+      tK.write(new float[tk * HKV * D]);
+      AttentionDesc d = desc(true, -1);
+      // Empty arrays: no tree_indptr entry at all, or words without tree_indptr.
+      e = assertThrows(VkattnException.class, () -> d.setTrees(new int[0], p[1]));
+      assertEquals("vkattn: tree_indptr needs batch + 1 >= 1 entries (has 0)", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> d.setTrees(null, new int[0]));
+      assertEquals("vkattn: tree_mask given without tree_indptr", e.getMessage());
+      e = assertThrows(VkattnException.class, () -> d.setTrees(null, p[1]));
+      assertEquals("vkattn: tree_mask given without tree_indptr", e.getMessage());
+      String[][] bad = {
+        {"0 -9 -9", "desc->tree_indptr decreases at 1 (0 -> -9)"},
+        {"0 -2147483648 0", "desc->tree_indptr decreases at 1 (0 -> -2147483648)"},
+        {"0 100 9", "desc->tree_indptr decreases at 2 (100 -> 9)"},
+        {"5 9 9", "desc->tree_indptr[0] is 5, must be 0"},
+        {"0 2147483647 2147483647",
+         "tree_indptr counts 2147483647 words, the tree_mask array holds 9"},
+        {"0 8 8", "sequence 0 has 8 words, must be t * ceil(t / 32) = 9 (t = 9)"},
+        {"0 0 9", "sequence 1 has 9 words, must be t * ceil(t / 32) = 5 (t = 5)"},
+      };
+      for (String[] c : bad) {
+        int[] indptr =
+            java.util.Arrays.stream(c[0].split(" ")).mapToInt(Integer::parseInt).toArray();
+        AttentionDesc b = desc(true, -1);
+        b.setTrees(indptr, p[1]);
+        e = assertThrows(
+                VkattnException.class, () -> ctx.attentionVarlen(b, cuQ, cuK, tQ, tK, tK, tO));
+        assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+        assertTrue(c[0] + ": " + e.getMessage(), e.getMessage().contains(c[1]));
+      }
+      // int[] words carry the uint32 bits: -1 is word 0xFFFFFFFF (every
+      // key of the block visible), not an error.
+      int[] all = new int[9];
+      java.util.Arrays.fill(all, -1);
+      d.setTrees(p[0], all);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+
+      d.setTrees(p[0], p[1]);
+      assertThrows(VkattnException.class, () -> d.setTrees(new int[0], p[1]));
+      assertThrows(VkattnException.class, () -> d.setTrees(null, p[1]));
+      // The 3-entry tree_indptr is still set: a call of one sequence says so.
+      e = assertThrows(
+              VkattnException.class,
+              () -> ctx.attentionVarlen(d, new int[] {0, tq}, new int[] {0, tk}, tQ, tK, tK, tO));
+      assertTrue(
+          e.getMessage(), e.getMessage().contains("tree_indptr has 3 entries, the call needs 2"));
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+      d.setTrees(null, null); // clears them
+      ctx.attentionVarlen(d, new int[] {0, tq}, new int[] {0, tk}, tQ, tK, tK, tO);
+    }
+  }
+
   /** Top-k lists, k entries for each query row of a packed batch: row i
    * of sequence b lists distinct random positions 0 .. u_b - 1, the first
    * row only k - 3 of them, then -1 pads. Returns the lists [tq * k] and
@@ -348,6 +436,110 @@ public class VkattnTest {
         ctx.attentionVarlen(m, cuQ, cuK, tQ, tK, tV, tWant);
         assertTrue("causal " + causal, maxDiff(tWant.toFloatArray(), tGot.toFloatArray()) < 1e-5f);
       }
+    }
+  }
+
+  // Top-k tensors that do not fit the call throw VkattnException naming the
+  // problem: another dtype, another context, a rank other than 2 or 3, a
+  // first dim other than the query tokens, a middle dim other than Hkv; a
+  // Tensor closed before or after it was stored (the native desc would
+  // keep a dangling pointer), also for selfCheck and a cache step.
+  @Test
+  public void badTopkListsThrow() {
+    int[] cuQ = {0, 3, 4}, cuK = {0, 40, 65};
+    int tq = 4, tk = 65, kk = 8;
+    try (Context other = new Context();
+        Tensor tQ = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tK = new Tensor(ctx, Dtype.F32, tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D)) {
+      Random r = new Random(18);
+      tQ.write(random(r, tq * H * D));
+      tK.write(random(r, tk * HKV * D)); // a listed key would give a row other than 0
+      Object[][] bad = {
+        {new Tensor(ctx, Dtype.F32, tq, kk), "desc->topk_indices must be i32, got f32"},
+        {new Tensor(ctx, Dtype.U8, tq, kk), "desc->topk_indices must be i32, got u8"},
+        {new Tensor(other, Dtype.I32, tq, kk), "desc->topk_indices belongs to another context"},
+        {new Tensor(ctx, Dtype.I32, tq * kk), "must be [rows, K] or [rows, Hkv, K], got [32]"},
+        {new Tensor(ctx, Dtype.I32, tq, HKV, 1, kk), "got [4, 2, 1, 8]"},
+        {new Tensor(ctx, Dtype.I32, tq + 1, kk),
+         "desc->topk_indices' first dim is 5, must be the call's query tokens 4"},
+        {new Tensor(ctx, Dtype.I32, tq - 1, HKV, kk), "desc->topk_indices' first dim is 3"},
+        {new Tensor(ctx, Dtype.I32, tq, HKV + 1, kk),
+         "desc->topk_indices' middle dim is 3, must be num_kv_heads 2"},
+        {new Tensor(ctx, Dtype.I32, tq, H, kk),
+         "desc->topk_indices' middle dim is 4, must be num_kv_heads 2"},
+      };
+      for (Object[] c : bad) {
+        try (Tensor t = (Tensor) c[0]) {
+          AttentionDesc d = desc(true, -1);
+          d.setTopkIndices(t);
+          VkattnException e =
+              assertThrows(
+                  VkattnException.class, () -> ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO));
+          assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+          assertTrue(e.getMessage(), e.getMessage().contains((String) c[1]));
+        }
+      }
+      // K = 0 (every row empty) and lists of out-of-range positions (all
+      // skipped) are valid lists: the rows come out 0.
+      for (long[] shape : new long[][] {{tq, 0}, {tq, HKV, 0}}) {
+        try (Tensor t = new Tensor(ctx, Dtype.I32, shape)) {
+          AttentionDesc d = desc(true, -1);
+          d.setTopkIndices(t);
+          ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+          assertEquals(0f, maxDiff(new float[tq * H * D], tO.toFloatArray()), 0f);
+        }
+      }
+      try (Tensor t = new Tensor(ctx, Dtype.I32, tq, kk)) {
+        int[] far = new int[tq * kk];
+        for (int i = 0; i < far.length; ++i)
+          far[i] = i % 2 == 0 ? Integer.MIN_VALUE : Integer.MAX_VALUE;
+        t.write(far);
+        AttentionDesc d = desc(true, -1);
+        d.setTopkIndices(t);
+        ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tK, tO);
+        assertEquals(0f, maxDiff(new float[tq * H * D], tO.toFloatArray()), 0f);
+      }
+
+      Tensor closed = new Tensor(ctx, Dtype.I32, tq, kk);
+      closed.close();
+      AttentionDesc before = desc(true, -1);
+      before.setTopkIndices(closed); // closed, then stored
+      VkattnException e =
+          assertThrows(
+              VkattnException.class, () -> ctx.attentionVarlen(before, cuQ, cuK, tQ, tK, tK, tO));
+      assertEquals("vkattn: AttentionDesc.topkIndices: this Tensor is closed", e.getMessage());
+      Tensor t = new Tensor(ctx, Dtype.I32, tq, kk);
+      AttentionDesc after = desc(true, -1);
+      after.setTopkIndices(t);
+      t.close(); // stored, then closed
+      e = assertThrows(
+              VkattnException.class, () -> ctx.attentionVarlen(after, cuQ, cuK, tQ, tK, tK, tO));
+      assertEquals("vkattn: AttentionDesc.topkIndices: this Tensor is closed", e.getMessage());
+      e = assertThrows(
+              VkattnException.class,
+              () -> ctx.selfCheck(after, Dtype.F32.swigValue(), Dtype.F32.swigValue(), 0, 1));
+      assertEquals("vkattn: AttentionDesc.topkIndices: this Tensor is closed", e.getMessage());
+      KvCacheDesc kd = new KvCacheDesc();
+      kd.setNumLayers(1);
+      kd.setNumKvHeads(HKV);
+      kd.setHeadDim(D);
+      kd.setNumPages(4);
+      kd.setPageSize(16);
+      kd.setDtype(Dtype.F32);
+      try (KvCache cache = new KvCache(ctx, kd);
+          Step step = cache.begin(new long[] {1}, new int[] {1});
+          Tensor k1 = new Tensor(ctx, Dtype.F32, 1, HKV, D);
+          Tensor q1 = new Tensor(ctx, Dtype.F32, 1, H, D);
+          Tensor o1 = new Tensor(ctx, Dtype.F32, 1, H, D)) {
+        k1.write(new float[HKV * D]);
+        q1.write(new float[H * D]);
+        step.append(0, k1, k1);
+        e = assertThrows(VkattnException.class, () -> step.attention(0, after, q1, o1));
+        assertEquals("vkattn: AttentionDesc.topkIndices: this Tensor is closed", e.getMessage());
+      }
+      after.setTopkIndices(null); // cleared: the call runs
+      ctx.attentionVarlen(after, cuQ, cuK, tQ, tK, tK, tO);
     }
   }
 

@@ -285,6 +285,100 @@ def test_short_tree_arrays_raise(ctx):
             vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr, tree_mask=[-1] * 9)
 
 
+def test_tree_mask_from_bool_takes_bools_only():
+    # Floats, strings and None are no bools (0.5, NaN and 2 used to be read
+    # as true); integers take 0 and 1 only; the input must be [t, t] mats.
+    for masks in ("abc", None, 5, np.array(True), np.ones(3, bool)):
+        with pytest.raises((TypeError, ValueError), match="vkattn: tree_mask_from_bool takes"):
+            vkattn.tree_mask_from_bool(masks)
+    for m in (np.full((3, 3), 0.5), np.full((2, 2), np.nan), [["a", "b"], ["c", "d"]],
+              [[True, None], [True, True]]):
+        with pytest.raises(TypeError, match="tree mask 0 must hold bools"):
+            vkattn.tree_mask_from_bool([m])
+    for m, bad in ((np.full((2, 2), 2), 2), (-np.eye(2, dtype=np.int8), -1)):
+        with pytest.raises(ValueError, match="tree mask 0 holds %d, must be bool or 0/1" % bad):
+            vkattn.tree_mask_from_bool([m])
+    with pytest.raises(ValueError, match="rows differ in length"):
+        vkattn.tree_mask_from_bool([[[True, True], [True]]])
+    indptr, words = vkattn.tree_mask_from_bool([np.eye(2, dtype=np.uint8), np.zeros((0, 0), bool)])
+    assert indptr.tolist() == [0, 2, 2] and words.tolist() == [1, 2]
+
+
+def test_bad_tree_arguments_raise(ctx):
+    """Wrong types, values past int32/uint32, negative, decreasing or empty
+    arrays raise TypeError, OverflowError or vkattn.Error, never a value cut
+    into range; a set that raises keeps the trees set before it."""
+    rng = np.random.default_rng(17)
+    h, hkv, d = 4, 2, 16
+    cu_q, cu_k, indptr, words, _ = tree_case(rng)
+    q, k = rand(rng, (cu_q[-1], h, d)), rand(rng, (cu_k[-1], hkv, d))
+    type_errors = [
+        (dict(tree_indptr=indptr.astype(np.float32)),
+         "tree_indptr must hold integers, got float32"),
+        (dict(tree_indptr=[0.0, 9.0, 9.0]),
+         "tree_indptr element must be an integer, got the float"),
+        (dict(tree_indptr="009"), "tree_indptr must be an array of integers"),
+        (dict(tree_indptr=np.array([0, 1, 1], bool)), "tree_indptr must hold integers, got a bool"),
+        (dict(tree_indptr=np.array(["0", "9", "9"])), "tree_indptr must hold integers, got <U1"),
+        (dict(tree_mask=np.ones(9, bool)), "tree_mask must hold integers, got a bool"),
+        (dict(tree_mask=words.astype(np.float64)), "tree_mask must hold integers, got float64"),
+        (dict(tree_mask=[None] * 9), "tree_mask element must be an integer, got None"),
+    ]
+    overflows = [
+        (dict(tree_indptr=[0, 2**31, 2**31]), "tree_indptr holds 2147483648, outside int32"),
+        (dict(tree_indptr=np.array([0, 2**32 + 9, 2**32 + 9], np.int64)),
+         "tree_indptr holds 4294967305"),
+        (dict(tree_indptr=np.array([0, 2**32 - 1, 2**32 - 1], np.uint32)),
+         "tree_indptr holds 4294967295"),
+        (dict(tree_mask=[2**32] * 9), "tree_mask holds 4294967296, outside uint32"),
+        (dict(tree_mask=[2**63 - 1] * 9), "tree_mask holds 9223372036854775807"),
+        (dict(tree_mask=[2**64] * 9), "tree_mask element = 18446744073709551616 is outside uint32"),
+        (dict(tree_mask=np.full(9, -1, np.int8)), "tree_mask holds -1, outside uint32"),
+    ]
+    errors = [
+        (dict(tree_indptr=[0, -9, -9]), "desc->tree_indptr decreases at 1 \\(0 -> -9\\)"),
+        (dict(tree_indptr=[0, 100, 9]), "desc->tree_indptr decreases at 2 \\(100 -> 9\\)"),
+        (dict(tree_indptr=[5, 9, 9]), "desc->tree_indptr\\[0\\] is 5, must be 0"),
+        (dict(tree_indptr=[0, 2**31 - 1, 2**31 - 1]),
+         "counts 2147483647 words, the tree_mask array holds 9"),
+        (dict(tree_indptr=[0, 8, 8]), "sequence 0 has 8 words, must be t \\* ceil\\(t / 32\\) = 9"),
+        (dict(tree_indptr=[]), "tree_indptr needs batch \\+ 1 >= 1 entries \\(has 0\\)"),
+        (dict(tree_mask=[]), "tree_indptr counts 9 words, the tree_mask array holds 0"),
+        (dict(tree_indptr=None, tree_mask=[]), "tree_mask is set but tree_indptr is not"),
+    ]
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K:
+        for table, cls in ((type_errors, TypeError), (overflows, OverflowError),
+                           (errors, vkattn.Error)):
+            for kw, match in table:
+                kw = dict(dict(tree_indptr=indptr, tree_mask=words), **kw)
+                with pytest.raises(cls, match=match):
+                    vkattn.attention_varlen(Q, K, K, cu_q, cu_k, causal=True, **kw)
+        # Any integer dtype holding values in range is exact (int64, object ints).
+        want = vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr,
+                                       tree_mask=words).numpy()
+        got = vkattn.attention_varlen(Q, K, K, cu_q, cu_k, tree_indptr=indptr.astype(object),
+                                      tree_mask=words.astype(np.int64)).numpy()
+        assert np.array_equal(got, want)
+
+        desc = vkattn.AttentionDesc(num_heads=h, num_kv_heads=hkv, head_dim=d, tree_indptr=indptr,
+                                    tree_mask=words)
+        for name, value, cls in (("tree_indptr", [], vkattn.Error),
+                                 ("tree_indptr", [0, 2**31], OverflowError),
+                                 ("tree_mask", [-1], OverflowError), ("tree_mask", "x", TypeError)):
+            with pytest.raises(cls):
+                desc[name] = value
+        # The field reads back the tree the native desc holds, and the calls
+        # use it (a failed set used to drop it there, leaving the field set).
+        assert desc["tree_indptr"].tolist() == indptr.tolist()
+        assert desc["tree_mask"].tolist() == words.tolist()
+        out = vkattn.Tensor(ctx, (cu_q[-1], h, d))
+        with pytest.raises(vkattn.Error, match="tree_indptr has 3 entries, the call needs 2"):
+            ctx._handle().attentionVarlen(desc._native(), np.array([0, cu_q[-1]], np.int32),
+                                          np.array([0, cu_k[-1]], np.int32), Q._handle(),
+                                          K._handle(), K._handle(), out._handle())
+        out.close()
+
+
 def topk_case(rng, kk=8):
     """Two sequences, 3 queries over 40 keys and 1 over 25: an i32 top-k
     list [4, kk] (each row distinct random positions of its own sequence;
@@ -323,6 +417,63 @@ def test_topk_lists_equal_their_bool_mask(ctx, causal):
         with pytest.raises(vkattn.Error, match="AttentionDesc.topk_indices: this Tensor is closed"):
             vkattn.attention_varlen(Q, K, V, cu_q, cu_k, topk_indices=T)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_bad_topk_lists_raise(ctx):
+    """A topk_indices that is not a Tensor is a TypeError; another dtype,
+    another context, rank or first/middle dim is vkattn.Error naming it; a
+    Tensor closed before or after it was stored raises, in a cache step
+    too. K = 0 and out-of-range entries are valid lists (rows of 0)."""
+    rng = np.random.default_rng(18)
+    h, hkv, d = 4, 2, 16
+    cu_q, cu_k, topk, _ = topk_case(rng)
+    q, k = rand(rng, (cu_q[-1], h, d)), rand(rng, (cu_k[-1], hkv, d))
+    rows, kk = topk.shape
+    other = vkattn.Context()
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K:
+        for value in (topk, topk.tolist(), "x", 5):
+            with pytest.raises(TypeError, match="topk_indices must be a vkattn.Tensor or None"):
+                vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=value)
+        bad = [
+            (ctx.tensor(topk.astype(np.float32)), "topk_indices must be i32, got f32"),
+            (ctx.tensor(topk.astype(np.float16)), "topk_indices must be i32, got f16"),
+            (ctx.tensor(topk.astype(np.uint8)), "topk_indices must be i32, got u8"),
+            (other.tensor(topk), "topk_indices belongs to another context"),
+            (ctx.tensor(topk.reshape(-1)),
+             "must be \\[rows, K\\] or \\[rows, Hkv, K\\], got \\[32\\]"),
+            (ctx.tensor(np.zeros((rows, hkv, 1, kk), np.int32)), "got \\[4, 2, 1, 8\\]"),
+            (ctx.tensor(np.zeros((rows + 1, kk), np.int32)),
+             "first dim is 5, must be the call's query tokens 4"),
+            (ctx.tensor(np.zeros((rows - 1, hkv, kk), np.int32)), "first dim is 3"),
+            (ctx.tensor(np.zeros((rows, hkv + 1, kk), np.int32)),
+             "middle dim is 3, must be num_kv_heads 2"),
+            (ctx.tensor(np.zeros((rows, h, kk), np.int32)),
+             "middle dim is 4, must be num_kv_heads 2"),
+        ]
+        for t, match in bad:
+            with t, pytest.raises(vkattn.Error, match=match):
+                vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=t)
+        far = np.where(np.arange(rows * kk).reshape(rows, kk) % 2, 2**31 - 1, -2**31)
+        for lists in (np.zeros((rows, 0), np.int32), np.zeros((rows, hkv, 0), np.int32),
+                      far.astype(np.int32)):
+            with ctx.tensor(lists) as T:
+                got = vkattn.attention_varlen(Q, K, K, cu_q, cu_k, topk_indices=T).numpy()
+            assert not got.any()
+        T = ctx.tensor(topk)
+        desc = vkattn.AttentionDesc(num_heads=h, num_kv_heads=hkv, head_dim=d, topk_indices=T)
+        T.close()  # stored, then closed
+        with pytest.raises(vkattn.Error, match="AttentionDesc.topk_indices: this Tensor is closed"):
+            desc._native()
+        with pytest.raises(vkattn.Error, match="AttentionDesc.topk_indices: this Tensor is closed"):
+            vkattn.AttentionDesc(topk_indices=T)  # closed, then stored
+        with pytest.raises(vkattn.Error, match="AttentionDesc.topk_indices: this Tensor is closed"):
+            ctx.self_check(num_heads=h, num_kv_heads=hkv, head_dim=d, topk_indices=T)
+        with ctx.kv_cache(1, hkv, d, num_pages=4, page_size=16, dtype=vkattn.F32) as cache:
+            with cache.begin([1], [1]) as step:
+                step.append(0, k[:1], k[:1])
+                with pytest.raises(vkattn.Error, match="topk_indices: this Tensor is closed"):
+                    step.attention(0, q[:1], topk_indices=T)
+    other.close()
 
 
 def test_softcap_alibi_and_scale(ctx):
@@ -951,3 +1102,67 @@ def test_tune_records_a_winner_that_a_later_context_uses(tmp_path, monkeypatch):
         assert c.validation_messages == 0
     finally:
         c.close()
+
+
+def test_messages_go_to_logging_and_to_a_handler(monkeypatch, caplog):
+    """The library's messages reach the ``logging`` logger "vkattn" by
+    default, and a handler set with set_log_handler instead; None gives
+    them back to stderr. An unknown VKATTN_LOG category is a warning."""
+    monkeypatch.setenv("VKATTN_LOG", "no-such-category-py1")
+    with caplog.at_level("WARNING", logger="vkattn"):
+        vkattn.Context().close()
+    hits = [r for r in caplog.records if r.name == "vkattn" and "no-such-category-py1" in r.getMessage()]
+    assert hits and hits[0].levelname == "WARNING", caplog.records
+    got = []
+    vkattn.set_log_handler(lambda level, message: got.append((level, message)))
+    try:
+        monkeypatch.setenv("VKATTN_LOG", "no-such-category-py2")
+        vkattn.Context().close()
+        # From another thread too (the handler takes the GIL there).
+        monkeypatch.setenv("VKATTN_LOG", "no-such-category-py3")
+        t = threading.Thread(target=lambda: vkattn.Context().close())
+        t.start()
+        t.join()
+    finally:
+        vkattn.set_log_handler()
+    assert (vkattn.LOG_WARNING, got[0][1]) == got[0] and "no-such-category-py2" in got[0][1], got
+    assert any("no-such-category-py3" in m for _, m in got), got
+    assert all("\n" not in m and not m.startswith("vkattn: ") for _, m in got), got
+    with pytest.raises(TypeError):
+        vkattn.set_log_handler(42)
+
+
+def test_a_raising_handler_does_not_break_the_call(monkeypatch):
+    def bad(level, message):
+        raise RuntimeError("handler failed")
+    vkattn.set_log_handler(bad)
+    try:
+        monkeypatch.setenv("VKATTN_LOG", "no-such-category-py4")
+        vkattn.Context().close()  # the warning's handler raised: reported, not propagated
+    finally:
+        vkattn.set_log_handler()
+
+
+def test_a_failed_span_set_keeps_the_spans(ctx):
+    """As for trees: a span set that raises leaves the spans the desc had
+    (the native set used to free them first, so the next call ran without
+    spans while the field still read them)."""
+    desc = vkattn.AttentionDesc(num_heads=1, num_kv_heads=1, head_dim=8, span_indptr=[0, 1],
+                                spans=[2, 5])
+    with pytest.raises(vkattn.Error, match="span_indptr needs batch \\+ 1 >= 1 entries"):
+        desc["span_indptr"] = []
+    with pytest.raises(vkattn.Error, match="2 values per span"):
+        desc["spans"] = [1, 2, 3]
+    assert desc["span_indptr"].tolist() == [0, 1] and desc["spans"].tolist() == [2, 5]
+    rng = np.random.default_rng(5)
+    q, k = rand(rng, (6, 1, 8)), rand(rng, (6, 1, 8))
+    with ctx.tensor(q) as Q, ctx.tensor(k) as K:
+        got = vkattn.attention_varlen(Q, K, K, [0, 6], [0, 6], causal=True, span_indptr=[0, 1],
+                                      spans=[2, 5]).numpy()
+        out = vkattn.Tensor(ctx, (6, 1, 8))
+        desc["causal"] = 1
+        ctx._handle().attentionVarlen(desc._native(), np.array([0, 6], np.int32),
+                                      np.array([0, 6], np.int32), Q._handle(), K._handle(),
+                                      K._handle(), out._handle())
+        assert np.array_equal(out.numpy(), got)
+        out.close()

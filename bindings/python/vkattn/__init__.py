@@ -24,6 +24,8 @@ write C-contiguous arrays in place (no copy beyond the device transfer);
 other arrays are made contiguous first.
 """
 
+import atexit as _atexit
+import logging as _logging
 import operator as _operator
 
 import numpy as _np
@@ -38,6 +40,7 @@ __all__ = [
     "attention_merge", "spans_from_token_type_ids", "tree_mask_from_bool",
     "rope", "RopeDesc", "ROPE_NEOX", "ROPE_GPTJ", "ROPE_SCALING_NONE",
     "ROPE_SCALING_LINEAR", "ROPE_SCALING_LLAMA3", "ROPE_SCALING_YARN",
+    "set_log_handler", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG",
 ]
 
 F32, F16, BF16, U8, I32 = _raw.F32, _raw.F16, _raw.BF16, _raw.U8, _raw.I32
@@ -83,6 +86,40 @@ class Error(Exception):
 
 
 _raw.setErrorClass(Error)
+
+# The library's messages (vkattn_set_log_callback): by default to the
+# ``logging`` logger "vkattn" at the matching level (errors and warnings;
+# VKATTN_LOG's categories as INFO and DEBUG: configure logging to see
+# them, e.g. ``logging.basicConfig(level=logging.DEBUG)``).
+LOG_ERROR, LOG_WARNING = _raw.LOG_ERROR, _raw.LOG_WARNING
+LOG_INFO, LOG_DEBUG = _raw.LOG_INFO, _raw.LOG_DEBUG
+logger = _logging.getLogger("vkattn")
+_LOGGING_LEVEL = {LOG_ERROR: _logging.ERROR, LOG_WARNING: _logging.WARNING,
+                  LOG_INFO: _logging.INFO, LOG_DEBUG: _logging.DEBUG}
+
+
+def _to_logging(level, message):
+    logger.log(_LOGGING_LEVEL.get(level, _logging.WARNING), "%s", message)
+
+
+def set_log_handler(handler=_to_logging):
+    """Where the library's messages go, process-wide: ``handler(level,
+    message)`` with ``level`` one of LOG_ERROR, LOG_WARNING, LOG_INFO,
+    LOG_DEBUG and ``message`` one line (str). The default hands them to
+    the ``logging`` logger "vkattn"; ``None`` gives them back to the
+    library, which prints them on stderr as "vkattn: <message>". The
+    handler runs on the thread that logs, holding the GIL; it must not call
+    vkattn. An exception it raises is reported as unraisable and ignored.
+    Once this returns, the previous handler receives nothing more."""
+    if handler is not None and not callable(handler):
+        raise TypeError("vkattn: set_log_handler takes a callable(level, message) or None")
+    _raw.setLogHandler(handler)
+
+
+set_log_handler(_to_logging)
+# (At exit the handler goes first: a message after the interpreter's end
+# goes to stderr.)
+_atexit.register(_raw.setLogHandler, None)
 
 _NP_OF = {F32: _np.float32, F16: _np.float16, BF16: _np.uint16, I32: _np.int32, U8: _np.uint8,
           I8: _np.int8, FP8_E4M3: _np.uint8, Q4: _np.int8}
@@ -475,21 +512,28 @@ class AttentionDesc:
         if name not in self.FIELDS:
             raise TypeError("vkattn: AttentionDesc has no field %r" % name)
         if name in self.SPANS:
-            self._keep[name] = None if value is None else _ints(value, name)
-            indptr, spans = self._keep.get("span_indptr"), self._keep.get("spans")
+            fields = {n: self._keep.get(n) for n in self.SPANS}
+            fields[name] = None if value is None else _ints(value, name)
+            indptr, spans = fields["span_indptr"], fields["spans"]
             if indptr is None and spans is None:
                 self._d.setSpans(None, None)
             elif indptr is not None:  # (spans alone wait for their span_indptr)
                 self._d.setSpans(indptr, _np.zeros(0, _np.int32) if spans is None else spans)
+            self._keep.update(fields)  # (as the trees: only once the native desc took them)
             return
         if name in self.TREES:
             ctype = "uint32" if name == "tree_mask" else "int32"
-            self._keep[name] = None if value is None else _ints(value, name, ctype)
-            indptr, words = self._keep.get("tree_indptr"), self._keep.get("tree_mask")
+            trees = {n: self._keep.get(n) for n in self.TREES}
+            trees[name] = None if value is None else _ints(value, name, ctype)
+            indptr, words = trees["tree_indptr"], trees["tree_mask"]
             if indptr is None and words is None:
                 self._d.setTrees(None, None)
             elif indptr is not None:  # (words alone wait for their tree_indptr)
                 self._d.setTrees(indptr, _np.zeros(0, _np.uint32) if words is None else words)
+            # Kept only once the native desc took them: a set that raises
+            # leaves both as they were (the field read back is the tree the
+            # calls use).
+            self._keep.update(trees)
             return
         if name in self.TENSORS:
             if value is not None and not isinstance(value, Tensor):
@@ -578,18 +622,39 @@ def tree_mask_from_bool(masks):
     for AttentionDesc (or the attention calls' keywords of the same names):
     int32 prefix sums of the word counts and the uint32 words, each row
     ceil(t / 32) words, bit j % 32 of word j // 32 (least significant
-    first) for column j."""
+    first) for column j. The entries are bools or the integers 0 and 1: a
+    float, a string or None is a TypeError, another integer (2, -1) a
+    ValueError."""
     if isinstance(masks, _np.ndarray) and masks.ndim == 2:
         masks = [masks]
+    elif isinstance(masks, _np.ndarray) and masks.ndim < 2:
+        raise ValueError("vkattn: tree_mask_from_bool takes [t, t] or [B, t, t] bools, got "
+                         "shape %s" % (masks.shape,))
+    if masks is None or isinstance(masks, (str, bytes)) or not hasattr(masks, "__iter__"):
+        raise TypeError("vkattn: tree_mask_from_bool takes a list of [t, t] bool arrays (None "
+                        "for a sequence without a tree), got %r" % (masks,))
     indptr, words = [0], []
     for b, m in enumerate(masks):
         if m is None:
             indptr.append(indptr[-1])
             continue
-        m = _np.asarray(m) != 0
+        try:
+            m = _np.asarray(m)
+        except ValueError:  # ragged rows
+            raise ValueError("vkattn: tree mask %d must be square [t, t], its rows differ in "
+                             "length" % b) from None
+        # Only bools and 0/1 are read: 0.5, NaN or 2 is no "true" (each used
+        # to be taken as one by a comparison with 0).
+        if m.dtype != _np.bool_ and m.dtype.kind not in "iu":
+            raise TypeError("vkattn: tree mask %d must hold bools (or 0/1 integers), got %s "
+                            "values" % (b, m.dtype))
         if m.ndim != 2 or m.shape[0] != m.shape[1]:
             raise ValueError("vkattn: tree mask %d must be square [t, t], got shape %s"
                              % (b, m.shape))
+        if m.dtype.kind in "iu" and m.size and (m.min() < 0 or m.max() > 1):
+            raise ValueError("vkattn: tree mask %d holds %d, must be bool or 0/1"
+                             % (b, int(m[(m < 0) | (m > 1)][0])))
+        m = m != 0
         t = m.shape[0]
         w = (t + 31) // 32
         rows = _np.zeros((t, 32 * w), bool)
