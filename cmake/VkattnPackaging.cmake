@@ -20,6 +20,11 @@ set(CPACK_COMPONENTS_ALL runtime dev tools)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/vkattn/vkattn")
 set(CPACK_DEBIAN_ENUM_COMPONENTS runtime dev tools)
+# A cross build's packages are its target's (dpkg --print-architecture
+# would say the host's): tools/cross.sh dist packs the aarch64 build.
+if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL aarch64)
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+endif()
 
 set(vkattn_deb_version "${PROJECT_VERSION}")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libvkattn${PROJECT_VERSION_MAJOR})

@@ -13,6 +13,8 @@
 // The host reports each kind (best pattern and workgroup) and takes the
 // f16 storage-buffer figure as the read bound (examples/bench/bench_peaks.cpp).
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "dtype.glsl"  // (unpackHalf2x16 of the _soft_f16 variant)
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;
 layout(constant_id = 2) const uint SPAN = 1;

@@ -4,48 +4,28 @@
 // context created under it with stderr captured.
 #pragma once
 
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "test_platform.h"
 #include "test_util.h"
 
 namespace vkattn_test {
 
-// A fresh folder under /tmp, removed at the end of the test;
-// `with_pipelines` copies the build's pipeline cache into it (when the
-// suite runs with one), so kernels compile as fast as the suites' do.
-struct TempDir {
-  std::string path;
-  explicit TempDir(bool with_pipelines = false) {
-    char t[] = "/tmp/vkattn-test-XXXXXX";
-    path = mkdtemp(t);
-    const char* cache = std::getenv("VKATTN_PIPELINE_CACHE_DIR");
-    if (with_pipelines && cache && *cache)
-      std::system(
-          ("cp " + std::string(cache) + "/pipelines-* '" + path + "/' 2>/dev/null").c_str());
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
 // The file of `dir` named <prefix>*.txt ("" if none).
 inline std::string file_named(const std::string& dir, const std::string& prefix) {
   std::string found;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.rfind(prefix, 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
-        found = dir + "/" + n;
-    }
-    closedir(d);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".txt")
+      found = dir + "/" + n;
   }
   return found;
 }

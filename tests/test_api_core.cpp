@@ -108,25 +108,25 @@ TEST(Context, EnvDeviceSelection) {
   const char* old = std::getenv("VKATTN_DEVICE");
   std::string saved = old ? old : "";
   vkattn_context* ctx = nullptr;
-  setenv("VKATTN_DEVICE", part.c_str(), 1);  // case-insensitive name substring
+  set_env("VKATTN_DEVICE", part.c_str());  // case-insensitive name substring
   ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS) << vkattn_last_error();
   vkattn_device_info got;
   vkattn_device_info_init(&got);
   vkattn_context_get_device_info(ctx, &got);
   EXPECT_STREQ(got.name, first.name);
   vkattn_context_destroy(ctx);
-  setenv("VKATTN_DEVICE", "0", 1);
+  set_env("VKATTN_DEVICE", "0");
   ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
   vkattn_context_destroy(ctx);
-  setenv("VKATTN_DEVICE", "no such device, surely", 1);
+  set_env("VKATTN_DEVICE", "no such device, surely");
   EXPECT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_ERROR_NO_DEVICE);
   EXPECT_NE(std::strstr(vkattn_last_error(), "matches no device"), nullptr);
-  setenv("VKATTN_DEVICE", "77", 1);
+  set_env("VKATTN_DEVICE", "77");
   EXPECT_INVALID(vkattn_context_create(nullptr, &ctx), "out of range");
   if (old)
-    setenv("VKATTN_DEVICE", saved.c_str(), 1);
+    set_env("VKATTN_DEVICE", saved.c_str());
   else
-    unsetenv("VKATTN_DEVICE");
+    unset_env("VKATTN_DEVICE");
 }
 
 // Context and tensors destroyed in every order, with work pending.
@@ -233,7 +233,7 @@ TEST(Context, ConcurrentCreationAcrossThreads) {
         }
         vkattn_context_desc d;
         vkattn_context_desc_init(&d);
-        d.flags = (i + round) % 2 ? VKATTN_CONTEXT_VALIDATION : 0;
+        d.flags = (i + round) % 2 ? validation_flag() : 0;
         vkattn_context* ctx = nullptr;
         if (vkattn_context_create(&d, &ctx) != VKATTN_SUCCESS) {
           ++failures;

@@ -17,6 +17,7 @@
 #include "ops/attention/schedule.h"
 #include "ops/attention/variant.h"
 #include "ops/kv_cache.h"
+#include "test_platform.h"
 
 using namespace vkattn;
 
@@ -628,9 +629,9 @@ TEST(AttentionVariantChoice, ForcedCoopmat) {
 
 // A default context made under VKATTN_DISABLE_COOPMAT=1 (read at creation).
 vkattn_status create_with_kill_switch(vkattn_context** ctx) {
-  setenv("VKATTN_DISABLE_COOPMAT", "1", 1);
+  vkattn_test::set_env("VKATTN_DISABLE_COOPMAT", "1");
   const vkattn_status s = vkattn_context_create(nullptr, ctx);
-  unsetenv("VKATTN_DISABLE_COOPMAT");
+  vkattn_test::unset_env("VKATTN_DISABLE_COOPMAT");
   return s;
 }
 
@@ -697,10 +698,10 @@ TEST(AttentionPlan, DecodeSplitRuleFillsTheDevice) {
 // more than 8 query tokens (handed to the table's other family with the
 // reason), and the table's choice on this device.
 TEST(AttentionVariantChoice, Decode) {
-  setenv("VKATTN_DEVICE_COMPUTE_UNITS", "132", 1);
+  vkattn_test::set_env("VKATTN_DEVICE_COMPUTE_UNITS", "132");
   vkattn_context* ctx = nullptr;
   ASSERT_EQ(vkattn_context_create(nullptr, &ctx), VKATTN_SUCCESS);
-  unsetenv("VKATTN_DEVICE_COMPUTE_UNITS");
+  vkattn_test::unset_env("VKATTN_DEVICE_COMPUTE_UNITS");
   vkattn::Device& dev = ctx->impl->device();
   EXPECT_EQ(dev.caps().compute_units, 132u);
   vkattn::KernelOptions o;

@@ -25,7 +25,7 @@ constexpr int kH = 8, kHkv = 2, kD = 64;
 vkattn_context* invariant_context(bool invariant) {
   vkattn_context_desc d;
   vkattn_context_desc_init(&d);
-  d.flags = VKATTN_CONTEXT_VALIDATION | (invariant ? VKATTN_CONTEXT_BATCH_INVARIANT : 0u);
+  d.flags = validation_flag() | (invariant ? VKATTN_CONTEXT_BATCH_INVARIANT : 0u);
   vkattn_context* ctx = nullptr;
   EXPECT_EQ(vkattn_context_create(&d, &ctx), VKATTN_SUCCESS) << vkattn_last_error();
   return ctx;

@@ -595,7 +595,7 @@ TEST(Q4Attention, EveryFamilyMatchesTheReferenceOverWhatTheCacheHolds) {
   // A batch-invariant context (pages gathered into buffers of their own).
   vkattn_context_desc cd;
   vkattn_context_desc_init(&cd);
-  cd.flags = VKATTN_CONTEXT_VALIDATION | VKATTN_CONTEXT_BATCH_INVARIANT;
+  cd.flags = validation_flag() | VKATTN_CONTEXT_BATCH_INVARIANT;
   vkattn_context* inv = nullptr;
   ASSERT_EQ(vkattn_context_create(&cd, &inv), VKATTN_SUCCESS) << vkattn_last_error();
   attend_over_q4(inv, 64, 37);

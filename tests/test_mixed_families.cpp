@@ -64,7 +64,7 @@ TEST(MixedFamilies, VarlenRunsEachClassOnItsFamily) {
                      {"VKATTN_ATTN_KERNEL_PREFILL", prefill},
                      {"VKATTN_ATTN_MIN_SPLIT_KEYS", split},
                      {"VKATTN_LOG", "kernels"}});
-      if (!*split) unsetenv("VKATTN_ATTN_MIN_SPLIT_KEYS");
+      if (!*split) unset_env("VKATTN_ATTN_MIN_SPLIT_KEYS");
       ForcedContext fc;
       ASSERT_NE(fc.ctx, nullptr);
       AttnCase a = mixed_case(seed++);

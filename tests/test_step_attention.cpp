@@ -992,7 +992,7 @@ TEST_F(StepAttentionTest, TopKLists) {
 // A pool split over several buffers: sequences span buffers, attention runs
 // one dispatch per buffer and merges the pieces.
 TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
-  setenv("VKATTN_KV_BUFFER_BYTES", "8192", 1);
+  set_env("VKATTN_KV_BUFFER_BYTES", "8192");
   KvShape s;
   s.layers = 2;
   s.hkv = 2;
@@ -1002,7 +1002,7 @@ TEST_F(StepAttentionTest, PoolOverSeveralBuffers) {
   s.pages = 96;
   s.dtype = VKATTN_F16;
   create(s);
-  unsetenv("VKATTN_KV_BUFFER_BYTES");
+  unset_env("VKATTN_KV_BUFFER_BYTES");
   poison_pool();
   std::vector<LayerCfg> cfg(2);
   cfg[1].sinks = true;  // joined once over the pieces of several buffers

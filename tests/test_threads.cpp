@@ -24,7 +24,7 @@ int drive_context(int seed, std::vector<float>* outputs) {
   };
   vkattn_context_desc cd;
   vkattn_context_desc_init(&cd);
-  cd.flags = VKATTN_CONTEXT_VALIDATION;
+  cd.flags = vkattn_test::validation_flag();
   vkattn_context* ctx = nullptr;
   if (!ok(vkattn_context_create(&cd, &ctx))) return errors;
   KvShape s;

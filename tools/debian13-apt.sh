@@ -59,7 +59,14 @@ debian13_archive_uri() {
 
 # debian13_apt_config DIR: the private apt tree in DIR; exports APT_CONFIG.
 debian13_apt_config() {
-  local apt
+  debian_apt_config "$1" "trixie trixie-backports" amd64
+}
+
+# debian_apt_config DIR SUITES ARCH: the same for any suites and one
+# architecture (tools/cross.sh: Debian 12's and 13's arm64 packages, for a
+# sysroot; nothing of the machine's apt state is touched).
+debian_apt_config() {
+  local apt suites=$2 arch=$3
   mkdir -p "$1"
   apt=$(cd "$1" && pwd)
   mkdir -p "$apt/etc/apt/sources.list.d" "$apt/etc/apt/apt.conf.d" "$apt/etc/apt/preferences.d" \
@@ -67,10 +74,11 @@ debian13_apt_config() {
   # Nothing is installed there: an empty dpkg status makes apt fetch every
   # dependency, and keeps the machine's own packages out of the picture.
   [ -f "$apt/var/lib/dpkg/status" ] || : >"$apt/var/lib/dpkg/status"
-  cat >"$apt/etc/apt/sources.list.d/trixie.sources" <<SRC
+  rm -f "$apt"/etc/apt/sources.list.d/*.sources
+  cat >"$apt/etc/apt/sources.list.d/${suites%% *}.sources" <<SRC
 Types: deb
 URIs: $(debian13_archive_uri)
-Suites: trixie trixie-backports
+Suites: $suites
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
@@ -84,7 +92,8 @@ Dir::Etc::SourceList "/dev/null";
 Dir::Etc::SourceParts "$apt/etc/apt/sources.list.d/";
 Dir::Etc::Parts "$apt/etc/apt/apt.conf.d/";
 Dir::Etc::PreferencesParts "$apt/etc/apt/preferences.d/";
-APT::Architecture "amd64";
+APT::Architecture "$arch";
+APT::Architectures { "$arch"; };
 CONF
   export APT_CONFIG=$apt/apt.conf
 }

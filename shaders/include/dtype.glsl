@@ -16,6 +16,28 @@
 // A quiet NaN.
 #define NAN_F uintBitsToFloat(0x7fc00000u)
 
+// VKATTN_SOFT_F16 (every shader's _soft_f16 variant, picked per device by
+// core/device.cpp: Debian 12's arm64 lavapipe, Mesa 22.3 over LLVM 15,
+// aborts the process selecting any f16 -> f32 conversion, "Cannot select:
+// v4f32 = AArch64ISD::VLSHR" or "v4f32 = truncate"): unpackHalf2x16 by
+// integer arithmetic, exactly (subnormals, signed zeros, inf, NaN with its
+// payload). f32 -> f16 (packHalf2x16, f32_to_f16) compiles there.
+#ifdef VKATTN_SOFT_F16
+float vkattn_soft_f16(uint h) {
+  uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return uintBitsToFloat(s | 0x7f800000u | (m << 13));
+  if (e == 0u) {  // subnormal or zero: m x 2^-24 (no f32 subnormal on the way)
+    float v = float(m) * 5.9604644775390625e-8;
+    return s != 0u ? -v : v;
+  }
+  return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
+}
+vec2 vkattn_soft_unpack_half2x16(uint w) {
+  return vec2(vkattn_soft_f16(w & 0xffffu), vkattn_soft_f16(w >> 16));
+}
+#define unpackHalf2x16 vkattn_soft_unpack_half2x16
+#endif
+
 float bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
 
 // Round to nearest even; NaN stays a quiet NaN.

@@ -284,6 +284,24 @@ void read_limits(DeviceCaps& c, const VkPhysicalDeviceLimits& lim, VkDeviceSize 
   }
 }
 
+// Drivers whose shader compiler aborts the process compiling an f16 -> f32
+// conversion (unpackHalf2x16), so no self-check can step in: lavapipe of
+// Mesa 22 on aarch64 (Debian 12's Mesa 22.3 over LLVM 15: "LLVM ERROR:
+// Cannot select: v4f32 = AArch64ISD::VLSHR" for f16 K/V, "v4f32 =
+// truncate" for 8-bit caches' f16 scales). Their pipelines come from the
+// _soft_f16 variants (DeviceCaps::soft_f16). Mesa 26.1 (LLVM 19) on
+// aarch64 compiles the conversion. lavapipe runs on the CPU that runs
+// vkattn, so the build's architecture is the device's.
+bool needs_soft_f16(const vkattn_device_info& info) {
+#if defined(__aarch64__)
+  return info.device_type == VKATTN_DEVICE_CPU && std::strcmp(info.driver_name, "llvmpipe") == 0 &&
+         (info.driver_version >> 22) <= 22;  // VK_MAKE_VERSION(Mesa's major, minor, patch)
+#else
+  (void)info;
+  return false;
+#endif
+}
+
 // Compute units where the vendor reports them (NVIDIA SMs, AMD CUs, Arm
 // cores), else 0.
 uint32_t compute_units_of(const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV& nv_sm,
@@ -374,6 +392,7 @@ void Device::init_caps() {
     c.min_subgroup_size = sgsc.minSubgroupSize, c.max_subgroup_size = sgsc.maxSubgroupSize;
   }
   c.unmapped_data = env_switch("VKATTN_UNMAPPED_DATA", false);
+  c.soft_f16 = env_switch("VKATTN_SOFT_F16", needs_soft_f16(info_));
   c.compute_units = compute_units_of(nv_sm, amd_core, arm_core.shaderCoreCount);
   // Tests and tuning: VKATTN_DEVICE_COMPUTE_UNITS=n stands for the count
   // (the planner's target of 2 workgroups per compute unit follows it).

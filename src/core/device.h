@@ -68,6 +68,11 @@ struct DeviceCaps {
   // vkattn's own devices where offered; adopted devices: as the caller
   // enabled it.
   bool pipeline_stats = false;
+  // Pipelines are made from the shaders' _soft_f16 variants (f16 -> f32 by
+  // integer arithmetic, shaders/include/dtype.glsl): a driver whose
+  // compiler aborts on the conversion (core/device.cpp needs_soft_f16), or
+  // VKATTN_SOFT_F16=1.
+  bool soft_f16 = false;
 };
 
 // Fills `out` from a physical device (used with and without a context).

@@ -31,6 +31,7 @@ std::vector<EnvVar> make_table() {
       {"VKATTN_SELF_CHECK", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_TUNING", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_UNMAPPED_DATA", E::kSwitch, E::kContext, 0, 1},
+      {"VKATTN_SOFT_F16", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_DISABLE_COOPMAT", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_FULL_SUBGROUPS", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_DISABLE_SUBGROUP_OPS", E::kSwitch, E::kContext, 0, 1},

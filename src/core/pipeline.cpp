@@ -123,11 +123,14 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
 
   const ShaderBlob* blob = find_shader(layout.shader);
   if (!blob) fail(VKATTN_ERROR_INTERNAL, "shader ", layout.shader, " is not embedded");
+  if (device_.caps().soft_f16)  // (a shader without the variant converts no f16)
+    if (const ShaderBlob* soft = find_shader(std::string(layout.shader) + "_soft_f16")) blob = soft;
   VkDevice dev = device_.handle();
   const VolkDeviceTable& vk = device_.vk();
   host_alloc_point();
   Pipeline p;
   p.layout = &layout;
+  p.module = blob->name;
   p.spec = spec;
   std::vector<VkDescriptorSetLayoutBinding> binds;
   for (uint32_t i = 0; i < layout.bindings.size(); ++i)
@@ -194,7 +197,7 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
     if (log_compile_) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      logf(VKATTN_LOG_INFO, "compile %s [%s]%s%s %.0f ms", layout.shader, sp.c_str(),
+      logf(VKATTN_LOG_INFO, "compile %s [%s]%s%s %.0f ms", p.module, sp.c_str(),
            p.full_subgroups ? " full-subgroups" : "",
            p.required_subgroup_size
                ? (" subgroup-size " + std::to_string(p.required_subgroup_size)).c_str()

@@ -44,6 +44,9 @@ struct ExecutableStats {
 
 struct Pipeline {
   const KernelLayout* layout = nullptr;
+  // The embedded module it was made from: layout->shader, or its
+  // <shader>_soft_f16 variant on a device that needs it (DeviceCaps::soft_f16).
+  const char* module = nullptr;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;

@@ -422,8 +422,8 @@ CheckRecords::Entry self_check(Context& ctx, const AttentionCall& c, const FwdCo
   };
   if (pipe.check_status != CheckRecords::kUnchecked)
     return {static_cast<CheckRecords::Status>(pipe.check_status), pipe.check_max_err};
-  const std::string key = CheckRecords::key(pipe.layout->shader, pipe.spec, pipe.full_subgroups,
-                                            pipe.required_subgroup_size);
+  const std::string key =
+      CheckRecords::key(pipe.module, pipe.spec, pipe.full_subgroups, pipe.required_subgroup_size);
   CheckRecords& records = ctx.check_records();
   CheckRecords::Entry e = records.find(key);
   if (e.status != CheckRecords::kUnchecked) return known(e);

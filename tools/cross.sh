@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Cross builds of vkattn with Debian 12's own tools, and their tests:
+#   bash tools/cross.sh windows-x64|aarch64 deps
+#   bash tools/cross.sh windows-x64|aarch64 build|test|all BUILD_DIR
+#   bash tools/cross.sh dist DIST_DIR NATIVE_BUILD WIN_BUILD ARM64_BUILD
+#
+# windows-x64: mingw-w64 (cmake/toolchains/x86_64-w64-mingw32.cmake), run
+#   under wine64 on this machine's lavapipe (tools/run-windows.sh: its own
+#   Xvfb and wineserver). BUILD_DIR gets vkattn.dll, libvkattn.dll.a, the
+#   examples and tools as .exe, the test programs, and the wine prefix
+#   (BUILD_DIR/wine).
+# aarch64: aarch64-linux-gnu-g++ (cmake/toolchains/aarch64-linux-gnu.cmake),
+#   run under qemu-user over arm64 lavapipe (tools/run-aarch64.sh): Debian
+#   12's Mesa 22.3 and Debian 13's Mesa 26.1, each unpacked into a sysroot
+#   under $VKATTN_CROSS_DIR (default /opt/vkattn-cross; never a multiarch
+#   install). BUILD_DIR gets libvkattn.so* for aarch64, the examples, the
+#   test programs and links to both sysroots (sysroot-12, sysroot-26).
+#
+# deps   installs the Debian packages (the host's build tools too) and, for
+#        aarch64, fetches the sysroots; idempotent.
+# build  configures and builds in BUILD_DIR (any path) the library, the
+#        examples and the tests; prepares the wine prefix or the links.
+# test   the checks: windows-x64 runs the C and C++ examples and ctest -L unit
+#        plus the Attention, KvCacheTest and StepAttentionTest suites under
+#        wine (VKATTN_CROSS_QUICK=1: the examples and ctest -L unit only,
+#        what CI runs); aarch64 runs the examples and the unit tests that
+#        create no device under qemu over Mesa 12, and one call of every
+#        cache dtype over both Mesas.
+# all    deps, build, test.
+# dist   what a release ships, into DIST_DIR (docs/guide/getting-started.md,
+#        "Windows" and "aarch64").
+# Arguments are checked before anything is installed or built (a bad one:
+# usage, exit 2).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cross=${VKATTN_CROSS_DIR:-/opt/vkattn-cross}
+usage() {
+  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}/usage: /' >&2
+  exit 2
+}
+[ $# -ge 1 ] || usage
+target=$1
+case "$target" in
+  windows-x64 | aarch64)
+    [ $# -ge 2 ] || usage
+    action=$2
+    case "$action" in
+      deps) [ $# -eq 2 ] || usage ;;
+      build | test | all) [ $# -eq 3 ] && [ -n "$3" ] || usage ;;
+      *) echo "cross.sh: no action \"$action\" (deps, build, test, all)" >&2; usage ;;
+    esac
+    ;;
+  dist) [ $# -eq 5 ] || usage ;;
+  *) echo "cross.sh: no target \"$target\" (windows-x64, aarch64, dist)" >&2; usage ;;
+esac
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+host_packages="cmake ninja-build g++ make pkg-config python3 libvulkan-dev libvulkan-volk-dev
+  glslang-tools spirv-tools googletest mesa-vulkan-drivers vulkan-validationlayers"
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq --no-install-recommends $host_packages "$@" >/dev/null
+}
+
+# Fetches Debian's arm64 lavapipe, loader and validation layer of SUITES
+# into DIR (a sysroot: the packages unpacked, nothing installed), once.
+fetch_sysroot() { # DIR SUITES [apt-get -t RELEASE]
+  local dir=$1 suites=$2 release=${3:-}
+  [ -f "$dir/.vkattn-sysroot" ] && return 0
+  local tmp=$dir.partial
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  (
+    # shellcheck source=tools/debian13-apt.sh
+    . "$root/tools/debian13-apt.sh"
+    debian_apt_config "$tmp/apt" "$suites" arm64
+    apt-get update -q >"$tmp/apt.log" 2>&1
+    apt-get install --download-only -y -q ${release:+-t "$release"} mesa-vulkan-drivers \
+      libvulkan1 vulkan-validationlayers >>"$tmp/apt.log" 2>&1
+  ) || { echo "cross.sh: fetching arm64 packages of $suites failed ($tmp/apt.log)" >&2; exit 1; }
+  mkdir -p "$tmp/root"
+  for d in "$tmp"/apt/var/cache/apt/archives/*.deb; do dpkg-deb -x "$d" "$tmp/root"; done
+  rm -rf "$dir"
+  mv "$tmp/root" "$dir"
+  dpkg-deb -f "$(ls "$tmp"/apt/var/cache/apt/archives/mesa-vulkan-drivers_*.deb)" Version \
+    >"$dir/.vkattn-sysroot"
+  rm -rf "$tmp"
+  echo "cross.sh: arm64 sysroot $dir (mesa-vulkan-drivers $(cat "$dir/.vkattn-sysroot"))"
+}
+
+deps() {
+  case "$target" in
+    windows-x64) apt_install g++-mingw-w64-x86-64-posix wine64 xvfb xauth ;;
+    aarch64)
+      apt_install g++-aarch64-linux-gnu qemu-user-static dpkg-dev
+      $SUDO mkdir -p "$cross"
+      fetch_sysroot "$cross/arm64-bookworm" "bookworm bookworm-updates"
+      fetch_sysroot "$cross/arm64-trixie" "trixie trixie-backports" trixie-backports
+      ;;
+  esac
+}
+
+toolchain() {
+  case "$target" in
+    windows-x64) echo "$root/cmake/toolchains/x86_64-w64-mingw32.cmake" ;;
+    aarch64) echo "$root/cmake/toolchains/aarch64-linux-gnu.cmake" ;;
+  esac
+}
+
+build() {
+  local dir=$1
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE="$(toolchain)" >"$dir/configure.log" ||
+    { cat "$dir/configure.log"; exit 1; }
+  # The library, the examples and tools, and the tests' programs of the
+  # label `unit` and of the suites `test` runs.
+  cmake --build "$dir" -j"$(nproc)"
+  case "$target" in
+    windows-x64)
+      if [ ! -f "$dir/wine/system.reg" ]; then
+        echo "cross.sh: a wine prefix in $dir/wine (once, about 30 s)"
+        rm -rf "$dir/wine"
+        WINEPREFIX=$dir/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" \
+          xvfb-run -a /usr/lib/wine/wine64 wineboot --init >"$dir/wine-init.log" 2>&1 ||
+          { cat "$dir/wine-init.log"; exit 1; }
+      fi
+      ;;
+    aarch64)
+      ln -sfn "$cross/arm64-bookworm" "$dir/sysroot-12"
+      ln -sfn "$cross/arm64-trixie" "$dir/sysroot-26"
+      ;;
+  esac
+  echo "cross.sh: $target build in $dir"
+}
+
+run_test() {
+  local dir
+  dir=$(cd "$1" && pwd)
+  export VKATTN_CROSS_BUILD_DIR=$dir XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+  case "$target" in
+    windows-x64)
+      local run=$root/tools/run-windows.sh
+      for ex in attention chunked_prefill interop continuous_batching vkattn-info; do
+        echo "== wine: $ex"
+        "$run" "$dir/examples/$ex.exe" >"$dir/example-$ex.log" 2>&1 ||
+          { tail -n 20 "$dir/example-$ex.log"; echo "cross.sh: $ex failed under wine" >&2; exit 1; }
+        tail -n 1 "$dir/example-$ex.log"
+      done
+      local suites='^(Attention|KvCacheTest|StepAttentionTest)\.'
+      [ "${VKATTN_CROSS_QUICK:-}" = 1 ] && suites='^$'
+      (cd "$dir" && ctest -L unit --timeout 900 --output-on-failure) &&
+        (cd "$dir" && ctest -R "$suites" -LE slow --timeout 900 --output-on-failure)
+      ;;
+    aarch64)
+      local run=$root/tools/run-aarch64.sh
+      for ex in vkattn-info attention; do
+        echo "== qemu (Mesa 12): $ex"
+        "$run" "$dir/examples/$ex" >"$dir/example-$ex.log" 2>&1 ||
+          { tail -n 20 "$dir/example-$ex.log"; echo "cross.sh: $ex failed under qemu" >&2; exit 1; }
+        tail -n 1 "$dir/example-$ex.log"
+      done
+      (cd "$dir" && ctest -L unit -LE device --timeout 900 --output-on-failure)
+      for mesa in 12 26; do
+        echo "== qemu (Mesa $mesa): one call of every cache dtype"
+        VKATTN_AARCH64_MESA=$mesa "$run" "$dir/tests/test_cache_dtypes" ||
+          { echo "cross.sh: the cache dtypes failed on Mesa $mesa" >&2; exit 1; }
+      done
+      ;;
+  esac
+}
+
+dist() {
+  bash "$root/tools/cross-dist.sh" "$@"
+}
+
+case "$target" in
+  dist) dist "$2" "$3" "$4" "$5" ;;
+  *)
+    case "$action" in
+      deps) deps ;;
+      build) build "$3" ;;
+      test) run_test "$3" ;;
+      all) deps && build "$3" && run_test "$3" ;;
+    esac
+    ;;
+esac
