@@ -1,5 +1,5 @@
 // The tests' one home for what differs between Linux and Windows (the
-// library's is src/core/files.h): the environment, temporary folders, the
+// library's is src/core/platform.h): the environment, temporary folders, the
 // test program's own path. Tests call these and never test _WIN32
 // themselves.
 #pragma once

@@ -48,7 +48,9 @@ find_build() {
 build=$(find_build)
 # The build's link wins (cross.sh build makes it), else the deps' folder.
 [ -e "$build/sysroot-$mesa" ] && sysroot=$(cd "$build/sysroot-$mesa" && pwd -P)
+# (Mesa 22.3 names the file by architecture, 26.1 does not.)
 icd=/usr/share/vulkan/icd.d/lvp_icd.aarch64.json
+[ -f "$sysroot$icd" ] || icd=/usr/share/vulkan/icd.d/lvp_icd.json
 [ -f "$sysroot$icd" ] || {
   echo "run-aarch64: no arm64 lavapipe in $sysroot (bash tools/cross.sh aarch64 deps)" >&2
   exit 2

@@ -8,7 +8,12 @@ foreach(kv ${env})
   string(SUBSTRING "${kv}" ${eq} -1 v)
   set(ENV{${k}} "${v}")
 endforeach()
-execute_process(COMMAND ${GO} test -count=1 -v ./... WORKING_DIRECTORY ${DIR}
+# -DEXEC: a cross build's emulator (tools/run-windows.sh, run-aarch64.sh).
+set(exec)
+if(EXEC)
+  set(exec -exec ${EXEC})
+endif()
+execute_process(COMMAND ${GO} test -count=1 -v ${exec} ./... WORKING_DIRECTORY ${DIR}
   OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
 message("${out}")
 string(REGEX MATCHALL "--- PASS: " passed "${out}")

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/device.h"
-#include "core/files.h"
+#include "core/platform.h"
 #include "core/log.h"
 #include "core/log_once.h"
 #include "core/pipeline.h"

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/platform.h"
 
 namespace vkattn {
 
@@ -134,7 +135,8 @@ uint32_t choose_device(const InstanceTable& vki, const std::vector<VkPhysicalDev
   }
   std::vector<vkattn_device_info> infos(devs.size());
   for (size_t i = 0; i < devs.size(); ++i) describe_physical_device(vki, devs[i], &infos[i]);
-  if (const char* env = std::getenv("VKATTN_DEVICE"); env && *env) {
+  if (const auto env_value = get_env("VKATTN_DEVICE"); env_value && !env_value->empty()) {
+    const char* env = env_value->c_str();
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
     if (*end == '\0') {

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "core/device.h"
-#include "core/files.h"
+#include "core/platform.h"
 #include "core/pipeline.h"
 
 namespace vkattn {

@@ -1,5 +1,5 @@
 // A small text file of per-device results kept beside the pipeline cache
-// (core/files.h cache_dir()): the self-check results
+// (core/platform.h cache_dir()): the self-check results
 // (core/check_records.h) and the tuning winners (ops/attention/tuning.h).
 //
 // The file holds one section per (device, driver, vkattn build): a header

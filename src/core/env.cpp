@@ -1,10 +1,11 @@
 #include "core/env.h"
 
-#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/kernel_options.h"
+#include "core/platform.h"
 
 namespace vkattn {
 
@@ -57,9 +58,11 @@ std::vector<EnvVar> make_table() {
   return t;
 }
 
-const char* value_of(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
+// The value, or nullopt when unset or empty (both force nothing).
+std::optional<std::string> value_of(const char* name) {
+  std::optional<std::string> v = get_env(name);
+  if (v && v->empty()) v.reset();
+  return v;
 }
 
 [[noreturn]] void refuse(const EnvVar& var, const char* value, const std::string& what) {
@@ -149,27 +152,27 @@ const EnvVar& env_var(const char* name) {
 void check_env(EnvVar::Read when) {
   for (const EnvVar& var : env_vars())
     if (var.read == when)
-      if (const char* v = value_of(var.name)) check_value(var, v);
+      if (const auto v = value_of(var.name)) check_value(var, v->c_str());
 }
 
 bool env_switch(const char* name, bool fallback) {
-  const char* v = value_of(name);
-  return v ? parse_number(env_var(name), v) != 0 : fallback;
+  const auto v = value_of(name);
+  return v ? parse_number(env_var(name), v->c_str()) != 0 : fallback;
 }
 
 uint64_t env_number(const char* name, uint64_t fallback) {
-  const char* v = value_of(name);
-  return v ? parse_number(env_var(name), v) : fallback;
+  const auto v = value_of(name);
+  return v ? parse_number(env_var(name), v->c_str()) : fallback;
 }
 
 uint32_t env_name(const char* name, uint32_t fallback) {
-  const char* v = value_of(name);
-  return v ? name_index(env_var(name), v, v) : fallback;
+  const auto v = value_of(name);
+  return v ? name_index(env_var(name), *v, v->c_str()) : fallback;
 }
 
 uint32_t env_names(const char* name) {
-  const char* v = value_of(name);
-  return v ? names_bits(env_var(name), v) : 0;
+  const auto v = value_of(name);
+  return v ? names_bits(env_var(name), v->c_str()) : 0;
 }
 
 }  // namespace vkattn

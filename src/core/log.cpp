@@ -7,6 +7,7 @@
 #include <shared_mutex>
 
 #include "core/log_once.h"
+#include "core/platform.h"
 
 namespace vkattn {
 
@@ -26,8 +27,9 @@ Sink& sink() {
 }  // namespace
 
 uint32_t log_categories() {
-  const char* v = std::getenv("VKATTN_LOG");
-  if (!v) return 0;
+  const std::optional<std::string> env = get_env("VKATTN_LOG");
+  if (!env) return 0;
+  const char* v = env->c_str();
   static const struct {
     const char* name;
     uint32_t bit;

@@ -48,7 +48,14 @@ void log(vkattn_log_level level, const Parts&... parts) {
   log_line(level, os.str());
 }
 
-// log_line of a printf format.
-void logf(vkattn_log_level level, const char* format, ...) __attribute__((format(printf, 2, 3)));
+// log_line of a printf format (C99's: mingw builds use its own printf,
+// __USE_MINGW_ANSI_STDIO, not msvcrt's, which lacks %zu and %llu).
+#if defined(__MINGW32__)
+#define VKATTN_PRINTF_FORMAT gnu_printf
+#else
+#define VKATTN_PRINTF_FORMAT printf
+#endif
+void logf(vkattn_log_level level, const char* format, ...)
+    __attribute__((format(VKATTN_PRINTF_FORMAT, 2, 3)));
 
 }  // namespace vkattn

@@ -16,7 +16,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
-#include "core/files.h"
+#include "core/platform.h"
 #include "core/log.h"
 #include "core/log_once.h"
 #include "core/recorder.h"

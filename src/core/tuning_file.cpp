@@ -7,17 +7,17 @@
 
 #include "core/device.h"
 #include "core/env.h"
-#include "core/files.h"
 #include "core/log.h"
 #include "core/log_once.h"
 #include "core/pipeline.h"
+#include "core/platform.h"
 
 namespace vkattn {
 
 namespace {
 
 std::string tuning_path(const Device& device) {
-  if (const char* f = std::getenv("VKATTN_TUNING_FILE"); f && *f) return f;
+  if (auto f = get_env("VKATTN_TUNING_FILE"); f && !f->empty()) return *f;
   const std::string dir = cache_dir();
   return dir.empty() ? "" : dir + "/tuning-" + DeviceFile::uuid_hex(device) + ".txt";
 }

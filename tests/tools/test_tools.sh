@@ -399,5 +399,30 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   expect "no traceback" no_traceback
 fi
 
+## The cross builds' tools (issue W): bad arguments refused before
+## anything is installed, fetched or built.
+for args in "" "linux build $tmp/x" "aarch64" "aarch64 build" "windows-x64 test" \
+  "aarch64 deps extra" "windows-x64 bake $tmp/x" "dist $tmp/d"; do
+  # shellcheck disable=SC2086
+  run "cross.sh $args" bash "$T/cross.sh" $args
+  expect "exit status 2" rc_is 2
+  expect "prints the usage" err_has "usage:"
+  expect "nothing installed or built" nothing_called
+done
+run "run-windows.sh (no program)" bash "$T/run-windows.sh"
+expect "exit status 2" rc_is 2
+run "run-windows.sh without a prefix" env VKATTN_CROSS_BUILD_DIR="$tmp" bash "$T/run-windows.sh" x.exe
+expect "exit status 2" rc_is 2
+expect "says how to make the prefix" err_has "cross.sh windows-x64 build"
+run "run-aarch64.sh (no program)" bash "$T/run-aarch64.sh"
+expect "exit status 2" rc_is 2
+run "run-aarch64.sh VKATTN_AARCH64_MESA=7" env VKATTN_AARCH64_MESA=7 bash "$T/run-aarch64.sh" x
+expect "exit status 2" rc_is 2
+expect "names the value" err_has "VKATTN_AARCH64_MESA=7"
+run "cross-dist.sh over folders that are no builds" bash "$T/cross-dist.sh" "$tmp/d" "$tmp" "$tmp" "$tmp"
+expect "exit status 2" rc_is 2
+expect "names what is missing" err_has "is missing"
+expect "DIST_DIR not made" absent "$tmp/d"
+
 echo "test_tools: $((checks - failed)) of $checks checks passed ($root/tools)"
 [ "$failed" = 0 ]

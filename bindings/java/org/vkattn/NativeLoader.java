@@ -5,18 +5,32 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.StandardCopyOption;
+import java.util.Locale;
 
 /**
- * Loads libvkattn_java.so: from the path in the system property
- * {@code org.vkattn.library} if set, else from java.library.path, else from
- * the copies bundled in the jar under /org/vkattn/native/ (extracted to a
- * temporary directory; libvkattn.so is loaded first so that the JNI
- * library's dependency is already satisfied).
+ * Loads the JNI glue (libvkattn_java.so, vkattn_java.dll): from the path in
+ * the system property {@code org.vkattn.library} if set, else from
+ * java.library.path, else from the copies the jar carries for this platform
+ * under /org/vkattn/native/&lt;os&gt;-&lt;arch&gt;/ ({@code linux-x86_64},
+ * {@code linux-aarch64}, {@code windows-x86_64}), extracted to a temporary
+ * directory; vkattn itself (libvkattn.so.0, vkattn.dll) is loaded first so
+ * that the glue's dependency is already satisfied. A jar without this
+ * platform's libraries throws UnsatisfiedLinkError naming the platform.
  */
 final class NativeLoader {
   private static boolean loaded;
 
   private NativeLoader() {}
+
+  /** This JVM's platform as the jar names it, e.g. "linux-x86_64". */
+  static String platform() {
+    String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+    String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+    os = os.startsWith("windows") ? "windows" : os.startsWith("linux") ? "linux" : os;
+    if (arch.equals("amd64") || arch.equals("x86-64")) arch = "x86_64";
+    if (arch.equals("arm64")) arch = "aarch64";
+    return os + "-" + arch;
+  }
 
   static synchronized void load() {
     if (loaded) return;
@@ -31,15 +45,30 @@ final class NativeLoader {
       loaded = true;
       return;
     } catch (UnsatisfiedLinkError e) {
-      if (NativeLoader.class.getResource("/org/vkattn/native/libvkattn_java.so") == null) throw e;
+      if (NativeLoader.class.getResource("/org/vkattn/native/") == null) throw e;
     }
+    String platform = platform();
+    String[] names =
+        platform.startsWith("windows-")
+            ? new String[] {"vkattn.dll", "vkattn_java.dll"}
+            : new String[] {"libvkattn.so.0", "libvkattn_java.so"};
+    String dirInJar = "/org/vkattn/native/" + platform + "/";
+    if (NativeLoader.class.getResource(dirInJar + names[1]) == null)
+      throw new UnsatisfiedLinkError(
+          "vkattn: this jar has no native library for "
+              + platform
+              + " (os.name "
+              + System.getProperty("os.name")
+              + ", os.arch "
+              + System.getProperty("os.arch")
+              + "; it carries linux-x86_64, linux-aarch64 and windows-x86_64 where built so)");
     try {
       File dir = Files.createTempDirectory("vkattn-java").toFile();
       dir.deleteOnExit();
-      for (String name : new String[] {"libvkattn.so.0", "libvkattn_java.so"}) {
+      for (String name : names) {
         File f = new File(dir, name);
-        try (InputStream in = NativeLoader.class.getResourceAsStream("/org/vkattn/native/" + name)) {
-          if (in == null) throw new UnsatisfiedLinkError("vkattn: " + name + " is not in the jar");
+        try (InputStream in = NativeLoader.class.getResourceAsStream(dirInJar + name)) {
+          if (in == null) throw new UnsatisfiedLinkError("vkattn: " + dirInJar + name + " is not in the jar");
           Files.copy(in, f.toPath(), StandardCopyOption.REPLACE_EXISTING);
         }
         f.deleteOnExit();

@@ -1,14 +1,22 @@
 // The library's one home for what the operating system does differently
 // (as SQLite keeps every OS call behind its VFS and zstd its differences in
-// platform.h): the cache folder, folders, atomic replacement of a file,
-// the process id. Only core/files.cpp tests _WIN32; the rest of the core
+// platform.h): the environment, the cache folder, folders, atomic
+// replacement of a file, the process id. Only core/platform.cpp tests _WIN32; the rest of the core
 // calls these.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace vkattn {
+
+// The value of environment variable `name` (unset: nullopt). On Windows
+// from the process environment (GetEnvironmentVariable), which runtimes
+// that set variables through the OS change (Go's os.Setenv, .NET's
+// Environment.SetEnvironmentVariable); the C runtime's getenv there reads
+// its own copy, made when the program started.
+std::optional<std::string> get_env(const char* name);
 
 // The folder of vkattn's per-device caches (pipelines, self-check results,
 // tuning): VKATTN_PIPELINE_CACHE_DIR; else on Windows %LOCALAPPDATA%\vkattn;

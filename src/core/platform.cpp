@@ -1,4 +1,4 @@
-#include "core/files.h"
+#include "core/platform.h"
 
 #include <atomic>
 #include <cerrno>
@@ -52,13 +52,32 @@ void make_dir(const std::string& path) {
 
 }  // namespace
 
-std::string cache_dir() {
-  if (const char* e = std::getenv("VKATTN_PIPELINE_CACHE_DIR")) return e;
+std::optional<std::string> get_env(const char* name) {
 #ifdef _WIN32
-  if (const char* a = std::getenv("LOCALAPPDATA"); a && *a) return std::string(a) + "\\vkattn";
+  char small[256];
+  DWORD n = GetEnvironmentVariableA(name, small, sizeof small);
+  if (n == 0) {
+    if (GetLastError() == ERROR_ENVVAR_NOT_FOUND) return std::nullopt;
+    return std::string();
+  }
+  if (n < sizeof small) return std::string(small, n);
+  std::string big(n, '\0');  // n counts the terminating zero here
+  n = GetEnvironmentVariableA(name, &big[0], n);
+  big.resize(n);
+  return big;
 #else
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vkattn";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/vkattn";
+  const char* v = std::getenv(name);
+  return v ? std::optional<std::string>(v) : std::nullopt;
+#endif
+}
+
+std::string cache_dir() {
+  if (auto e = get_env("VKATTN_PIPELINE_CACHE_DIR")) return *e;
+#ifdef _WIN32
+  if (auto a = get_env("LOCALAPPDATA"); a && !a->empty()) return *a + "\\vkattn";
+#else
+  if (auto x = get_env("XDG_CACHE_HOME"); x && !x->empty()) return *x + "/vkattn";
+  if (auto h = get_env("HOME"); h && !h->empty()) return *h + "/.cache/vkattn";
 #endif
   return "";
 }
