@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/handles.h"
+#include "core/tensor.h"
 #include "ops/attention/self_check.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
@@ -117,25 +118,7 @@ TEST_P(CacheDtypes, OneStepMatchesTheReference) {
 }
 
 std::string name_of(const testing::TestParamInfo<Case>& i) {
-  auto n = [](vkattn_dtype dt) -> std::string {
-    switch (dt) {
-      case VKATTN_F32:
-        return "f32";
-      case VKATTN_F16:
-        return "f16";
-      case VKATTN_BF16:
-        return "bf16";
-      case VKATTN_I8:
-        return "int8";
-      case VKATTN_FP8_E4M3:
-        return "fp8";
-      case VKATTN_Q4:
-        return "q4";
-      default:
-        return "other";
-    }
-  };
-  return n(i.param.cache) + "_q_" + n(i.param.q);
+  return std::string(vkattn::dtype_name(i.param.cache)) + "_q_" + vkattn::dtype_name(i.param.q);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryDtype, CacheDtypes,
