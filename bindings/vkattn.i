@@ -186,6 +186,11 @@ static void vkattnx_tune_line(void* user, const char* name, const char* cand, do
 %ignore VKATTN_API;
 %ignore VKATTN_VKATTN_H_;
 %ignore vkattn_context_desc; /* Context's constructor takes its two fields */
+/* Attention variants (user functions, 0.7): the C API's for now; the
+ * bindings' Variant objects follow. */
+%ignore vkattn_attention_desc::variant;
+%ignore vkattn_attention_desc::variant_params;
+%ignore vkattn_variant_desc;
 
 %rename(Status) vkattn_status;
 /* The library's messages: each language's .i file routes them to its

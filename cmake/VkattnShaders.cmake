@@ -58,6 +58,20 @@ function(vkattn_compile_shaders cpp_var spv_var)
     DEPENDS ${spv_files} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_spirv.cmake
     COMMENT "embedding SPIR-V"
     VERBATIM)
-  set(${cpp_var} ${cpp} PARENT_SCOPE)
+  # The attention shaders' GLSL and every include, as text (attention
+  # variants: user functions spliced in at run time).
+  file(GLOB glsl_files CONFIGURE_DEPENDS
+       ${CMAKE_CURRENT_SOURCE_DIR}/shaders/attention_*.comp
+       ${CMAKE_CURRENT_SOURCE_DIR}/shaders/include/*.glsl)
+  list(SORT glsl_files)
+  set(glsl_cpp ${out_dir}/embedded_glsl.cpp)
+  add_custom_command(
+    OUTPUT ${glsl_cpp}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${glsl_cpp} "-DFILES=${glsl_files}"
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_glsl.cmake
+    DEPENDS ${glsl_files} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_glsl.cmake
+    COMMENT "embedding GLSL"
+    VERBATIM)
+  set(${cpp_var} ${cpp} ${glsl_cpp} PARENT_SCOPE)
   set(${spv_var} ${spv_files} PARENT_SCOPE)
 endfunction()

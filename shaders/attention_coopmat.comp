@@ -460,6 +460,13 @@ void main() {
             s += a;
           }
         }
+#if USER_MASK != 0
+        v = v && user_allows(sq, head, pos, int(key));
+#endif
+#if USER_SCORE != 0
+        s = user_score(sq, head, pos, int(key), s);
+        v = v && s != NEG_INF;
+#endif
         s = v ? s : NEG_INF;
         // (Constant indices only: a runtime index put seen[] in NAK's
         // local memory.)

@@ -283,6 +283,19 @@ void main() {
         }
       }
     }
+#if USER_MASK != 0 || USER_SCORE != 0
+    // Attention variants: the user's mask and score (attention_mask.glsl).
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
+      [[unroll]] for (uint j = 0u; j < BK; ++j) {
+        const uint x = i * BK + j;
+        if (USER_MASK != 0) vis[x] = vis[x] && user_allows(sq, head[i], pos[i], int(kp[j]));
+        if (USER_SCORE != 0) {
+          s[x] = user_score(sq, head[i], pos[i], int(kp[j]), s[x]);
+          vis[x] = vis[x] && s[x] != NEG_INF;
+        }
+      }
+    }
+#endif
     // One online-softmax update per row and block.
     float alphas[R];
     [[unroll]] for (uint i = 0u; i < R; ++i) {

@@ -270,6 +270,11 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
           if (!bmask.empty()) vis = vis && bmask[x] != 0;
           if (!amask.empty()) vis = vis && amask[x] != -inf;
           if (!key_valid.empty()) vis = vis && key_valid[cu_k[b] + j] != 0;
+          if (vis && c.host_mask) {  // (some query head of the sequence)
+            bool any = false;
+            for (int h = 0; h < c.H && !any; ++h) any = c.host_mask(b, h, pos, j);
+            vis = any;
+          }
           seen = vis;
         }
         if (seen) continue;
@@ -350,6 +355,41 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
     upload(sinks_t.get(), VKATTN_F32, sinks);
     desc.sinks = sinks_t.get();
   }
+  // Attention variant: its object and parameter tensors.
+  std::unique_ptr<vkattn_variant, void (*)(vkattn_variant*)> variant(nullptr,
+                                                                     &vkattn_variant_destroy);
+  std::vector<TensorPtr> params;
+  if (!c.variant_source.empty()) {
+    vkattn_variant_desc vd;
+    vkattn_variant_desc_init(&vd);
+    vd.source = c.variant_source.c_str();
+    for (int sl = 0; sl < 4; ++sl) vd.param_dtypes[sl] = c.variant_dtypes[sl];
+    vkattn_variant* made = nullptr;
+    EXPECT_EQ(vkattn_variant_create(ctx, &vd, &made), VKATTN_SUCCESS) << vkattn_last_error();
+    variant.reset(made);
+    desc.variant = made;
+    for (int sl = 0; sl < 4; ++sl) {
+      if (!c.variant_dtypes[sl]) continue;
+      const auto dt = static_cast<vkattn_dtype>(c.variant_dtypes[sl]);
+      const std::vector<double>& x = c.variant_params[sl];
+      params.push_back(make_tensor(ctx, dt, {static_cast<int64_t>(x.size())}));
+      std::vector<uint32_t> words(x.size());
+      for (size_t n = 0; n < x.size(); ++n) {
+        if (dt == VKATTN_F32) {
+          const float f = static_cast<float>(x[n]);
+          std::memcpy(&words[n], &f, 4);
+        } else {
+          const int32_t i = static_cast<int32_t>(x[n]);
+          std::memcpy(&words[n], &i, 4);
+        }
+      }
+      if (!words.empty())
+        EXPECT_EQ(vkattn_tensor_write(params.back().get(), words.data(), words.size() * 4),
+                  VKATTN_SUCCESS)
+            << vkattn_last_error();
+      desc.variant_params[sl] = params.back().get();
+    }
+  }
   vkattn_status s;
   if (c.padded)
     s = vkattn_attention_padded(ctx, &desc, tq_t.get(), tk_t.get(), tv_t.get(),
@@ -381,6 +421,7 @@ CaseStats run_attention_case(vkattn_context* ctx, const AttnCase& case_in) {
   p.bool_mask = bmask.empty() ? nullptr : bmask.data();
   p.add_mask = amask.empty() ? nullptr : amask.data();
   p.key_valid = key_valid.empty() ? nullptr : key_valid.data();
+  p.user_mask = c.host_mask, p.user_score = c.host_score;
   std::vector<float> ref_out(tq * c.H * dv), ref_lse(tq * c.H);
   vkattn::ref::attention_varlen(p, B, cu_q.data(), cu_k.data(), q.data(), k.data(), v.data(),
                                 ref_out.data(), ref_lse.data());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,15 @@ struct AttnCase {
   int pad_keys = 0;      // padded: keys of sequence b hidden by key_mask: b * pad_keys % u ...
   bool left_pad = true;  // ... at the start (left) or the end (right)
   uint32_t seed = 1;
+  // Attention variant (desc->variant: user functions): its GLSL source
+  // (empty: none), param_dtypes and each slot's values (a [n] tensor of
+  // that dtype), and the host forms of its functions for the reference and
+  // the NaN filling (args: the call's sequence, query head, q_pos, k_pos).
+  std::string variant_source;
+  uint32_t variant_dtypes[4] = {0, 0, 0, 0};
+  std::vector<double> variant_params[4];
+  std::function<bool(int, int, long, long)> host_mask;
+  std::function<double(double, int, int, long, long)> host_score;
   std::string name() const;
 };
 

@@ -900,6 +900,12 @@ typedef enum vkattn_mask_type {
   VKATTN_MASK_ADDITIVE = 2 /**< f32/f16/bf16 added to S; -inf hides */
 } vkattn_mask_type;
 
+/** Attention variant (user functions): an opaque object holding GLSL
+ * functions of the user's that change which keys a query sees and what
+ * its scores are, compiled on the device at first use
+ * (vkattn_variant_create); keeps its context alive, like every object. */
+typedef struct vkattn_variant vkattn_variant;
+
 /** What to compute: heads, dims, scale, causal flag, window, softcap, mask,
  * ALiBi and lse (vkattn_attention_desc_init sets the defaults). */
 typedef struct vkattn_attention_desc {
@@ -965,12 +971,94 @@ typedef struct vkattn_attention_desc {
    * dtype, rank or first/middle dim is INVALID_ARGUMENT; a tensor larger
    * than one storage binding of the device is UNSUPPORTED. */
   vkattn_tensor* topk_indices;
+  /* Appended in 0.7; a struct_size of 80 to 136 (0.1 to 0.6) reads as no
+   * variant. */
+  /** Attention variant (user functions; see "Attention variants" below),
+   * NULL = none: its vkattn_mask_mod hides keys in addition to every
+   * built-in rule, its vkattn_score_mod rewrites scores after every built-in
+   * term. A variant of another context is INVALID_ARGUMENT. */
+  vkattn_variant* variant;
+  /** The variant's parameter tensors, borrowed for the call: slot s holds a
+   * tensor of the dtype param_dtypes[s] declared (any shape, read as its
+   * elements in row-major order; views are packed), or NULL where the
+   * variant declares no slot s. A declared slot left NULL, an undeclared
+   * slot given a tensor, another dtype, or a tensor without a variant is
+   * INVALID_ARGUMENT, with nothing recorded. */
+  vkattn_tensor* variant_params[4];
 } vkattn_attention_desc;
 
 /** Defaults: causal 0, window_left -1, window_right -1, chunk_size 0, scale
  * 0, softcap 0, no mask/ALiBi/lse/sinks/spans; head counts and dims 0 (must
  * be set). */
 VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
+
+/** Attention variants (user functions): what vkattn_variant_create takes.
+ * FlexAttention's score_mod / mask_mod and FlashInfer's JIT variants in
+ * GLSL: a model's new visibility rule or score term written by its user,
+ * without a release and without a dense mask in memory
+ * (docs/guide/variants.md). `source` defines one or both of
+ *
+ *     bool  vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos);
+ *     float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos);
+ *
+ * and any helpers (GLSL 4.50 without a version line, and no bindings),
+ * and reads its parameters through vkattn_param_f32(slot, index) and
+ * vkattn_param_i32(slot, index): slot a literal 0..3 declared with that
+ * dtype in param_dtypes, index a uint; an index past the slot's tensor
+ * reads 0.
+ *   - seq: the sequence's index in the call (varlen and caller pools: b;
+ *     padded: the batch row; steps: step order); head: the query head,
+ *     0..H-1; q_pos: the query's absolute position u - t + i (bottom-right
+ *     alignment; negative for rows of t > u; GLSL's integer / rounds
+ *     toward zero and its % of a negative int is undefined, where a rule
+ *     usually wants floor division: see the guide's helpers); k_pos: the key's position
+ *     j in its sequence, 0..u-1.
+ *   - vkattn_mask_mod returning false hides the key, in addition to every
+ *     built-in rule (causal, windows, chunks, spans, trees, top-k, masks,
+ *     padding).
+ *   - vkattn_score_mod gets the score after every built-in term (scale x
+ *     q.k, softcap, ALiBi, additive mask) and returns the score the softmax
+ *     sees: -inf hides the key, NaN makes its row NaN, as a built-in score
+ *     would; sinks do not pass through it; lse and the split-KV merge see
+ *     the modified scores.
+ *   - The functions must be pure (same inputs, same result) and read only
+ *     their arguments and parameters.
+ *   - Every entry point (varlen, padded, caller pools, steps), every cache
+ *     dtype, GQA, head dim, lse and mode takes a variant. Families: lanes,
+ *     tiled and decode; coopmat takes variant calls only where the loaded
+ *     compiler knows GL_KHR_cooperative_matrix (glslang 14 or later), and
+ *     otherwise hands them to tiled, saying so once (warning). The cascade
+ *     over shared prefixes does not run with a variant (its prefix pass
+ *     cannot apply a per-row rule exactly): such calls run uncascaded.
+ *   - Compiled with shaderc (libshaderc.so.1, Debian's libshaderc1; on
+ *     Windows shaderc_shared.dll, which Debian does not ship), loaded at
+ *     run time (VKATTN_SHADERC_LIBRARY names another); a process without
+ *     it gets VKATTN_ERROR_UNSUPPORTED from vkattn_variant_create, naming
+ *     the library. The SPIR-V of each family shader x source x
+ *     param_dtypes x compiler is cached on disk beside the pipeline cache;
+ *     VKATTN_LOG=compile logs each compile.
+ *   - vkattn_variant_create: INVALID_ARGUMENT (vkattn_last_error() holding
+ *     the compiler's message, lines counted from 1 in `source`) for a NULL
+ *     source, a source that does not compile, one that defines neither
+ *     function, one that reads a slot param_dtypes leaves 0 or through the
+ *     other dtype's accessor, a param_dtypes value other than 0,
+ *     VKATTN_F32 and VKATTN_I32.
+ *   - A variant is used only with its own context's calls and follows that
+ *     context's threading rule; destroy it in any order (calls recorded
+ *     with it keep what they need). */
+typedef struct vkattn_variant_desc {
+  uint32_t struct_size;     /**< sizeof(vkattn_variant_desc) */
+  const char* source;       /**< GLSL text defining the functions above */
+  uint32_t param_dtypes[4]; /**< VKATTN_F32 or VKATTN_I32 per slot read; 0 = unused */
+} vkattn_variant_desc;
+
+/** Defaults: struct_size set, no source, no parameters. */
+VKATTN_API void vkattn_variant_desc_init(vkattn_variant_desc* desc);
+/** Checks and compiles `desc->source` (see above); *out = the variant. */
+VKATTN_API vkattn_status vkattn_variant_create(vkattn_context* ctx, const vkattn_variant_desc* desc,
+                                               vkattn_variant** out);
+/** NULL is fine; any destroy order. */
+VKATTN_API void vkattn_variant_destroy(vkattn_variant* variant);
 
 /** Packed ("varlen") batch without padding: the tokens of all sequences are
  * concatenated. cu_seqlens_q/k are host prefix sums of batch + 1 entries,

@@ -94,7 +94,8 @@ struct Seq {
   // span [span_lo, span_hi) and also sees its keys (empty: none).
   uint span_lo, span_hi;
   // F_TREE: tree_w words per row (0: no tree), row 0's at tree_off.
-  uint tree_off, tree_w, pad2;
+  // call_seq: the sequence's index in the call (attention variants' seq).
+  uint tree_off, tree_w, call_seq;
   // F_TOPK: token i's list for kv head h starts at element topk_off +
   // i * topk_stride + h * topk_hs of binding 16 (an item's range counts
   // list slots, not keys).

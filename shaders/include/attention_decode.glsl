@@ -392,6 +392,13 @@ void main() {
           ok = ok && a != NEG_INF;
           x += a;
         }
+#if USER_MASK != 0
+        ok = ok && user_allows(sq, head[i], pos[i], int(key));
+#endif
+#if USER_SCORE != 0
+        x = user_score(sq, head[i], pos[i], int(key), x);
+        ok = ok && x != NEG_INF;
+#endif
         vis[i * KPG + j] = ok;
         s[i * KPG + j] = ok ? x : NEG_INF;
       }

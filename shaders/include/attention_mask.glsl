@@ -143,4 +143,38 @@ float alibi_bias(uint head, int pos, int key) {
   return -alibi[head] * float(abs(pos - key));
 }
 
+// Attention variants (user functions, vkattn_variant; spliced in at run
+// time by src/ops/attention/user_functions.cpp, which defines
+// USER_FUNCTIONS and resolves "vkattn_user.glsl" to the user's
+// source behind its parameter accessors). USER_MASK: the source
+// defines vkattn_mask_mod; USER_SCORE: vkattn_score_mod. Every
+// family applies them after its built-in rules and terms: user_allows
+// joins the visibility, user_score takes the score after scale, softcap,
+// ALiBi and the additive mask (a -inf result hides the key).
+#ifndef USER_MASK
+#define USER_MASK 0
+#endif
+#ifndef USER_SCORE
+#define USER_SCORE 0
+#endif
+#ifdef USER_FUNCTIONS
+// The user's source behind its parameter accessors, and the parameters'
+// binding (the family's last binding + 1), written by the host.
+#include "vkattn_user.glsl"
+#endif
+bool user_allows(Seq sq, uint head, int pos, int key) {
+#if USER_MASK != 0
+  return vkattn_mask_mod(sq.call_seq, head, pos, key);
+#else
+  return true;
+#endif
+}
+float user_score(Seq sq, uint head, int pos, int key, float s) {
+#if USER_SCORE != 0
+  return vkattn_score_mod(s, sq.call_seq, head, pos, key);
+#else
+  return s;
+#endif
+}
+
 #endif

@@ -263,6 +263,20 @@ void main() {
           }
         }
       }
+#if USER_MASK != 0 || USER_SCORE != 0
+      // Attention variants: the user's mask and score (attention_mask.glsl).
+      [[unroll]] for (uint j = 0u; j < BCH; ++j) {
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
+          const uint x = i * BCH + j;
+          const int key = int(kt + j0 + j);
+          if (USER_MASK != 0) vis[x] = vis[x] && user_allows(sq, head[i], pos[i], key);
+          if (USER_SCORE != 0) {
+            s[x] = user_score(sq, head[i], pos[i], key, s[x]);
+            vis[x] = vis[x] && s[x] != NEG_INF;
+          }
+        }
+      }
+#endif
       // One online-softmax update per row and chunk.
       float alphas[R];
       [[unroll]] for (uint i = 0u; i < R; ++i) {

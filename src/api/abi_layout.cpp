@@ -19,7 +19,7 @@ VKATTN_PIN(vkattn_context_desc, device_index, 4);
 VKATTN_PIN(vkattn_context_desc, flags, 8);
 VKATTN_PIN(vkattn_context_desc, reserved, 12);
 
-static_assert(sizeof(vkattn_attention_desc) == 136, "vkattn_attention_desc size");
+static_assert(sizeof(vkattn_attention_desc) == 176, "vkattn_attention_desc size");
 VKATTN_PIN(vkattn_attention_desc, struct_size, 0);
 VKATTN_PIN(vkattn_attention_desc, num_heads, 4);
 VKATTN_PIN(vkattn_attention_desc, num_kv_heads, 8);
@@ -42,6 +42,12 @@ VKATTN_PIN(vkattn_attention_desc, spans, 104);
 VKATTN_PIN(vkattn_attention_desc, tree_indptr, 112);
 VKATTN_PIN(vkattn_attention_desc, tree_mask, 120);
 VKATTN_PIN(vkattn_attention_desc, topk_indices, 128);
+VKATTN_PIN(vkattn_attention_desc, variant, 136);
+VKATTN_PIN(vkattn_attention_desc, variant_params, 144);
+static_assert(sizeof(vkattn_variant_desc) == 32, "vkattn_variant_desc size");
+VKATTN_PIN(vkattn_variant_desc, struct_size, 0);
+VKATTN_PIN(vkattn_variant_desc, source, 8);
+VKATTN_PIN(vkattn_variant_desc, param_dtypes, 16);
 
 static_assert(sizeof(vkattn_kv_cache_desc) == 52, "vkattn_kv_cache_desc size");
 VKATTN_PIN(vkattn_kv_cache_desc, struct_size, 0);
@@ -74,7 +80,8 @@ VKATTN_PIN(vkattn_device_info, supports_bf16, 816);
 
 // The newest shipped size of each struct (the last in its list) is this build's.
 static_assert(vkattn::kContextDescSizes[0] == sizeof(vkattn_context_desc), "sizes list");
-static_assert(vkattn::kAttentionDescSizes[3] == sizeof(vkattn_attention_desc), "sizes list");
+static_assert(vkattn::kAttentionDescSizes[4] == sizeof(vkattn_attention_desc), "sizes list");
+static_assert(vkattn::kVariantDescSizes[0] == sizeof(vkattn_variant_desc), "sizes list");
 static_assert(vkattn::kKvCacheDescSizes[1] == sizeof(vkattn_kv_cache_desc), "sizes list");
 static_assert(vkattn::kDeviceInfoSizes[0] == sizeof(vkattn_device_info), "sizes list");
 

@@ -29,6 +29,29 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc) {
   desc->mask_type = VKATTN_MASK_NONE;
 }
 
+VKATTN_API void vkattn_variant_desc_init(vkattn_variant_desc* desc) {
+  if (!desc) return;
+  std::memset(desc, 0, sizeof(*desc));
+  desc->struct_size = sizeof(*desc);
+}
+
+VKATTN_API vkattn_status vkattn_variant_create(vkattn_context* ctx, const vkattn_variant_desc* desc,
+                                               vkattn_variant** out) {
+  if (out) *out = nullptr;
+  return guard(__func__, [&] {
+    VKATTN_REQUIRE_ARG(ctx);
+    VKATTN_REQUIRE_ARG(out);
+    const vkattn_variant_desc d = read_desc(desc, kVariantDescSizes, &vkattn_variant_desc_init,
+                                            "desc", "vkattn_variant_desc_init");
+    auto impl = std::make_shared<UserFunctions>(ctx->impl, d);
+    *out = new vkattn_variant{std::move(impl)};
+  });
+}
+
+VKATTN_API void vkattn_variant_destroy(vkattn_variant* variant) {
+  delete variant;
+}
+
 VKATTN_API vkattn_status vkattn_attention_varlen(vkattn_context* ctx,
                                                  const vkattn_attention_desc* desc, uint32_t batch,
                                                  const int32_t* cu_seqlens_q,

@@ -10,6 +10,7 @@
 #include "core/context.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/attention/user_functions.h"
 #include "ops/kv_cache.h"
 
 struct vkattn_context {
@@ -22,6 +23,7 @@ struct vkattn_kv_cache {
 struct vkattn_step {
   std::shared_ptr<vkattn::Step> impl;
 };
+// struct vkattn_variant: ops/attention/user_functions.h.
 
 namespace vkattn {
 

@@ -28,12 +28,14 @@ namespace vkattn {
 // struct_size values of every release, oldest first (x86_64 / aarch64).
 constexpr uint32_t kContextDescSizes[] = {16};  // 0.1
 constexpr uint32_t kAttentionDescSizes[] = {
-    80, 88, 112, 136};  // 0.1, 0.3 (sinks), 0.4 (mask shapes), 0.6 (trees, top-k)
+    80, 88, 112, 136,
+    176};  // 0.1, 0.3 (sinks), 0.4 (mask shapes), 0.6 (trees, top-k), 0.7 (variants)
 constexpr uint32_t kKvCacheDescSizes[] = {48, 52};  // 0.1, 0.5 (flags)
 constexpr uint32_t kDeviceInfoSizes[] = {824};      // 0.1
 constexpr uint32_t kRopeDescSizes[] = {72};         // 0.3 (RoPE)
 constexpr uint32_t kVulkanDescSizes[] = {80};       // 0.2 (interop)
 constexpr uint32_t kTuneDescSizes[] = {64};         // 0.3 (tuning)
+constexpr uint32_t kVariantDescSizes[] = {32};      // 0.7 (attention variants)
 
 template <size_t N>
 bool shipped_size(const uint32_t (&sizes)[N], uint32_t size) {

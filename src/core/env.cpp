@@ -20,6 +20,7 @@ std::vector<EnvVar> make_table() {
       {"VKATTN_DEVICE", E::kDevice, E::kContext},
       {"VKATTN_PIPELINE_CACHE_DIR", E::kPath, E::kContext},
       {"VKATTN_TUNING_FILE", E::kPath, E::kContext},
+      {"VKATTN_SHADERC_LIBRARY", E::kPath, E::kContext},
       {"VKATTN_LOG", E::kCategories, E::kContext},
       {"VKATTN_ATTN_KERNEL", E::kName, E::kContext, 0, 0, kFamilies},
       {"VKATTN_ATTN_KERNEL_DECODE", E::kName, E::kContext, 0, 0, kFamilies},

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "core/buffer.h"
@@ -16,9 +18,9 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/faults.h"
-#include "core/platform.h"
 #include "core/log.h"
 #include "core/log_once.h"
+#include "core/platform.h"
 #include "core/recorder.h"
 
 namespace vkattn {
@@ -29,6 +31,15 @@ VkDescriptorType descriptor_type(BindingKind k) {
                                           : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
 }
 }  // namespace
+
+// Pipeline::module of a runtime module's pipeline: its name, kept for the
+// process (a handful per variant; the logs and self-check keys print it).
+static const char* pipelines_module_name(const std::string& name) {
+  static std::mutex m;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(m);
+  return names.insert(name).first->c_str();
+}
 
 uint64_t build_id() {
   static const uint64_t id = [] {
@@ -43,6 +54,9 @@ uint64_t build_id() {
       for (const char* c = all[i].name; *c; ++c) mix(static_cast<uint8_t>(*c));
       for (size_t w = 0; w < all[i].count; ++w) mix(all[i].words[w]);
     }
+    const GlslText* text = all_glsl(&n);
+    for (size_t i = 0; i < n; ++i)
+      for (const char* c = text[i].text; *c; ++c) mix(static_cast<uint8_t>(*c));
     return h;
   }();
   return id;
@@ -115,22 +129,39 @@ Pipelines::~Pipelines() {
   vk.vkDestroyPipelineCache(dev, cache_, vk_allocator());
 }
 
-const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uint32_t>& spec,
-                               uint64_t shared_bytes) {
-  auto key = std::make_pair(std::string(layout.shader), spec);
+const Pipeline& Pipelines::get(const KernelLayout& family_layout, const std::vector<uint32_t>& spec,
+                               uint64_t shared_bytes, const RuntimeModule* runtime) {
+  const std::string name =
+      runtime ? std::string(family_layout.shader) + "#" + runtime->key() : family_layout.shader;
+  auto key = std::make_pair(name, spec);
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return it->second;
 
-  const ShaderBlob* blob = find_shader(layout.shader);
-  if (!blob) fail(VKATTN_ERROR_INTERNAL, "shader ", layout.shader, " is not embedded");
+  const ShaderBlob* blob = find_shader(family_layout.shader);
+  if (!blob) fail(VKATTN_ERROR_INTERNAL, "shader ", family_layout.shader, " is not embedded");
+  bool soft_f16 = false;
   if (device_.caps().soft_f16)  // (a shader without the variant converts no f16)
-    if (const ShaderBlob* soft = find_shader(std::string(layout.shader) + "_soft_f16")) blob = soft;
+    if (const ShaderBlob* soft = find_shader(std::string(family_layout.shader) + "_soft_f16"))
+      blob = soft, soft_f16 = true;
+  // A runtime module: its SPIR-V, and the family's layout plus its binding.
+  std::vector<uint32_t> runtime_words;
+  const KernelLayout* layout_ptr = &family_layout;
+  if (runtime) {
+    runtime_words = runtime->spirv(family_layout.shader, soft_f16);
+    std::unique_ptr<KernelLayout>& l = runtime_layouts_[family_layout.shader];
+    if (!l) {
+      l = std::make_unique<KernelLayout>(family_layout);
+      l->bindings.push_back(BindingKind::kStorageBuffer);
+    }
+    layout_ptr = l.get();
+  }
+  const KernelLayout& layout = *layout_ptr;
   VkDevice dev = device_.handle();
   const VolkDeviceTable& vk = device_.vk();
   host_alloc_point();
   Pipeline p;
   p.layout = &layout;
-  p.module = blob->name;
+  p.module = runtime ? pipelines_module_name(name) : blob->name;
   p.spec = spec;
   std::vector<VkDescriptorSetLayoutBinding> binds;
   for (uint32_t i = 0; i < layout.bindings.size(); ++i)
@@ -155,8 +186,8 @@ const Pipeline& Pipelines::get(const KernelLayout& layout, const std::vector<uin
                "vkCreatePipelineLayout");
     }
     VkShaderModuleCreateInfo sm{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    sm.codeSize = blob->count * 4;
-    sm.pCode = blob->words;
+    sm.codeSize = runtime ? runtime_words.size() * 4 : blob->count * 4;
+    sm.pCode = runtime ? runtime_words.data() : blob->words;
     check_vk(vk.vkCreateShaderModule(dev, &sm, vk_allocator(), &module), "vkCreateShaderModule");
     std::vector<VkSpecializationMapEntry> entries;
     for (uint32_t i = 0; i < spec.size(); ++i) entries.push_back({i, i * 4u, 4});

@@ -82,6 +82,20 @@ struct PreparedDispatch {
   uint32_t gx = 0, gy = 0;  // 0: nothing to dispatch
 };
 
+// A pipeline's shader made at run time rather than embedded: attention
+// variants (user functions, ops/attention/user_functions.h) compile a
+// family's GLSL with the user's functions spliced in. key() tells their
+// pipelines apart; spirv() gives (or throws why not) the module of
+// shader `shader` (a shaders/<name>.comp), `soft_f16` its _soft_f16 form.
+// Its pipelines have one storage binding more than their layout (the
+// user functions' parameters, binding = layout.bindings.size()).
+class RuntimeModule {
+ public:
+  virtual ~RuntimeModule() = default;
+  virtual const std::string& key() const = 0;
+  virtual std::vector<uint32_t> spirv(const std::string& shader, bool soft_f16) const = 0;
+};
+
 class Pipelines {
  public:
   explicit Pipelines(Device& device);
@@ -92,8 +106,10 @@ class Pipelines {
   // Specialization constant i gets constant_id i. `shared_bytes`: the
   // workgroup's shared memory as its family computes it (0: not given),
   // printed beside the driver's statistics (NVK reports none).
+  // `runtime`: the shader is runtime->spirv(layout.shader, ...) instead of
+  // the embedded one, and the pipeline's layout has its extra binding.
   const Pipeline& get(const KernelLayout& layout, const std::vector<uint32_t>& spec,
-                      uint64_t shared_bytes = 0);
+                      uint64_t shared_bytes = 0, const RuntimeModule* runtime = nullptr);
 
   // VKATTN_LOG=stats: every pipeline dispatched since the last call, in
   // first-dispatch order (their `stats`); the bench records each case's.
@@ -129,6 +145,9 @@ class Pipelines {
   bool allow_full_subgroups_ = true;  // VKATTN_FULL_SUBGROUPS (default 1)
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<std::pair<std::string, std::vector<uint32_t>>, Pipeline> pipelines_;
+  // The layouts of runtime modules' pipelines (a family's plus one storage
+  // binding), by shader name: Pipeline::layout points here.
+  std::map<std::string, std::unique_ptr<KernelLayout>> runtime_layouts_;
 };
 
 // Bytes per texel of the view formats vkattn binds.
@@ -143,8 +162,17 @@ struct ShaderBlob {
 const ShaderBlob* find_shader(const std::string& name);
 // Every embedded shader.
 const ShaderBlob* all_shaders(size_t* count);
-// This build of vkattn: a hash of every embedded SPIR-V word and the
-// version, so a changed kernel is never taken for a checked one.
+// The GLSL text of the attention shaders and their includes (by file name:
+// "attention_fwd.comp", "attention_mask.glsl"), generated at build time by
+// cmake/embed_glsl.cmake: what attention variants compile at run time.
+struct GlslText {
+  const char* name;
+  const char* text;
+};
+const GlslText* all_glsl(size_t* count);
+// This build of vkattn: a hash of every embedded SPIR-V word, every
+// embedded GLSL text and the version, so a changed kernel is never taken
+// for a checked one.
 uint64_t build_id();
 
 }  // namespace vkattn

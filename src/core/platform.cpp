@@ -11,6 +11,7 @@
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #else
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #endif
@@ -127,6 +128,46 @@ bool write_file_atomically(const std::string& path, const std::string& bytes, st
   *why = "cannot replace " + path + " with " + tmp + ": " + reason;
   std::remove(tmp.c_str());
   return false;
+}
+
+void* open_library(const std::string& name, std::string* why) {
+#ifdef _WIN32
+  HMODULE h = LoadLibraryA(name.c_str());
+  if (!h) *why = name + ": LoadLibrary error " + std::to_string(GetLastError());
+  return reinterpret_cast<void*>(h);
+#else
+  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    *why = e ? e : name + ": cannot be loaded";
+  }
+  return h;
+#endif
+}
+
+void* library_symbol(void* library, const char* symbol) {
+#ifdef _WIN32
+  return reinterpret_cast<void*>(GetProcAddress(static_cast<HMODULE>(library), symbol));
+#else
+  return dlsym(library, symbol);
+#endif
+}
+
+std::string module_dir_of(const void* address) {
+#ifdef _WIN32
+  HMODULE h = nullptr;
+  if (!GetModuleHandleExA(
+          GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+          static_cast<LPCSTR>(address), &h))
+    return "";
+  char path[MAX_PATH];
+  const DWORD n = GetModuleFileNameA(h, path, MAX_PATH);
+  return n && n < MAX_PATH ? parent_dir(std::string(path, n)) : "";
+#else
+  Dl_info info{};
+  if (!dladdr(address, &info) || !info.dli_fname) return "";
+  return parent_dir(info.dli_fname);
+#endif
 }
 
 }  // namespace vkattn

@@ -44,4 +44,14 @@ bool write_file_atomically(const std::string& path, const std::string& bytes, st
 // This process's id (unique names of temporary files).
 uint64_t process_id();
 
+// A shared library loaded at run time (dlopen / LoadLibrary), or nullptr
+// with the OS's reason in *why; `name` is a file name the OS searches for,
+// or a path. Never unloaded (its functions may be cached process-wide).
+void* open_library(const std::string& name, std::string* why);
+// The address of `symbol` in a library open_library returned (nullptr: none).
+void* library_symbol(void* library, const char* symbol);
+// The folder of the shared library or executable holding `address` (""
+// when the OS does not say): where vkattn finds the modules beside it.
+std::string module_dir_of(const void* address);
+
 }  // namespace vkattn

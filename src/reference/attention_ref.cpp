@@ -24,6 +24,7 @@ struct Row {
   long span_lo, span_hi;     // the span holding pos ([0, 0) when none)
   double slope;              // ALiBi slope, 0 = none
   const float* sink;         // the head's sink logit, or null
+  int seq, head;             // attention variants' seq and head
 };
 
 void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, long k_stride,
@@ -53,6 +54,7 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
     if (r.bool_mask && r.bool_mask[j] == 0) continue;
     if (r.add_mask && r.add_mask[j] == -std::numeric_limits<float>::infinity()) continue;
     if (r.key_valid && r.key_valid[j] == 0) continue;
+    if (p.user_mask && !p.user_mask(r.seq, r.head, r.pos, j)) continue;
     const float* kj = r.k + j * k_stride;
     double dot = 0;
     for (int c = 0; c < d; ++c) dot += static_cast<double>(r.q[c]) * kj[c];
@@ -60,6 +62,7 @@ void attend_row(const AttentionParams& p, int d, int dv, double scale, int u, lo
     if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
     if (r.slope != 0) x -= r.slope * std::fabs(static_cast<double>(r.pos - j));
     if (r.add_mask) x += r.add_mask[j];
+    if (p.user_score) x = p.user_score(x, r.seq, r.head, r.pos, j);
     for (int n = r.topk ? listed[j] : 1; n > 0; --n) {  // a repeat counts again
       keys.push_back(j);
       s.push_back(x);
@@ -135,6 +138,7 @@ void attention_varlen(const AttentionParams& p, int batch, const int32_t* cu_q, 
         }
         r.slope = p.alibi_slopes ? p.alibi_slopes[h] : 0.0;
         r.sink = p.sinks ? p.sinks + h : nullptr;
+        r.seq = b, r.head = h;
         attend_row(p, d, dv, scale, u, k_stride, v_stride, r, out + (row * H + h) * dv,
                    lse ? lse + row * H + h : nullptr);
       }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace vkattn::ref {
 
@@ -41,6 +42,13 @@ struct AttentionParams {
   const int32_t* topk = nullptr;
   int topk_k = 0;
   bool topk_per_head = false;
+  // Attention variants (vkattn_variant: user functions), as host functions
+  // of (sequence index in the call, query head, q_pos = u - t + i, k_pos =
+  // j): user_mask false hides the key after every built-in rule; user_score
+  // takes the score after every built-in term and returns the one the
+  // softmax sees (-inf hides). Empty: none.
+  std::function<bool(int seq, int head, long q_pos, long k_pos)> user_mask;
+  std::function<double(double score, int seq, int head, long q_pos, long k_pos)> user_score;
 };
 
 // Packed batch. q [total_q, H, d], k [total_k, Hkv, d], v [total_k, Hkv, dv] as float (already

@@ -18,6 +18,7 @@
 namespace vkattn {
 
 class Step;
+class UserFunctions;
 struct FwdConfig;
 
 // Everything a forward call needs, already in packed ("varlen") form.
@@ -27,7 +28,11 @@ struct AttentionCall {
   std::vector<int64_t> cu_q, cu_k;  // batch + 1 entries each
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
   Tensor *lse = nullptr, *mask = nullptr, *alibi = nullptr, *sinks = nullptr;
-  Tensor* topk = nullptr;          // desc->topk_indices: I32 [rows, K] or [rows, Hkv, K]
+  Tensor* topk = nullptr;  // desc->topk_indices: I32 [rows, K] or [rows, Hkv, K]
+  // desc->variant (attention variants: user functions) and its parameter
+  // tensors (desc.variant and desc.variant_params are then cleared).
+  std::shared_ptr<UserFunctions> user;
+  Tensor* user_params[4] = {nullptr, nullptr, nullptr, nullptr};
   std::vector<uint8_t> key_valid;  // [total_k] 0 = padding key; empty = none
   // Bidirectional spans, copied from the descriptor and checked against
   // the call's key counts (desc.span_indptr/spans are then cleared): batch

@@ -49,6 +49,9 @@ struct FwdConfig {
   uint32_t qvec = 0, kvec = 0, vvec = 0;  // texel kinds: 0 one element, 1 four, 2 eight 16-bit
   bool paged = false;
   uint32_t features = 0;  // transforms compiled in (kFlag* bits of kCompiledFlags)
+  // An attention variant's user functions (ops/attention/user_functions.h):
+  // the pipeline is the family's shader with them spliced in; null: none.
+  const RuntimeModule* user = nullptr;
   // decode: the tiles ahead a pass touches its listed rows (attention_decode.glsl
   // TA): the variant's, for passes with top-k lists; 0 otherwise.
   uint32_t touch_ahead() const { return (features & kFlagTopk) ? var.touch_ahead : 0u; }

@@ -79,14 +79,15 @@ struct PlanItem {
 // items lies in (empty: none). tree_w: words per row of the sequence's
 // tree (0: none), row 0's first at word tree_off of the call's tree words.
 // Top-k: token i's list for kv head h at element topk_off + i * topk_stride
-// + h * topk_hs of the call's lists (Hkv lists a token: topk_hs = K, else 0). A sequence's rows
+// + h * topk_hs of the call's lists (Hkv lists a token: topk_hs = K, else 0).
+// call_seq: the batch sequence (the `seq` of attention variants). A sequence's rows
 // inside a span get a copy of its record with the span set (Plan::seq_of says whose).
 struct PlanSeq {
   uint32_t q_off, k_off, t, u;
   uint32_t mask_off;
   int32_t window_right;
   uint32_t chunk_size, span_lo;
-  uint32_t span_hi, tree_off, tree_w, pad2;
+  uint32_t span_hi, tree_off, tree_w, call_seq;
   uint32_t topk_off, topk_stride, topk_hs, pad3;
 };
 // Combine item: merges n_slots partials of rows [row0, row_end) of a tile,

@@ -7,9 +7,12 @@
 
 #include "core/error.h"
 #include "core/faults.h"
+#include "core/log.h"
+#include "core/log_once.h"
 #include "core/loop_budget.h"
 #include "ops/attention/self_check.h"
 #include "ops/attention/tune.h"
+#include "ops/attention/user_functions.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {
@@ -254,6 +257,18 @@ AttentionVariant call_variant(Context& ctx, const AttentionCall& c, KernelOption
     opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kDecode);
     var = pick(opts);
     const std::string note = from + " to decode: top-k lists run on the decode and lanes families";
+    var.fallback = var.fallback.empty() ? note : note + "; " + var.fallback;
+  }
+  // Attention variants on coopmat need a compiler that knows
+  // GL_KHR_cooperative_matrix; without one, tiled serves (said once).
+  if (c.user && !c.pinned && var.family == AttentionFamily::kCoopmat &&
+      !c.user->compiler_knows_coopmat()) {
+    opts.attn_kernel = static_cast<uint32_t>(AttentionFamily::kTiled);
+    var = pick(opts);
+    const std::string note =
+        "coopmat to tiled: the loaded GLSL compiler does not know GL_KHR_cooperative_matrix "
+        "(glslang 14 or later), so attention variants (user functions) do not run on coopmat";
+    if (first_time("coopmat declines variants")) log(VKATTN_LOG_WARNING, note);
     var.fallback = var.fallback.empty() ? note : note + "; " + var.fallback;
   }
   if (c.topk && !serves_topk(var.family))
@@ -527,6 +542,7 @@ void upload_plan(Context& ctx, const AttentionCall& c, const std::vector<uint32_
 void set_rule_records(const AttentionCall& c, Plan& plan, const std::vector<uint32_t>& table_buf,
                       std::vector<uint32_t>* table_io, PreparedPlan* pp) {
   std::vector<uint32_t>& table = *table_io;
+  for (size_t r = 0; r < plan.seqs.size(); ++r) plan.seqs[r].call_seq = plan.seq_of[r];
   if (c.topk) {
     const uint64_t k = c.topk_k();
     const bool per_head = c.topk->ndim() == 3;

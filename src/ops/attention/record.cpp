@@ -20,6 +20,7 @@
 #include "ops/attention/family.h"
 #include "ops/attention/prepare.h"
 #include "ops/attention/rotate_q.h"
+#include "ops/attention/user_functions.h"
 #include "ops/kv_cache.h"
 #include "ops/packed_views.h"
 
@@ -277,6 +278,9 @@ class PassBinder {
                           ctx.dummy(), "desc->topk_indices");
   }
 
+  // Attention variants: the call's parameters, packed (record_attention).
+  void set_user_params(const BoundBuffer& b) { user_b_ = b; }
+
   // Batch invariance (PreparedPlan::gathered): the copies of the gathered
   // pages into buffers of their own, recorded before the passes.
   void record_gathers() {
@@ -370,10 +374,12 @@ class PassBinder {
                                     (copy + sp.table.hi) * 4, &start);
     push_.table_base = static_cast<uint32_t>(start / 4 - copy);
     push_.n_items = pass.count;
-    return pipes_.prepare(rec_, p,
-                          {qb, kb, vb, ob, lb, ib, sb, mb, alibi_b_, kvb, part_o_b_, part_l_b_, tb,
-                           sinks_b_, scales_b_, tree_b_, topk_b_},
-                          &push_, sizeof(push_), pass.count);
+    std::vector<BoundBuffer> bound = {qb, kb,       vb,        ob,      lb,        ib,
+                                      sb, mb,       alibi_b_,  kvb,     part_o_b_, part_l_b_,
+                                      tb, sinks_b_, scales_b_, tree_b_, topk_b_};
+    // An attention variant's pipeline: its parameters after them.
+    if (p.layout->bindings.size() > bound.size()) bound.push_back(user_b_);
+    return pipes_.prepare(rec_, p, bound, &push_, sizeof(push_), pass.count);
   }
 
   PreparedDispatch combine(const Pipeline& p, const CombinePass& pass) {
@@ -479,6 +485,7 @@ class PassBinder {
   RowLayout ql_, ol_;  // this call's q and out rows
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
   BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_, tree_b_, topk_b_;
+  BoundBuffer user_b_;  // attention variants' parameters (binding 17 of their pipelines)
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};
@@ -556,12 +563,55 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
        static_cast<unsigned long long>(reads.kv_reads), cfg.touch_ahead());
 }
 
+// An attention variant's parameters in one host slice: an 8-word header
+// (each slot's first word, then its element count) and the elements,
+// copied from the tensors (views packed) before the passes.
+struct UserParamsCopy {
+  BoundBuffer bound;
+  Buffer* dst = nullptr;
+  std::vector<std::pair<Tensor*, std::vector<VkBufferCopy>>> copies;
+};
+
+UserParamsCopy pack_user_params(Context& ctx, const AttentionCall& c) {
+  const DeviceCaps& caps = ctx.device().caps();
+  uint64_t words = 8;
+  uint32_t header[8] = {};
+  for (uint32_t s = 0; s < 4; ++s) {
+    const Tensor* t = c.user_params[s];
+    const uint64_t n = t ? uint64_t(t->numel()) : 0;
+    header[s] = static_cast<uint32_t>(std::min<uint64_t>(words, UINT32_MAX));
+    header[4 + s] = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
+    words += n;
+  }
+  if (words * 4 > caps.max_storage_buffer_range || words > UINT32_MAX)
+    fail(VKATTN_ERROR_UNSUPPORTED, "desc->variant_params: ", words * 4,
+         " bytes of parameters, more than one storage binding of this device (",
+         caps.max_storage_buffer_range, ")");
+  UserParamsCopy out;
+  HostSlice sl = ctx.recorder().alloc_host(round_up(words * 4, 16));
+  std::memset(sl.host, 0, sl.size);
+  std::memcpy(sl.host, header, sizeof(header));
+  out.dst = sl.buffer;
+  for (uint32_t s = 0; s < 4; ++s) {
+    Tensor* t = c.user_params[s];
+    if (!t || t->numel() == 0) continue;
+    out.copies.emplace_back(t, t->copy_regions(sl.offset + uint64_t(header[s]) * 4, true));
+  }
+  uint64_t start = 0;
+  out.bound =
+      storage_window(caps, Region{nullptr, sl.buffer, sl.offset, sl.size}, 0, words * 4, &start);
+  if (start != 0) fail(VKATTN_ERROR_INTERNAL, "variant parameters bound from byte ", start);
+  return out;
+}
+
 }  // namespace
 
 void record_attention(Context& ctx, const AttentionCall& call) {
   ctx.recorder().check_alive();
   if (call.q->dim(0) == 0 || call.batch == 0) return;
-  if (!call.cascade_part && record_cascade(ctx, call)) return;
+  // (Not with an attention variant: the cascade's prefix pass would apply
+  // a group's rules to rows of several sequences.)
+  if (!call.cascade_part && !call.user && record_cascade(ctx, call)) return;
   // Views the kernels cannot bind in place go through packed temporaries.
   // q, k, v and out strided in ways the kernels address (ops/
   // attention/prepare.h RowLayout) are bound in place.
@@ -608,6 +658,10 @@ void record_attention(Context& ctx, const AttentionCall& call) {
       uploads.emplace_back(pp.get(), s);
     }
 
+  // Attention variants: the parameters packed into one slice (attention_mask.glsl
+  // UserParams: each slot's first word and count, then the elements).
+  UserParamsCopy user_params;
+  if (c.user) user_params = pack_user_params(ctx, c);
   const uint32_t flags = call_flags(c);  // pick
   const bool log = ctx.options().log_kernels;
   const bool words = combine_by_words(ctx);
@@ -619,7 +673,8 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   for (const auto& pp : plans) {
     const Schedule& sched = pp->sched;
     if (sched.items.empty()) continue;
-    const FwdConfig cfg = fwd_config(ctx, c, *pp, flags);
+    FwdConfig cfg = fwd_config(ctx, c, *pp, flags);
+    cfg.user = c.user.get();  // (the self-check's configs carry none: they check the family)
     if (log && !cfg.var.fallback.empty())
       logf(VKATTN_LOG_DEBUG, "attention fallback from %s", cfg.var.fallback.c_str());
     if (log && !pp->gathered.empty())
@@ -635,6 +690,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
                                                {static_cast<uint32_t>(c.out->dtype())});
     binders.push_back(std::make_unique<PassBinder>(ctx, c, *pp, flags));
     PassBinder& bind = *binders.back();
+    if (c.user) bind.set_user_params(user_params.bound);
     for (const Wave& wave : sched.waves) {
       for (const FwdPass& pass : wave.fwd) {
         if (log) log_pass(c, *pp, cfg, family, pass, words ? "words" : "rows");
@@ -651,6 +707,8 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     if (pp->items.buffer) pp->plan_image = {};  // a step's plan: copied for good
   }
   packed.record_inputs();
+  for (const auto& [t, regions] : user_params.copies)
+    ctx.recorder().copy_buffer(*t->buffer(), *user_params.dst, regions);
   if (rotated) rotated->record();
   for (const auto& b : binders) b->record_gathers();
   for (const PreparedDispatch& pd : prepared) pipes.record(ctx.recorder(), pd);

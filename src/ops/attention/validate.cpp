@@ -12,6 +12,7 @@
 #include "core/faults.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/check.h"
+#include "ops/attention/user_functions.h"
 #include "ops/kv_cache.h"
 
 namespace vkattn {
@@ -120,6 +121,27 @@ void check_optional_tensors(Context& ctx, const AttentionCall& c) {
     require_shape(*c.sinks, "desc->sinks", {d.num_heads});
   }
   if (c.lse) require(c.lse->dtype() == VKATTN_F32, "lse must be f32");
+  // Attention variants: their own context's, and a tensor in each slot the
+  // variant declares (of its dtype), none elsewhere.
+  if (c.user)
+    require(&c.user->context() == &ctx, "desc->variant belongs to another context than the call's");
+  for (uint32_t s = 0; s < 4; ++s) {
+    Tensor* t = c.user_params[s];
+    const uint32_t want = c.user ? c.user->slot_dtype(s) : 0u;
+    if (!c.user)
+      require(!t, "desc->variant_params[", s, "] is set but desc->variant is NULL");
+    else if (want == 0)
+      require(!t, "desc->variant_params[", s, "] is set but the variant declares no slot ", s,
+              " (param_dtypes[", s, "] is 0)");
+    else
+      require(t != nullptr, "desc->variant_params[", s, "] is NULL but the variant reads slot ", s,
+              " (param_dtypes[", s, "] is ", dtype_name(static_cast<vkattn_dtype>(want)), ")");
+    if (!t) continue;
+    require_same_context(ctx, t, "desc->variant_params[]");
+    require(t->dtype() == static_cast<vkattn_dtype>(want), "desc->variant_params[", s, "] is ",
+            dtype_name(t->dtype()), ", the variant declared ",
+            dtype_name(static_cast<vkattn_dtype>(want)));
+  }
   if (d.mask_type == VKATTN_MASK_NONE) {
     require(!c.mask, "desc->mask is set but mask_type is VKATTN_MASK_NONE");
   } else {
@@ -139,6 +161,14 @@ void take_optional_tensors(AttentionCall& c) {
   auto impl = [](vkattn_tensor* t) { return t ? t->impl.get() : nullptr; };
   c.lse = impl(c.desc.lse), c.mask = impl(c.desc.mask);
   c.alibi = impl(c.desc.alibi_slopes), c.sinks = impl(c.desc.sinks);
+  // Attention variants: taken out of the descriptor (a copy of it, as the
+  // self-check makes, carries none).
+  c.user = c.desc.variant ? c.desc.variant->impl : nullptr;
+  for (uint32_t s = 0; s < 4; ++s) {
+    c.user_params[s] = impl(c.desc.variant_params[s]);
+    c.desc.variant_params[s] = nullptr;
+  }
+  c.desc.variant = nullptr;
 }
 
 namespace {

@@ -189,7 +189,7 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          v.softmax_lanes,
                          v.q_regs ? 1u : 0u,
                          v.col_split ? 1u : 0u};
-  return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg));
+  return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg), cfg.user);
 }
 
 }  // namespace

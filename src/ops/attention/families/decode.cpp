@@ -148,7 +148,7 @@ const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                         std::max(v.row_splits, 1u), cfg.paged ? v.page_window : 0u,
                         cfg.touch_ahead()};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
-                   decode_shared_bytes(cfg));
+                   decode_shared_bytes(cfg), cfg.user);
 }
 
 // Wide rows (MLA: d 576 / dv 512 over one kv head, 16-128 query heads):

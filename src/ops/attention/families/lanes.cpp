@@ -37,7 +37,7 @@ const Pipeline& lanes_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const LanesSpec spec{fwd_spec_head(cfg, v.rows, v.block_keys), v.unroll_d ? 1u : 0u,
                        v.decode_merge ? 1u : 0u};
-  return pipes.get(kLanesLayout, spec_words(spec), lanes_shared_bytes(cfg));
+  return pipes.get(kLanesLayout, spec_words(spec), lanes_shared_bytes(cfg), cfg.user);
 }
 
 }  // namespace

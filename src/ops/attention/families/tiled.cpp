@@ -81,7 +81,7 @@ const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                        v.double_buffer ? 1u : 0u};
   const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
                                           : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
-  return pipes.get(layout, spec_words(spec), tiled_shared_bytes(cfg));
+  return pipes.get(layout, spec_words(spec), tiled_shared_bytes(cfg), cfg.user);
 }
 
 }  // namespace
