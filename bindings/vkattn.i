@@ -392,6 +392,13 @@ VKATTNX_PLAIN_STRUCT(vkattn_device_info, "DeviceInfo")
 %nodefaultctor vkattn_tensor;
 struct vkattn_context {};
 struct vkattn_tensor {};
+#if defined(SWIGPYTHON)
+/* Attention variants (user functions): Python's vkattn.Variant (Java, C#
+ * and Go follow; for them vkattn_variant stays an opaque pointer). */
+%nodefaultctor vkattn_variant;
+%rename(Variant) vkattn_variant;
+struct vkattn_variant {};
+#endif
 
 %newobject vkattn_context::m_deviceInfo;
 %newobject vkattn_context::m_tune;
@@ -779,6 +786,42 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
 }
 
 /* ---- Tensor ----------------------------------------------------------- */
+
+#if defined(SWIGPYTHON)
+%extend vkattn_variant {
+  /* The user's GLSL (vkattn.h "Attention variants") and the dtype of each
+     parameter slot (0 = unused). */
+  vkattn_variant(vkattn_context* ctx, const char* source, int64_t d0, int64_t d1, int64_t d2,
+                 int64_t d3) {
+    vkattn_variant_desc d;
+    vkattn_variant* v = NULL;
+    const int64_t dt[4] = {d0, d1, d2, d3};
+    vkattn_variant_desc_init(&d);
+    d.source = source;
+    for (int s = 0; s < 4; ++s) {
+      if (dt[s] < 0 || dt[s] > UINT32_MAX) {
+        vkattnx_fail("vkattn: param_dtypes[%d] = %lld is not a dtype", s, (long long)dt[s]);
+        return NULL;
+      }
+      d.param_dtypes[s] = (uint32_t)dt[s];
+    }
+    vkattnx_ok(vkattn_variant_create(ctx, &d, &v));
+    return v;
+  }
+  ~vkattn_variant() { vkattn_variant_destroy(self); }
+}
+%extend vkattn_attention_desc {
+  /* desc->variant and desc->variant_params[slot] (NULL: none). */
+  void m_setVariant(vkattn_variant* v) { self->variant = v; }
+  void m_setVariantParam(int64_t slot, vkattn_tensor* t) {
+    if (slot < 0 || slot > 3) {
+      vkattnx_fail("vkattn: variant parameter slot %lld is not 0..3", (long long)slot);
+      return;
+    }
+    self->variant_params[slot] = t;
+  }
+}
+#endif
 
 %extend vkattn_tensor {
   /* A device tensor, row-major, 1..4 dims; the contents start undefined. */

@@ -43,6 +43,14 @@ add_custom_command(OUTPUT ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR}
   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:vkattn> ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR}
   DEPENDS vkattn VERBATIM)
 list(APPEND VKATTN_PY_COPIES ${PY_PKG}/libvkattn.so.${PROJECT_VERSION_MAJOR})
+# The GLSL compiler of attention variants beside it (core/glsl_compiler.cpp
+# looks in the folder libvkattn was loaded from).
+if(TARGET vkattn_shaderc)
+  add_custom_command(OUTPUT ${PY_PKG}/libvkattn_shaderc.so
+    COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:vkattn_shaderc> ${PY_PKG}/libvkattn_shaderc.so
+    DEPENDS vkattn_shaderc VERBATIM)
+  list(APPEND VKATTN_PY_COPIES ${PY_PKG}/libvkattn_shaderc.so)
+endif()
 add_custom_target(vkattn_python_package ALL DEPENDS ${VKATTN_PY_COPIES})
 
 # cmake --install: <prefix>/lib/python3.X/dist-packages/vkattn, where

@@ -76,6 +76,11 @@ struct Shape {
   // topk[r * topk_k]; rows in the call's order), shared by every head.
   std::vector<int32_t> topk;
   int topk_k = 0;
+  // Attention variants (user functions): the case's rule written as a
+  // vkattn_mask_mod instead of the descriptor's (1: causal, desc.causal 0;
+  // 2: the chunks, as documents with an I32 id per position, desc.chunk_size
+  // 0), timed interleaved with the same call using the built-in rule.
+  int variant_rule = 0;
   // The keys query row `row` (i of a sequence of t over u keys) sees.
   std::vector<int> row_keys(int row, int i, int t, int u) const {
     const auto [lo, hi] = keys_of(u - t + i, u);
@@ -270,6 +275,18 @@ bool verify_and_time(vkattn_context* ctx, Result* r, const Shape& s, const std::
 
 // ---- packed attention (vkattn_attention_varlen) ----------------------------
 
+double finish_beside(vkattn_context* ctx, Result* r, const Shape& s, const std::vector<Seq>& seqs,
+                     const std::vector<double> (&ms)[2], double ref_ms_per_gflop,
+                     const char* other_key, const char* ratio_key);
+
+// The mask functions of Shape::variant_rule.
+const char* const kCausalVariant =
+    "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) { return k_pos <= q_pos; }";
+const char* const kDocumentVariant =
+    "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
+    "  return q_pos >= 0 && vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));\n"
+    "}\n";
+
 // One sequence of t queries over u keys in dense K/V: a prefill (t = u) or
 // a decode (t = 1).
 bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
@@ -305,11 +322,72 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
     check(vkattn_tensor_write(mask, m.data(), m.size()), "tensor_write");
     desc.causal = 0, desc.mask_type = VKATTN_MASK_BOOL, desc.mask = mask;
   }
-  const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(t * (s.H / s.Hkv)), [&] {
+  desc.chunk_size = uint32_t(s.chunk);
+  if (s.variant_rule == 0) {
+    const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(t * (s.H / s.Hkv)), [&] {
+      check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
+    });
+    for (vkattn_tensor* x : {q, k, v, o, sinks, mask}) vkattn_tensor_destroy(x);
+    return ok;
+  }
+  // Attention variants: the rule as a mask function, beside the built-in.
+  const vkattn_attention_desc builtin = desc;
+  vkattn_variant_desc vd;
+  vkattn_variant_desc_init(&vd);
+  vkattn_tensor* ids = nullptr;
+  if (s.variant_rule == 1) {
+    vd.source = kCausalVariant;
+    desc.causal = 0;
+  } else {
+    vd.source = kDocumentVariant;
+    vd.param_dtypes[0] = VKATTN_I32;
+    std::vector<int32_t> doc(u);
+    for (int j = 0; j < u; ++j) doc[j] = j / s.chunk;
+    const int64_t shape[1] = {u};
+    check(vkattn_tensor_create(ctx, VKATTN_I32, 1, shape, &ids), "tensor_create");
+    check(vkattn_tensor_write(ids, doc.data(), doc.size() * 4), "tensor_write");
+    desc.chunk_size = 0, desc.variant_params[0] = ids;
+  }
+  vkattn_variant* variant = nullptr;
+  check(vkattn_variant_create(ctx, &vd, &variant), "variant_create");
+  desc.variant = variant;
+  auto record = [&] {
     check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
-  });
-  for (vkattn_tensor* x : {q, k, v, o, sinks, mask}) vkattn_tensor_destroy(x);
-  return ok;
+  };
+  auto record_builtin = [&] {
+    check(vkattn_attention_varlen(ctx, &builtin, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
+  };
+  progress("%s: verifying", r->name.c_str());
+  std::vector<uint16_t> out(uint64_t(t) * s.H * s.v_dim());
+  double ref_ms_per_gflop = 0, builtin_err = 0;
+  record_builtin();
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  builtin_err = verify(s, seqs, out, &ref_ms_per_gflop);
+  record();
+  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+  r->max_err = std::max(verify(s, seqs, out, &ref_ms_per_gflop), builtin_err);
+  r->ok = r->max_err <= kTolF16;
+  if (r->ok) {
+    progress("%s: timing, interleaved with the built-in rule", r->name.c_str());
+    std::vector<double> ms[2];
+    for (int rep = 0; rep < g_reps; ++rep) {
+      const double warm = rep == 0 ? kWarmupMs : 0;
+      ms[0].push_back(time_gpu(ctx, record, 1, warm));
+      ms[1].push_back(time_gpu(ctx, record_builtin, 1, warm));
+    }
+    const double ms_builtin =
+        finish_beside(ctx, r, s, seqs, ms, ref_ms_per_gflop, "builtin_ms", "variant_over_builtin");
+    r->variant = variant_name(ctx, s.d, s.v_dim(), uint32_t(t * (s.H / s.Hkv)), s.H / s.Hkv);
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "the same call with the built-in %s (interleaved): %.3f ms; variant / built-in "
+                  "%.2fx",
+                  s.variant_rule == 1 ? "causal" : "chunks", ms_builtin, r->median_ms / ms_builtin);
+    r->lines.push_back(line);
+  }
+  vkattn_variant_destroy(variant);
+  for (vkattn_tensor* x : {q, k, v, o, sinks, mask, ids}) vkattn_tensor_destroy(x);
+  return r->ok;
 }
 
 bool prefill(vkattn_context* ctx, Result* r, int t, Shape s) {
@@ -659,6 +737,22 @@ bool gemma_image_prefill_causal(vkattn_context* c, Result* r) {
 }
 bool gemma_image_prefill_mask(vkattn_context* c, Result* r) {
   return prefill(c, r, 2048, gemma_image(true, true));
+}
+
+// Attention variants (user functions): t = u = 2048, 8 / 2 heads, d 64, a
+// causal vkattn_mask_mod beside causal = 1; four documents of 2048 packed
+// in one sequence of 8192 (an I32 document id per position) beside the
+// same call with chunk_size 2048 (the built-in rule that equals it).
+const Shape kVariantHeads{8, 2, 64, true};
+bool variant_causal_2048(vkattn_context* c, Result* r) {
+  Shape s = kVariantHeads;
+  s.variant_rule = 1;
+  return prefill(c, r, 2048, s);
+}
+bool variant_document_4x2048(vkattn_context* c, Result* r) {
+  Shape s = kVariantHeads;
+  s.chunk = 2048, s.variant_rule = 2;
+  return prefill(c, r, 8192, s);
 }
 
 // A step of decodes and one prefill chunk, timed interleaved with its two
@@ -1151,6 +1245,14 @@ const std::vector<Case>& all_cases() {
       {"gemma-image-prefill-mask",
        "gemma-image-prefill with causal and the spans as one dense bool mask",
        gemma_image_prefill_mask},
+      {"variant-causal-2048",
+       "causal 2048, 8/2 heads, d 64, the causal rule as a user mask function (attention "
+       "variant), interleaved with causal = 1",
+       variant_causal_2048},
+      {"variant-document-4x2048",
+       "four documents of 2048 packed in one causal sequence, 8/2 heads, d 64, a user mask "
+       "function over I32 document ids, interleaved with chunk_size 2048",
+       variant_document_4x2048},
       {"decode-16x2048-int8", "decode-16x2048 over an int8 cache (per-token scales)",
        decode_16x2048_int8},
       {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",

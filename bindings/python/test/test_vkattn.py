@@ -21,7 +21,7 @@ def ctx():
 
 def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
                   alibi=None, key_valid=None, sinks=None, window_right=-1, chunk_size=0,
-                  spans=()):
+                  spans=(), user_vis=None, user_bias=None):
     """One sequence: q [t, H, d], k [u, Hkv, d], v [u, Hkv, dv] -> out [t, H,
     dv], lse [t, H], as the C header defines them (bottom-right alignment)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
@@ -51,6 +51,10 @@ def ref_attention(q, k, v, causal=False, window_left=-1, scale=0.0, softcap=0.0,
         vis |= inside[:, None] & (j[None, :] >= lo) & (j[None, :] < hi)
     if key_valid is not None:
         vis &= np.asarray(key_valid, bool)[None, :]
+    if user_vis is not None:  # an attention variant's mask function, [t, u]
+        vis &= user_vis
+    if user_bias is not None:  # ... and its score function as a bias, [h, t, u]
+        s = s + user_bias
     s = np.where(vis[None], s, -np.inf)
     m = s.max(axis=-1, keepdims=True) if u else np.full((h, t, 1), -np.inf)
     safe = np.where(np.isfinite(m), m, 0.0)
@@ -1166,3 +1170,60 @@ def test_a_failed_span_set_keeps_the_spans(ctx):
                                       K._handle(), out._handle())
         assert np.array_equal(out.numpy(), got)
         out.close()
+
+
+# Attention variants (user functions): a document mask and a score
+# function in GLSL against the NumPy reference given the same rule.
+VARIANT_SRC = """
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));
+}
+float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
+  return score + vkattn_param_f32(1, head) * float(q_pos - k_pos);
+}
+"""
+
+
+def test_variant_document_mask_and_score(ctx):
+    rng = np.random.default_rng(7)
+    h, hkv, d, t = 4, 2, 32, 50
+    q, k, v = rand(rng, (t, h, d), np.float32), rand(rng, (t, hkv, d), np.float32), \
+        rand(rng, (t, hkv, d), np.float32)
+    doc = np.array([0] * 12 + [1] * 20 + [2] * 18, np.int32)
+    slopes = (rng.standard_normal(h) * 0.05).astype(np.float32)
+    with vkattn.Variant(ctx, VARIANT_SRC, param_dtypes=(vkattn.I32, vkattn.F32)) as var, \
+            ctx.tensor(doc) as D, ctx.tensor(slopes) as S, ctx.tensor(q) as Q, \
+            ctx.tensor(k) as K, ctx.tensor(v) as V:
+        assert var.param_dtypes == (vkattn.I32, vkattn.F32, None, None)
+        out = vkattn.attention_varlen(Q, K, V, [0, t], [0, t], causal=True, variant=var,
+                                      variant_params=(D, S))
+        got = out.numpy().astype(np.float64)
+        out.close()
+        # A declared slot left out is refused, naming it.
+        with pytest.raises(vkattn.Error, match="variant_params\\[1\\] is NULL"):
+            vkattn.attention_varlen(Q, K, V, [0, t], [0, t], causal=True, variant=var,
+                                    variant_params=(D,))
+    pos = np.arange(t)
+    dist = (pos[:, None] - pos[None, :]).astype(np.float32)
+    bias = slopes[:, None, None] * dist[None]  # (f32, as the shader computes it)
+    ro, _ = ref_attention(q, k, v, causal=True, user_vis=doc[:, None] == doc[None, :],
+                          user_bias=bias.astype(np.float64))
+    np.testing.assert_allclose(got, ro, atol=2e-5, rtol=0)
+
+
+def test_variant_errors(ctx):
+    with pytest.raises(vkattn.Error, match="line [23]: error"):
+        vkattn.Variant(ctx, "bool vkattn_mask_mod(uint s, uint h, int q, int k) {\n  return q >\n}")
+    with pytest.raises(vkattn.Error, match="slot 0"):
+        vkattn.Variant(ctx, "bool vkattn_mask_mod(uint s, uint h, int q, int k) {\n"
+                       "  return vkattn_param_i32(0, uint(k)) > 0;\n}")
+    with pytest.raises(vkattn.Error, match="param_dtypes"):
+        vkattn.Variant(ctx, "bool vkattn_mask_mod(uint s, uint h, int q, int k) { return true; }",
+                       param_dtypes=(vkattn.F16,))
+    with pytest.raises(TypeError):
+        vkattn.Variant(ctx, None)
+    var = vkattn.Variant(ctx, "bool vkattn_mask_mod(uint s, uint h, int q, int k) { return true; }")
+    var.close()
+    with pytest.raises(vkattn.Error, match="closed"):
+        vkattn.AttentionDesc(variant=var)
+

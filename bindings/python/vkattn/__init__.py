@@ -34,7 +34,7 @@ from . import vkattnraw as _raw
 from ._version import __version__
 
 __all__ = [
-    "__version__", "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc",
+    "__version__", "Error", "Context", "Tensor", "KvCache", "Step", "AttentionDesc", "Variant",
     "F32", "F16", "BF16", "U8", "I32", "I8", "FP8_E4M3", "Q4", "MASK_NONE", "MASK_BOOL", "MASK_ADDITIVE",
     "version", "device_count", "device_info", "attention_varlen", "attention_padded",
     "attention_merge", "spans_from_token_type_ids", "tree_mask_from_bool",
@@ -467,6 +467,39 @@ class Tensor(_Owned):
         return "vkattn.Tensor(shape=%s, dtype=%s)" % (self.shape, _NAMES[self.dtype])
 
 
+class Variant(_Owned):
+    """An attention variant (user functions): GLSL defining
+    ``bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos)``
+    and/or ``float vkattn_score_mod(float score, uint seq, uint head, int
+    q_pos, int k_pos)``, reading parameter slot s through
+    ``vkattn_param_f32(s, index)`` / ``vkattn_param_i32(s, index)``;
+    ``param_dtypes`` gives each slot's dtype (up to four of F32, I32 or
+    None). Compiled on the device at first use (docs/guide/variants.md).
+    Pass it as ``variant=`` with ``variant_params=`` (Tensors) to any
+    attention call. A context manager; close() releases it."""
+
+    _kind = "Variant"
+
+    def __init__(self, ctx, source, param_dtypes=()):
+        if not isinstance(source, str):
+            raise TypeError("vkattn: source must be a str of GLSL, got %r" % type(source).__name__)
+        dts = list(param_dtypes)
+        if len(dts) > 4:
+            raise _fail("param_dtypes holds at most 4 slots, got %d" % len(dts))
+        codes = [0 if d is None else _vk_dtype(d) for d in dts] + [0] * (4 - len(dts))
+        self.context = ctx
+        self._dtypes = tuple(None if c == 0 else c for c in codes)
+        self._h = _raw.Variant(ctx._handle(), source, *codes)
+
+    @property
+    def param_dtypes(self):
+        return self._dtypes
+
+    def __repr__(self):
+        return "vkattn.Variant(closed)" if self._h is None else "vkattn.Variant(%s)" % (
+            ", ".join("None" if d is None else _NAMES[d] for d in self._dtypes))
+
+
 class AttentionDesc:
     """vkattn_attention_desc as keywords: num_heads, num_kv_heads, head_dim,
     head_dim_v (0 = head_dim), scale (0 = 1/sqrt(head_dim)), causal,
@@ -485,12 +518,15 @@ class AttentionDesc:
     [t, t] matrices) and topk_indices (top-k sparse attention: an i32
     Tensor [rows, K] or [rows, Hkv, K], rows = the call's query tokens;
     query i sees only the key positions 0 .. u - 1 of its own sequence
-    that its list holds, other entries skipped)."""
+    that its list holds, other entries skipped), variant (an attention
+    variant: a vkattn.Variant of user functions, or None) and
+    variant_params (its parameter Tensors: a sequence of up to four, None
+    where the variant declares no slot)."""
 
     FIELDS = ("num_heads", "num_kv_heads", "head_dim", "head_dim_v", "scale", "causal",
               "window_left", "window_right", "chunk_size", "softcap", "mask_type",
               "alibi_slopes", "mask", "lse", "sinks", "span_indptr", "spans",
-              "tree_indptr", "tree_mask", "topk_indices")
+              "tree_indptr", "tree_mask", "topk_indices", "variant", "variant_params")
     TENSORS = ("alibi_slopes", "mask", "lse", "sinks", "topk_indices")
     SPANS = ("span_indptr", "spans")
     TREES = ("tree_indptr", "tree_mask")
@@ -535,6 +571,28 @@ class AttentionDesc:
             # calls use).
             self._keep.update(trees)
             return
+        if name == "variant":
+            if value is not None and not isinstance(value, Variant):
+                raise TypeError("vkattn: variant must be a vkattn.Variant or None")
+            if value is not None and value.closed:
+                raise _fail("AttentionDesc.variant: this Variant is closed")
+            self._d.setVariant(None if value is None else value._handle())
+            self._keep[name] = value
+            return
+        if name == "variant_params":
+            params = [] if value is None else list(value)
+            if len(params) > 4:
+                raise _fail("variant_params holds at most 4 tensors, got %d" % len(params))
+            for p in params:
+                if p is not None and not isinstance(p, Tensor):
+                    raise TypeError("vkattn: variant_params must hold vkattn.Tensors or None")
+                if p is not None and p.closed:
+                    raise _fail("AttentionDesc.variant_params: a Tensor is closed")
+            params += [None] * (4 - len(params))
+            for slot, p in enumerate(params):
+                self._d.setVariantParam(slot, None if p is None else p._handle())
+            self._keep[name] = tuple(params)
+            return
         if name in self.TENSORS:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError("vkattn: %s must be a vkattn.Tensor or None" % name)
@@ -553,7 +611,8 @@ class AttentionDesc:
         setattr(self._d, name, value)
 
     def __getitem__(self, name):
-        if name in self.TENSORS or name in self.SPANS or name in self.TREES:
+        if (name in self.TENSORS or name in self.SPANS or name in self.TREES or
+                name in ("variant", "variant_params")):
             return self._keep.get(name)
         return getattr(self._d, name)
 
@@ -565,6 +624,12 @@ class AttentionDesc:
             t = self._keep.get(name)
             if t is not None and t.closed:
                 raise _fail("AttentionDesc.%s: this Tensor is closed" % name)
+        v = self._keep.get("variant")
+        if v is not None and v.closed:
+            raise _fail("AttentionDesc.variant: this Variant is closed")
+        for p in self._keep.get("variant_params") or ():
+            if p is not None and p.closed:
+                raise _fail("AttentionDesc.variant_params: a Tensor is closed")
         if self._keep.get("spans") is not None and self._keep.get("span_indptr") is None:
             raise _fail("AttentionDesc.spans is set but span_indptr is not")
         if self._keep.get("tree_mask") is not None and self._keep.get("tree_indptr") is None:
