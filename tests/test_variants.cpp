@@ -500,6 +500,25 @@ TEST_F(VariantErrors, CreateRefusesBadSources) {
   // A mask function of another signature.
   EXPECT_INVALID(create("bool vkattn_mask_mod(int q, int k) { return q >= k; }"),
                  "vkattn_mask_mod must be");
+  // Memory, bindings and built-in variables are not a variant's to touch
+  // (a comment may mention them).
+  EXPECT_INVALID(create("layout(std430, binding = 3) buffer Out { float o[]; };\n"
+                        "bool vkattn_mask_mod(uint s, uint h, int q, int k) { o[0] = 1.0; return "
+                        "true; }"),
+                 "uses 'layout'");
+  EXPECT_INVALID(create("bool vkattn_mask_mod(uint s, uint h, int q, int k) {\n"
+                        "  return gl_LocalInvocationIndex > 3u;\n}"),
+                 "gl_LocalInvocationIndex");
+  EXPECT_INVALID(create("bool vkattn_mask_mod(uint s, uint h, int q, int k) {\n"
+                        "  return vkattn_user_w[0] > 3u;\n}"),
+                 "vkattn_user_w");
+  vkattn_variant* ok = nullptr;
+  EXPECT_EQ(create("// reads no shared memory, no buffer\n"
+                   "bool vkattn_mask_mod(uint s, uint h, int q, int k) { return k <= q; }",
+                   {}, &ok),
+            VKATTN_SUCCESS)
+      << vkattn_last_error();
+  vkattn_variant_destroy(ok);
   vkattn_variant* v = nullptr;
   EXPECT_EQ(vkattn_variant_create(ctx, nullptr, &v), VKATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(vkattn_variant_create(nullptr, nullptr, &v), VKATTN_ERROR_INVALID_ARGUMENT);

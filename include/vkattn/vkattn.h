@@ -1021,8 +1021,10 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
  *     sees: -inf hides the key, NaN makes its row NaN, as a built-in score
  *     would; sinks do not pass through it; lse and the split-KV merge see
  *     the modified scores.
- *   - The functions must be pure (same inputs, same result) and read only
- *     their arguments and parameters.
+ *   - The functions must be pure (same inputs, same result), terminate,
+ *     and read only their arguments and parameters: a source that names
+ *     layout, buffer, uniform, shared, barriers, atomics, images, subgroup
+ *     operations or gl_ built-ins is INVALID_ARGUMENT (comments aside).
  *   - Every entry point (varlen, padded, caller pools, steps), every cache
  *     dtype, GQA, head dim, lse and mode takes a variant. Families: lanes,
  *     tiled and decode; coopmat takes variant calls only where the loaded

@@ -98,6 +98,33 @@ const std::map<std::string, std::string>& embedded_glsl() {
   return files;
 }
 
+// What a variant's functions may not name: declarations of memory or
+// interfaces (layout, buffer, uniform, shared), writes and barriers
+// (atomics, images, barriers), subgroup operations and built-in variables.
+// They read only their arguments and parameters (vkattn.h), so a source
+// cannot bind, read or write the kernels' own memory. Comments are
+// skipped; "" when the source names none.
+std::string forbidden_word(const std::string& source) {
+  std::string code;
+  for (size_t i = 0; i < source.size();) {
+    if (source.compare(i, 2, "//") == 0) {
+      while (i < source.size() && source[i] != '\n') ++i;
+    } else if (source.compare(i, 2, "/*") == 0) {
+      const size_t end = source.find("*/", i + 2);
+      i = end == std::string::npos ? source.size() : end + 2;
+      code += ' ';
+    } else {
+      code += source[i++];
+    }
+  }
+  static const std::regex word(
+      "\\b(layout|buffer|uniform|shared|coherent|volatile|writeonly|barrier|memoryBarrier\\w*|"
+      "groupMemoryBarrier|atomic\\w*|image\\w*|subgroup\\w*|gl_\\w+|vkattn_user_w|"
+      "debugPrintfEXT)\\b");
+  std::smatch m;
+  return std::regex_search(code, m, word) ? m[1].str() : "";
+}
+
 }  // namespace
 
 UserFunctions::UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_desc& desc)
@@ -111,6 +138,11 @@ UserFunctions::UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_
     dtypes_[s] = d;
   }
   source_ = desc.source;
+  const std::string bad = forbidden_word(source_);
+  if (!bad.empty())
+    fail(VKATTN_ERROR_INVALID_ARGUMENT, "desc->source uses '", bad,
+         "': a variant's functions read only their arguments and their parameters "
+         "(vkattn_param_f32/_i32); no memory, bindings, barriers or built-in variables");
   std::string why;
   compiler_ = GlslCompiler::get(&why);
   if (!compiler_)
