@@ -12,9 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "api/handles.h"
+#include "cache_contents.h"
 #include "core/tensor.h"
-#include "ops/attention/self_check.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
 #include "test_util.h"
@@ -85,21 +84,9 @@ TEST_P(CacheDtypes, OneStepMatchesTheReference) {
   // The reference over what the cache holds, dequantized.
   std::vector<float> rk, rv;
   const int32_t lens[2] = {37, 21};
-  for (int b = 0; b < 2; ++b) {
-    std::vector<float> kb(size_t(lens[b]) * Hkv * d), vb(kb.size());
-    if (c.cache == VKATTN_F32 || c.cache == VKATTN_F16 || c.cache == VKATTN_BF16) {
-      std::vector<uint8_t> kr(kb.size() * vkattn_dtype_size(c.cache)), vr(kr.size());
-      ASSERT_EQ(vkattn_kv_cache_read(cache, 0, ids[b], 0, lens[b], kr.data(), kr.size(), vr.data(),
-                                     vr.size()),
-                VKATTN_SUCCESS)
-          << vkattn_last_error();
-      kb = decode_bytes(c.cache, kr), vb = decode_bytes(c.cache, vr);
-    } else {  // codes and scales
-      vkattn::read_dequantized(*cache->impl, ids[b], uint32_t(lens[b]), kb.data(), vb.data());
-    }
-    rk.insert(rk.end(), kb.begin(), kb.end());
-    rv.insert(rv.end(), vb.begin(), vb.end());
-  }
+  for (int b = 0; b < 2; ++b)
+    ASSERT_NO_FATAL_FAILURE(
+        append_cache_contents(cache, c.cache, ids[b], lens[b], Hkv, d, &rk, &rv));
   vkattn::ref::AttentionParams p;
   p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.causal = true;
   const int32_t cu_q[3] = {0, 37, 38}, cu_k[3] = {0, 37, 58};

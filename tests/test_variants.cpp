@@ -11,9 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "api/handles.h"
 #include "attention_case.h"
-#include "ops/attention/self_check.h"
+#include "cache_contents.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
 #include "test_util.h"
@@ -245,6 +244,19 @@ double step_score(double s, int, int h, long q, long k) {
   return s + kStepSlopes[h] * double(float(q - k));
 }
 
+using VariantPtr = std::unique_ptr<vkattn_variant, void (*)(vkattn_variant*)>;
+
+// kStepSource's variant (slot 0: F32 slopes per head).
+VariantPtr step_variant(vkattn_context* ctx) {
+  vkattn_variant_desc vd;
+  vkattn_variant_desc_init(&vd);
+  vd.source = kStepSource;
+  vd.param_dtypes[0] = VKATTN_F32;
+  vkattn_variant* var = nullptr;
+  EXPECT_EQ(vkattn_variant_create(ctx, &vd, &var), VKATTN_SUCCESS) << vkattn_last_error();
+  return VariantPtr(var, &vkattn_variant_destroy);
+}
+
 struct StepCase {
   vkattn_dtype cache;
   const char* family;
@@ -305,40 +317,25 @@ TEST_P(StepVariants, StepMatchesTheReference) {
   ASSERT_EQ(vkattn_step_append(st, 0, k.first, v.first), VKATTN_SUCCESS) << vkattn_last_error();
   vkattn_tensor* out = tensor(VKATTN_F32, {38, int64_t(H), int64_t(d)});
   vkattn_tensor* lse = tensor(VKATTN_F32, {38, int64_t(H)});
-  vkattn_variant_desc vd;
-  vkattn_variant_desc_init(&vd);
-  vd.source = kStepSource;
-  vd.param_dtypes[0] = VKATTN_F32;
-  vkattn_variant* var = nullptr;
-  ASSERT_EQ(vkattn_variant_create(ctx, &vd, &var), VKATTN_SUCCESS) << vkattn_last_error();
+  VariantPtr var = step_variant(ctx);
+  ASSERT_NE(var, nullptr);
   vkattn_tensor* slopes = tensor(VKATTN_F32, {4});
   ASSERT_EQ(vkattn_tensor_write(slopes, kStepSlopes, sizeof(kStepSlopes)), VKATTN_SUCCESS);
   vkattn_attention_desc ad;
   vkattn_attention_desc_init(&ad);
   ad.num_heads = H, ad.num_kv_heads = Hkv, ad.head_dim = d, ad.causal = 1, ad.lse = lse;
-  ad.variant = var, ad.variant_params[0] = slopes;
+  ad.variant = var.get(), ad.variant_params[0] = slopes;
   ASSERT_EQ(vkattn_step_attention(st, 0, &ad, q.first, out), VKATTN_SUCCESS) << vkattn_last_error();
-  vkattn_variant_destroy(var);  // (before the results are read: the call keeps what it needs)
+  var.reset();  // (before the results are read: the call keeps what it needs)
   std::vector<float> got(38 * H * d), got_lse(38 * H);
   ASSERT_EQ(vkattn_tensor_read(out, got.data(), got.size() * 4), VKATTN_SUCCESS);
   ASSERT_EQ(vkattn_tensor_read(lse, got_lse.data(), got_lse.size() * 4), VKATTN_SUCCESS);
   ASSERT_EQ(vkattn_step_commit(st), VKATTN_SUCCESS);
   std::vector<float> rk, rv;
   const int32_t lens[2] = {37, 21};
-  for (int b = 0; b < 2; ++b) {
-    std::vector<float> kb(size_t(lens[b]) * Hkv * d), vb(kb.size());
-    if (c.cache == VKATTN_F32 || c.cache == VKATTN_F16 || c.cache == VKATTN_BF16) {
-      std::vector<uint8_t> kr(kb.size() * vkattn_dtype_size(c.cache)), vr(kr.size());
-      ASSERT_EQ(vkattn_kv_cache_read(cache, 0, ids[b], 0, lens[b], kr.data(), kr.size(), vr.data(),
-                                     vr.size()),
-                VKATTN_SUCCESS);
-      kb = decode_bytes(c.cache, kr), vb = decode_bytes(c.cache, vr);
-    } else {
-      vkattn::read_dequantized(*cache->impl, ids[b], uint32_t(lens[b]), kb.data(), vb.data());
-    }
-    rk.insert(rk.end(), kb.begin(), kb.end());
-    rv.insert(rv.end(), vb.begin(), vb.end());
-  }
+  for (int b = 0; b < 2; ++b)
+    ASSERT_NO_FATAL_FAILURE(
+        append_cache_contents(cache, c.cache, ids[b], lens[b], Hkv, d, &rk, &rv));
   vkattn::ref::AttentionParams p;
   p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.causal = true;
   p.user_mask = step_mask, p.user_score = step_score;
@@ -405,17 +402,12 @@ TEST_P(Variants, CallerPools) {
   auto qt = make({cu_q.back(), H, d}, q), ot = make({cu_q.back(), H, d}, {});
   auto lt = make({cu_q.back(), H}, {});
   auto sl = make({4}, std::vector<float>(kStepSlopes, kStepSlopes + 4));
-  vkattn_variant_desc vd;
-  vkattn_variant_desc_init(&vd);
-  vd.source = kStepSource;
-  vd.param_dtypes[0] = VKATTN_F32;
-  vkattn_variant* var = nullptr;
-  ASSERT_EQ(vkattn_variant_create(ctx, &vd, &var), VKATTN_SUCCESS) << vkattn_last_error();
-  std::unique_ptr<vkattn_variant, void (*)(vkattn_variant*)> keep(var, &vkattn_variant_destroy);
+  VariantPtr var = step_variant(ctx);
+  ASSERT_NE(var, nullptr);
   vkattn_attention_desc ad;
   vkattn_attention_desc_init(&ad);
   ad.num_heads = H, ad.num_kv_heads = Hkv, ad.head_dim = d, ad.causal = 1, ad.lse = lt.get();
-  ad.variant = var, ad.variant_params[0] = sl.get();
+  ad.variant = var.get(), ad.variant_params[0] = sl.get();
   ASSERT_EQ(
       vkattn_attention_paged(ctx, &ad, uint32_t(tq.size()), cu_q.data(), uk.data(), indptr.data(),
                              pages.data(), ps, qt.get(), kt.get(), vt.get(), ot.get()),
@@ -540,7 +532,7 @@ TEST_F(VariantErrors, CallsCheckTheParameters) {
                    {0, VKATTN_I32}, &v),
             VKATTN_SUCCESS)
       << vkattn_last_error();
-  std::unique_ptr<vkattn_variant, void (*)(vkattn_variant*)> keep(v, &vkattn_variant_destroy);
+  VariantPtr keep(v, &vkattn_variant_destroy);
   const int64_t t = 4;
   vkattn_tensor* q = tensor(VKATTN_F32, {t, 2, 16});
   vkattn_tensor* k = tensor(VKATTN_F32, {t, 2, 16});

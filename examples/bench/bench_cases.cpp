@@ -279,6 +279,18 @@ double finish_beside(vkattn_context* ctx, Result* r, const Shape& s, const std::
                      const std::vector<double> (&ms)[2], double ref_ms_per_gflop,
                      const char* other_key, const char* ratio_key);
 
+// Two calls timed interleaved, one run of each per round (the first round
+// warms the device up): ms[0] gets a's runs, ms[1] b's. The machine's speed
+// drifts between minutes, so cases that compare two calls time them so.
+template <class A, class B>
+void time_interleaved(vkattn_context* ctx, A&& a, B&& b, std::vector<double> (&ms)[2]) {
+  for (int rep = 0; rep < g_reps; ++rep) {
+    const double warm = rep == 0 ? kWarmupMs : 0;
+    ms[0].push_back(time_gpu(ctx, a, 1, warm));
+    ms[1].push_back(time_gpu(ctx, b, 1, warm));
+  }
+}
+
 // The mask functions of Shape::variant_rule.
 const char* const kCausalVariant =
     "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) { return k_pos <= q_pos; }";
@@ -359,22 +371,19 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
   };
   progress("%s: verifying", r->name.c_str());
   std::vector<uint16_t> out(uint64_t(t) * s.H * s.v_dim());
-  double ref_ms_per_gflop = 0, builtin_err = 0;
-  record_builtin();
-  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
-  builtin_err = verify(s, seqs, out, &ref_ms_per_gflop);
-  record();
-  check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
-  r->max_err = std::max(verify(s, seqs, out, &ref_ms_per_gflop), builtin_err);
+  double ref_ms_per_gflop = 0;
+  auto error_of = [&](auto&& call) {  // (both calls' answers are checked)
+    call();
+    check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
+    return verify(s, seqs, out, &ref_ms_per_gflop);
+  };
+  const double builtin_err = error_of(record_builtin);
+  r->max_err = std::max(error_of(record), builtin_err);
   r->ok = r->max_err <= kTolF16;
   if (r->ok) {
     progress("%s: timing, interleaved with the built-in rule", r->name.c_str());
     std::vector<double> ms[2];
-    for (int rep = 0; rep < g_reps; ++rep) {
-      const double warm = rep == 0 ? kWarmupMs : 0;
-      ms[0].push_back(time_gpu(ctx, record, 1, warm));
-      ms[1].push_back(time_gpu(ctx, record_builtin, 1, warm));
-    }
+    time_interleaved(ctx, record, record_builtin, ms);
     const double ms_builtin =
         finish_beside(ctx, r, s, seqs, ms, ref_ms_per_gflop, "builtin_ms", "variant_over_builtin");
     r->variant = variant_name(ctx, s.d, s.v_dim(), uint32_t(t * (s.H / s.Hkv)), s.H / s.Hkv);
@@ -824,13 +833,8 @@ bool spec_tree_64x4096(vkattn_context* c, Result* r) {
   if (!r->ok || !chunk_r.ok) return r->ok = false;
   progress("%s: timing, interleaved with causal chunks", r->name.c_str());
   std::vector<double> ms[2];
-  for (int rep = 0; rep < g_reps; ++rep) {
-    const double warm = rep == 0 ? kWarmupMs : 0;
-    ms[0].push_back(time_gpu(
-        c, [&] { tree.record(); }, 1, warm));
-    ms[1].push_back(time_gpu(
-        c, [&] { chunk.record(); }, 1, warm));
-  }
+  time_interleaved(
+      c, [&] { tree.record(); }, [&] { chunk.record(); }, ms);
   g_last_times = ms[0];
   add_spread(*r);
   tree.finish(median(ms[0]));
@@ -975,12 +979,8 @@ bool topk_decode_2048_of_131072(vkattn_context* ctx, Result* r) {
   if (r->ok) {
     progress("%s: timing, interleaved with decode-16x2048", r->name.c_str());
     std::vector<double> ms[2];
-    for (int rep = 0; rep < g_reps; ++rep) {
-      const double warm = rep == 0 ? kWarmupMs : 0;
-      ms[0].push_back(time_gpu(ctx, record, 1, warm));
-      ms[1].push_back(time_gpu(
-          ctx, [&] { dense.record(); }, 1, warm));
-    }
+    time_interleaved(
+        ctx, record, [&] { dense.record(); }, ms);
     const double ms_dense =
         finish_beside(ctx, r, s, seqs, ms, ref_ms_per_gflop, "dense_decode_ms", "topk_over_dense");
     char line[160];

@@ -1,6 +1,7 @@
 // GLSL compiled at run time, for attention variants (user functions:
 // ops/attention/user_functions.h): a real GLSL compiler used as a library,
-// shaderc (Debian's libshaderc1; glslang inside), loaded with
+// shaderc (glslang inside): vkattn's libvkattn_shaderc module
+// (src/glsl/vkattn_shaderc.cpp) or a shaderc shared library, loaded with
 // open_library when first needed so that vkattn links nothing new and a
 // process without it loses only variants (UNSUPPORTED naming the library).
 // Its C API is declared here by hand: a few opaque handles and calls whose
@@ -19,9 +20,12 @@ namespace vkattn {
 
 class GlslCompiler {
  public:
-  // The compiler of library `library` ("" : VKATTN_SHADERC_LIBRARY, else
-  // libshaderc.so.1 / shaderc_shared.dll), loaded once per process and
-  // name; nullptr with the reason (the names tried, the OS's words) in *why.
+  // The compiler of VKATTN_SHADERC_LIBRARY, else of the first of
+  // libvkattn_shaderc (beside libvkattn, then the installed and build-tree
+  // copies), libshaderc.so.1 and libshaderc_shared.so.1 that loads
+  // (Windows: vkattn_shaderc.dll, shaderc_shared.dll); loaded once per
+  // process and name. nullptr with the reasons (each name tried, the OS's
+  // words) in *why.
   static const GlslCompiler* get(std::string* why);
 
   // Which compiler this is (the library's name and its SPIR-V version):

@@ -485,7 +485,7 @@ class PassBinder {
   RowLayout ql_, ol_;  // this call's q and out rows
   Region q_r_, out_r_, lse_r_, mask_r_, k_r_, v_r_, key_valid_r_;
   BoundBuffer part_o_b_, part_l_b_, alibi_b_, sinks_b_, scales_b_, tree_b_, topk_b_;
-  BoundBuffer user_b_;  // attention variants' parameters (binding 17 of their pipelines)
+  BoundBuffer user_b_;  // attention variants' parameters (the binding after fwd_bindings())
   VkFormat q_fmt_ = VK_FORMAT_UNDEFINED, k_fmt_ = VK_FORMAT_UNDEFINED, v_fmt_ = VK_FORMAT_UNDEFINED;
   uint64_t es_q_ = 4, mask_es_ = 1;
   FwdPush push_{};

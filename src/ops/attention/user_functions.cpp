@@ -14,15 +14,11 @@
 #include "core/log.h"
 #include "core/platform.h"
 #include "core/tensor.h"
+#include "ops/attention/family.h"
 
 namespace vkattn {
 
 namespace {
-
-// The binding of the parameters: one past the families' forward bindings
-// (family.h fwd_bindings; Pipelines::get adds it to a runtime module's
-// layout).
-constexpr uint32_t kParamsBinding = 17;
 
 uint64_t fnv1a(uint64_t h, const std::string& s) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -87,6 +83,7 @@ void main() {
 }
 )";
 
+// Every embedded shader and include by file name (cmake/embed_glsl.cmake).
 const std::map<std::string, std::string>& embedded_glsl() {
   static const std::map<std::string, std::string> files = [] {
     std::map<std::string, std::string> m;
@@ -155,6 +152,8 @@ UserFunctions::UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_
   uint64_t h = fnv1a(1469598103934665603ull, source_);
   for (uint32_t d : dtypes_) h = fnv1a(h, std::to_string(d) + ",");
   key_ = "u" + hex64(h);
+  includes_ = embedded_glsl();
+  includes_["vkattn_user.glsl"] = user_include();
   // The source alone, then each function called.
   std::vector<uint32_t> words;
   std::string log;
@@ -189,7 +188,9 @@ bool UserFunctions::compiler_knows_coopmat() const {
 
 std::string UserFunctions::user_include() const {
   std::string t;
-  t += "layout(std430, binding = " + std::to_string(kParamsBinding) +
+  // (The binding after the families' own: Pipelines::get adds it to a
+  // runtime module's layout.)
+  t += "layout(std430, binding = " + std::to_string(fwd_bindings().size()) +
        ") readonly buffer VkattnUserParams {\n  uint vkattn_user_w[];\n};\n";
   // Words 0..3: each slot's first word; 4..7: its element count.
   t += "uint vkattn_param_word(uint slot, uint index) {\n"
@@ -217,9 +218,7 @@ std::string UserFunctions::user_include() const {
 bool UserFunctions::compile(const std::string& name, const std::string& main_text,
                             const std::vector<std::pair<std::string, std::string>>& defines,
                             std::vector<uint32_t>* words, std::string* log) const {
-  std::map<std::string, std::string> includes = embedded_glsl();
-  includes["vkattn_user.glsl"] = user_include();
-  return compiler_->compile(name, main_text, defines, includes, words, log);
+  return compiler_->compile(name, main_text, defines, includes_, words, log);
 }
 
 std::vector<uint32_t> UserFunctions::spirv(const std::string& shader, bool soft_f16) const {
@@ -231,11 +230,10 @@ std::vector<uint32_t> UserFunctions::spirv(const std::string& shader, bool soft_
   auto text = files.find(shader + ".comp");
   if (text == files.end())
     fail(VKATTN_ERROR_INTERNAL, "shader ", shader, ".comp has no embedded GLSL");
-  // On disk: one file per (shader, form, source, param_dtypes, compiler,
-  // vkattn build), beside the pipeline cache.
-  uint64_t h =
-      fnv1a(1469598103934665603ull, id + "|" + key_ + "|" + source_ + "|" + compiler_->version() +
-                                        "|" + std::to_string(build_id()));
+  // On disk: one file per (shader, form, source and param_dtypes (key_),
+  // compiler, vkattn build), beside the pipeline cache.
+  const uint64_t h = fnv1a(1469598103934665603ull, id + "|" + key_ + "|" + compiler_->version() +
+                                                       "|" + std::to_string(build_id()));
   const std::string dir = cache_dir();
   const std::string path = dir.empty() ? "" : dir + "/variant-" + hex64(h) + ".spv";
   std::vector<uint32_t> words;

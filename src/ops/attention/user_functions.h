@@ -29,8 +29,6 @@ class UserFunctions : public RuntimeModule {
   UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_desc& desc);
 
   Context& context() const { return *ctx_; }
-  bool has_mask() const { return mask_; }
-  bool has_score() const { return score_; }
   // param_dtypes[s] (0: slot s unused).
   uint32_t slot_dtype(uint32_t s) const { return dtypes_[s]; }
   // The loaded compiler knows GL_KHR_cooperative_matrix (the coopmat
@@ -54,6 +52,9 @@ class UserFunctions : public RuntimeModule {
   uint32_t dtypes_[4] = {0, 0, 0, 0};
   bool mask_ = false, score_ = false;
   std::string key_;
+  // What #include resolves to: the embedded shaders' files and
+  // "vkattn_user.glsl" (user_include()), made once.
+  std::map<std::string, std::string> includes_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::vector<uint32_t>> compiled_;  // by shader (+ "_soft_f16")
 };
