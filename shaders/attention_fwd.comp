@@ -201,6 +201,27 @@ void main() {
       [[unroll]] for (uint j = 0u; j < BK; ++j) any_listed = any_listed || listed[j];
       if (!any_listed) continue;
     }
+#if USER_MASK != 0
+    // Attention variants with a mask function: the block's pairs the
+    // user's function and the built-in range, causal and window rules let
+    // through, decided before any K or V of the block is loaded; a block
+    // none of this lane's rows sees is skipped (exact: its update would be
+    // the identity), and each pair's function runs once.
+    bool uvis[R * BK];
+    bool uany = false;
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {
+      const int key = int(kp[j]);
+      const bool key_ok = kb + j < k_last && listed[j];
+      [[unroll]] for (uint i = 0u; i < R; ++i) {
+        bool cw = in_view(sq, pos[i], key, causal, windowed);
+        bool v = user_allows(sq, head[i], pos[i], key);
+        v = v && key_ok && row_ok[i] && cw;
+        uvis[i * BK + j] = v;
+        uany = uany || v;
+      }
+    }
+    if (!uany) continue;
+#endif
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
       uint key = kp[j];
       kbase[j] = key_texel(PAGED != 0u, false, sq, it.kv_head, key, KVEC, D);
@@ -288,7 +309,9 @@ void main() {
     [[unroll]] for (uint i = 0u; i < R; ++i) {
       [[unroll]] for (uint j = 0u; j < BK; ++j) {
         const uint x = i * BK + j;
-        if (USER_MASK != 0) vis[x] = vis[x] && user_allows(sq, head[i], pos[i], int(kp[j]));
+#if USER_MASK != 0
+        vis[x] = vis[x] && uvis[x];
+#endif
         if (USER_SCORE != 0) {
           s[x] = user_score(sq, head[i], pos[i], int(kp[j]), s[x]);
           vis[x] = vis[x] && s[x] != NEG_INF;

@@ -63,6 +63,7 @@ struct Shape {
   vkattn_dtype cache_dt = VKATTN_F16;  // paged cases: the cache dtype (8-bit caches)
   uint32_t cache_flags = 0;            // ... and its flags (VKATTN_KV_ROTATE_KEYS)
   int chunk = 0;                       // desc->chunk_size (chunked local attention)
+  int window = -1;                     // desc->window_left (-1: none)
   // Bidirectional spans of a one-sequence case (desc->spans; Gemma 3's
   // images), and whether the case passes them, with causal, as the
   // equivalent dense bool mask instead.
@@ -79,8 +80,13 @@ struct Shape {
   // Attention variants (user functions): the case's rule written as a
   // vkattn_mask_mod instead of the descriptor's (1: causal, desc.causal 0;
   // 2: the chunks, as documents with an I32 id per position, desc.chunk_size
-  // 0), timed interleaved with the same call using the built-in rule.
+  // 0; 3: causal and the window, desc.causal 0 and window_left -1), timed
+  // interleaved with the same call using the built-in rule; or 4: a T5
+  // bias (t5_bias below) as a vkattn_score_mod, timed interleaved with the
+  // same call without it.
   int variant_rule = 0;
+  // The score term the reference adds for variant_rule 4.
+  double (*bias)(int head, int q_pos, int k_pos) = nullptr;
   // The keys query row `row` (i of a sequence of t over u keys) sees.
   std::vector<int> row_keys(int row, int i, int t, int u) const {
     const auto [lo, hi] = keys_of(u - t + i, u);
@@ -112,6 +118,7 @@ struct Shape {
       const int c0 = int(vkattn::ref::floor_div(pos, chunk)) * chunk;
       lo = std::max(lo, c0), hi = std::min(hi, c0 + chunk);
     }
+    if (window >= 0) lo = std::max(lo, pos - window);
     hi = std::max(lo, hi);
     for (auto [a, b] : spans)
       if (pos >= a && pos < b) lo = std::min(lo, a), hi = std::max(hi, b);
@@ -171,11 +178,14 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
   std::vector<int32_t> cu_q = {0}, cu_k = {0};
   std::vector<float> q, k, v;
   double flops = 0;
+  std::vector<int> row_pos;                // each row's query position ...
+  std::vector<std::vector<int>> row_keys;  // ... and its keys' (s.bias)
   for (auto [b, i] : rows) {
     const Seq& sq = seqs[b];
     const int pos = sq.u - sq.t + i;
-    (void)pos;
     const std::vector<int> keys = s.row_keys(int(sq.q_row0 + i - seqs[0].q_row0), i, sq.t, sq.u);
+    row_pos.push_back(pos);
+    row_keys.push_back(keys);
     const int u = int(keys.size());
     cu_q.push_back(cu_q.back() + 1);
     cu_k.push_back(cu_k.back() + u);
@@ -192,6 +202,11 @@ double verify(const Shape& s, const std::vector<Seq>& seqs, const std::vector<ui
   vkattn::ref::AttentionParams p;
   p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.head_dim_v = dv, p.causal = false;
   p.sinks = s.sinks ? sinks.data() : nullptr;
+  if (s.bias) {  // (each row is its own one-query sequence of its keys)
+    p.user_score = [&](double score, int seq, int head, long, long k_pos) {
+      return score + s.bias(head, row_pos[seq], row_keys[seq][k_pos]);
+    };
+  }
   std::vector<float> ref(rows.size() * H * dv);
   auto t0 = std::chrono::steady_clock::now();
   vkattn::ref::attention_varlen(p, int(rows.size()), cu_q.data(), cu_k.data(), q.data(), k.data(),
@@ -298,6 +313,28 @@ const char* const kDocumentVariant =
     "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
     "  return q_pos >= 0 && vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));\n"
     "}\n";
+const char* const kWindowVariant =
+    "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
+    "  return k_pos <= q_pos && q_pos - k_pos <= 255;\n"
+    "}\n";
+// T5's relative position buckets (unidirectional, 32 buckets, max distance
+// 128: distances 0-15 their own bucket, then logarithmic), a per-head table
+// of f32 biases as parameter 0 (index head * 32 + bucket).
+const char* const kT5Variant =
+    "float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {\n"
+    "  int n = max(q_pos - k_pos, 0);\n"
+    "  int b = n < 16 ? n : min(31, 16 + int(log(float(n) / 16.0) / log(8.0) * 16.0));\n"
+    "  return score + vkattn_param_f32(0, head * 32u + uint(b));\n"
+    "}\n";
+float t5_table(int head, int bucket) {
+  return 0.5f * std::sin(float(head * 32 + bucket));
+}
+double t5_bias(int head, int q_pos, int k_pos) {
+  const int n = std::max(q_pos - k_pos, 0);
+  const int b =
+      n < 16 ? n : std::min(31, 16 + int(std::log(float(n) / 16.f) / std::log(8.f) * 16.f));
+  return t5_table(head, b);
+}
 
 // One sequence of t queries over u keys in dense K/V: a prefill (t = u) or
 // a decode (t = 1).
@@ -335,6 +372,7 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
     desc.causal = 0, desc.mask_type = VKATTN_MASK_BOOL, desc.mask = mask;
   }
   desc.chunk_size = uint32_t(s.chunk);
+  desc.window_left = s.window;
   if (s.variant_rule == 0) {
     const bool ok = verify_and_time(ctx, r, s, seqs, o, uint32_t(t * (s.H / s.Hkv)), [&] {
       check(vkattn_attention_varlen(ctx, &desc, 1, cu_q, cu_k, q, k, v, o), "attention_varlen");
@@ -350,7 +388,7 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
   if (s.variant_rule == 1) {
     vd.source = kCausalVariant;
     desc.causal = 0;
-  } else {
+  } else if (s.variant_rule == 2) {
     vd.source = kDocumentVariant;
     vd.param_dtypes[0] = VKATTN_I32;
     std::vector<int32_t> doc(u);
@@ -359,6 +397,19 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
     check(vkattn_tensor_create(ctx, VKATTN_I32, 1, shape, &ids), "tensor_create");
     check(vkattn_tensor_write(ids, doc.data(), doc.size() * 4), "tensor_write");
     desc.chunk_size = 0, desc.variant_params[0] = ids;
+  } else if (s.variant_rule == 3) {
+    vd.source = kWindowVariant;
+    desc.causal = 0, desc.window_left = -1;
+  } else {
+    vd.source = kT5Variant;
+    vd.param_dtypes[0] = VKATTN_F32;
+    std::vector<float> table(size_t(s.H) * 32);
+    for (int h = 0; h < s.H; ++h)
+      for (int b = 0; b < 32; ++b) table[size_t(h) * 32 + b] = t5_table(h, b);
+    const int64_t shape[1] = {int64_t(table.size())};
+    check(vkattn_tensor_create(ctx, VKATTN_F32, 1, shape, &ids), "tensor_create");
+    check(vkattn_tensor_write(ids, table.data(), table.size() * 4), "tensor_write");
+    desc.variant_params[0] = ids;
   }
   vkattn_variant* variant = nullptr;
   check(vkattn_variant_create(ctx, &vd, &variant), "variant_create");
@@ -372,13 +423,15 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
   progress("%s: verifying", r->name.c_str());
   std::vector<uint16_t> out(uint64_t(t) * s.H * s.v_dim());
   double ref_ms_per_gflop = 0;
-  auto error_of = [&](auto&& call) {  // (both calls' answers are checked)
+  auto error_of = [&](auto&& call, const Shape& rule) {  // (both calls' answers are checked)
     call();
     check(vkattn_tensor_read(o, out.data(), out.size() * 2), "tensor_read");
-    return verify(s, seqs, out, &ref_ms_per_gflop);
+    return verify(rule, seqs, out, &ref_ms_per_gflop);
   };
-  const double builtin_err = error_of(record_builtin);
-  r->max_err = std::max(error_of(record), builtin_err);
+  Shape plain = s;  // the built-in call's: no score function
+  plain.bias = nullptr;
+  const double builtin_err = error_of(record_builtin, plain);
+  r->max_err = std::max(error_of(record, s), builtin_err);
   r->ok = r->max_err <= kTolF16;
   if (r->ok) {
     progress("%s: timing, interleaved with the built-in rule", r->name.c_str());
@@ -388,10 +441,12 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
         finish_beside(ctx, r, s, seqs, ms, ref_ms_per_gflop, "builtin_ms", "variant_over_builtin");
     r->variant = variant_name(ctx, s.d, s.v_dim(), uint32_t(t * (s.H / s.Hkv)), s.H / s.Hkv);
     char line[160];
+    const char* const builtin_names[] = {"", "with the built-in causal", "with the built-in chunks",
+                                         "with the built-in causal window",
+                                         "without the score function"};
     std::snprintf(line, sizeof(line),
-                  "the same call with the built-in %s (interleaved): %.3f ms; variant / built-in "
-                  "%.2fx",
-                  s.variant_rule == 1 ? "causal" : "chunks", ms_builtin, r->median_ms / ms_builtin);
+                  "the same call %s (interleaved): %.3f ms; variant / built-in %.2fx",
+                  builtin_names[s.variant_rule], ms_builtin, r->median_ms / ms_builtin);
     r->lines.push_back(line);
   }
   vkattn_variant_destroy(variant);
@@ -762,6 +817,16 @@ bool variant_document_4x2048(vkattn_context* c, Result* r) {
   Shape s = kVariantHeads;
   s.chunk = 2048, s.variant_rule = 2;
   return prefill(c, r, 8192, s);
+}
+bool variant_window_8192(vkattn_context* c, Result* r) {
+  Shape s = kVariantHeads;
+  s.window = 255, s.variant_rule = 3;
+  return varlen_case(c, r, 64, 8192, s);
+}
+bool variant_t5_bias_2048(vkattn_context* c, Result* r) {
+  Shape s = kVariantHeads;
+  s.variant_rule = 4, s.bias = t5_bias;
+  return prefill(c, r, 2048, s);
 }
 
 // A step of decodes and one prefill chunk, timed interleaved with its two
@@ -1253,6 +1318,14 @@ const std::vector<Case>& all_cases() {
        "four documents of 2048 packed in one causal sequence, 8/2 heads, d 64, a user mask "
        "function over I32 document ids, interleaved with chunk_size 2048",
        variant_document_4x2048},
+      {"variant-window-8192",
+       "64 queries over 8192 keys, 8/2 heads, d 64, causal with a 255-key window as a user mask "
+       "function, interleaved with causal = 1 and window_left = 255",
+       variant_window_8192},
+      {"variant-t5-bias-2048",
+       "causal 2048, 8/2 heads, d 64, T5 relative position buckets (32, a per-head f32 table) "
+       "as a user score function, interleaved with the same call without it",
+       variant_t5_bias_2048},
       {"decode-16x2048-int8", "decode-16x2048 over an int8 cache (per-token scales)",
        decode_16x2048_int8},
       {"decode-16x2048-fp8", "decode-16x2048 over an fp8 e4m3 cache (per-layer scales)",

@@ -1032,6 +1032,14 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
  *     otherwise hands them to tiled, saying so once (warning). The cascade
  *     over shared prefixes does not run with a variant (its prefix pass
  *     cannot apply a per-row rule exactly): such calls run uncascaded.
+ *   - Hidden tiles cost no loads: a mask function is evaluated over a
+ *     tile's pairs (those the built-in range, causal and window rules
+ *     leave) before any of its K/V is loaded, once per pair and lane, and
+ *     keys none of the tile's rows sees are neither loaded nor (lanes,
+ *     tiled) computed: lanes decides per lane and block of keys, tiled per
+ *     workgroup and tile, decode per key group and tile (its math runs on
+ *     zeros). coopmat applies the function per pair after its loads.
+ *     Skipping is exact: results are bit for bit those without it.
  *   - Compiled with shaderc (libshaderc.so.1, Debian's libshaderc1; on
  *     Windows shaderc_shared.dll, which Debian does not ship), loaded at
  *     run time (VKATTN_SHADERC_LIBRARY names another); a process without

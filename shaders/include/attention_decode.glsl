@@ -296,13 +296,63 @@ void main() {
     KSB[j] = KDT == DT_Q4 ? q4_scale_base(false, sq, it.kv_head, key) : 0u;               \
     VSB[j] = KDT == DT_Q4 ? q4_scale_base(true, sq, it.kv_head, key) : 0u;                \
   }
+#if USER_MASK != 0
+  // Attention variants with a mask function: before a tile's K/V words
+  // are loaded, each lane evaluates vkattn_mask_mod over its pairs of the
+  // tile (its RL rows x its key group's KPG keys) that the range, causal
+  // and window rules leave, into bits; a lane none of whose pairs is
+  // seen loads nothing of the tile (its registers are zeroed, so no index
+  // derived from them reaches memory) and its pairs stay hidden. Every
+  // lane of a key group decides alike. The math runs as before, each
+  // pair's visibility from the bits (the function once per pair and lane).
+  const uint UW = (RL * KPG + 31u) / 32u;
+  uint ub[UW], ub_next[UW];
+#define TILE_UBITS(kt, UB, ANY)                                                            \
+  {                                                                                        \
+    [[unroll]] for (uint w = 0u; w < UW; ++w) UB[w] = 0u;                                  \
+    [[unroll]] for (uint j = 0u; j < KPG; ++j) {                                           \
+      uint key = (kt) + j * NKG + kg;                                                      \
+      const bool key_ok = key < k_end;                                                     \
+      if (uses(F_TOPK)) key = sh_list[min(min(key, k_last), TOPK_ITEM_SLOTS - 1u)];        \
+      [[unroll]] for (uint i = 0u; i < RL; ++i) {                                          \
+        bool cw = in_view(sq, pos[i], int(key), causal, windowed);                         \
+        bool v = user_allows(sq, head[i], pos[i], int(key));                               \
+        v = v && key_ok && row_ok[i] && cw;                                                \
+        const uint x = i * KPG + j;                                                        \
+        UB[x / 32u] |= v ? 1u << (x & 31u) : 0u;                                           \
+      }                                                                                    \
+    }                                                                                      \
+    ANY = false;                                                                           \
+    [[unroll]] for (uint w = 0u; w < UW; ++w) ANY = ANY || UB[w] != 0u;                    \
+  }
+#define CLEAR_TILE(KR, VR, KS, VSC, KSB, VSB, KP)                                          \
+  [[unroll]] for (uint x = 0u; x < KPG * UK; ++x) KR[x] = uvec4(0u);                       \
+  [[unroll]] for (uint x = 0u; x < KPG * UV; ++x) VR[x] = uvec4(0u);                       \
+  [[unroll]] for (uint j = 0u; j < KPG; ++j) {                                             \
+    KS[j] = 0.0;                                                                           \
+    VSC[j] = 0.0;                                                                          \
+    KSB[j] = 0u;                                                                           \
+    VSB[j] = 0u;                                                                           \
+    KP[j] = 0u;                                                                            \
+  }
+#endif
   uint touched = 0u;  // TOUCH: the touched words, kept by the test after the loop
   const uint last_page = k_last / max(pc.page_size, 1u);
   // (An item of no keys would read a block-table entry past its sequence.)
   if (PAGE_WINDOW && k_begin < k_end) fill_page_window(sq, k_begin / pc.page_size, last_page, lin);
+#if USER_MASK != 0
+  bool uany = false;
+  TILE_UBITS(k_begin, ub, uany)
+  if (k_begin < k_end && uany) {
+    LOAD_TILE(k_begin, kr, vr, ksc, vsc, ksb, vsb, kpos)
+  } else {
+    CLEAR_TILE(kr, vr, ksc, vsc, ksb, vsb, kpos)
+  }
+#else
   if (k_begin < k_end) {
     LOAD_TILE(k_begin, kr, vr, ksc, vsc, ksb, vsb, kpos)
   }
+#endif
   for (uint kt = k_begin; kt < k_end; kt += BC) {
     // The next tile's loads, issued before this tile's math (this tile's
     // words are in registers: the window may move first).
@@ -312,9 +362,19 @@ void main() {
     if (PAGE_WINDOW && kt + BC < k_end &&
         min(kt + 2u * BC - 1u, k_last) / pc.page_size >= pw0 + PW)
       fill_page_window(sq, (kt + BC) / pc.page_size, last_page, lin);
+#if USER_MASK != 0
+    bool nany = false;
+    if (kt + BC < k_end) TILE_UBITS(kt + BC, ub_next, nany)
+    if (nany) {
+      LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb, nkpos)
+    } else {
+      CLEAR_TILE(nkr, nvr, nks, nvs, nksb, nvsb, nkpos)
+    }
+#else
     if (kt + BC < k_end) {
       LOAD_TILE(kt + BC, nkr, nvr, nks, nvs, nksb, nvsb, nkpos)
     }
+#endif
     if (TOUCH && uses(F_TOPK) && kt + (1u + TA) * BC < k_end) {
       // Lane sl of a key group touches keys sl, sl + LPK, ... of tile
       // kt + (1 + TA) BC: one texel a 64 bytes of each K and V row.
@@ -393,7 +453,7 @@ void main() {
           x += a;
         }
 #if USER_MASK != 0
-        ok = ok && user_allows(sq, head[i], pos[i], int(key));
+        ok = ok && ((ub[(i * KPG + j) / 32u] >> ((i * KPG + j) & 31u)) & 1u) != 0u;
 #endif
 #if USER_SCORE != 0
         x = user_score(sq, head[i], pos[i], int(key), x);
@@ -446,6 +506,9 @@ void main() {
       vsb[j] = nvsb[j];
       kpos[j] = nkpos[j];
     }
+#if USER_MASK != 0
+    [[unroll]] for (uint w = 0u; w < UW; ++w) ub[w] = ub_next[w];
+#endif
   }
 
   // The touched words must look used, or the compiler drops their loads:

@@ -72,6 +72,12 @@ shared TVEC sh_v[BC * DV4];
 // Partial dot products of every lane, row and key of a tile.
 shared float sh_red[WG * R * BC];
 #endif
+#if USER_MASK != 0
+// Attention variants with a mask function: whether any lane of the
+// workgroup sees a pair of a tile, in three slots used in turn (one
+// barrier a tile: see tile_any below).
+shared uint sh_uany[3];
+#endif
 
 #include "attention_fetch.glsl"
 #include "attention_mask.glsl"
@@ -143,13 +149,76 @@ void main() {
   [[unroll]] for (uint n = 0u; n < NV; ++n) nv[n] = TILE_V(kt, min(lid + n * WG, BC * DV4 - 1u));
   // (An item of no keys, k_end = 0, would fetch keys 0..BC-1 past its
   // sequence: rows at positions < 0, or u = 0.)
+  uint tbits[R];  // F_TREE: a tile's tree bits (below)
+#if USER_MASK != 0
+  // Attention variants with a mask function skip the tiles it hides
+  // (docs/guide/variants.md, "speed"): before any K or V of a tile is
+  // loaded, each lane evaluates vkattn_mask_mod over its rows' pairs of
+  // the tile that the built-in range, causal and window rules leave
+  // (bits ub, R x BC, in registers), and the workgroup learns whether any
+  // lane sees one (tile_any). A tile nobody sees is neither loaded nor
+  // computed; the others take their visibility from the bits, so the
+  // function runs once per lane and pair. The loop's first pass only
+  // evaluates the first tile (and prefetches it), each pass the next
+  // one's: the evaluation is compiled once. Skipping is exact: a hidden
+  // tile's update is the identity (alpha 1, sum 0), so results, batch
+  // invariance included, are the same bit for bit.
+  const uint UW = (BC + 31u) / 32u;
+  uint ub[R * UW], ub_next[R * UW];
+  bool any_cur = false, any_next = false;
+  uint ueval = 0u;  // evaluations so far (tile_any's slot)
+  if (lid < 3u) sh_uany[lid] = 0u;
+  memoryBarrierShared();
+  barrier();
+#define TILE_BITS(kt)                                                                   \
+  {                                                                                     \
+    bool mine = false;                                                                  \
+    [[unroll]] for (uint w = 0u; w < R * UW; ++w) ub_next[w] = 0u;                      \
+    [[unroll]] for (uint j = 0u; j < BC; ++j) {                                         \
+      const int key = int((kt) + j);                                                    \
+      const bool key_ok = (kt) + j < it.k_end;                                          \
+      [[unroll]] for (uint i = 0u; i < R; ++i) {                                        \
+        bool cw = in_view(sq, pos[i], key, causal, windowed);                           \
+        bool v = user_allows(sq, head[i], pos[i], key);                                 \
+        v = v && key_ok && row_ok[i] && cw;                                             \
+        ub_next[i * UW + j / 32u] |= v ? 1u << (j & 31u) : 0u;                          \
+        mine = mine || v;                                                               \
+      }                                                                                 \
+    }                                                                                   \
+    const uint slot = ueval % 3u;                                                       \
+    if (mine) atomicOr(sh_uany[slot], 1u);                                              \
+    memoryBarrierShared();                                                              \
+    barrier();                                                                          \
+    any_next = sh_uany[slot] != 0u;                                                     \
+    /* The slot of the evaluation before: read by every lane before this   */          \
+    /* barrier, written next two evaluations on, after another barrier.   */          \
+    if (lid == 0u) sh_uany[(ueval + 2u) % 3u] = 0u;                                     \
+    ueval += 1u;                                                                        \
+  }
+  const uint ntiles = (it.k_end - min(it.k_begin, it.k_end) + BC - 1u) / BC;
+  for (uint n = 0u; n <= ntiles; ++n) {
+    const uint kt = it.k_begin + (n - 1u) * BC;  // (unused on the first pass)
+    // The tile's bits and whether anyone sees it (uniform in the workgroup).
+    any_cur = any_next;
+    [[unroll]] for (uint w = 0u; w < R * UW; ++w) ub[w] = ub_next[w];
+    const bool have = n > 0u && any_cur;
+    any_next = false;
+    if (n == 0u && ntiles > 0u) {
+      TILE_BITS(it.k_begin)
+      if (DBUF != 0u && any_next) {
+        PREFETCH(it.k_begin)
+      }
+    }
+    if (have) {
+#else
   if (DBUF != 0u && it.k_begin < it.k_end) {
     PREFETCH(it.k_begin)
   }
   for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+    {
+#endif
     // F_TREE: each row's tree bits of the tile's first 32 keys (then of
     // each next 32), loaded while the tile is staged.
-    uint tbits[R];
     if (uses(F_TREE)) {
       [[unroll]] for (uint i = 0u; i < R; ++i) tbits[i] = tree_bits(sq, tok[i], kt);
     }
@@ -167,10 +236,22 @@ void main() {
     }
     memoryBarrierShared();
     barrier();
+#if USER_MASK != 0
+    }
+    // The next tile's bits, and its loads if anyone sees it.
+    if (n > 0u && n < ntiles) {
+      TILE_BITS(kt + BC)
+      if (DBUF != 0u && any_next) {
+        PREFETCH(kt + BC)
+      }
+    }
+    if (have) {
+#else
     // The next tile's loads go out now; the math below hides their latency.
     if (DBUF != 0u && kt + BC < it.k_end) {
       PREFETCH(kt + BC)
     }
+#endif
 
     // A tile that every row of this group sees whole (all its keys in the
     // range, no causal or window edge inside it: both conditions are
@@ -269,7 +350,9 @@ void main() {
         [[unroll]] for (uint i = 0u; i < R; ++i) {
           const uint x = i * BCH + j;
           const int key = int(kt + j0 + j);
-          if (USER_MASK != 0) vis[x] = vis[x] && user_allows(sq, head[i], pos[i], key);
+#if USER_MASK != 0
+          vis[x] = vis[x] && ((ub[i * UW + (j0 + j) / 32u] >> ((j0 + j) & 31u)) & 1u) != 0u;
+#endif
           if (USER_SCORE != 0) {
             s[x] = user_score(sq, head[i], pos[i], key, s[x]);
             vis[x] = vis[x] && s[x] != NEG_INF;
@@ -315,6 +398,7 @@ void main() {
     }
     // Every lane is done with the tile before the next one overwrites it.
     barrier();
+    }
   }
 
   [[unroll]] for (uint i = 0u; i < R; ++i) {

@@ -100,7 +100,8 @@ uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t h
   const uint64_t bch = bc % 4 == 0 ? 4 : bc;
   const uint64_t per_tile = 1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) +
                             loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch);
-  const uint64_t tiles = (kLoopUsable - loop_cost(0)) / per_tile;
+  // (loop_cost(1): a variant's mask function adds the loop one pass.)
+  const uint64_t tiles = (kLoopUsable - loop_cost(1)) / per_tile;
   return static_cast<uint32_t>(std::min<uint64_t>(tiles * bc, 1u << 30));
 }
 
