@@ -169,7 +169,57 @@ void main() {
   const uint span = ((it.k_end - it.k_begin + LK - 1u) / LK + BK - 1u) / BK * BK;
   const uint k_first = min(it.k_end, it.k_begin + sub * span);
   const uint k_last = min(it.k_end, k_first + span);
-  for (uint kb = k_first; kb < k_last; kb += BK) {
+  uint kb_lo = k_first, kb_hi = k_last;  // the blocks the loop visits
+#if USER_MASK != 0
+  // Attention variants with a mask function: the loop visits only the
+  // blocks from the first this lane's rows see to the last (found by
+  // scanning from each end; drivers that run a skipped block's body
+  // under an empty mask, as lavapipe does, then still save its time), and
+  // skips hidden blocks between them (below). The plan leaves room in the
+  // loop budget for the scans (plan_shape: at most the range's blocks + 2).
+#define BLOCK_SEEN(kb, SEEN)                                                            \
+  {                                                                                     \
+    SEEN = false;                                                                       \
+    [[unroll]] for (uint j = 0u; j < BK; ++j) {                                         \
+      uint key = min((kb) + j, k_last - 1u);                                            \
+      bool key_ok = (kb) + j < k_last;                                                  \
+      if (uses(F_TOPK)) {                                                               \
+        const uint lk = listed_key(sq, list_tok, it.kv_head, key);                      \
+        key_ok = key_ok && lk != NO_SLOT;                                               \
+        key = key_ok ? lk : 0u;                                                         \
+      }                                                                                 \
+      [[unroll]] for (uint i = 0u; i < R; ++i) {                                        \
+        bool cw = in_view(sq, pos[i], int(key), causal, windowed);                      \
+        bool v = user_allows(sq, head[i], pos[i], int(key));                            \
+        SEEN = SEEN || (v && key_ok && row_ok[i] && cw);                                \
+      }                                                                                 \
+    }                                                                                   \
+  }
+  {
+    const uint nblk = (k_last - min(k_first, k_last) + BK - 1u) / BK;
+    uint first = nblk;
+    for (uint n = 0u; n < nblk; ++n) {
+      bool seen;
+      BLOCK_SEEN(k_first + n * BK, seen)
+      if (seen) {
+        first = n;
+        break;
+      }
+    }
+    uint last = first;
+    for (uint n = nblk; n > first + 1u; --n) {
+      bool seen;
+      BLOCK_SEEN(k_first + (n - 1u) * BK, seen)
+      if (seen) {
+        last = n - 1u;
+        break;
+      }
+    }
+    kb_lo = k_first + first * BK;
+    kb_hi = first < nblk ? min(k_last, k_first + (last + 1u) * BK) : kb_lo;
+  }
+#endif
+  for (uint kb = kb_lo; kb < kb_hi; kb += BK) {
     // Scores of R rows x BK keys.
     float s[R * BK];
     [[unroll]] for (uint x = 0u; x < R * BK; ++x) s[x] = 0.0;

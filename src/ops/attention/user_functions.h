@@ -31,6 +31,8 @@ class UserFunctions : public RuntimeModule {
   Context& context() const { return *ctx_; }
   // param_dtypes[s] (0: slot s unused).
   uint32_t slot_dtype(uint32_t s) const { return dtypes_[s]; }
+  // The source defines vkattn_mask_mod (the families skip what it hides).
+  bool has_mask() const { return mask_; }
   // The loaded compiler knows GL_KHR_cooperative_matrix (the coopmat
   // family can take variant calls).
   bool compiler_knows_coopmat() const;
