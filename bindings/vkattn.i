@@ -392,13 +392,11 @@ VKATTNX_PLAIN_STRUCT(vkattn_device_info, "DeviceInfo")
 %nodefaultctor vkattn_tensor;
 struct vkattn_context {};
 struct vkattn_tensor {};
-#if defined(SWIGPYTHON)
-/* Attention variants (user functions): Python's vkattn.Variant (Java, C#
- * and Go follow; for them vkattn_variant stays an opaque pointer). */
+/* Attention variants (user functions): each language's Variant (Python
+ * vkattn.Variant, Java's AutoCloseable, C#'s IDisposable, Go's *Variant). */
 %nodefaultctor vkattn_variant;
 %rename(Variant) vkattn_variant;
 struct vkattn_variant {};
-#endif
 
 %newobject vkattn_context::m_deviceInfo;
 %newobject vkattn_context::m_tune;
@@ -787,7 +785,6 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
 
 /* ---- Tensor ----------------------------------------------------------- */
 
-#if defined(SWIGPYTHON)
 %extend vkattn_variant {
   /* The user's GLSL (vkattn.h "Attention variants") and the dtype of each
      parameter slot (0 = unused). */
@@ -811,9 +808,10 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
   ~vkattn_variant() { vkattn_variant_destroy(self); }
 }
 %extend vkattn_attention_desc {
-  /* desc->variant and desc->variant_params[slot] (NULL: none). */
-  void m_setVariant(vkattn_variant* v) { self->variant = v; }
-  void m_setVariantParam(int64_t slot, vkattn_tensor* t) {
+  /* desc->variant and desc->variant_params[slot] (NULL: none); each
+     language's desc keeps the objects and checks them before a call. */
+  void m_setVariantHandle(vkattn_variant* v) { self->variant = v; }
+  void m_setVariantParamHandle(int64_t slot, vkattn_tensor* t) {
     if (slot < 0 || slot > 3) {
       vkattnx_fail("vkattn: variant parameter slot %lld is not 0..3", (long long)slot);
       return;
@@ -821,7 +819,6 @@ static vkattn_device_info* vkattnx_device_info(int64_t index) {
     self->variant_params[slot] = t;
   }
 }
-#endif
 
 %extend vkattn_tensor {
   /* A device tensor, row-major, 1..4 dims; the contents start undefined. */

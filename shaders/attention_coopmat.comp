@@ -268,6 +268,7 @@ void store_row4(Item it, Seq sq, uint G, uint row_lim, uint rr, uint c, vec4 o) 
 }
 
 void main() {
+  USER_INIT();  // (attention variants: attention_mask.glsl)
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;  // uniform in the workgroup
   Item it = items[pc.item_base + id];

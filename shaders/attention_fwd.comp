@@ -121,6 +121,7 @@ const uint NSV = KDT == DT_Q4 ? (DV + 31u) / 32u : 1u;
 #define OUT_STORE(i, c) store_out4(base, (c), acc[(i) * DV4 + (c)] * inv);
 
 void main() {
+  USER_INIT();  // (attention variants: attention_mask.glsl)
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;
   Item it = items[pc.item_base + id];
@@ -172,7 +173,8 @@ void main() {
   uint kb_lo = k_first, kb_hi = k_last;  // the blocks the loop visits
 #if USER_MASK != 0
   // Attention variants with a mask function: the loop visits only the
-  // blocks from the first this lane's rows see to the last (found by
+  // blocks from the first this lane's rows see to the last (by the
+  // function alone: the plan's ranges already hold the built-in rules; found by
   // scanning from each end; drivers that run a skipped block's body
   // under an empty mask, as lavapipe does, then still save its time), and
   // skips hidden blocks between them (below). The plan leaves room in the
@@ -189,9 +191,8 @@ void main() {
         key = key_ok ? lk : 0u;                                                         \
       }                                                                                 \
       [[unroll]] for (uint i = 0u; i < R; ++i) {                                        \
-        bool cw = in_view(sq, pos[i], int(key), causal, windowed);                      \
         bool v = user_allows(sq, head[i], pos[i], int(key));                            \
-        SEEN = SEEN || (v && key_ok && row_ok[i] && cw);                                \
+        SEEN = SEEN || (v && key_ok && row_ok[i]);                                      \
       }                                                                                 \
     }                                                                                   \
   }

@@ -69,7 +69,8 @@ void write_rows(vkattn_tensor* t, vkattn_dtype dt, const std::vector<float>& x) 
 
 // A varlen call over `batch` (dense K/V in f16, causal, lse): the rows of
 // every sequence.
-std::vector<Result> run_varlen(vkattn_context* ctx, const std::vector<Seq>& batch) {
+std::vector<Result> run_varlen(vkattn_context* ctx, const std::vector<Seq>& batch,
+                               vkattn_variant* variant = nullptr) {
   std::vector<int32_t> cu_q = {0}, cu_k = {0};
   std::vector<float> q, k, v;
   for (const Seq& s : batch) {
@@ -90,6 +91,7 @@ std::vector<Result> run_varlen(vkattn_context* ctx, const std::vector<Seq>& batc
   vkattn_attention_desc d;
   vkattn_attention_desc_init(&d);
   d.num_heads = kH, d.num_kv_heads = kHkv, d.head_dim = kD, d.causal = 1, d.lse = lt;
+  d.variant = variant;
   std::vector<int32_t> span_indptr = {0}, spans;
   for (const Seq& s : batch) {
     if (s.span_hi > s.span_lo) spans.push_back(s.span_lo), spans.push_back(s.span_hi);
@@ -165,6 +167,44 @@ TEST_F(BatchInvariance, VarlenSequencesKeepTheirBits) {
     }
   }
   EXPECT_EQ(validation_messages(ctx), 0u);
+  vkattn_context_destroy(ctx);
+}
+
+// Attention variants: a mask function that hides whole blocks of keys
+// (those from 64 to 1199: the families skip them without loading) and a
+// stride pattern in the rest, with a score function; a sequence keeps its
+// bits alone and in every batch around it, skipping included. (The
+// functions read positions only: `seq`, the sequence's index in the
+// call, moves with the batch.)
+TEST_F(BatchInvariance, VariantSequencesKeepTheirBits) {
+  vkattn_context* ctx = invariant_context(true);
+  ASSERT_NE(ctx, nullptr);
+  vkattn_variant_desc vd;
+  vkattn_variant_desc_init(&vd);
+  vd.source = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return (k_pos < 64 || k_pos >= 1200) && (q_pos - k_pos) % 7 != 3;
+}
+float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
+  return score + 0.001 * float(q_pos - k_pos);
+})";
+  vkattn_variant* variant = nullptr;
+  const vkattn_status st = vkattn_variant_create(ctx, &vd, &variant);
+  if (st == VKATTN_ERROR_UNSUPPORTED) {
+    vkattn_context_destroy(ctx);
+    GTEST_SKIP() << "no GLSL compiler: " << vkattn_last_error();
+  }
+  ASSERT_EQ(st, VKATTN_SUCCESS) << vkattn_last_error();
+  for (const Seq& x : {Seq{1, 3000, 1}, Seq{100, 1500, 3}}) {
+    SCOPED_TRACE("sequence t " + std::to_string(x.t) + " u " + std::to_string(x.u));
+    const Result alone = run_varlen(ctx, {x}, variant)[0];
+    for (const auto& [batch, at] : batches_around(x)) {
+      SCOPED_TRACE("in a batch of " + std::to_string(batch.size()) + " at " + std::to_string(at));
+      EXPECT_TRUE(same_bits(alone, run_varlen(ctx, batch, variant)[at]));
+    }
+  }
+  EXPECT_EQ(validation_messages(ctx), 0u);
+  vkattn_variant_destroy(variant);
   vkattn_context_destroy(ctx);
 }
 

@@ -192,6 +192,28 @@ float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
   run(c);
 }
 
+// With top-k lists, a left window and chunks: the function joins them.
+// Its hidden band (keys 8-39 of every row) covers whole tiles and blocks,
+// which the families skip.
+TEST_P(Variants, WithTopkListsWindowsAndChunks) {
+  for (int topk : {-1, 12}) {
+    SCOPED_TRACE("topk " + std::to_string(topk));
+    AttnCase c;
+    c.H = 4, c.Hkv = 2, c.d = 40;
+    c.seqs = {{20, 90}, {3, 64}, {70, 70}};
+    c.causal = true;
+    c.window = 50, c.chunk = 48, c.topk = topk;
+    c.variant_source = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return (k_pos < 8 || k_pos >= 40) && (head != 2u || (k_pos & 1) == 0);
+})";
+    c.host_mask = [](int, int h, long, long k) {
+      return (k < 8 || k >= 40) && (h != 2 || (k & 1) == 0);
+    };
+    run(c);
+  }
+}
+
 TEST_P(Variants, PaddedBatchRowsAreTheirSeq) {
   AttnCase c;
   c.H = 2, c.Hkv = 2, c.d = 32;
@@ -504,6 +526,11 @@ TEST_F(VariantErrors, CreateRefusesBadSources) {
   EXPECT_INVALID(create("bool vkattn_mask_mod(uint s, uint h, int q, int k) {\n"
                         "  return vkattn_user_w[0] > 3u;\n}"),
                  "vkattn_user_w");
+  // (The parameters' offsets and counts: a write would aim the accessors
+  // past the buffer.)
+  EXPECT_INVALID(create("bool vkattn_mask_mod(uint s, uint h, int q, int k) {\n"
+                        "  vkattn_user_count[0] = 1u << 30;\n  return true;\n}"),
+                 "vkattn_user_count");
   vkattn_variant* ok = nullptr;
   EXPECT_EQ(create("// reads no shared memory, no buffer\n"
                    "bool vkattn_mask_mod(uint s, uint h, int q, int k) { return k <= q; }",

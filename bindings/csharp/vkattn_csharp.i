@@ -122,6 +122,7 @@ VKATTNX_CS_ARRAY(int64_t, long, IN_I64, OUT_I64)
 %enddef
 VKATTNX_CS_HANDLE(vkattn_context)
 VKATTNX_CS_HANDLE(vkattn_tensor)
+VKATTNX_CS_HANDLE(vkattn_variant)
 VKATTNX_CS_HANDLE(vkattnx_kv_cache)
 /* A Step's Dispose() aborts it unless it was committed. */
 VKATTNX_CS_HANDLE(vkattnx_step)
@@ -132,6 +133,27 @@ VKATTNX_CS_HANDLE(vkattnx_step)
 %typemap(cscode) struct vkattn_context %{
   /// <summary>True until Dispose().</summary>
   public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }
+%}
+/* An attention variant (user functions): a desc holding a disposed one
+ * throws at the call. */
+%typemap(cscode) struct vkattn_variant %{
+  /// <summary>True until Dispose().</summary>
+  public bool IsOpen { get { return swigCPtr.Handle != global::System.IntPtr.Zero; } }
+
+  /// <summary>Compiles GLSL source defining vkattn_mask_mod and/or
+  /// vkattn_score_mod (vkattn.h, "Attention variants"); paramDtypes: the
+  /// dtype of each parameter slot the source reads, from slot 0 (Dtype.F32,
+  /// Dtype.I32, or null for an unused slot; at most 4).</summary>
+  public Variant(Context ctx, string source, params global::Vkattn.Dtype?[] paramDtypes)
+      : this(ctx, source, SlotCode(paramDtypes, 0), SlotCode(paramDtypes, 1),
+             SlotCode(paramDtypes, 2), SlotCode(paramDtypes, 3)) {}
+
+  private static long SlotCode(global::Vkattn.Dtype?[] d, int slot) {
+    if (d != null && d.Length > 4)
+      throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+                                "vkattn: a Variant has 4 parameter slots, not " + d.Length);
+    return d == null || slot >= d.Length || d[slot] == null ? 0 : (long)d[slot].Value;
+  }
 %}
 %typemap(cscode) struct vkattn_tensor %{
   /// <summary>True until Dispose().</summary>
@@ -172,8 +194,28 @@ VKATTNX_CS_HANDLE(vkattnx_step)
 
 /* ---- AttentionDesc's tensors (see ../vkattn.i) ------------------------ */
 %csmethodmodifiers vkattn_attention_desc::m_setTensorField "private";
+%csmethodmodifiers vkattn_attention_desc::m_setVariantHandle "private";
+%csmethodmodifiers vkattn_attention_desc::m_setVariantParamHandle "private";
 %typemap(cscode) struct vkattn_attention_desc %{
   private Tensor alibiSlopes_, mask_, lse_, sinks_, topkIndices_;
+  private Variant variant_;
+  private readonly Tensor[] variantParams_ = new Tensor[4];
+
+  /// <summary>The attention variant (user functions) of the calls, or null.</summary>
+  public Variant Variant { get { return variant_; } set { SetVariantHandle(value); variant_ = value; } }
+  /// <summary>Parameter slot 0..3 of the variant: a Tensor of the dtype it
+  /// declared (any shape, read in row-major order), or null.</summary>
+  public void SetVariantParam(int slot, Tensor t) {
+    SetVariantParamHandle(slot, t);
+    variantParams_[slot] = t;
+  }
+  /// <summary>What SetVariantParam put in slot 0..3.</summary>
+  public Tensor GetVariantParam(int slot) {
+    if (slot < 0 || slot > 3)
+      throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+                                "vkattn: variant parameter slot " + slot + " is not 0..3");
+    return variantParams_[slot];
+  }
 
   /// <summary>ALiBi slopes, f32 [H], or null.</summary>
   public Tensor AlibiSlopes { get { return alibiSlopes_; } set { SetTensorField(0, value); alibiSlopes_ = value; } }
@@ -248,6 +290,10 @@ VKATTNX_CS_HANDLE(vkattnx_step)
     Check(lse_, "Lse");
     Check(sinks_, "Sinks");
     Check(topkIndices_, "TopkIndices");
+    for (int s = 0; s < 4; ++s) Check(variantParams_[s], "VariantParam(" + s + ")");
+    if (variant_ != null && !variant_.IsOpen)
+      throw new VkattnException(global::Vkattn.Status.ERROR_INVALID_ARGUMENT,
+                                "vkattn: AttentionDesc.Variant: this Variant is disposed");
   }
 
   private static void Check(Tensor t, string field) {

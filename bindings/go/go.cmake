@@ -20,7 +20,8 @@ add_dependencies(vkattn_go vkattn_go_header vkattn)
 configure_file(go/go.mod.in ${GO_MOD}/go.mod COPYONLY)
 set(GO_FILES ${GO_MOD}/go.mod)
 foreach(f vkattn vkattn_test vkattn_kv_test vkattn_step vkattn_step_test vkattn_rope
-    vkattn_quant vkattn_models_test vkattn_args_test vkattn_log vkattn_log_test)
+    vkattn_quant vkattn_models_test vkattn_args_test vkattn_log vkattn_log_test
+    vkattn_variant_test)
   configure_file(go/${f}.go ${GO_MOD}/${f}.go COPYONLY)
   list(APPEND GO_FILES ${GO_MOD}/${f}.go)
 endforeach()

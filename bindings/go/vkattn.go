@@ -398,6 +398,42 @@ func (t *Tensor) Nbytes() (n int64, err error) {
 	return t.handle().Nbytes(), nil
 }
 
+// ---- attention variants (user functions) --------------------------------
+
+// Variant is an attention variant: GLSL functions vkattn_mask_mod and/or
+// vkattn_score_mod that the calls given it (AttentionDesc.Variant) apply
+// after their built-in rules (the C header's "Attention variants"). Close
+// it when done; calls already made keep what they need.
+type Variant struct{ h raw.Variant }
+
+// NewVariant compiles source; paramDtypes are the dtypes of the parameter
+// slots the source reads, from slot 0 (F32, I32, or 0 for an unused slot;
+// at most 4). A source that does not compile is an *Error holding the
+// compiler's message, lines counted from 1 in source; no GLSL compiler in
+// the process is ErrorUnsupported.
+func (c *Context) NewVariant(source string, paramDtypes ...Dtype) (v *Variant, err error) {
+	defer recoverErr(&err)
+	if len(paramDtypes) > 4 {
+		return nil, &Error{Status: ErrorInvalidArgument,
+			Message: fmt.Sprintf("vkattn: a Variant has 4 parameter slots, not %d", len(paramDtypes))}
+	}
+	var d [4]int64
+	for s, t := range paramDtypes {
+		d[s] = int64(t)
+	}
+	return &Variant{h: raw.NewVariant(c.handle(), source, d[0], d[1], d[2], d[3])}, nil
+}
+
+// Close releases the variant.
+func (v *Variant) Close() error {
+	if v == nil || v.h == nil {
+		return ErrClosed
+	}
+	raw.DeleteVariant(v.h)
+	v.h = nil
+	return nil
+}
+
 // ---- attention ---------------------------------------------------------
 
 // AttentionDesc configures attention; start from NewAttentionDesc (the zero
@@ -431,6 +467,12 @@ type AttentionDesc struct {
 	// call's query tokens), or nil; query i sees only the key positions
 	// 0 .. u-1 of its own sequence that its list holds (others skipped).
 	TopkIndices *Tensor
+	// An attention variant (user functions: NewVariant), or nil, and its
+	// parameter tensors: slot s holds a tensor of the dtype the variant
+	// declared for it (any shape, read in row-major order), nil where the
+	// variant declares none.
+	Variant       *Variant
+	VariantParams [4]*Tensor
 }
 
 // NewAttentionDesc is the library's defaults with the head counts and dim set.
@@ -466,6 +508,16 @@ func (d *AttentionDesc) withRaw(f func(raw.AttentionDesc)) {
 	r.SetLse(d.Lse.optional("Lse"))
 	r.SetSinks(d.Sinks.optional("Sinks"))
 	r.SetTopkIndices(d.TopkIndices.optional("TopkIndices"))
+	if d.Variant != nil {
+		if d.Variant.h == nil {
+			panic(fmt.Sprintf("vkattn:%d:vkattn: AttentionDesc.Variant: this Variant is closed",
+				int(ErrorInvalidArgument)))
+		}
+		r.SetVariantHandle(d.Variant.h)
+	}
+	for s, p := range d.VariantParams {
+		r.SetVariantParamHandle(int64(s), p.optional(fmt.Sprintf("VariantParams[%d]", s)))
+	}
 	if d.SpanIndptr != nil || d.Spans != nil {
 		r.SetSpans(d.SpanIndptr, d.Spans)
 	}

@@ -15,6 +15,14 @@ const tH, tHkv, tD = 4, 2, 8
 // reference is plain attention over a packed batch (bottom-right causal,
 // window, GQA); it returns out [tq*h*d] and lse [tq*h].
 func reference(q, k, v []float32, cuQ, cuK []int32, h, hkv, d int, causal bool, window int) ([]float32, []float32) {
+	return referenceWith(q, k, v, cuQ, cuK, h, hkv, d, causal, window, nil, nil)
+}
+
+// referenceWith is reference with an attention variant's functions on the
+// host (nil: none).
+func referenceWith(q, k, v []float32, cuQ, cuK []int32, h, hkv, d int, causal bool, window int,
+	mask func(seq, head, qPos, kPos int) bool,
+	score func(s float64, seq, head, qPos, kPos int) float64) ([]float32, []float32) {
 	tq := int(cuQ[len(cuQ)-1])
 	out := make([]float32, tq*h*d)
 	lse := make([]float32, tq*h)
@@ -32,11 +40,17 @@ func reference(q, k, v []float32, cuQ, cuK []int32, h, hkv, d int, causal bool, 
 					if (causal && j > pos) || (window >= 0 && pos-j > window) {
 						continue
 					}
+					if mask != nil && !mask(b, hh, pos, j) {
+						continue
+					}
 					dot := 0.0
 					for e := 0; e < d; e++ {
 						dot += float64(q[row*d+e]) * float64(k[((int(cuK[b])+j)*hkv+kh)*d+e])
 					}
 					s[j] = dot * scale
+					if score != nil {
+						s[j] = score(s[j], b, hh, pos, j)
+					}
 					m = math.Max(m, s[j])
 				}
 				l, acc := 0.0, make([]float64, d)

@@ -207,6 +207,40 @@ VKATTNX_JAVA_HANDLE(vkattnx_kv_cache)
 /* A Step's close() aborts it unless it was committed. */
 VKATTNX_JAVA_HANDLE(vkattnx_step)
 
+/* An attention variant (user functions): AutoCloseable like every handle;
+ * a desc that holds a closed one throws at the call. */
+%typemap(javainterfaces) struct vkattn_variant "AutoCloseable"
+%typemap(javafinalize) struct vkattn_variant ""
+%typemap(javacode) struct vkattn_variant %{
+  /** Releases the variant; further use is a VkattnException (calls already
+   * made keep what they need). */
+  @Override
+  public void close() {
+    delete();
+  }
+
+  /** True until close(). */
+  public boolean isOpen() {
+    return swigCPtr != 0;
+  }
+
+  /** Compiles GLSL source defining vkattn_mask_mod and/or vkattn_score_mod
+   * (vkattn.h, "Attention variants"); paramDtypes: the dtype of each
+   * parameter slot the source reads, from slot 0 (Dtype.F32, Dtype.I32, or
+   * null for an unused slot; at most 4). */
+  public Variant(Context ctx, String source, Dtype... paramDtypes) {
+    this(ctx, source, slotCode(paramDtypes, 0), slotCode(paramDtypes, 1),
+        slotCode(paramDtypes, 2), slotCode(paramDtypes, 3));
+  }
+
+  private static long slotCode(Dtype[] d, int slot) {
+    if (d != null && d.length > 4)
+      throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                "vkattn: a Variant has 4 parameter slots, not " + d.length);
+    return d == null || slot >= d.length || d[slot] == null ? 0 : d[slot].swigValue();
+  }
+%}
+
 %typemap(javainterfaces) struct vkattn_tensor "AutoCloseable"
 %typemap(javafinalize) struct vkattn_tensor ""
 %typemap(javacode) struct vkattn_tensor %{
@@ -338,8 +372,28 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
 
 /* ---- AttentionDesc's tensors (see ../vkattn.i) ------------------------ */
 %javamethodmodifiers vkattn_attention_desc::m_setTensorField "private";
+%javamethodmodifiers vkattn_attention_desc::m_setVariantHandle "private";
+%javamethodmodifiers vkattn_attention_desc::m_setVariantParamHandle "private";
 %typemap(javacode) struct vkattn_attention_desc %{
   private Tensor alibiSlopes, mask, lse, sinks, topkIndices;
+  private Variant variant;
+  private final Tensor[] variantParams = new Tensor[4];
+
+  /** The attention variant (user functions) of the calls, or null. */
+  public void setVariant(Variant v) { setVariantHandle(v); variant = v; }
+  public Variant getVariant() { return variant; }
+  /** Parameter slot 0..3 of the variant: a Tensor of the dtype it declared
+   * (any shape, read in row-major order), or null. */
+  public void setVariantParam(int slot, Tensor t) {
+    setVariantParamHandle(slot, t);
+    variantParams[slot] = t;
+  }
+  public Tensor getVariantParam(int slot) {
+    if (slot < 0 || slot > 3)
+      throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                "vkattn: variant parameter slot " + slot + " is not 0..3");
+    return variantParams[slot];
+  }
 
   /** ALiBi slopes, f32 [H], or null. */
   public void setAlibiSlopes(Tensor t) { setTensorField(0, t); alibiSlopes = t; }
@@ -422,6 +476,10 @@ VKATTNX_JAVA_HANDLE(vkattnx_step)
     check(lse, "lse");
     check(sinks, "sinks");
     check(topkIndices, "topkIndices");
+    for (int s = 0; s < 4; ++s) check(variantParams[s], "variantParams[" + s + "]");
+    if (variant != null && !variant.isOpen())
+      throw new VkattnException(Status.ERROR_INVALID_ARGUMENT.swigValue(),
+                                "vkattn: AttentionDesc.variant: this Variant is closed");
   }
 
   private static void check(Tensor t, String field) {

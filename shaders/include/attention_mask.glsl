@@ -161,6 +161,10 @@ float alibi_bias(uint head, int pos, int key) {
 // The user's source behind its parameter accessors, and the parameters'
 // binding (the family's last binding + 1), written by the host.
 #include "vkattn_user.glsl"
+// First in every family's main: the parameters' offsets and counts.
+#define USER_INIT() vkattn_user_init()
+#else
+#define USER_INIT()
 #endif
 bool user_allows(Seq sq, uint head, int pos, int key) {
 #if USER_MASK != 0

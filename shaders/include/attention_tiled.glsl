@@ -84,6 +84,7 @@ shared uint sh_uany[3];
 #include "attention_store.glsl"
 
 void main() {
+  USER_INIT();  // (attention variants: attention_mask.glsl)
   uint id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (id >= pc.n_items) return;  // uniform in the workgroup
   Item it = items[pc.item_base + id];

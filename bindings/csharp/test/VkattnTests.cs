@@ -19,6 +19,15 @@ public class VkattnTests {
   // Returns out [tq*h*d] and lse [tq*h] for a packed batch.
   internal static float[][] Reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
                              int hkv, int d, bool causal, int window) {
+    return Reference(q, k, v, cuQ, cuK, h, hkv, d, causal, window, null, null);
+  }
+
+  // The same with an attention variant's functions on the host (null: none):
+  // mask(seq, head, qPos, kPos), score(score, seq, head, qPos, kPos).
+  internal static float[][] Reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
+                             int hkv, int d, bool causal, int window,
+                             Func<int, int, int, int, bool> mask,
+                             Func<double, int, int, int, int, double> score) {
     int tq = cuQ[cuQ.Length - 1];
     var out_ = new float[tq * h * d];
     var lse = new float[tq * h];
@@ -34,9 +43,10 @@ public class VkattnTests {
           for (int j = 0; j < u; ++j) {
             s[j] = double.NegativeInfinity;
             if ((causal && j > pos) || (window >= 0 && pos - j > window)) continue;
+            if (mask != null && !mask(b, hh, pos, j)) continue;
             double dot = 0;
             for (int e = 0; e < d; ++e) dot += (double)q[row * d + e] * k[((cuK[b] + j) * hkv + kh) * d + e];
-            s[j] = dot * scale;
+            s[j] = score == null ? dot * scale : score(dot * scale, b, hh, pos, j);
             m = Math.Max(m, s[j]);
           }
           double l = 0;
@@ -103,6 +113,59 @@ public class VkattnTests {
       Assert.Less(MaxDiff(reference[0], tO.ToFloatArray()), 1e-5);
       Assert.Less(MaxDiff(reference[1], tL.ToFloatArray()), 1e-5);
     }
+  }
+
+  // Attention variants (user functions): documents packed in one sequence
+  // (an I32 id per position, slot 0) and a per-head slope on the distance
+  // (F32, slot 1), against the reference given the same functions.
+  [Test]
+  public void VariantDocumentMaskAndScoreFunctionMatchTheReference() {
+    var r = new Random(7);
+    int[] cuQ = { 0, 12, 15 }, cuK = { 0, 12, 20 };  // (12, 12): three documents; (3, 8)
+    const int tq = 15, tk = 20;
+    int[] doc = { 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2 };
+    float[] slopes = { 0.1f, -0.2f, 0.3f, 0.05f };
+    const string source =
+        "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n" +
+        "  return vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));\n" +
+        "}\n" +
+        "float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {\n" +
+        "  return score + vkattn_param_f32(1, head) * float(k_pos - q_pos);\n" +
+        "}\n";
+    float[] q = Randoms(r, tq * H * D), k = Randoms(r, tk * Hkv * D), v = Randoms(r, tk * Hkv * D);
+    var reference = Reference(q, k, v, cuQ, cuK, H, Hkv, D, true, -1,
+                              (b, h, qp, kp) => doc[qp] == doc[kp],
+                              (sc, b, h, qp, kp) => sc + (double)slopes[h] * (float)(kp - qp));
+    using (var variant = new Variant(ctx, source, Dtype.I32, Dtype.F32))
+    using (var tDoc = new Tensor(ctx, Dtype.I32, doc.Length))
+    using (var tSlopes = Tensor.Of(ctx, slopes, H))
+    using (var tQ = Tensor.Of(ctx, q, tq, H, D))
+    using (var tK = Tensor.Of(ctx, k, tk, Hkv, D))
+    using (var tV = Tensor.Of(ctx, v, tk, Hkv, D))
+    using (var tO = new Tensor(ctx, Dtype.F32, tq, H, D))
+    using (var tL = new Tensor(ctx, Dtype.F32, tq, H)) {
+      tDoc.Write(doc);
+      var d = Desc(true, -1);
+      d.Lse = tL;
+      d.Variant = variant;
+      d.SetVariantParam(0, tDoc);
+      d.SetVariantParam(1, tSlopes);
+      ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      Assert.Less(MaxDiff(reference[0], tO.ToFloatArray()), 1e-5);
+      Assert.Less(MaxDiff(reference[1], tL.ToFloatArray()), 1e-5);
+      // A declared slot left empty, then a disposed variant: refused.
+      d.SetVariantParam(1, null);
+      var e = Assert.Throws<VkattnException>(() => ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO));
+      Assert.AreEqual(Status.ERROR_INVALID_ARGUMENT, e.Status);
+      d.SetVariantParam(1, tSlopes);
+      variant.Dispose();
+      Assert.IsFalse(variant.IsOpen);
+      Assert.Throws<VkattnException>(() => ctx.AttentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO));
+    }
+    // A source that does not compile: the compiler's line.
+    var bad = Assert.Throws<VkattnException>(() => new Variant(
+        ctx, "bool vkattn_mask_mod(uint seq, uint head, int q, int k) {\n  return x;\n}\n"));
+    StringAssert.Contains("line 2", bad.Message);
   }
 
   // WindowRight 0 without causal is causal; ChunkSize 1 leaves each query

@@ -22,6 +22,7 @@ import org.vkattn.RopeDesc;
 import org.vkattn.Step;
 import org.vkattn.Status;
 import org.vkattn.Tensor;
+import org.vkattn.Variant;
 import org.vkattn.Vkattn;
 import org.vkattn.VkattnException;
 
@@ -42,9 +43,25 @@ public class VkattnTest {
 
   // ---- plain reference attention (bottom-right causal, window, GQA) ----
 
+  /** An attention variant's mask function, on the host. */
+  interface KeyMask {
+    boolean sees(int seq, int head, int qPos, int kPos);
+  }
+
+  /** An attention variant's score function, on the host. */
+  interface ScoreMod {
+    double apply(double score, int seq, int head, int qPos, int kPos);
+  }
+
   /** Returns {out [tq*H*dv], lse [tq*H]} for a packed batch. */
   static float[][] reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
       int hkv, int d, int dv, boolean causal, int window) {
+    return reference(q, k, v, cuQ, cuK, h, hkv, d, dv, causal, window, null, null);
+  }
+
+  /** The same with a variant's functions (null: none). */
+  static float[][] reference(float[] q, float[] k, float[] v, int[] cuQ, int[] cuK, int h,
+      int hkv, int d, int dv, boolean causal, int window, KeyMask mask, ScoreMod score) {
     int tq = cuQ[cuQ.length - 1];
     float[] out = new float[tq * h * dv];
     float[] lse = new float[tq * h];
@@ -59,14 +76,15 @@ public class VkattnTest {
           double[] s = new double[u];
           double m = Double.NEGATIVE_INFINITY;
           for (int j = 0; j < u; ++j) {
-            boolean visible = (!causal || j <= pos) && (window < 0 || pos - j <= window);
+            boolean visible = (!causal || j <= pos) && (window < 0 || pos - j <= window)
+                && (mask == null || mask.sees(b, hh, pos, j));
             if (!visible) {
               s[j] = Double.NEGATIVE_INFINITY;
               continue;
             }
             double dot = 0;
             for (int e = 0; e < d; ++e) dot += q[row * d + e] * k[((cuK[b] + j) * hkv + kh) * d + e];
-            s[j] = dot * scale;
+            s[j] = score == null ? dot * scale : score.apply(dot * scale, b, hh, pos, j);
             m = Math.max(m, s[j]);
           }
           double l = 0;
@@ -146,6 +164,61 @@ public class VkattnTest {
       assertTrue("out", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
       assertTrue("lse", maxDiff(ref[1], tL.toFloatArray()) < 1e-5f);
     }
+  }
+
+  // Attention variants (user functions): documents packed in one sequence
+  // (an I32 id per position, slot 0) and a per-head slope on the distance
+  // (F32, slot 1), against the reference given the same functions.
+  @Test
+  public void variantDocumentMaskAndScoreFunctionMatchTheReference() {
+    Random r = new Random(7);
+    int[] cuQ = {0, 12, 15}, cuK = {0, 12, 20}; // (t, u) = (12, 12): three documents; (3, 8)
+    int tq = 15, tk = 20;
+    final int[] doc = {0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2};
+    final float[] slopes = {0.1f, -0.2f, 0.3f, 0.05f};
+    String source = "bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
+        + "  return vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));\n"
+        + "}\n"
+        + "float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {\n"
+        + "  return score + vkattn_param_f32(1, head) * float(k_pos - q_pos);\n"
+        + "}\n";
+    float[] q = random(r, tq * H * D), k = random(r, tk * HKV * D), v = random(r, tk * HKV * D);
+    float[][] ref = reference(q, k, v, cuQ, cuK, H, HKV, D, D, true, -1,
+        (b, h, qp, kp) -> doc[qp] == doc[kp],
+        (sc, b, h, qp, kp) -> sc + (double) slopes[h] * (float) (kp - qp));
+    Variant var = new Variant(ctx, source, Dtype.I32, Dtype.F32);
+    try (Tensor tDoc = new Tensor(ctx, Dtype.I32, doc.length);
+        Tensor tSlopes = Tensor.of(ctx, slopes, H);
+        Tensor tQ = Tensor.of(ctx, q, tq, H, D);
+        Tensor tK = Tensor.of(ctx, k, tk, HKV, D);
+        Tensor tV = Tensor.of(ctx, v, tk, HKV, D);
+        Tensor tO = new Tensor(ctx, Dtype.F32, tq, H, D);
+        Tensor tL = new Tensor(ctx, Dtype.F32, tq, H)) {
+      tDoc.write(doc);
+      AttentionDesc d = desc(true, -1);
+      d.setLse(tL);
+      d.setVariant(var);
+      d.setVariantParam(0, tDoc);
+      d.setVariantParam(1, tSlopes);
+      ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO);
+      assertTrue("out", maxDiff(ref[0], tO.toFloatArray()) < 1e-5f);
+      assertTrue("lse", maxDiff(ref[1], tL.toFloatArray()) < 1e-5f);
+      // A declared slot left empty, then a closed variant: refused.
+      d.setVariantParam(1, null);
+      VkattnException e = assertThrows(
+          VkattnException.class, () -> ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO));
+      assertEquals(Status.ERROR_INVALID_ARGUMENT, e.status());
+      d.setVariantParam(1, tSlopes);
+      var.close();
+      assertFalse(var.isOpen());
+      assertThrows(VkattnException.class, () -> ctx.attentionVarlen(d, cuQ, cuK, tQ, tK, tV, tO));
+    } finally {
+      var.close();  // (idempotent)
+    }
+    // A source that does not compile: the compiler's line.
+    VkattnException e = assertThrows(VkattnException.class,
+        () -> new Variant(ctx, "bool vkattn_mask_mod(uint seq, uint head, int q, int k) {\n  return x;\n}\n"));
+    assertTrue(e.getMessage(), e.getMessage().contains("line 2"));
   }
 
   // windowRight 0 without causal is causal; chunkSize 1 leaves each query

@@ -576,7 +576,7 @@ class AttentionDesc:
                 raise TypeError("vkattn: variant must be a vkattn.Variant or None")
             if value is not None and value.closed:
                 raise _fail("AttentionDesc.variant: this Variant is closed")
-            self._d.setVariant(None if value is None else value._handle())
+            self._d.setVariantHandle(None if value is None else value._handle())
             self._keep[name] = value
             return
         if name == "variant_params":
@@ -590,7 +590,7 @@ class AttentionDesc:
                     raise _fail("AttentionDesc.variant_params: a Tensor is closed")
             params += [None] * (4 - len(params))
             for slot, p in enumerate(params):
-                self._d.setVariantParam(slot, None if p is None else p._handle())
+                self._d.setVariantParamHandle(slot, None if p is None else p._handle())
             self._keep[name] = tuple(params)
             return
         if name in self.TENSORS:

@@ -116,7 +116,7 @@ std::string forbidden_word(const std::string& source) {
   }
   static const std::regex word(
       "\\b(layout|buffer|uniform|shared|coherent|volatile|writeonly|barrier|memoryBarrier\\w*|"
-      "groupMemoryBarrier|atomic\\w*|image\\w*|subgroup\\w*|gl_\\w+|vkattn_user_w|"
+      "groupMemoryBarrier|atomic\\w*|image\\w*|subgroup\\w*|gl_\\w+|vkattn_user_\\w+|"
       "debugPrintfEXT)\\b");
   std::smatch m;
   return std::regex_search(code, m, word) ? m[1].str() : "";
@@ -192,9 +192,19 @@ std::string UserFunctions::user_include() const {
   // runtime module's layout.)
   t += "layout(std430, binding = " + std::to_string(fwd_bindings().size()) +
        ") readonly buffer VkattnUserParams {\n  uint vkattn_user_w[];\n};\n";
-  // Words 0..3: each slot's first word; 4..7: its element count.
+  // Words 0..3: each slot's first word; 4..7: its element count, read
+  // once per invocation (vkattn_user_init, called first by every family's
+  // main: each access then costs one load, not three).
+  t += "uint vkattn_user_first[4], vkattn_user_count[4];\n"
+       "void vkattn_user_init() {\n";
+  for (int s = 0; s < 4; ++s) {
+    const std::string n = std::to_string(s);
+    t += "  vkattn_user_first[" + n + "] = vkattn_user_w[" + n + "];\n";
+    t += "  vkattn_user_count[" + n + "] = vkattn_user_w[" + std::to_string(4 + s) + "];\n";
+  }
+  t += "}\n";
   t += "uint vkattn_param_word(uint slot, uint index) {\n"
-       "  return index < vkattn_user_w[4u + slot] ? vkattn_user_w[vkattn_user_w[slot] + index] : "
+       "  return index < vkattn_user_count[slot] ? vkattn_user_w[vkattn_user_first[slot] + index] : "
        "0u;\n}\n";
   t += "#define vkattn_param_f32(slot, index) vkattn_param_f32_##slot(index)\n";
   t += "#define vkattn_param_i32(slot, index) vkattn_param_i32_##slot(index)\n";
