@@ -203,9 +203,10 @@ std::string UserFunctions::user_include() const {
     t += "  vkattn_user_count[" + n + "] = vkattn_user_w[" + std::to_string(4 + s) + "];\n";
   }
   t += "}\n";
-  t += "uint vkattn_param_word(uint slot, uint index) {\n"
-       "  return index < vkattn_user_count[slot] ? vkattn_user_w[vkattn_user_first[slot] + index] : "
-       "0u;\n}\n";
+  t +=
+      "uint vkattn_param_word(uint slot, uint index) {\n"
+      "  return index < vkattn_user_count[slot] ? vkattn_user_w[vkattn_user_first[slot] + index] : "
+      "0u;\n}\n";
   t += "#define vkattn_param_f32(slot, index) vkattn_param_f32_##slot(index)\n";
   t += "#define vkattn_param_i32(slot, index) vkattn_param_i32_##slot(index)\n";
   for (uint32_t s = 0; s < 4; ++s) {
