@@ -138,16 +138,22 @@ float sink_of(int h) {
   return 2.0f * value(3, uint64_t(h));
 }
 
+// A 1-D tensor of `dtype` holding x (its elements' size must match the dtype's).
+template <typename T>
+vkattn_tensor* vector_tensor(vkattn_context* ctx, vkattn_dtype dtype, const std::vector<T>& x) {
+  vkattn_tensor* t = nullptr;
+  const int64_t shape[1] = {int64_t(x.size())};
+  check(vkattn_tensor_create(ctx, dtype, 1, shape, &t), "tensor_create");
+  check(vkattn_tensor_write(t, x.data(), x.size() * sizeof(T)), "tensor_write");
+  return t;
+}
+
 // desc->sinks for a shape with sinks (f32 [H]), else NULL; owned by the caller.
 vkattn_tensor* make_sinks(vkattn_context* ctx, const Shape& s) {
   if (!s.sinks) return nullptr;
   std::vector<float> x(s.H);
   for (int h = 0; h < s.H; ++h) x[h] = sink_of(h);
-  vkattn_tensor* t = nullptr;
-  const int64_t shape[1] = {s.H};
-  check(vkattn_tensor_create(ctx, VKATTN_F32, 1, shape, &t), "tensor_create");
-  check(vkattn_tensor_write(t, x.data(), x.size() * 4), "tensor_write");
-  return t;
+  return vector_tensor(ctx, VKATTN_F32, x);
 }
 
 // Checks sampled (sequence, query) rows of `out` (f16 [total_q, H, d])
@@ -366,9 +372,7 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
       const auto [lo, hi] = s.keys_of(u - t + i, u);
       std::fill(m.begin() + uint64_t(i) * u + lo, m.begin() + uint64_t(i) * u + hi, 1);
     }
-    const int64_t shape[1] = {int64_t(m.size())};
-    check(vkattn_tensor_create(ctx, VKATTN_U8, 1, shape, &mask), "tensor_create");
-    check(vkattn_tensor_write(mask, m.data(), m.size()), "tensor_write");
+    mask = vector_tensor(ctx, VKATTN_U8, m);
     desc.causal = 0, desc.mask_type = VKATTN_MASK_BOOL, desc.mask = mask;
   }
   desc.chunk_size = uint32_t(s.chunk);
@@ -393,9 +397,7 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
     vd.param_dtypes[0] = VKATTN_I32;
     std::vector<int32_t> doc(u);
     for (int j = 0; j < u; ++j) doc[j] = j / s.chunk;
-    const int64_t shape[1] = {u};
-    check(vkattn_tensor_create(ctx, VKATTN_I32, 1, shape, &ids), "tensor_create");
-    check(vkattn_tensor_write(ids, doc.data(), doc.size() * 4), "tensor_write");
+    ids = vector_tensor(ctx, VKATTN_I32, doc);
     desc.chunk_size = 0, desc.variant_params[0] = ids;
   } else if (s.variant_rule == 3) {
     vd.source = kWindowVariant;
@@ -406,9 +408,7 @@ bool varlen_case(vkattn_context* ctx, Result* r, int t, int u, Shape s) {
     std::vector<float> table(size_t(s.H) * 32);
     for (int h = 0; h < s.H; ++h)
       for (int b = 0; b < 32; ++b) table[size_t(h) * 32 + b] = t5_table(h, b);
-    const int64_t shape[1] = {int64_t(table.size())};
-    check(vkattn_tensor_create(ctx, VKATTN_F32, 1, shape, &ids), "tensor_create");
-    check(vkattn_tensor_write(ids, table.data(), table.size() * 4), "tensor_write");
+    ids = vector_tensor(ctx, VKATTN_F32, table);
     desc.variant_params[0] = ids;
   }
   vkattn_variant* variant = nullptr;

@@ -75,7 +75,7 @@ shared float sh_red[WG * R * BC];
 #if USER_MASK != 0
 // Attention variants with a mask function: whether any lane of the
 // workgroup sees a pair of a tile, in three slots used in turn (one
-// barrier a tile: see tile_any below).
+// barrier a tile: see TILE_BITS below).
 shared uint sh_uany[3];
 #endif
 
@@ -157,7 +157,7 @@ void main() {
   // loaded, each lane evaluates vkattn_mask_mod over its rows' pairs of
   // the tile that the built-in range, causal and window rules leave
   // (bits ub, R x BC, in registers), and the workgroup learns whether any
-  // lane sees one (tile_any). A tile nobody sees is neither loaded nor
+  // lane sees one (TILE_BITS). A tile nobody sees is neither loaded nor
   // computed; the others take their visibility from the bits, so the
   // function runs once per lane and pair. The loop's first pass only
   // evaluates the first tile (and prefetches it), each pass the next
@@ -167,7 +167,7 @@ void main() {
   const uint UW = (BC + 31u) / 32u;
   uint ub[R * UW], ub_next[R * UW];
   bool any_cur = false, any_next = false;
-  uint ueval = 0u;  // evaluations so far (tile_any's slot)
+  uint ueval = 0u;  // evaluations so far (TILE_BITS's slot)
   if (lid < 3u) sh_uany[lid] = 0u;
   memoryBarrierShared();
   barrier();

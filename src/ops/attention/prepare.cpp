@@ -438,12 +438,9 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   shape.chunk_size = d.chunk_size;
   if (!c.span_indptr.empty())
     shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
-  // A variant's mask function in the lanes family: each lane scans its
-  // range's blocks from both ends before the key loop (attention_fwd.comp),
-  // at most one more loop iteration per block and two exit tests.
+  // (A variant's mask function adds lanes' range scans to its loop budget.)
   if (c.user && c.user->has_mask() && var.family == AttentionFamily::kLanes)
-    shape.max_keys = static_cast<uint32_t>(std::max<int64_t>(
-        var.block_keys, int64_t(shape.max_keys / 2) - 2 * int64_t(var.block_keys)));
+    shape.max_keys = attention_max_keys_with_mask_scans(shape.max_keys, var.block_keys);
   shape.batch_invariant = invariant;
   if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
   if (!c.key_skip.empty()) shape.key_skip = c.key_skip.data();

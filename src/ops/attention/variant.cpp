@@ -47,6 +47,14 @@ uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32
   return static_cast<uint32_t>(std::min<uint64_t>(blocks * v.block_keys, 1u << 30));
 }
 
+uint32_t attention_max_keys_with_mask_scans(uint32_t max_keys, uint32_t block_keys) {
+  // attention_fwd.comp with a variant's mask function scans each lane's
+  // range from both ends before the key loop: at most one more iteration
+  // per block and two more exit tests, so half the keys, less two blocks.
+  return static_cast<uint32_t>(
+      std::max<int64_t>(block_keys, int64_t(max_keys / 2) - 2 * int64_t(block_keys)));
+}
+
 namespace {
 
 // The tiled family's shape (ops/attention/families/tiled.cpp): lanes per row,

@@ -146,6 +146,9 @@ struct AttentionVariant {
 // Keys one lane of attention_fwd.comp may take in one work item within
 // lavapipe's loop cap (core/loop_budget.h).
 uint32_t attention_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
+// A lanes item's max_keys (from attention_max_keys) for calls whose
+// attention variant has a mask function (the range scans' loops).
+uint32_t attention_max_keys_with_mask_scans(uint32_t max_keys, uint32_t block_keys);
 
 // max_rows: the largest t * (H / Hkv) of the batch (small for decode);
 // kv_dtype: the dtype K and V are stored in; group: H / Hkv (max_rows /
