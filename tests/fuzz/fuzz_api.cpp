@@ -953,8 +953,10 @@ class Fuzz {
     // takes any descriptor the header allows (any head counts and dims),
     // so its validity is the header's rules alone, and the optional
     // tensors' checks that need no call shapes.
+    // Every release's size (0.1, 0.3, 0.4, 0.6, 0.7): desc() leaves a 0.7
+    // struct's variant and parameters NULL, so 176 is as valid as the rest.
     bool valid = (d.struct_size == 80 || d.struct_size == 88 || d.struct_size == 112 ||
-                  d.struct_size == 136) &&
+                  d.struct_size == 136 || d.struct_size == 176) &&
                  (d.struct_size < 112 || d.window_right >= -1) && d.num_heads >= 1 &&
                  d.num_kv_heads >= 1 && d.num_heads % std::max(d.num_kv_heads, 1u) == 0 &&
                  d.head_dim >= 1 && d.head_dim <= VKATTN_MAX_HEAD_DIM &&
