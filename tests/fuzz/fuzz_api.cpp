@@ -98,7 +98,7 @@ class Fuzz {
   void run() {
     if (!make_cache()) return;
     for (int ops = 0; ops < 24 && in_.remaining_bytes() > 0; ++ops) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 20)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 21)) {
         case 0:
         case 1:
           begin();
@@ -154,6 +154,9 @@ class Fuzz {
           break;
         case 19:
           fork_tree();
+          break;
+        case 20:
+          vkattn_fuzz::variant_call(in_, g_ctx);
           break;
         default:
           bad_calls();

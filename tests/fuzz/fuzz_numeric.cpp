@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -87,8 +89,17 @@ struct Result {
   std::vector<float> out, lse, want, want_lse;
 };
 
+// An attention variant for run(): the object, its I32 parameter in slot 0
+// (or none), and the same functions on the host.
+struct VariantUse {
+  vkattn_variant* variant = nullptr;
+  std::vector<int32_t> ids;  // slot 0 (empty: the variant declares no slot)
+  std::function<bool(int, int, long, long)> mask;
+  std::function<double(double, int, int, long, long)> score;
+};
+
 // Runs c on ctx (dense f32 q/out, K/V of c.kdt, lse) and the reference.
-Result run(vkattn_context* ctx, const Call& c) {
+Result run(vkattn_context* ctx, const Call& c, const VariantUse* vu = nullptr) {
   Owned o;
   const int64_t T = c.cu_q.back(), U = c.cu_k.back(), H = c.H(), d = c.d;
   vkattn_tensor* q = o.make(ctx, VKATTN_F32, {T, H, d}, c.q);
@@ -102,6 +113,17 @@ Result run(vkattn_context* ctx, const Call& c) {
   desc.causal = c.causal, desc.window_left = c.window, desc.scale = c.scale;
   desc.softcap = c.softcap, desc.lse = lse;
   if (!c.sinks.empty()) desc.sinks = o.make(ctx, VKATTN_F32, {H}, c.sinks);
+  if (vu) {
+    desc.variant = vu->variant;
+    if (!vu->ids.empty()) {  // (I32: written as they are, not through make's float codes)
+      const int64_t n = int64_t(vu->ids.size());
+      vkattn_tensor* ids = nullptr;
+      ok(vkattn_tensor_create(ctx, VKATTN_I32, 1, &n, &ids), "tensor_create");
+      o.t.push_back(ids);
+      ok(vkattn_tensor_write(ids, vu->ids.data(), vu->ids.size() * 4), "tensor_write");
+      desc.variant_params[0] = ids;
+    }
+  }
   Result r;
   r.status =
       vkattn_attention_varlen(ctx, &desc, c.batch, c.cu_q.data(), c.cu_k.data(), q, k, v, out);
@@ -111,6 +133,7 @@ Result run(vkattn_context* ctx, const Call& c) {
   p.num_heads = int(H), p.num_kv_heads = int(c.hkv), p.head_dim = int(d), p.head_dim_v = int(d);
   p.scale = c.scale, p.causal = c.causal, p.window_left = c.window, p.softcap = c.softcap;
   p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
+  if (vu) p.user_mask = vu->mask, p.user_score = vu->score;
   r.want.resize(r.out.size()), r.want_lse.resize(r.lse.size());
   vkattn::ref::attention_varlen(p, int(c.batch), c.cu_q.data(), c.cu_k.data(), c.q.data(),
                                 c.k.data(), c.v.data(), r.want.data(), r.want_lse.data());
@@ -122,7 +145,89 @@ int kind(float x) {
   return std::isnan(x) ? 0 : x == -INFINITY ? 1 : x == INFINITY ? 2 : 3;
 }
 
+// The variants variant_call draws from: sources and their host functions
+// (ids: slot 0's I32 values; an index past them reads 0).
+struct VariantSource {
+  const char* glsl;
+  bool has_ids;
+};
+const VariantSource kVariantSources[] = {
+    // Documents: an id per position (negative q_pos: rows of t > u see none).
+    {"bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
+     "  return q_pos >= 0 && vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));\n"
+     "}\n",
+     true},
+    // A stride pattern and a score per head.
+    {"bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
+     "  return ((q_pos - k_pos) & 3) != 1;\n}\n"
+     "float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {\n"
+     "  return score * 0.5 + float(head) * 0.25 - float(seq);\n}\n",
+     false},
+    // -inf hides key 0; NaN makes head 1's rows that see key 2 NaN.
+    {"float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {\n"
+     "  if (k_pos == 0) return uintBitsToFloat(0xff800000u);\n"
+     "  return head == 1u && k_pos == 2 ? uintBitsToFloat(0x7fc00000u) : score;\n}\n",
+     false},
+};
+
+VariantUse variant_use(int which, const std::vector<int32_t>& ids) {
+  VariantUse u;
+  auto id = [ids](long i) { return i >= 0 && size_t(i) < ids.size() ? ids[size_t(i)] : 0; };
+  switch (which) {
+    case 0:
+      u.ids = ids;
+      u.mask = [id](int, int, long q, long k) { return q >= 0 && id(q) == id(k); };
+      break;
+    case 1:
+      u.mask = [](int, int, long q, long k) { return ((q - k) & 3) != 1; };
+      u.score = [](double s, int b, int h, long, long) { return s * 0.5 + h * 0.25 - b; };
+      break;
+    default:
+      u.score = [](double s, int, int h, long, long k) {
+        return k == 0 ? -INFINITY : h == 1 && k == 2 ? NAN : s;
+      };
+      break;
+  }
+  return u;
+}
+
 }  // namespace
+
+void variant_call(FuzzedDataProvider& in, vkattn_context* ctx) {
+  // One variant per source and context, made at first use (compiling is
+  // the slow part); the contexts live as long as the process.
+  static std::map<std::pair<vkattn_context*, int>, vkattn_variant*> made;
+  const int which = in.ConsumeIntegralInRange<int>(0, 2);
+  vkattn_variant*& var = made[{ctx, which}];
+  if (!var) {
+    vkattn_variant_desc vd;
+    vkattn_variant_desc_init(&vd);
+    vd.source = kVariantSources[which].glsl;
+    if (kVariantSources[which].has_ids) vd.param_dtypes[0] = VKATTN_I32;
+    const vkattn_status s = vkattn_variant_create(ctx, &vd, &var);
+    if (s == VKATTN_ERROR_UNSUPPORTED) return;  // (no GLSL compiler in this process: said so)
+    ok(s, "variant_create");
+  }
+  Call c = draw_call(in, 1.0f / 8, 1.0f / 8);
+  c.scale = 0;
+  std::vector<int32_t> ids(in.ConsumeIntegralInRange<size_t>(1, 48));
+  for (int32_t& x : ids) x = in.ConsumeIntegralInRange<int32_t>(0, 2);
+  VariantUse u = variant_use(which, ids);
+  u.variant = var;
+  const Result r = run(ctx, c, &u);
+  ok(r.status, "attention_varlen (variant)");
+  auto same = [](float got, float want) {
+    return kind(got) == kind(want) && (kind(got) != 3 || std::fabs(double(got) - want) <= 2e-2);
+  };
+  for (size_t i = 0; i < r.out.size(); ++i)
+    if (!same(r.out[i], r.want[i]))
+      die("variant " + std::to_string(which) + ": out " + std::to_string(i) + " is " +
+          std::to_string(r.out[i]) + ", the reference's " + std::to_string(r.want[i]));
+  for (size_t i = 0; i < r.lse.size(); ++i)
+    if (!same(r.lse[i], r.want_lse[i]))
+      die("variant " + std::to_string(which) + ": lse " + std::to_string(i) + " is " +
+          std::to_string(r.lse[i]) + ", the reference's " + std::to_string(r.want_lse[i]));
+}
 
 void numeric_edges(FuzzedDataProvider& in, vkattn_context* ctx) {
   // q = values x 2^eq, k = values x 2^ek, scale 2^es (|values| in

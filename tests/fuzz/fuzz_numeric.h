@@ -12,6 +12,10 @@
 //     (so it loads the file): the call must succeed and match the
 //     reference (an entry is a suggestion: what the device cannot run is
 //     ignored).
+//   - variant_call: a dense call with an attention variant drawn from a
+//     small set of sources (documents over I32 ids drawn from the input,
+//     a stride mask with a score function, scores of -inf and NaN),
+//     against the reference given the same functions on the host.
 #pragma once
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -22,5 +26,6 @@ namespace vkattn_fuzz {
 
 void numeric_edges(FuzzedDataProvider& in, vkattn_context* ctx);
 void tuning_entry(FuzzedDataProvider& in, vkattn_context* ctx);
+void variant_call(FuzzedDataProvider& in, vkattn_context* ctx);
 
 }  // namespace vkattn_fuzz
