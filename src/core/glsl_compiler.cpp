@@ -75,8 +75,12 @@ struct GlslCompiler::Api {
 
 const GlslCompiler* GlslCompiler::get(std::string* why) {
   static std::mutex m;
-  static std::map<std::string, std::unique_ptr<GlslCompiler>> loaded;  // by library name
-  static std::map<std::string, std::string> failed;                    // name -> reason
+  // By library name; kept for the process, never destroyed: at exit the
+  // module's own statics (glslang's) may be gone before these would be,
+  // so a compiler is not released then (and stays reachable for leak
+  // checkers).
+  static auto& loaded = *new std::map<std::string, std::unique_ptr<GlslCompiler>>;
+  static auto& failed = *new std::map<std::string, std::string>;  // name -> reason
   const std::optional<std::string> forced = get_env("VKATTN_SHADERC_LIBRARY");
   // vkattn's own module beside the library (then by name: an rpath or the
   // loader's path), else a shaderc of the system's.

@@ -1169,6 +1169,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (vkattn_context_create(&d, &g_cascade) != VKATTN_SUCCESS) die("vkattn_context_create");
   unsetenv("VKATTN_CASCADE");
   std::atexit([] {
+    vkattn_fuzz::release_variants();
     vkattn_context_destroy(g_plain);
     vkattn_context_destroy(g_invariant);
     vkattn_context_destroy(g_cascade);

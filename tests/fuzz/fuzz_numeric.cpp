@@ -154,7 +154,8 @@ struct VariantSource {
 const VariantSource kVariantSources[] = {
     // Documents: an id per position (negative q_pos: rows of t > u see none).
     {"bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {\n"
-     "  return q_pos >= 0 && vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, uint(k_pos));\n"
+     "  return q_pos >= 0 && vkattn_param_i32(0, uint(q_pos)) == vkattn_param_i32(0, "
+     "uint(k_pos));\n"
      "}\n",
      true},
     // A stride pattern and a score per head.
@@ -193,12 +194,24 @@ VariantUse variant_use(int which, const std::vector<int32_t>& ids) {
 
 }  // namespace
 
+// One variant per source and context, made at first use (compiling is
+// the slow part) and destroyed by release_variants (a variant keeps its
+// context alive: one never destroyed leaks the device). On the heap: the
+// exit handler that calls release_variants runs after static destructors
+// of objects made later than it was registered.
+std::map<std::pair<vkattn_context*, int>, vkattn_variant*>& made_variants() {
+  static auto* made = new std::map<std::pair<vkattn_context*, int>, vkattn_variant*>;
+  return *made;
+}
+
+void release_variants() {
+  for (auto& [key, var] : made_variants()) vkattn_variant_destroy(var);
+  made_variants().clear();
+}
+
 void variant_call(FuzzedDataProvider& in, vkattn_context* ctx) {
-  // One variant per source and context, made at first use (compiling is
-  // the slow part); the contexts live as long as the process.
-  static std::map<std::pair<vkattn_context*, int>, vkattn_variant*> made;
   const int which = in.ConsumeIntegralInRange<int>(0, 2);
-  vkattn_variant*& var = made[{ctx, which}];
+  vkattn_variant*& var = made_variants()[{ctx, which}];
   if (!var) {
     vkattn_variant_desc vd;
     vkattn_variant_desc_init(&vd);

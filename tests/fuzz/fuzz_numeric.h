@@ -27,5 +27,7 @@ namespace vkattn_fuzz {
 void numeric_edges(FuzzedDataProvider& in, vkattn_context* ctx);
 void tuning_entry(FuzzedDataProvider& in, vkattn_context* ctx);
 void variant_call(FuzzedDataProvider& in, vkattn_context* ctx);
+// Destroys the variants variant_call made (before their contexts go).
+void release_variants();
 
 }  // namespace vkattn_fuzz
