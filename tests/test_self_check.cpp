@@ -51,9 +51,37 @@ struct Result {
   bool untouched = false;  // out still holds what it held before the call
 };
 
+// The attention variant (user functions) the variant tests call: a mask
+// hiding the keys whose id (slot 0, I32, kKeyIds) is 1 and a per-head
+// bias on the score (slot 1, F32, kHeadBias).
+const char* kVariantSource = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return vkattn_param_i32(0, uint(k_pos)) != 1;
+}
+float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
+  return score + vkattn_param_f32(1, head);
+}
+)";
+const float kHeadBias[4] = {0.5f, -0.25f, 1.0f, 0.0f};
+int32_t key_id(long k) {
+  return k % 5 == 2 ? 1 : 0;
+}
+
+vkattn_variant* make_variant(vkattn_context* ctx) {
+  vkattn_variant_desc vd;
+  vkattn_variant_desc_init(&vd);
+  vd.source = kVariantSource;
+  vd.param_dtypes[0] = VKATTN_I32, vd.param_dtypes[1] = VKATTN_F32;
+  vkattn_variant* var = nullptr;
+  EXPECT_EQ(vkattn_variant_create(ctx, &vd, &var), VKATTN_SUCCESS) << vkattn_last_error();
+  return var;
+}
+
 // One small causal f32 call (2 sequences, GQA 2) compared with the
-// reference; `ctx` takes the environment it was created under.
-Result run_call(vkattn_context* ctx, int d = 40, bool softcap = false) {
+// reference; `ctx` takes the environment it was created under. With
+// `variant` (make_variant's), the call and the reference use its functions.
+Result run_call(vkattn_context* ctx, int d = 40, bool softcap = false,
+                vkattn_variant* variant = nullptr) {
   const int H = 4, Hkv = 2;
   const std::vector<int32_t> cu_q = {0, 5, 6}, cu_k = {0, 37, 50};
   const int tq = cu_q.back(), tk = cu_k.back();
@@ -81,6 +109,18 @@ Result run_call(vkattn_context* ctx, int d = 40, bool softcap = false) {
   vkattn_attention_desc_init(&ad);
   ad.num_heads = H, ad.num_kv_heads = Hkv, ad.head_dim = d, ad.causal = 1;
   if (softcap) ad.softcap = 20.0f;
+  vkattn_tensor* ids = nullptr;
+  vkattn_tensor* bias = nullptr;
+  if (variant) {
+    std::vector<int32_t> id(64);
+    for (size_t j = 0; j < id.size(); ++j) id[j] = key_id(long(j));
+    const int64_t n_ids = int64_t(id.size()), n_bias = H;
+    EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_I32, 1, &n_ids, &ids), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_tensor_write(ids, id.data(), id.size() * 4), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 1, &n_bias, &bias), VKATTN_SUCCESS);
+    EXPECT_EQ(vkattn_tensor_write(bias, kHeadBias, sizeof(kHeadBias)), VKATTN_SUCCESS);
+    ad.variant = variant, ad.variant_params[0] = ids, ad.variant_params[1] = bias;
+  }
   Result r;
   r.status = vkattn_attention_varlen(ctx, &ad, 2, cu_q.data(), cu_k.data(), tq_, tk_, tv_, to_);
   if (r.status != VKATTN_SUCCESS) r.message = vkattn_last_error();
@@ -90,12 +130,16 @@ Result run_call(vkattn_context* ctx, int d = 40, bool softcap = false) {
   vkattn::ref::AttentionParams p;
   p.num_heads = H, p.num_kv_heads = Hkv, p.head_dim = d, p.causal = true;
   if (softcap) p.softcap = 20.0;
+  if (variant) {
+    p.user_mask = [](int, int, long, long k) { return key_id(k) != 1; };
+    p.user_score = [](double s, int, int h, long, long) { return s + kHeadBias[h]; };
+  }
   std::vector<float> want(out.size()), lse(size_t(tq) * H);
   vkattn::ref::attention_varlen(p, 2, cu_q.data(), cu_k.data(), q.data(), k.data(), v.data(),
                                 want.data(), lse.data());
   for (size_t i = 0; i < want.size(); ++i)
     r.max_err = std::max(r.max_err, double(std::fabs(got[i] - want[i])));
-  for (vkattn_tensor* t : {tq_, tk_, tv_, to_}) vkattn_tensor_destroy(t);
+  for (vkattn_tensor* t : {tq_, tk_, tv_, to_, ids, bias}) vkattn_tensor_destroy(t);
   return r;
 }
 
@@ -176,6 +220,125 @@ TEST(SelfCheck, NoPassingFamilyIsUnsupported) {
                  EXPECT_EQ(vkattn_context_synchronize(ctx), VKATTN_SUCCESS);
                });
   EXPECT_FALSE(contains(slurp(results_file(dir.path)), "\npass "));
+}
+
+// Attention variants (user functions): a variant call's pipeline is its
+// family's with the functions spliced in, and that pipeline is what gets
+// checked (shaders/attention_variant_table.comp evaluates the functions on
+// the device for the reference): it passes and is recorded under its own
+// module (`<shader>#u<hash>`), beside the family's entry without a variant.
+class CheckedVariant : public testing::TestWithParam<const char*> {};
+
+TEST_P(CheckedVariant, PassesAndIsRecordedAsItself) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_ATTN_KERNEL", GetParam()}}, [&](vkattn_context* ctx) {
+    vkattn_variant* var = make_variant(ctx);
+    ASSERT_NE(var, nullptr);
+    const Result plain = run_call(ctx);
+    ASSERT_EQ(plain.status, VKATTN_SUCCESS) << plain.message;
+    for (int i = 0; i < 2; ++i) {
+      const Result r = run_call(ctx, 40, false, var);
+      ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+      EXPECT_LT(r.max_err, 1e-4);
+    }
+    vkattn_variant_destroy(var);
+  });
+  const std::string text = slurp(results_file(dir.path));
+  size_t n = 0;
+  EXPECT_TRUE(valid_results(text, &n)) << text;
+  EXPECT_FALSE(contains(text, "\nfail ")) << text;
+  EXPECT_TRUE(contains(text, "#u")) << text;
+  EXPECT_GE(n, 2u) << text;
+}
+
+// VKATTN_FAULT_USER=1 splices the functions wrongly into every family (odd
+// keys) but not into the table kernel: each family's variant pipeline
+// fails its check, the variant call is UNSUPPORTED naming the failed
+// checks with out untouched, and calls without the variant still pass.
+TEST_P(CheckedVariant, AWrongSpliceNeverReachesTheCaller) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_ATTN_KERNEL", GetParam()}, {"VKATTN_FAULT_USER", "1"}},
+               [&](vkattn_context* ctx) {
+                 vkattn_variant* var = make_variant(ctx);
+                 ASSERT_NE(var, nullptr);
+                 const Result r = run_call(ctx, 40, false, var);
+                 EXPECT_EQ(r.status, VKATTN_ERROR_UNSUPPORTED);
+                 EXPECT_TRUE(contains(r.message, "self-check")) << r.message;
+                 EXPECT_TRUE(contains(r.message, "(max err")) << r.message;
+                 EXPECT_TRUE(r.untouched);
+                 const Result plain = run_call(ctx);
+                 ASSERT_EQ(plain.status, VKATTN_SUCCESS) << plain.message;
+                 EXPECT_LT(plain.max_err, 1e-4);
+                 vkattn_variant_destroy(var);
+               });
+  const std::string text = slurp(results_file(dir.path));
+  size_t n = 0;
+  EXPECT_TRUE(valid_results(text, &n)) << text;
+  // Every variant pipeline's line a failure, the family's own a pass.
+  std::istringstream lines(text);
+  int variant_fails = 0, plain_passes = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const bool variant = contains(line, "#u"), pass = line.rfind("pass ", 0) == 0;
+    EXPECT_FALSE(variant && pass) << line;
+    variant_fails += variant && !pass;
+    plain_passes += !variant && pass;
+  }
+  EXPECT_GE(variant_fails, 1) << text;
+  EXPECT_EQ(plain_passes, 1) << text;  // the call without the variant
+}
+
+INSTANTIATE_TEST_SUITE_P(SelfCheck, CheckedVariant, testing::Values("", "lanes", "tiled", "decode"),
+                         [](const testing::TestParamInfo<const char*>& i) {
+                           return std::string(*i.param ? i.param : "default");
+                         });
+
+// vkattn_context_self_check with desc->variant checks the variant
+// pipelines up front (its parameter tensors as a call checks them, not
+// read): they pass, or under VKATTN_FAULT_USER every family fails and it
+// says UNSUPPORTED; a declared slot left NULL is INVALID_ARGUMENT.
+TEST(SelfCheck, UpFrontChecksCoverVariants) {
+  for (const bool fault : {false, true}) {
+    TempDir dir;
+    ScopedEnv::Vars env;
+    if (fault) env.emplace_back("VKATTN_FAULT_USER", "1");
+    with_context(dir.path, env, [&](vkattn_context* ctx) {
+      vkattn_variant* var = make_variant(ctx);
+      ASSERT_NE(var, nullptr);
+      const int64_t n = 4;
+      vkattn_tensor *ids = nullptr, *bias = nullptr;
+      ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_I32, 1, &n, &ids), VKATTN_SUCCESS);
+      ASSERT_EQ(vkattn_tensor_create(ctx, VKATTN_F32, 1, &n, &bias), VKATTN_SUCCESS);
+      vkattn_attention_desc ad;
+      vkattn_attention_desc_init(&ad);
+      ad.num_heads = 4, ad.num_kv_heads = 2, ad.head_dim = 40, ad.causal = 1;
+      ad.variant = var, ad.variant_params[0] = ids;
+      EXPECT_INVALID(vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 5),
+                     "variant_params[1] is NULL");
+      ad.variant_params[1] = bias;
+      const vkattn_status st = vkattn_context_self_check(ctx, &ad, VKATTN_F32, VKATTN_F32, 0, 5);
+      EXPECT_EQ(st, fault ? VKATTN_ERROR_UNSUPPORTED : VKATTN_SUCCESS) << vkattn_last_error();
+      for (vkattn_tensor* t : {ids, bias}) vkattn_tensor_destroy(t);
+      vkattn_variant_destroy(var);
+    });
+    const std::string text = slurp(results_file(dir.path));
+    EXPECT_TRUE(contains(text, fault ? "\nfail " : "\npass ")) << text;
+    EXPECT_TRUE(contains(text, "#u")) << text;
+  }
+}
+
+// The fault is real: without the check the wrong splice is what the
+// variant call returns.
+TEST(SelfCheck, WithoutChecksAWrongSpliceIsWrong) {
+  TempDir dir;
+  with_context(dir.path, {{"VKATTN_FAULT_USER", "1"}, {"VKATTN_SELF_CHECK", "0"}},
+               [&](vkattn_context* ctx) {
+                 vkattn_variant* var = make_variant(ctx);
+                 ASSERT_NE(var, nullptr);
+                 const Result r = run_call(ctx, 40, false, var);
+                 ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+                 EXPECT_GT(r.max_err, 0.05);
+                 vkattn_variant_destroy(var);
+               });
 }
 
 // (Since E6 at the context's creation, as every malformed variable.)

@@ -1199,6 +1199,15 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * VKATTN_FAULT_KERNEL=FAMILY[,FAMILY] (lanes, tiled, coopmat, decode)
  * makes those families' kernels write wrong outputs, to watch the checks
  * catch them.
+ * A call with an attention variant (user functions, desc->variant) runs
+ * its family's pipeline with the functions spliced in, and that pipeline
+ * is checked as itself (recorded as "SHADER#uHASH:SPEC"): a small kernel
+ * evaluates the variant's functions on the device over the check's pairs
+ * into a table, with parameter tensors of the check's own (1024 elements
+ * per declared slot: I32 values 0..3 in runs of three, F32 in [-1, 1)),
+ * and the host reference uses that table, so a splice a family gets wrong
+ * is caught without a host copy of the functions. VKATTN_FAULT_USER=1
+ * splices them wrongly into every family (not into the table), to watch.
  *
  * External mode: nothing is submitted there, so a pipeline first met in
  * external mode runs unchecked (logged once). Engines check up front with
@@ -1225,7 +1234,10 @@ VKATTN_API vkattn_status vkattn_attention_merge(vkattn_context* ctx, vkattn_tens
  * of the shape (a call's longest sequence picks its class), each failing
  * one replaced as for a call. Returns VKATTN_SUCCESS when such a call would
  * run on checked families, VKATTN_ERROR_UNSUPPORTED when every family
- * failed. Refused in external mode. */
+ * failed. With desc->variant, the variant pipelines are checked; its
+ * declared parameter slots need tensors of their dtypes (checked as a
+ * call checks them, not read: the check uses its own). Refused in external
+ * mode. */
 VKATTN_API vkattn_status vkattn_context_self_check(vkattn_context* ctx,
                                                    const vkattn_attention_desc* desc,
                                                    vkattn_dtype q_dtype, vkattn_dtype kv_dtype,

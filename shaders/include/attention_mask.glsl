@@ -166,15 +166,22 @@ float alibi_bias(uint head, int pos, int key) {
 #else
 #define USER_INIT()
 #endif
+// USER_FAULT (VKATTN_FAULT_USER=1): the families' splice gets odd keys
+// wrong (the mask flipped, the score plus 4), the self-check's table
+// kernel does not, so the self-check of variant pipelines can be watched.
 bool user_allows(Seq sq, uint head, int pos, int key) {
-#if USER_MASK != 0
+#if USER_MASK != 0 && defined(USER_FAULT)
+  return vkattn_mask_mod(sq.call_seq, head, pos, key) != ((key & 1) == 1);
+#elif USER_MASK != 0
   return vkattn_mask_mod(sq.call_seq, head, pos, key);
 #else
   return true;
 #endif
 }
 float user_score(Seq sq, uint head, int pos, int key, float s) {
-#if USER_SCORE != 0
+#if USER_SCORE != 0 && defined(USER_FAULT)
+  return vkattn_score_mod(s, sq.call_seq, head, pos, key) + ((key & 1) == 1 ? 4.0 : 0.0);
+#elif USER_SCORE != 0
   return vkattn_score_mod(s, sq.call_seq, head, pos, key);
 #else
   return s;

@@ -41,6 +41,7 @@ std::vector<EnvVar> make_table() {
       {"VKATTN_FORCE_F16_MATH", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_FAULT_ODD_STORES", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_FAULT_ROTATION", E::kSwitch, E::kContext, 0, 1},
+      {"VKATTN_FAULT_USER", E::kSwitch, E::kContext, 0, 1},
       {"VKATTN_SCRATCH_BYTES", E::kNumber, E::kContext, 0, kAny},
       {"VKATTN_BINDING_LIMIT", E::kNumber, E::kContext, 0, kAny},
       {"VKATTN_DEVICE_COMPUTE_UNITS", E::kNumber, E::kContext, 0, 1u << 20},

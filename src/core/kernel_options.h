@@ -89,6 +89,11 @@ struct KernelOptions {
   // VKATTN_KV_ROTATE_KEYS (ops/attention/rotate_q.h) leaves out its
   // 1 / sqrt(h), so the rotated half of a Q4 self-check can be watched.
   bool fault_rotation = false;
+  // VKATTN_FAULT_USER=1: attention variants (user functions) are spliced
+  // into the families with odd keys wrong (shaders/include/attention_mask.glsl,
+  // USER_FAULT), not into the self-check's table, so the self-check of
+  // variant pipelines can be watched catching a bad splice.
+  bool fault_user = false;
   // VKATTN_PLAN_MEMORY=host|device: where attention plans (items, combine
   // items, sequence records, page tables) live for the kernels; unset: the
   // device's own (device-local on discrete GPUs, host-visible elsewhere).
@@ -218,6 +223,7 @@ struct KernelOptions {
     o.self_check = env_switch("VKATTN_SELF_CHECK", true);
     o.fault_odd_stores = env_switch("VKATTN_FAULT_ODD_STORES", false);
     o.fault_rotation = env_switch("VKATTN_FAULT_ROTATION", false);
+    o.fault_user = env_switch("VKATTN_FAULT_USER", false);
     o.disable_subgroup_ops = env_switch("VKATTN_DISABLE_SUBGROUP_OPS", false);
     o.disable_f16_math = env_switch("VKATTN_DISABLE_F16_MATH", false);
     o.force_f16_math = env_switch("VKATTN_FORCE_F16_MATH", false);

@@ -137,10 +137,13 @@ const Pipeline& Pipelines::get(const KernelLayout& family_layout, const std::vec
   auto it = pipelines_.find(key);
   if (it != pipelines_.end()) return it->second;
 
+  // (A runtime module may build a shader that has no build-time SPIR-V:
+  // the self-check's table of a variant, shaders/attention_variant_table.comp.)
   const ShaderBlob* blob = find_shader(family_layout.shader);
-  if (!blob) fail(VKATTN_ERROR_INTERNAL, "shader ", family_layout.shader, " is not embedded");
+  if (!blob && !runtime)
+    fail(VKATTN_ERROR_INTERNAL, "shader ", family_layout.shader, " is not embedded");
   bool soft_f16 = false;
-  if (device_.caps().soft_f16)  // (a shader without the variant converts no f16)
+  if (blob && device_.caps().soft_f16)  // (a shader without the variant converts no f16)
     if (const ShaderBlob* soft = find_shader(std::string(family_layout.shader) + "_soft_f16"))
       blob = soft, soft_f16 = true;
   // A runtime module: its SPIR-V, and the family's layout plus its binding.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 
 #include "core/error.h"
@@ -14,6 +15,8 @@
 #include "ops/attention/devices.h"
 #include "ops/attention/prepare.h"
 #include "ops/attention/tune.h"
+#include "ops/attention/user_functions.h"
+#include "ops/attention/variant_table.h"
 #include "ops/kv_cache.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
@@ -243,6 +246,74 @@ struct CheckCall {
     }
   }
 
+  // An attention variant's pipeline (cfg.user): the call's variant with
+  // parameters of the check's own (a call's may be any size and not yet
+  // written on this queue): 1024 elements a declared slot, I32 small ids
+  // in runs of three (document ids, buckets, indices all read in range),
+  // F32 in [-1, 1). verdict() evaluates the functions on the device
+  // (variant_table.h) and gives the reference that table.
+  void add_user(const AttentionCall& c) {
+    if (!cfg.user || !c.user) return;
+    user = c.user;
+    k.user = user;
+    const int64_t n = 1024;
+    for (uint32_t s = 0; s < 4; ++s) {
+      const uint32_t dt = user->slot_dtype(s);
+      if (dt == 0) continue;
+      uparams[s].resize(size_t(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const float f = rng.next();
+        const int32_t id = int32_t(i / 3 % 4);
+        std::memcpy(&uparams[s][size_t(i)],
+                    dt == VKATTN_F32 ? static_cast<const void*>(&f) : static_cast<const void*>(&id),
+                    4);
+      }
+      user_t[s] = new_tensor(ctx, static_cast<vkattn_dtype>(dt), {n});
+      user_t[s]->write(uparams[s].data());
+      k.user_params[s] = user_t[s].get();
+    }
+  }
+
+  // The user functions as the device computes them over every pair of the
+  // check's grid, given to the reference: the scores the reference hands
+  // vkattn_score_mod (found by a first pass) go through the table kernel.
+  void user_reference() {
+    if (!user) return;
+    const int64_t base[2] = {0, int64_t(H) * t[0] * u[0]};
+    auto index = [this, base](int seq, int head, long q_pos, long k_pos) {
+      const long i = q_pos - (u[seq] - t[seq]);
+      return size_t(base[seq] + (int64_t(head) * t[seq] + i) * u[seq] + k_pos);
+    };
+    std::vector<UserPair> pairs(size_t(base[1] + int64_t(H) * t[1] * u[1]));
+    for (int b = 0; b < 2; ++b)
+      for (uint32_t h = 0; h < H; ++h)
+        for (int32_t i = 0; i < t[b]; ++i)
+          for (int32_t j = 0; j < u[b]; ++j) {
+            const int32_t pos = u[b] - t[b] + i;
+            pairs[index(b, int(h), pos, j)] = {uint32_t(b), h, pos, j, 0.0f};
+          }
+    if (user->has_score()) {
+      ref::AttentionParams first = p;
+      first.user_mask = nullptr;
+      first.user_score = [&](double sc, int seq, int head, long q_pos, long k_pos) {
+        pairs[index(seq, head, q_pos, k_pos)].score = float(sc);
+        return sc;
+      };
+      std::vector<float> o(size_t(tq) * H * dv), l(size_t(tq) * H);
+      ref::attention_varlen(first, 2, cu_q, cu_k, hq.data(), hk.data(), hv.data(), o.data(),
+                            l.data());
+    }
+    table = evaluate_user_functions(ctx, *user, pack_user_words(uparams), pairs);
+    if (user->has_mask())
+      p.user_mask = [this, index](int seq, int head, long q_pos, long k_pos) {
+        return table.shown[index(seq, head, q_pos, k_pos)] != 0;
+      };
+    if (user->has_score())
+      p.user_score = [this, index](double, int seq, int head, long q_pos, long k_pos) {
+        return double(table.score[index(seq, head, q_pos, k_pos)]);
+      };
+  }
+
   void place_kv() {
     // K and V: dense, in caller pools (paged 16/32-bit caches), or in a
     // cache of the call's 8-bit dtype (appended, then read back, so the
@@ -339,6 +410,7 @@ struct CheckCall {
       if (h > 1)
         for (size_t g = 0; g < hk.size(); g += h) ref::hadamard_rotate(&hk[g], int(h));
     }
+    user_reference();
     const std::vector<float> got = read_floats(*out);
     std::vector<float> want_f(size_t(tq) * H * dv), lse_f(size_t(tq) * H);
     ref::attention_varlen(p, 2, cu_q, cu_k, hq.data(), hk.data(), hv.data(), want_f.data(),
@@ -387,6 +459,10 @@ struct CheckCall {
   std::shared_ptr<Tensor> q, out, lse, mask, alibi, sinks, kt, vt, odd_base, odd_out, topk_t;
   std::shared_ptr<KvCache> cache;
   std::unique_ptr<Step> step;
+  std::shared_ptr<UserFunctions> user;  // a variant pipeline's functions (add_user)
+  std::vector<uint32_t> uparams[4];     // their parameters' words
+  std::shared_ptr<Tensor> user_t[4];
+  UserTable table;
 };
 
 }  // namespace
@@ -396,6 +472,7 @@ CheckRecords::Entry run_self_check(Context& parent, const AttentionCall& c, cons
     CheckCall check(parent.checker(), c, cfg, rotate);
     check.setup(c);
     check.add_transforms(c);
+    check.add_user(c);
     check.place_kv();
     check.record();
     return check.verdict();
@@ -472,7 +549,11 @@ void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& 
     const F fam = pp.var.family;
     const uint32_t f = static_cast<uint32_t>(fam);
     if (!(failed >> f & 1)) {
-      const CheckRecords::Entry e = self_check(ctx, c, fwd_config(ctx, c, pp, flags));
+      // (A variant call's pipeline is its family's with the user functions:
+      // that pipeline is what gets checked.)
+      FwdConfig cfg = fwd_config(ctx, c, pp, flags);
+      cfg.user = c.user.get();
+      const CheckRecords::Entry e = self_check(ctx, c, cfg);
       if (e.status == CheckRecords::kPassed) {
         pp.var.fallback = fallback;
         return;

@@ -151,7 +151,9 @@ UserFunctions::UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_
          why);
   uint64_t h = fnv1a(1469598103934665603ull, source_);
   for (uint32_t d : dtypes_) h = fnv1a(h, std::to_string(d) + ",");
-  key_ = "u" + hex64(h);
+  // (VKATTN_FAULT_USER: other modules, so other pipelines and check records.)
+  fault_ = ctx_->options().fault_user;
+  key_ = "u" + hex64(h) + (fault_ ? "_fault" : "");
   includes_ = embedded_glsl();
   includes_["vkattn_user.glsl"] = user_include();
   // The source alone, then each function called.
@@ -190,8 +192,12 @@ std::string UserFunctions::user_include() const {
   std::string t;
   // (The binding after the families' own: Pipelines::get adds it to a
   // runtime module's layout.)
-  t += "layout(std430, binding = " + std::to_string(fwd_bindings().size()) +
-       ") readonly buffer VkattnUserParams {\n  uint vkattn_user_w[];\n};\n";
+  // A shader with other bindings than the families' (the self-check's
+  // table, shaders/attention_variant_table.comp) defines its own number.
+  t += "#ifndef VKATTN_USER_BINDING\n#define VKATTN_USER_BINDING " +
+       std::to_string(fwd_bindings().size()) +
+       "\n#endif\nlayout(std430, binding = VKATTN_USER_BINDING) readonly buffer VkattnUserParams "
+       "{\n  uint vkattn_user_w[];\n};\n";
   // Words 0..3: each slot's first word; 4..7: its element count, read
   // once per invocation (vkattn_user_init, called first by every family's
   // main: each access then costs one load, not three).
@@ -264,6 +270,7 @@ std::vector<uint32_t> UserFunctions::spirv(const std::string& shader, bool soft_
                                                                 {"USER_MASK", mask_ ? "1" : "0"},
                                                                 {"USER_SCORE", score_ ? "1" : "0"}};
     if (soft_f16) defines.push_back({"VKATTN_SOFT_F16", "1"});
+    if (fault_ && shader != kTableShader) defines.push_back({"USER_FAULT", "1"});
     const auto t0 = std::chrono::steady_clock::now();
     std::string messages;
     if (!compile(shader + ".comp", text->second, defines, &words, &messages))

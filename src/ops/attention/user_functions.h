@@ -22,6 +22,9 @@ namespace vkattn {
 class Context;
 class GlslCompiler;
 
+// The self-check's table of a variant's functions (ops/attention/variant_table.h).
+constexpr const char* kTableShader = "attention_variant_table";
+
 class UserFunctions : public RuntimeModule {
  public:
   // Checks and probes desc (throws INVALID_ARGUMENT / UNSUPPORTED as the
@@ -33,6 +36,8 @@ class UserFunctions : public RuntimeModule {
   uint32_t slot_dtype(uint32_t s) const { return dtypes_[s]; }
   // The source defines vkattn_mask_mod (the families skip what it hides).
   bool has_mask() const { return mask_; }
+  // ... vkattn_score_mod.
+  bool has_score() const { return score_; }
   // The loaded compiler knows GL_KHR_cooperative_matrix (the coopmat
   // family can take variant calls).
   bool compiler_knows_coopmat() const;
@@ -53,6 +58,7 @@ class UserFunctions : public RuntimeModule {
   std::string source_;
   uint32_t dtypes_[4] = {0, 0, 0, 0};
   bool mask_ = false, score_ = false;
+  bool fault_ = false;  // VKATTN_FAULT_USER (core/kernel_options.h)
   std::string key_;
   // What #include resolves to: the embedded shaders' files and
   // "vkattn_user.glsl" (user_include()), made once.
