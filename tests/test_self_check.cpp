@@ -341,6 +341,69 @@ TEST(SelfCheck, WithoutChecksAWrongSpliceIsWrong) {
                });
 }
 
+// Variant pipelines' entries are capped per section: the newest 64
+// sources (core/check_records.h). A file holding 70 other sources' entries
+// (oldest first) and none of this variant's: after the variant's call is
+// checked the section holds 64 sources, the 7 oldest gone, the others in
+// their order, this one last; the entries of plain pipelines all stay.
+TEST(SelfCheck, VariantEntriesKeepTheNewest64Sources) {
+  TempDir dir;
+  auto call = [&](vkattn_context* ctx) {
+    ASSERT_EQ(run_call(ctx).status, VKATTN_SUCCESS);
+    vkattn_variant* var = make_variant(ctx);
+    ASSERT_NE(var, nullptr);
+    const Result r = run_call(ctx, 40, false, var);
+    ASSERT_EQ(r.status, VKATTN_SUCCESS) << r.message;
+    EXPECT_LT(r.max_err, 1e-4);
+    vkattn_variant_destroy(var);
+  };
+  with_context(dir.path, {}, call);
+  const std::string path = results_file(dir.path);
+  const std::string first = device_file_sections(slurp(path)).at(0);
+  std::istringstream in(first);
+  std::string header, ours;
+  std::getline(in, header);
+  std::vector<std::string> plain;
+  for (std::string line; std::getline(in, line) && line != "end";) {
+    if (!contains(line, "#u")) {
+      plain.push_back(line);
+    } else {
+      const size_t at = line.find("#u");
+      ours = line.substr(at, line.find(':') - at);
+    }
+  }
+  ASSERT_FALSE(ours.empty()) << first;
+  ASSERT_FALSE(plain.empty()) << first;
+  auto fake = [](int i) {
+    char h[24];
+    std::snprintf(h, sizeof(h), "#u%016x", 0xf00d0000u + unsigned(i));
+    return std::string(h);
+  };
+  std::string text = header + "\n";
+  for (const std::string& l : plain) text += l + "\n";
+  for (int i = 0; i < 70; ++i)
+    for (const char* spec : {":8,2", ":8,3"})
+      text += "pass 0 attention_fwd" + fake(i) + spec + "\n";
+  text += "end\n";
+  spit(path, text);
+  with_context(dir.path, {}, call);
+  const std::string now = slurp(path);
+  size_t n = 0;
+  ASSERT_TRUE(valid_results(now, &n)) << now;
+  std::vector<std::string> sources;
+  std::istringstream lines(device_file_sections(now).at(0));
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("#u");
+    if (at == std::string::npos) continue;
+    const std::string src = line.substr(at, line.find(':') - at);
+    if (sources.empty() || sources.back() != src) sources.push_back(src);
+  }
+  ASSERT_EQ(sources.size(), 64u) << now;
+  for (int i = 0; i < 63; ++i) EXPECT_EQ(sources[size_t(i)], fake(i + 7));
+  EXPECT_EQ(sources.back(), ours);
+  for (const std::string& l : plain) EXPECT_TRUE(contains(now, l + "\n")) << l;
+}
+
 // (Since E6 at the context's creation, as every malformed variable.)
 TEST(SelfCheck, UnknownFaultNameIsRefused) {
   ScopedEnv env(ScopedEnv::Vars{{"VKATTN_FAULT_KERNEL", "lanes,bogus"}});

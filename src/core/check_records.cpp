@@ -1,14 +1,15 @@
 #include "core/check_records.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "core/device.h"
-#include "core/platform.h"
 #include "core/log.h"
 #include "core/log_once.h"
 #include "core/pipeline.h"
+#include "core/platform.h"
 
 namespace vkattn {
 
@@ -42,10 +43,17 @@ std::string CheckRecords::key(const char* shader, const std::vector<uint32_t>& s
   return k;
 }
 
-bool CheckRecords::load(std::map<std::string, Entry>* out, std::string* why) const {
+std::string CheckRecords::variant_source(const std::string& key) {
+  const size_t at = key.find("#u"), end = key.find(':');
+  return at < end && end != std::string::npos ? key.substr(at, end - at) : "";
+}
+
+bool CheckRecords::load(std::map<std::string, Entry>* out, std::string* why,
+                        std::vector<std::string>* sources) const {
   std::vector<std::string> lines;
   if (!file_.load(&lines, why)) return false;
   std::map<std::string, Entry> got;
+  std::vector<std::string> order;
   for (const std::string& line : lines) {
     std::istringstream in(line);
     std::string status, key;
@@ -56,8 +64,12 @@ bool CheckRecords::load(std::map<std::string, Entry>* out, std::string* why) con
       return false;
     }
     got[key] = Entry{status == "pass" ? kPassed : kFailed, err};
+    const std::string src = variant_source(key);
+    if (!src.empty() && std::find(order.begin(), order.end(), src) == order.end())
+      order.push_back(src);
   }
   *out = std::move(got);
+  if (sources) *sources = std::move(order);
   return true;
 }
 
@@ -75,22 +87,57 @@ std::map<std::string, CheckRecords::Entry> CheckRecords::all() const {
 void CheckRecords::put(const std::string& key, Entry e) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_[key] = e;
+  const std::string source = variant_source(key);
+  if (!source.empty()) {
+    checked_sources_.erase(std::remove(checked_sources_.begin(), checked_sources_.end(), source),
+                           checked_sources_.end());
+    checked_sources_.push_back(source);
+  }
   if (file_.path().empty()) return;
   // Merge what other processes wrote meanwhile (ours win), then replace
   // the file whole.
   std::map<std::string, Entry> disk;
+  std::vector<std::string> disk_sources;
   std::string why;
-  if (load(&disk, &why))
+  if (load(&disk, &why, &disk_sources))
     for (const auto& kv : disk) entries_.emplace(kv.first, kv.second);
+  // Variant sources, oldest first: the file's (its order) before this
+  // process's checks; past the newest kMaxVariantSources they go, from
+  // the file and from memory. (Sources loaded at start that the file no
+  // longer has, another process dropped: they go too.)
+  std::vector<std::string> order;
+  for (const std::string& s : disk_sources)
+    if (std::find(checked_sources_.begin(), checked_sources_.end(), s) == checked_sources_.end())
+      order.push_back(s);
+  order.insert(order.end(), checked_sources_.begin(), checked_sources_.end());
+  if (order.size() > kMaxVariantSources)
+    order.erase(order.begin(), order.end() - long(kMaxVariantSources));
+  std::map<std::string, size_t> rank;
+  for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = i;
+  std::vector<std::vector<std::string>> variant_lines(order.size());
   std::vector<std::string> lines;
   char err[32];
-  for (const auto& kv : entries_) {
-    if (kv.second.status == kUnchecked) continue;
-    std::snprintf(err, sizeof(err), "%.6g",
-                  std::isfinite(kv.second.max_err) ? kv.second.max_err : 1e30);
-    lines.push_back(std::string(kv.second.status == kPassed ? "pass " : "fail ") + err + " " +
-                    kv.first);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const std::string src = variant_source(it->first);
+    const auto r = src.empty() ? rank.end() : rank.find(src);
+    if (!src.empty() && r == rank.end()) {
+      it = entries_.erase(it);
+      continue;
+    }
+    if (it->second.status != kUnchecked) {
+      std::snprintf(err, sizeof(err), "%.6g",
+                    std::isfinite(it->second.max_err) ? it->second.max_err : 1e30);
+      (src.empty() ? lines : variant_lines[r->second])
+          .push_back(std::string(it->second.status == kPassed ? "pass " : "fail ") + err + " " +
+                     it->first);
+    }
+    ++it;
   }
+  checked_sources_.erase(
+      std::remove_if(checked_sources_.begin(), checked_sources_.end(),
+                     [&](const std::string& s) { return rank.find(s) == rank.end(); }),
+      checked_sources_.end());
+  for (const auto& v : variant_lines) lines.insert(lines.end(), v.begin(), v.end());
   // A results file that cannot be written (a read-only cache folder) is
   // said once per process and file; the check's result stays in memory
   // and the call that triggered it goes on.

@@ -12,6 +12,13 @@
 // with this process's and replace the file with rename(): two processes
 // checking at once never leave a torn file (at worst one's newest entries
 // are checked again by a later process).
+//
+// Entries of attention variant pipelines ("SHADER#uHASH:SPEC", one source
+// per HASH) are written after the others, their sources oldest first, and
+// a section keeps those of the newest kMaxVariantSources sources (the
+// order of their last check): a program that makes variants without end
+// grows the file no further; an evicted source is checked again at its
+// next first use in a process.
 #pragma once
 
 #include <cstdint>
@@ -49,13 +56,20 @@ class CheckRecords {
   std::map<std::string, Entry> all() const;
   const std::string& path() const { return file_.path(); }
 
+  static constexpr size_t kMaxVariantSources = 64;
+  // The source part ("#uHASH") of a variant pipeline's key; "" for others.
+  static std::string variant_source(const std::string& key);
+
  private:
   // Parses the file's entries; false (and why) when it is not this
   // device's or is damaged.
-  bool load(std::map<std::string, Entry>* out, std::string* why) const;
+  // *sources (if given): the variant sources in file order, each once.
+  bool load(std::map<std::string, Entry>* out, std::string* why,
+            std::vector<std::string>* sources = nullptr) const;
   DeviceFile file_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
+  std::vector<std::string> checked_sources_;  // this process's, oldest check first
 };
 
 }  // namespace vkattn
