@@ -387,6 +387,133 @@ INSTANTIATE_TEST_SUITE_P(CacheDtypes, StepVariants,
                                          StepCase{VKATTN_Q4, ""}, StepCase{VKATTN_Q4, "tiled"}),
                          step_name);
 
+// --- The full product (label slow: names with "Slow") --------------------
+
+// Every family x every cache dtype for steps.
+std::vector<StepCase> every_step_case() {
+  std::vector<StepCase> out;
+  for (vkattn_dtype dt :
+       {VKATTN_F32, VKATTN_F16, VKATTN_BF16, VKATTN_I8, VKATTN_FP8_E4M3, VKATTN_Q4})
+    for (const char* f : kFamilies) out.push_back(StepCase{dt, f});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(SlowProduct, StepVariants, testing::ValuesIn(every_step_case()),
+                         step_name);
+
+// Every family x entry point (varlen, padded) x input dtype (f32, f16) x
+// source: documents (i32 ids), T5 buckets (f32 table), ALiBi as a score,
+// a dilated mask hiding whole rows, both functions reading seq; head dims
+// 33 to 72, t > u, empty sequences (varlen).
+struct ProductCase {
+  const char* family;
+  int source;  // 0..4 as above
+  bool padded, f16;
+};
+
+class VariantsSlow : public testing::TestWithParam<ProductCase> {};
+
+TEST_P(VariantsSlow, MatchesTheReference) {
+  const ProductCase p = GetParam();
+  AttnCase c;
+  c.H = 4, c.Hkv = 2;
+  c.d = std::vector<int>{40, 33, 64, 72, 24}[size_t(p.source)];
+  if (p.padded)
+    c.seqs = {{13, 29}, {13, 29}, {13, 29}}, c.padded = true, c.pad_keys = 3;
+  else
+    c.seqs = {{37, 61}, {8, 3}, {0, 5}, {20, 20}};
+  if (p.f16) c.qdt = VKATTN_F16, c.kdt = VKATTN_F16;
+  c.seed = 100 + p.source;
+  switch (p.source) {
+    case 0: {
+      c.causal = true;
+      c.variant_source = kDocumentSource;
+      c.variant_dtypes[0] = VKATTN_I32;
+      std::vector<int> doc;
+      for (int j = 0; j < 61; ++j) doc.push_back(j / 17);
+      for (int x : doc) c.variant_params[0].push_back(x);
+      c.host_mask = [doc](int, int, long q, long k) {
+        auto at = [&](long i) { return i >= 0 && i < long(doc.size()) ? doc[size_t(i)] : 0; };
+        return q >= 0 && at(q) == at(k);
+      };
+      break;
+    }
+    case 1: {
+      c.variant_source = kT5Source;
+      c.variant_dtypes[0] = VKATTN_F32;
+      std::vector<double> table;
+      for (int n = 0; n < c.H * 32; ++n) table.push_back(std::cos(0.29 * n) * 1.5);
+      c.variant_params[0] = table;
+      c.host_score = [table](double s, int, int h, long q, long k) {
+        return s + static_cast<float>(table[size_t(h * 32 + t5_bucket(k - q))]);
+      };
+      break;
+    }
+    case 2: {
+      c.causal = true;
+      c.variant_source = kAlibiSource;
+      c.variant_dtypes[0] = VKATTN_F32;
+      std::vector<double> slopes;
+      for (int h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c.H));
+      c.variant_params[0] = slopes;
+      c.host_score = [slopes](double s, int, int h, long q, long k) {
+        return s - static_cast<float>(slopes[size_t(h)]) * std::fabs(double(q - k));
+      };
+      break;
+    }
+    case 3:
+      c.causal = true;
+      c.variant_source = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  int r = q_pos - 5 * ((q_pos >= 0 ? q_pos : q_pos - 4) / 5);  // floor mod
+  return ((q_pos - k_pos) & 3) == 0 && r != 3;
+})";
+      c.host_mask = [](int, int, long q, long k) {
+        return ((q - k) & 3) == 0 && ((q % 5) + 5) % 5 != 3;
+      };
+      break;
+    default:
+      c.variant_source = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return k_pos % 3 != int(seq) || head == 0u;
+}
+float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
+  return score * vkattn_param_f32(1, seq) - 0.125 * float(head);
+})";
+      c.variant_dtypes[1] = VKATTN_F32;
+      c.variant_params[1] = {0.5, 1.25, 2.0, 0.75};
+      c.host_mask = [](int b, int h, long, long k) { return k % 3 != b || h == 0; };
+      c.host_score = [](double s, int b, int h, long, long) {
+        const double m[4] = {0.5, 1.25, 2.0, 0.75};
+        return s * m[b] - 0.125 * h;
+      };
+      break;
+  }
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", p.family}});
+  ForcedContext fc;
+  ASSERT_NE(fc.ctx, nullptr);
+  const CaseStats st = run_attention_case(fc.ctx, c);
+  EXPECT_GT(st.checked, 0);
+  if (p.source == 3) EXPECT_GT(st.hidden_rows, 0);
+}
+
+std::vector<ProductCase> every_product_case() {
+  std::vector<ProductCase> out;
+  for (const char* f : kFamilies)
+    for (int s = 0; s < 5; ++s)
+      for (bool padded : {false, true})
+        for (bool f16 : {false, true}) out.push_back(ProductCase{f, s, padded, f16});
+  return out;
+}
+
+const char* const kProductSources[] = {"document", "t5", "alibi", "dilated", "both"};
+std::string product_name(const testing::TestParamInfo<ProductCase>& i) {
+  return std::string(*i.param.family ? i.param.family : "default") + "_" +
+         kProductSources[i.param.source] + (i.param.padded ? "_padded" : "_varlen") +
+         (i.param.f16 ? "_f16" : "_f32");
+}
+INSTANTIATE_TEST_SUITE_P(Product, VariantsSlow, testing::ValuesIn(every_product_case()),
+                         product_name);
+
 // vkattn_attention_paged over pools in a random page order, with t > u in
 // one sequence (negative q_pos), both functions.
 TEST_P(Variants, CallerPools) {
