@@ -326,6 +326,40 @@ TEST(SelfCheck, UpFrontChecksCoverVariants) {
   }
 }
 
+// A score function may give -inf (the key hidden) and NaN (its rows NaN):
+// a family that gives NaN exactly where the reference does passes its
+// check (the fuzzer found every family refused, max err inf, for a NaN
+// score; its input is in tests/fuzz/corpus). Each family forced, with
+// the up-front check and a call.
+TEST(SelfCheck, NonFiniteScoresOfAVariantPassTheirCheck) {
+  for (const char* family : {"lanes", "tiled", "decode"}) {
+    SCOPED_TRACE(family);
+    TempDir dir;
+    with_context(dir.path, {{"VKATTN_ATTN_KERNEL", family}}, [&](vkattn_context* ctx) {
+      vkattn_variant_desc vd;
+      vkattn_variant_desc_init(&vd);
+      vd.source = R"(
+float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
+  if (k_pos == 0) return uintBitsToFloat(0xff800000u);
+  return head == 1u && k_pos == 2 ? uintBitsToFloat(0x7fc00000u) : score;
+})";
+      vkattn_variant* var = nullptr;
+      ASSERT_EQ(vkattn_variant_create(ctx, &vd, &var), VKATTN_SUCCESS) << vkattn_last_error();
+      vkattn_attention_desc ad;
+      vkattn_attention_desc_init(&ad);
+      ad.num_heads = 4, ad.num_kv_heads = 2, ad.head_dim = 3, ad.causal = 1;
+      ad.variant = var;
+      for (vkattn_dtype kv : {VKATTN_F32, VKATTN_BF16})
+        EXPECT_EQ(vkattn_context_self_check(ctx, &ad, VKATTN_F32, kv, 0, 12), VKATTN_SUCCESS)
+            << vkattn_last_error();
+      vkattn_variant_destroy(var);
+    });
+    const std::string text = slurp(results_file(dir.path));
+    EXPECT_TRUE(contains(text, "#u")) << text;
+    EXPECT_FALSE(contains(text, "\nfail ")) << text;
+  }
+}
+
 // The fault is real: without the check the wrong splice is what the
 // variant call returns.
 TEST(SelfCheck, WithoutChecksAWrongSpliceIsWrong) {
