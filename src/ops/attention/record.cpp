@@ -21,6 +21,7 @@
 #include "ops/attention/prepare.h"
 #include "ops/attention/rotate_q.h"
 #include "ops/attention/user_functions.h"
+#include "ops/attention/user_params.h"
 #include "ops/kv_cache.h"
 #include "ops/packed_views.h"
 
@@ -563,47 +564,6 @@ void log_pass(const AttentionCall& c, const PreparedPlan& pp, const FwdConfig& c
        static_cast<unsigned long long>(reads.kv_reads), cfg.touch_ahead());
 }
 
-// An attention variant's parameters in one host slice: an 8-word header
-// (each slot's first word, then its element count) and the elements,
-// copied from the tensors (views packed) before the passes.
-struct UserParamsCopy {
-  BoundBuffer bound;
-  Buffer* dst = nullptr;
-  std::vector<std::pair<Tensor*, std::vector<VkBufferCopy>>> copies;
-};
-
-UserParamsCopy pack_user_params(Context& ctx, const AttentionCall& c) {
-  const DeviceCaps& caps = ctx.device().caps();
-  uint64_t words = 8;
-  uint32_t header[8] = {};
-  for (uint32_t s = 0; s < 4; ++s) {
-    const Tensor* t = c.user_params[s];
-    const uint64_t n = t ? uint64_t(t->numel()) : 0;
-    header[s] = static_cast<uint32_t>(std::min<uint64_t>(words, UINT32_MAX));
-    header[4 + s] = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
-    words += n;
-  }
-  if (words * 4 > caps.max_storage_buffer_range || words > UINT32_MAX)
-    fail(VKATTN_ERROR_UNSUPPORTED, "desc->variant_params: ", words * 4,
-         " bytes of parameters, more than one storage binding of this device (",
-         caps.max_storage_buffer_range, ")");
-  UserParamsCopy out;
-  HostSlice sl = ctx.recorder().alloc_host(round_up(words * 4, 16));
-  std::memset(sl.host, 0, sl.size);
-  std::memcpy(sl.host, header, sizeof(header));
-  out.dst = sl.buffer;
-  for (uint32_t s = 0; s < 4; ++s) {
-    Tensor* t = c.user_params[s];
-    if (!t || t->numel() == 0) continue;
-    out.copies.emplace_back(t, t->copy_regions(sl.offset + uint64_t(header[s]) * 4, true));
-  }
-  uint64_t start = 0;
-  out.bound =
-      storage_window(caps, Region{nullptr, sl.buffer, sl.offset, sl.size}, 0, words * 4, &start);
-  if (start != 0) fail(VKATTN_ERROR_INTERNAL, "variant parameters bound from byte ", start);
-  return out;
-}
-
 }  // namespace
 
 void record_attention(Context& ctx, const AttentionCall& call) {
@@ -661,7 +621,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
   // Attention variants: the parameters packed into one slice (attention_mask.glsl
   // UserParams: each slot's first word and count, then the elements).
   UserParamsCopy user_params;
-  if (c.user) user_params = pack_user_params(ctx, c);
+  if (c.user) user_params = pack_user_params(ctx, c.user_params);
   const uint32_t flags = call_flags(c);  // pick
   const bool log = ctx.options().log_kernels;
   const bool words = combine_by_words(ctx);
@@ -707,8 +667,7 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     if (pp->items.buffer) pp->plan_image = {};  // a step's plan: copied for good
   }
   packed.record_inputs();
-  for (const auto& [t, regions] : user_params.copies)
-    ctx.recorder().copy_buffer(*t->buffer(), *user_params.dst, regions);
+  record_user_params_copies(ctx, user_params);
   if (rotated) rotated->record();
   for (const auto& b : binders) b->record_gathers();
   for (const PreparedDispatch& pd : prepared) pipes.record(ctx.recorder(), pd);

@@ -263,16 +263,16 @@ struct CheckCall {
     for (uint32_t s = 0; s < 4; ++s) {
       const uint32_t dt = user->slot_dtype(s);
       if (dt == 0) continue;
-      uparams[s].resize(size_t(n));
+      std::vector<uint32_t> words(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
         const float f = rng.next();
         const int32_t id = int32_t(i / 3 % 4);
-        std::memcpy(&uparams[s][size_t(i)],
+        std::memcpy(&words[size_t(i)],
                     dt == VKATTN_F32 ? static_cast<const void*>(&f) : static_cast<const void*>(&id),
                     4);
       }
       user_t[s] = new_tensor(ctx, static_cast<vkattn_dtype>(dt), {n});
-      user_t[s]->write(uparams[s].data());
+      user_t[s]->write(words.data());
       k.user_params[s] = user_t[s].get();
     }
   }
@@ -306,7 +306,7 @@ struct CheckCall {
       ref::attention_varlen(first, 2, cu_q, cu_k, hq.data(), hk.data(), hv.data(), o.data(),
                             l.data());
     }
-    table = evaluate_user_functions(ctx, *user, pack_user_words(uparams), pairs);
+    table = evaluate_user_functions(ctx, *user, k.user_params, pairs);
     if (user->has_mask())
       p.user_mask = [this, index](int seq, int head, long q_pos, long k_pos) {
         return table.shown[index(seq, head, q_pos, k_pos)] != 0;
@@ -463,7 +463,6 @@ struct CheckCall {
   std::shared_ptr<KvCache> cache;
   std::unique_ptr<Step> step;
   std::shared_ptr<UserFunctions> user;  // a variant pipeline's functions (add_user)
-  std::vector<uint32_t> uparams[4];     // their parameters' words
   std::shared_ptr<Tensor> user_t[4];
   UserTable table;
 };

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/attention/user_functions.h"
+#include "ops/attention/user_params.h"
 
 namespace vkattn {
 
@@ -22,19 +23,8 @@ std::shared_ptr<Tensor> words_tensor(const std::shared_ptr<Context>& ctx, size_t
 
 }  // namespace
 
-std::vector<uint32_t> pack_user_words(const std::vector<uint32_t> (&params)[4]) {
-  std::vector<uint32_t> w(8, 0);
-  for (uint32_t s = 0; s < 4; ++s) {
-    w[s] = static_cast<uint32_t>(w.size());
-    w[4 + s] = static_cast<uint32_t>(params[s].size());
-    w.insert(w.end(), params[s].begin(), params[s].end());
-  }
-  return w;
-}
-
 UserTable evaluate_user_functions(const std::shared_ptr<Context>& ctx, const UserFunctions& user,
-                                  const std::vector<uint32_t>& packed_params,
-                                  const std::vector<UserPair>& pairs) {
+                                  Tensor* const (&params)[4], const std::vector<UserPair>& pairs) {
   UserTable t;
   if (pairs.empty()) return t;
   const size_t n = pairs.size();
@@ -47,15 +37,15 @@ UserTable evaluate_user_functions(const std::shared_ptr<Context>& ctx, const Use
   }
   auto pairs_t = words_tensor(ctx, in.size());
   auto results_t = words_tensor(ctx, 2 * n);
-  auto params_t = words_tensor(ctx, packed_params.size());
   pairs_t->write(in.data());
-  params_t->write(packed_params.data());
   const DeviceCaps& caps = ctx->device().caps();
-  for (const auto* x : {pairs_t.get(), results_t.get(), params_t.get()})
+  for (const auto* x : {pairs_t.get(), results_t.get()})
     if (x->nbytes() > caps.max_storage_buffer_range)
       fail(VKATTN_ERROR_INTERNAL, "the self-check's variant table does not fit one binding");
+  const UserParamsCopy packed = pack_user_params(*ctx, params);
   Recorder& rec = ctx->recorder();
-  for (const auto* x : {pairs_t.get(), results_t.get(), params_t.get()}) rec.use(x->buffer());
+  for (const auto* x : {pairs_t.get(), results_t.get()}) rec.use(x->buffer());
+  record_user_params_copies(*ctx, packed);
   auto whole = [](const Tensor& x) {
     BoundBuffer b;
     b.buffer = x.buffer(), b.offset = x.byte_offset(), b.range = x.nbytes();
@@ -64,8 +54,8 @@ UserTable evaluate_user_functions(const std::shared_ptr<Context>& ctx, const Use
   Pipelines& pipes = ctx->pipelines();
   const Pipeline& p = pipes.get(kTableLayout, {}, 0, &user);
   const uint32_t count = static_cast<uint32_t>(n);
-  pipes.dispatch(rec, p, {whole(*pairs_t), whole(*results_t), whole(*params_t)}, &count,
-                 sizeof(count), (n + 63) / 64);
+  pipes.dispatch(rec, p, {whole(*pairs_t), whole(*results_t), packed.bound}, &count, sizeof(count),
+                 (n + 63) / 64);
   std::vector<uint32_t> out(2 * n);
   results_t->read(out.data());
   t.shown.resize(n), t.score.resize(n);

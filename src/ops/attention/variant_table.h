@@ -12,6 +12,7 @@
 namespace vkattn {
 
 class Context;
+class Tensor;
 class UserFunctions;
 
 struct UserPair {
@@ -25,14 +26,10 @@ struct UserTable {
   std::vector<float> score;    // per pair: vkattn_score_mod's result (the score without one)
 };
 
-// Packs the parameters as the families read them: an 8-word header (each
-// slot's first word, then its element count) and the elements; params[s]
-// holds slot s's elements as 32-bit words (empty: none).
-std::vector<uint32_t> pack_user_words(const std::vector<uint32_t> (&params)[4]);
-
-// Runs the table kernel on ctx (its own recorder; waits for the result).
+// Runs the table kernel on ctx (its own recorder; waits for the result)
+// with the variant's parameter tensors (null: an unused slot), packed as
+// for a call (ops/attention/user_params.h).
 UserTable evaluate_user_functions(const std::shared_ptr<Context>& ctx, const UserFunctions& user,
-                                  const std::vector<uint32_t>& packed_params,
-                                  const std::vector<UserPair>& pairs);
+                                  Tensor* const (&params)[4], const std::vector<UserPair>& pairs);
 
 }  // namespace vkattn
