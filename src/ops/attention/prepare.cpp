@@ -193,6 +193,9 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   if (ctx.options().fault_kernels >> static_cast<uint32_t>(pp.var.family) & 1u)
     cfg.features |= kFeatureFault;
   if (ctx.options().fault_odd_stores) cfg.features |= kFeatureFaultOdd;
+  // (A variant call's pipeline is its family's with the user functions
+  // spliced in: the one recorded, and the one the self-check checks.)
+  cfg.user = c.user.get();
   return cfg;
 }
 

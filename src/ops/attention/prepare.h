@@ -135,8 +135,9 @@ inline PlanPart part_of(int64_t t) {
 // The call's runtime flags (kFlag*: ops/attention/plan.h).
 uint32_t call_flags(const AttentionCall& c);
 // The pipeline configuration of a prepared plan: its variant, the call's
-// dims, dtypes and transforms (VKATTN_FAULT_KERNEL adds kFeatureFault to
-// the faulted family's, ops/attention/self_check.h).
+// dims, dtypes and transforms, and its attention variant's functions
+// (VKATTN_FAULT_KERNEL adds kFeatureFault to the faulted family's,
+// ops/attention/self_check.h).
 FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedPlan& pp,
                      uint32_t flags);
 

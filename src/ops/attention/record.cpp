@@ -634,7 +634,6 @@ void record_attention(Context& ctx, const AttentionCall& call) {
     const Schedule& sched = pp->sched;
     if (sched.items.empty()) continue;
     FwdConfig cfg = fwd_config(ctx, c, *pp, flags);
-    cfg.user = c.user.get();  // (the self-check checks this pipeline, the functions spliced in)
     if (log && !cfg.var.fallback.empty())
       logf(VKATTN_LOG_DEBUG, "attention fallback from %s", cfg.var.fallback.c_str());
     if (log && !pp->gathered.empty())

@@ -551,11 +551,7 @@ void settle_checked_variant(Context& ctx, const AttentionCall& c, PreparedPlan& 
     const F fam = pp.var.family;
     const uint32_t f = static_cast<uint32_t>(fam);
     if (!(failed >> f & 1)) {
-      // (A variant call's pipeline is its family's with the user functions:
-      // that pipeline is what gets checked.)
-      FwdConfig cfg = fwd_config(ctx, c, pp, flags);
-      cfg.user = c.user.get();
-      const CheckRecords::Entry e = self_check(ctx, c, cfg);
+      const CheckRecords::Entry e = self_check(ctx, c, fwd_config(ctx, c, pp, flags));
       if (e.status == CheckRecords::kPassed) {
         pp.var.fallback = fallback;
         return;
