@@ -55,6 +55,20 @@ float vkattn_score_mod(float score, uint seq, uint head, int q_pos, int k_pos) {
 }
 )";
 
+// kAlibiSource on c (causal): the standard slopes for c.H heads in slot 0,
+// and the same bias on the host.
+void use_alibi_source(AttnCase& c) {
+  c.causal = true;
+  c.variant_source = kAlibiSource;
+  c.variant_dtypes[0] = VKATTN_F32;
+  std::vector<double> slopes;
+  for (int h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c.H));
+  c.variant_params[0] = slopes;
+  c.host_score = [slopes](double s, int, int h, long q, long k) {
+    return s - static_cast<float>(slopes[size_t(h)]) * std::fabs(double(q - k));
+  };
+}
+
 // Every family the tests force, "" = the device's default.
 const char* const kFamilies[] = {"", "lanes", "tiled", "decode"};
 
@@ -108,15 +122,7 @@ TEST_P(Variants, AlibiAsScoreModEqualsTheBuiltIn) {
   AttnCase c;
   c.H = 8, c.Hkv = 2, c.d = 32;
   c.seqs = {{40, 72}, {1, 33}};
-  c.causal = true;
-  c.variant_source = kAlibiSource;
-  c.variant_dtypes[0] = VKATTN_F32;
-  std::vector<double> slopes;
-  for (int h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c.H));
-  c.variant_params[0] = slopes;
-  c.host_score = [slopes](double s, int, int h, long q, long k) {
-    return s - static_cast<float>(slopes[h]) * std::fabs(double(q - k));
-  };
+  use_alibi_source(c);
   run(c);
 }
 
@@ -448,18 +454,9 @@ TEST_P(VariantsSlow, MatchesTheReference) {
       };
       break;
     }
-    case 2: {
-      c.causal = true;
-      c.variant_source = kAlibiSource;
-      c.variant_dtypes[0] = VKATTN_F32;
-      std::vector<double> slopes;
-      for (int h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c.H));
-      c.variant_params[0] = slopes;
-      c.host_score = [slopes](double s, int, int h, long q, long k) {
-        return s - static_cast<float>(slopes[size_t(h)]) * std::fabs(double(q - k));
-      };
+    case 2:
+      use_alibi_source(c);
       break;
-    }
     case 3:
       c.causal = true;
       c.variant_source = R"(
