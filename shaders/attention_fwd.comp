@@ -52,6 +52,13 @@ layout(constant_id = 10) const uint PAGED = 0;
 // partial of R rows at slot. 0: every lane writes its own partial for
 // attention_combine.comp. The host enables it where WG x R rows fit.
 layout(constant_id = 13) const uint SMEM_MERGE = 0;
+// Attention variants with a mask function: rows per evaluation of it. A
+// function that reads no head (the host proves it from the source) gives
+// the heads of one token the same answer; a lane's R rows start at a
+// multiple of UEV = gcd(G, R), so each run of UEV rows is one token's and
+// the function runs once per run (the first row's) instead of once per
+// row. 1: once per row.
+layout(constant_id = 14) const uint UEV = 1;
 // Optional transforms compiled in (F_SOFTCAP | F_ALIBI | F_MASK_BOOL |
 // F_MASK_ADD | F_KEY_VALID bits; the push constant flags then switch them
 // per call). lavapipe runs both sides of every branch under an execution
@@ -190,7 +197,7 @@ void main() {
         key_ok = key_ok && lk != NO_SLOT;                                               \
         key = key_ok ? lk : 0u;                                                         \
       }                                                                                 \
-      [[unroll]] for (uint i = 0u; i < R; ++i) {                                        \
+      [[unroll]] for (uint i = 0u; i < R; i += UEV) {                                   \
         bool v = user_allows(sq, head[i], pos[i], int(key));                            \
         SEEN = SEEN || (v && key_ok && row_ok[i]);                                      \
       }                                                                                 \
@@ -257,16 +264,18 @@ void main() {
     // user's function and the built-in range, causal and window rules let
     // through, decided before any K or V of the block is loaded; a block
     // none of this lane's rows sees is skipped (exact: its update would be
-    // the identity), and each pair's function runs once.
+    // the identity), and each pair's function runs once (once per run of
+    // UEV rows: one token's heads).
     bool uvis[R * BK];
     bool uany = false;
     [[unroll]] for (uint j = 0u; j < BK; ++j) {
       const int key = int(kp[j]);
       const bool key_ok = kb + j < k_last && listed[j];
+      bool uf = true;
       [[unroll]] for (uint i = 0u; i < R; ++i) {
         bool cw = in_view(sq, pos[i], key, causal, windowed);
-        bool v = user_allows(sq, head[i], pos[i], key);
-        v = v && key_ok && row_ok[i] && cw;
+        if (i % UEV == 0u) uf = user_allows(sq, head[i], pos[i], key);
+        bool v = uf && key_ok && row_ok[i] && cw;
         uvis[i * BK + j] = v;
         uany = uany || v;
       }

@@ -13,6 +13,7 @@
 
 #include "attention_case.h"
 #include "cache_contents.h"
+#include "ops/attention/user_functions.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
 #include "test_util.h"
@@ -753,3 +754,81 @@ TEST_F(VariantErrors, OlderDescriptorSizesReadAsNoVariant) {
 }
 
 }  // namespace
+
+// Which sources prove that vkattn_mask_mod reads no head (the lanes family
+// then evaluates it once per token of a lane's rows).
+TEST(VariantSource, MaskReadsHeadOnlyWhereTheTextCannotRuleItOut) {
+  using vkattn::mask_source_reads_head;
+  EXPECT_FALSE(mask_source_reads_head(
+      "bool vkattn_mask_mod(uint seq, uint head, int q, int k) { return k <= q; }"));
+  // Unnamed, named otherwise, named only in a comment, qualified.
+  EXPECT_FALSE(mask_source_reads_head(
+      "bool vkattn_mask_mod(uint s, uint, int q, int k) { return k <= q; }"));
+  EXPECT_FALSE(mask_source_reads_head(
+      "bool vkattn_mask_mod(uint s, in uint hh, int q, int k) {\n  // hh is not read\n"
+      "  return k <= q && hhh(q);\n}\nbool hhh(int x) { return x > 0; }"));
+  EXPECT_FALSE(mask_source_reads_head(
+      "float vkattn_score_mod(float s, uint seq, uint head, int q, int k) { return s * "
+      "float(head); }\nbool vkattn_mask_mod(uint seq, uint head, int q, int k) { return k < q; }"));
+  EXPECT_TRUE(mask_source_reads_head(
+      "bool vkattn_mask_mod(uint seq, uint head, int q, int k) { return head > 1u || k <= q; }"));
+  // Passed on to a helper; a nested block; a second overload reading it.
+  EXPECT_TRUE(mask_source_reads_head(
+      "bool f(uint h) { return h == 0u; }\n"
+      "bool vkattn_mask_mod(uint seq, uint h, int q, int k) { { if (q > 0) { return f(h); } } "
+      "return true; }"));
+  EXPECT_TRUE(mask_source_reads_head(
+      "bool vkattn_mask_mod(uint s, uint a, int q, int k) { return true; }\n"
+      "bool vkattn_mask_mod(int s, uint b, int q, int k) { return b > 0u; }"));
+  // Macros, no definition, an odd parameter list: taken to read it.
+  EXPECT_TRUE(
+      mask_source_reads_head("#define H head\nbool vkattn_mask_mod(uint seq, uint head, int q, int "
+                             "k) { return H > 0u; }"));
+  EXPECT_TRUE(mask_source_reads_head("bool vkattn_mask_mod(uint s, uint h, int q, int k);"));
+  EXPECT_TRUE(mask_source_reads_head(
+      "bool vkattn_mask_mod(uint s, uint h[2], int q, int k) { return true; }"));
+}
+
+// A mask function that reads no head runs once per run of a lane's rows
+// that are one token's heads (lanes: gcd(G, R) rows), one that reads it
+// once per row; both over GQA groups 1, 2, 3, 4 and 8 and 2, 4 or 8 rows
+// per lane, so runs of every length meet tiles and sequences that end
+// inside them. (The self-check's group follows the pipeline's runs.)
+TEST(VariantsLanes, MaskFunctionsOverGqaGroupsAndRowsPerLane) {
+  const char* headless = R"(
+bool vkattn_mask_mod(uint seq, uint h, int q_pos, int k_pos) {
+  return k_pos <= q_pos && (q_pos - k_pos) % 5 != 3 && (seq == 0u || k_pos > 2);
+}
+)";
+  const char* by_head = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return k_pos <= q_pos && (head % 3u == 0u ? k_pos % 2 == 0 : q_pos - k_pos < 9);
+}
+)";
+  for (const char* rows : {"2", "4", "8"}) {
+    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", "lanes"}, {"VKATTN_ATTN_ROWS", rows}});
+    ForcedContext fc;
+    ASSERT_NE(fc.ctx, nullptr);
+    for (int g : {1, 2, 3, 4, 8}) {
+      for (bool reads_head : {false, true}) {
+        SCOPED_TRACE(std::string("rows ") + rows + ", group " + std::to_string(g) +
+                     (reads_head ? ", reads head" : ", no head"));
+        AttnCase c;
+        c.Hkv = 2, c.H = 2 * g, c.d = 24;
+        c.seqs = {{37, 37}, {6, 29}, {1, 13}};
+        c.seed = 100 + g;
+        c.variant_source = reads_head ? by_head : headless;
+        if (reads_head)
+          c.host_mask = [](int, int h, long q, long k) {
+            return k <= q && (h % 3 == 0 ? k % 2 == 0 : q - k < 9);
+          };
+        else
+          c.host_mask = [](int b, int, long q, long k) {
+            return k <= q && (q - k) % 5 != 3 && (b == 0 || k > 2);
+          };
+        const CaseStats st = run_attention_case(fc.ctx, c);
+        EXPECT_GT(st.checked, 0);
+      }
+    }
+  }
+}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/faults.h"
@@ -196,6 +197,9 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   // (A variant call's pipeline is its family's with the user functions
   // spliced in: the one recorded, and the one the self-check checks.)
   cfg.user = c.user.get();
+  if (c.user && c.user->has_mask() && !c.user->mask_reads_head() &&
+      pp.var.family == AttentionFamily::kLanes)
+    cfg.user_rows = std::gcd(c.desc.num_heads / c.desc.num_kv_heads, std::max(pp.var.rows, 1u));
   return cfg;
 }
 

@@ -108,6 +108,15 @@ void read_dequantized(KvCache& cache, int64_t id, uint32_t u, float* k, float* v
 
 namespace {
 
+// The check's GQA group: the call's, at most 4, and a multiple of the
+// pipeline's rows per mask evaluation (FwdConfig::user_rows: each run of
+// them must be one token's heads).
+uint32_t check_group(const AttentionCall& c, const FwdConfig& cfg) {
+  const uint32_t g =
+      std::clamp<uint32_t>(c.desc.num_heads / std::max(c.desc.num_kv_heads, 1u), 1, 4);
+  return g % cfg.user_rows == 0 ? g : cfg.user_rows;
+}
+
 // The check's call and everything it keeps alive: two sequences (three
 // queries over two tiles and a ragged tail of keys, one query over half a
 // tile) of the pipeline's dtypes and head dims, two kv heads and a GQA
@@ -122,7 +131,7 @@ struct CheckCall {
         var(config.var),
         d(config.head_dim),
         dv(config.head_dim_v),
-        group(std::clamp<uint32_t>(c.desc.num_heads / std::max(c.desc.num_kv_heads, 1u), 1, 4)),
+        group(check_group(c, config)),
         H(hkv * group),
         tile(std::max<uint32_t>(
             1, var.family == AttentionFamily::kLanes ? var.block_keys : var.tile_keys)),

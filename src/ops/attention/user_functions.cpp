@@ -95,13 +95,8 @@ const std::map<std::string, std::string>& embedded_glsl() {
   return files;
 }
 
-// What a variant's functions may not name: declarations of memory or
-// interfaces (layout, buffer, uniform, shared), writes and barriers
-// (atomics, images, barriers), subgroup operations and built-in variables.
-// They read only their arguments and parameters (vkattn.h), so a source
-// cannot bind, read or write the kernels' own memory. Comments are
-// skipped; "" when the source names none.
-std::string forbidden_word(const std::string& source) {
+// The source without its comments (a block comment becomes one space).
+std::string without_comments(const std::string& source) {
   std::string code;
   for (size_t i = 0; i < source.size();) {
     if (source.compare(i, 2, "//") == 0) {
@@ -114,6 +109,17 @@ std::string forbidden_word(const std::string& source) {
       code += source[i++];
     }
   }
+  return code;
+}
+
+// What a variant's functions may not name: declarations of memory or
+// interfaces (layout, buffer, uniform, shared), writes and barriers
+// (atomics, images, barriers), subgroup operations and built-in variables.
+// They read only their arguments and parameters (vkattn.h), so a source
+// cannot bind, read or write the kernels' own memory. Comments are
+// skipped; "" when the source names none.
+std::string forbidden_word(const std::string& source) {
+  const std::string code = without_comments(source);
   static const std::regex word(
       "\\b(layout|buffer|uniform|shared|coherent|volatile|writeonly|barrier|memoryBarrier\\w*|"
       "groupMemoryBarrier|atomic\\w*|image\\w*|subgroup\\w*|gl_\\w+|vkattn_user_\\w+|"
@@ -123,6 +129,49 @@ std::string forbidden_word(const std::string& source) {
 }
 
 }  // namespace
+
+// GLSL reaches a parameter only by its name: a definition whose body
+// never names its second parameter (or leaves it unnamed) cannot read it.
+bool mask_source_reads_head(const std::string& source) {
+  const std::string code = without_comments(source);
+  if (code.find('#') != std::string::npos) return true;
+  static const std::regex def("\\bvkattn_mask_mod\\s*\\(([^)]*)\\)\\s*\\{");
+  static const std::regex ident("[A-Za-z_][A-Za-z0-9_]*");
+  bool found = false;
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), def); it != std::sregex_iterator();
+       ++it) {
+    found = true;
+    const std::string params = (*it)[1].str();
+    std::vector<std::string> parts(1);
+    for (char ch : params) {
+      if (ch == ',')
+        parts.emplace_back();
+      else
+        parts.back() += ch;
+    }
+    if (parts.size() != 4 || parts[1].find('[') != std::string::npos) return true;
+    std::vector<std::string> words;
+    for (auto w = std::sregex_iterator(parts[1].begin(), parts[1].end(), ident);
+         w != std::sregex_iterator(); ++w)
+      words.push_back(w->str());
+    // "uint head", "in uint head", "const uint head"; "uint": unnamed.
+    static const std::regex type_word("in|const|highp|mediump|lowp|uint|int");
+    std::string name;
+    if (!words.empty() && !std::regex_match(words.back(), type_word)) name = words.back();
+    // The body: from its brace to the matching one.
+    const size_t open = static_cast<size_t>(it->position(0) + it->length(0)) - 1;
+    size_t close = open;
+    for (int depth = 0; close < code.size(); ++close) {
+      if (code[close] == '{') ++depth;
+      if (code[close] == '}' && --depth == 0) break;
+    }
+    if (close >= code.size()) return true;
+    if (!name.empty() && std::regex_search(code.begin() + open, code.begin() + close,
+                                           std::regex("\\b" + name + "\\b")))
+      return true;
+  }
+  return !found;
+}
 
 UserFunctions::UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_desc& desc)
     : ctx_(std::move(ctx)) {
@@ -176,6 +225,7 @@ UserFunctions::UserFunctions(std::shared_ptr<Context> ctx, const vkattn_variant_
          "desc->source: vkattn_score_mod must be float vkattn_score_mod(float score, uint seq, "
          "uint head, int q_pos, int k_pos): ",
          probe_message(score_log, dtypes_));
+  mask_reads_head_ = mask_ && mask_source_reads_head(source_);
   if (!mask_ && !score_)
     fail(VKATTN_ERROR_INVALID_ARGUMENT,
          "desc->source defines neither vkattn_mask_mod nor vkattn_score_mod");

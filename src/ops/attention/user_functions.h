@@ -25,6 +25,15 @@ class GlslCompiler;
 // The self-check's table of a variant's functions (ops/attention/variant_table.h).
 constexpr const char* kTableShader = "attention_variant_table";
 
+// Whether a source's vkattn_mask_mod may read its head argument: false
+// only when the text proves it cannot (every definition's body never
+// names its second parameter). Then every head of a token gets the same
+// answer, and the lanes family evaluates it once per token of a GQA
+// group's rows (FwdConfig::user_rows). Conservative: true for a source
+// with any preprocessor line (a macro could name the parameter), a
+// parameter list not read as four plain parameters, or no definition.
+bool mask_source_reads_head(const std::string& source);
+
 class UserFunctions : public RuntimeModule {
  public:
   // Checks and probes desc (throws INVALID_ARGUMENT / UNSUPPORTED as the
@@ -38,6 +47,10 @@ class UserFunctions : public RuntimeModule {
   bool has_mask() const { return mask_; }
   // ... vkattn_score_mod.
   bool has_score() const { return score_; }
+  // vkattn_mask_mod may read its head argument (false: every head of a
+  // token gets the same answer, which the source's text proves; see
+  // mask_reads_head in user_functions.cpp).
+  bool mask_reads_head() const { return mask_reads_head_; }
   // The loaded compiler knows GL_KHR_cooperative_matrix (the coopmat
   // family can take variant calls).
   bool compiler_knows_coopmat() const;
@@ -58,6 +71,7 @@ class UserFunctions : public RuntimeModule {
   std::string source_;
   uint32_t dtypes_[4] = {0, 0, 0, 0};
   bool mask_ = false, score_ = false;
+  bool mask_reads_head_ = true;
   bool fault_ = false;  // VKATTN_FAULT_USER (core/kernel_options.h)
   std::string key_;
   // What #include resolves to: the embedded shaders' files and

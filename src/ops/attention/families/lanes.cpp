@@ -17,8 +17,9 @@ struct LanesSpec {
   FwdSpecHead head;       // 0-11, shape = R: rows per lane, keys = BK: keys per block
   uint32_t unroll_d;      // 12 UNROLL_D
   uint32_t decode_merge;  // 13 SMEM_MERGE
+  uint32_t user_rows;     // 14 UEV (FwdConfig::user_rows)
 };
-static_assert(sizeof(LanesSpec) == 14 * 4, "attention_fwd.comp has 14 constants");
+static_assert(sizeof(LanesSpec) == 15 * 4, "attention_fwd.comp has 15 constants");
 
 // lanes serves every call: its one device limit, the workgroup size, is
 // checked where the variant is chosen (ops/attention/variant.cpp).
@@ -36,7 +37,7 @@ uint64_t lanes_shared_bytes(const FwdConfig& cfg) {
 const Pipeline& lanes_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const LanesSpec spec{fwd_spec_head(cfg, v.rows, v.block_keys), v.unroll_d ? 1u : 0u,
-                       v.decode_merge ? 1u : 0u};
+                       v.decode_merge ? 1u : 0u, cfg.user_rows};
   return pipes.get(kLanesLayout, spec_words(spec), lanes_shared_bytes(cfg), cfg.user);
 }
 
