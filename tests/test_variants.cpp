@@ -790,11 +790,12 @@ TEST(VariantSource, MaskReadsHeadOnlyWhereTheTextCannotRuleItOut) {
 }
 
 // A mask function that reads no head runs once per run of a lane's rows
-// that are one token's heads (lanes: gcd(G, R) rows), one that reads it
-// once per row; both over GQA groups 1, 2, 3, 4 and 8 and 2, 4 or 8 rows
-// per lane, so runs of every length meet tiles and sequences that end
-// inside them. (The self-check's group follows the pipeline's runs.)
-TEST(VariantsLanes, MaskFunctionsOverGqaGroupsAndRowsPerLane) {
+// that are one token's heads (lanes and decode: gcd(G, a lane's rows)),
+// one that reads it once per row; both over GQA groups 1, 2, 3, 4 and 8
+// and 2, 4 or 8 rows (lanes: per lane; decode: per tile), so runs of every
+// length meet tiles and sequences that end inside them. (The self-check's
+// group follows the pipeline's runs.)
+TEST(VariantsRuns, MaskFunctionsOverGqaGroupsAndRowsPerLane) {
   const char* headless = R"(
 bool vkattn_mask_mod(uint seq, uint h, int q_pos, int k_pos) {
   return k_pos <= q_pos && (q_pos - k_pos) % 5 != 3 && (seq == 0u || k_pos > 2);
@@ -805,30 +806,31 @@ bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
   return k_pos <= q_pos && (head % 3u == 0u ? k_pos % 2 == 0 : q_pos - k_pos < 9);
 }
 )";
-  for (const char* rows : {"2", "4", "8"}) {
-    ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", "lanes"}, {"VKATTN_ATTN_ROWS", rows}});
-    ForcedContext fc;
-    ASSERT_NE(fc.ctx, nullptr);
-    for (int g : {1, 2, 3, 4, 8}) {
-      for (bool reads_head : {false, true}) {
-        SCOPED_TRACE(std::string("rows ") + rows + ", group " + std::to_string(g) +
-                     (reads_head ? ", reads head" : ", no head"));
-        AttnCase c;
-        c.Hkv = 2, c.H = 2 * g, c.d = 24;
-        c.seqs = {{37, 37}, {6, 29}, {1, 13}};
-        c.seed = 100 + g;
-        c.variant_source = reads_head ? by_head : headless;
-        if (reads_head)
-          c.host_mask = [](int, int h, long q, long k) {
-            return k <= q && (h % 3 == 0 ? k % 2 == 0 : q - k < 9);
-          };
-        else
-          c.host_mask = [](int b, int, long q, long k) {
-            return k <= q && (q - k) % 5 != 3 && (b == 0 || k > 2);
-          };
-        const CaseStats st = run_attention_case(fc.ctx, c);
-        EXPECT_GT(st.checked, 0);
+  for (const char* family : {"lanes", "decode"})
+    for (const char* rows : {"2", "4", "8"}) {
+      ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", family}, {"VKATTN_ATTN_ROWS", rows}});
+      ForcedContext fc;
+      ASSERT_NE(fc.ctx, nullptr);
+      for (int g : {1, 2, 3, 4, 8}) {
+        for (bool reads_head : {false, true}) {
+          SCOPED_TRACE(std::string(family) + ", rows " + rows + ", group " + std::to_string(g) +
+                       (reads_head ? ", reads head" : ", no head"));
+          AttnCase c;
+          c.Hkv = 2, c.H = 2 * g, c.d = 24;
+          c.seqs = {{37, 37}, {6, 29}, {1, 13}};
+          c.seed = 100 + g;
+          c.variant_source = reads_head ? by_head : headless;
+          if (reads_head)
+            c.host_mask = [](int, int h, long q, long k) {
+              return k <= q && (h % 3 == 0 ? k % 2 == 0 : q - k < 9);
+            };
+          else
+            c.host_mask = [](int b, int, long q, long k) {
+              return k <= q && (q - k) % 5 != 3 && (b == 0 || k > 2);
+            };
+          const CaseStats st = run_attention_case(fc.ctx, c);
+          EXPECT_GT(st.checked, 0);
+        }
       }
     }
-  }
 }

@@ -55,6 +55,10 @@ layout(constant_id = 12) const uint LPK = 16;  // lanes per key row (a power of 
 layout(constant_id = 13) const uint RS = 1;    // row splits (divides R; LPK * RS divides WG)
 layout(constant_id = 14) const uint PW = 0;    // paged: block-table entries kept in shared memory
 layout(constant_id = 15) const uint TA = 0;    // F_TOPK: rows touched TA tiles past the loaded one
+// Attention variants: rows per evaluation of a mask function that reads no
+// head (a lane's RL rows start at a multiple of UEV = gcd(G, RL), so each
+// run of UEV rows is one token's heads); 1: once per row.
+layout(constant_id = 16) const uint UEV = 1;
 
 // Row splits: the RS lane sets of a key group each hold RL of the tile's
 // rows (lane set ry rows ry * RL ..), and each reads the key's K/V units
@@ -305,7 +309,8 @@ void main() {
   // seen loads nothing of the tile (its registers are zeroed, so no index
   // derived from them reaches memory) and its pairs stay hidden. Every
   // lane of a key group decides alike. The math runs as before, each
-  // pair's visibility from the bits (the function once per pair and lane).
+  // pair's visibility from the bits (the function once per pair and lane,
+  // or once per run of UEV rows).
   const uint UW = (RL * KPG + 31u) / 32u;
   uint ub[UW], ub_next[UW];
 #define TILE_UBITS(kt, UB, ANY)                                                            \
@@ -315,10 +320,11 @@ void main() {
       uint key = (kt) + j * NKG + kg;                                                      \
       const bool key_ok = key < k_end;                                                     \
       if (uses(F_TOPK)) key = sh_list[min(min(key, k_last), TOPK_ITEM_SLOTS - 1u)];        \
+      bool uf = true;                                                                      \
       [[unroll]] for (uint i = 0u; i < RL; ++i) {                                          \
         bool cw = in_view(sq, pos[i], int(key), causal, windowed);                         \
-        bool v = user_allows(sq, head[i], pos[i], int(key));                               \
-        v = v && key_ok && row_ok[i] && cw;                                                \
+        if (i % UEV == 0u) uf = user_allows(sq, head[i], pos[i], int(key));                \
+        bool v = uf && key_ok && row_ok[i] && cw;                                          \
         const uint x = i * KPG + j;                                                        \
         UB[x / 32u] |= v ? 1u << (x & 31u) : 0u;                                           \
       }                                                                                    \

@@ -52,9 +52,10 @@ struct FwdConfig {
   // An attention variant's user functions (ops/attention/user_functions.h):
   // the pipeline is the family's shader with them spliced in; null: none.
   const RuntimeModule* user = nullptr;
-  // lanes: rows per evaluation of the variant's mask function (attention_fwd.comp
-  // UEV): gcd(H / Hkv, R) when the function reads no head (its R rows per lane
-  // are then runs of one token's heads), else 1.
+  // lanes, decode: rows per evaluation of the variant's mask function (UEV of
+  // attention_fwd.comp, attention_decode.glsl): gcd(H / Hkv, a lane's rows)
+  // when the function reads no head (a lane's rows are then runs of one
+  // token's heads), else 1.
   uint32_t user_rows = 1;
   // decode: the tiles ahead a pass touches its listed rows (attention_decode.glsl
   // TA): the variant's, for passes with top-k lists; 0 otherwise.

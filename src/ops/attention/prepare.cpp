@@ -197,9 +197,16 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   // (A variant call's pipeline is its family's with the user functions
   // spliced in: the one recorded, and the one the self-check checks.)
   cfg.user = c.user.get();
+  // (Rows per lane: lanes' R, decode's R / RS; their runs of one token's
+  // heads start at multiples of the lane's rows.)
+  const AttentionFamily fam = pp.var.family;
   if (c.user && c.user->has_mask() && !c.user->mask_reads_head() &&
-      pp.var.family == AttentionFamily::kLanes)
-    cfg.user_rows = std::gcd(c.desc.num_heads / c.desc.num_kv_heads, std::max(pp.var.rows, 1u));
+      (fam == AttentionFamily::kLanes || fam == AttentionFamily::kDecode)) {
+    const uint32_t lane_rows = fam == AttentionFamily::kLanes
+                                   ? pp.var.rows
+                                   : pp.var.rows / std::max(pp.var.row_splits, 1u);
+    cfg.user_rows = std::gcd(c.desc.num_heads / c.desc.num_kv_heads, std::max(lane_rows, 1u));
+  }
   return cfg;
 }
 

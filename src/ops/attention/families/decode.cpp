@@ -78,8 +78,9 @@ struct DecodeSpec {
   uint32_t row_splits;     // 13 RS
   uint32_t page_window;    // 14 PW
   uint32_t touch_ahead;    // 15 TA
+  uint32_t user_rows;      // 16 UEV (FwdConfig::user_rows)
 };
-static_assert(sizeof(DecodeSpec) == 16 * 4, "attention_decode.glsl has 16 constants");
+static_assert(sizeof(DecodeSpec) == 17 * 4, "attention_decode.glsl has 17 constants");
 
 uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
@@ -144,9 +145,9 @@ uint64_t decode_shared_bytes(const FwdConfig& cfg) {
 
 const Pipeline& decode_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
-  const DecodeSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
-                        std::max(v.row_splits, 1u), cfg.paged ? v.page_window : 0u,
-                        cfg.touch_ahead()};
+  const DecodeSpec spec{
+      fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,   std::max(v.row_splits, 1u),
+      cfg.paged ? v.page_window : 0u,          cfg.touch_ahead(), cfg.user_rows};
   return pipes.get(v.subgroup_ops ? kDecodeLayout : kDecodeSmemLayout, spec_words(spec),
                    decode_shared_bytes(cfg), cfg.user);
 }
