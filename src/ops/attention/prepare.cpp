@@ -452,9 +452,16 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   shape.chunk_size = d.chunk_size;
   if (!c.span_indptr.empty())
     shape.span_indptr = c.span_indptr.data(), shape.spans = c.spans.data();
-  // (A variant's mask function adds lanes' range scans to its loop budget.)
+  // (A variant's mask function adds lanes' range scans to its loop budget:
+  // half the keys the budget allows, within the variant's own cap. Halving
+  // the cap itself split every range past 4088 keys in two, and a split
+  // the function hides is cheap where the schedule thinks it costs as much
+  // as its sibling: lavapipe's threads got the hidden halves on one side.)
   if (c.user && c.user->has_mask() && var.family == AttentionFamily::kLanes)
-    shape.max_keys = attention_max_keys_with_mask_scans(shape.max_keys, var.block_keys);
+    shape.max_keys = std::min(
+        shape.max_keys,
+        attention_max_keys_with_mask_scans(
+            attention_max_keys(var, c.desc.head_dim, c.desc.head_dim_v), var.block_keys));
   shape.batch_invariant = invariant;
   if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
   if (!c.key_skip.empty()) shape.key_skip = c.key_skip.data();
