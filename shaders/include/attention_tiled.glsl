@@ -44,6 +44,10 @@ layout(constant_id = 10) const uint PAGED = 0;  // K/V in the pages of a paged K
 layout(constant_id = 11) const uint FEATURES = 0xffffffffu;  // transforms compiled in
 layout(constant_id = 12) const uint L = 8;    // lanes per row (divides WG; a power of two)
 layout(constant_id = 13) const uint DBUF = 0; // 1: next tile's loads issued before this tile's math
+// Attention variants: rows per evaluation of a mask function that reads no
+// head (a row group's R rows start at a multiple of UEV = gcd(G, R), so
+// each run of UEV rows is one token's heads); 1: once per row.
+layout(constant_id = 14) const uint UEV = 1;
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -77,6 +81,9 @@ shared float sh_red[WG * R * BC];
 // workgroup sees a pair of a tile, in three slots used in turn (one
 // barrier a tile: see TILE_BITS below).
 shared uint sh_uany[3];
+// The tiles the workgroup visits, [first, last + 1) of the item's (the
+// range scan below).
+shared uint sh_urange[2];
 #endif
 
 #include "attention_fetch.glsl"
@@ -178,10 +185,11 @@ void main() {
     [[unroll]] for (uint j = 0u; j < BC; ++j) {                                         \
       const int key = int((kt) + j);                                                    \
       const bool key_ok = (kt) + j < it.k_end;                                          \
+      bool uf = true;                                                                   \
       [[unroll]] for (uint i = 0u; i < R; ++i) {                                        \
         bool cw = in_view(sq, pos[i], key, causal, windowed);                           \
-        bool v = user_allows(sq, head[i], pos[i], key);                                 \
-        v = v && key_ok && row_ok[i] && cw;                                             \
+        if (i % UEV == 0u) uf = user_allows(sq, head[i], pos[i], key);                  \
+        bool v = uf && key_ok && row_ok[i] && cw;                                       \
         ub_next[i * UW + j / 32u] |= v ? 1u << (j & 31u) : 0u;                          \
         mine = mine || v;                                                               \
       }                                                                                 \
@@ -196,18 +204,72 @@ void main() {
     if (lid == 0u) sh_uany[(ueval + 2u) % 3u] = 0u;                                     \
     ueval += 1u;                                                                        \
   }
-  const uint ntiles = (it.k_end - min(it.k_begin, it.k_end) + BC - 1u) / BC;
+  // Range scan: each lane finds the first and the last tile of the item
+  // that its rows see (the function and the built-in rules), from each
+  // end; the workgroup visits the tiles from the least first to the
+  // greatest last. lavapipe runs a skipped tile under an empty execution
+  // mask (its loads and math cost as if it ran), so only a shorter loop
+  // saves its time there; a GPU branches over the hidden tiles between.
+  // The host leaves loop budget for the scans (tiled_max_keys_with_mask_scans).
+#define TILE_SEEN(kt, SEEN)                                                             \
+  {                                                                                     \
+    SEEN = false;                                                                       \
+    [[unroll]] for (uint j = 0u; j < BC; ++j) {                                         \
+      const int key = int(min((kt) + j, it.k_end - 1u));                                \
+      const bool key_ok = (kt) + j < it.k_end;                                          \
+      [[unroll]] for (uint i = 0u; i < R; i += UEV) {                                   \
+        bool v = user_allows(sq, head[i], pos[i], key);                                 \
+        v = v && key_ok && row_ok[i];                                                   \
+        [[unroll]] for (uint e = 0u; e < UEV; ++e)                                      \
+          SEEN = SEEN || (v && row_ok[i + e] && in_view(sq, pos[i + e], key, causal, windowed)); \
+      }                                                                                 \
+    }                                                                                   \
+  }
+  const uint item_tiles = (it.k_end - min(it.k_begin, it.k_end) + BC - 1u) / BC;
+  {
+    uint first = item_tiles;
+    for (uint n = 0u; n < item_tiles; ++n) {
+      bool seen;
+      TILE_SEEN(it.k_begin + n * BC, seen)
+      if (seen) {
+        first = n;
+        break;
+      }
+    }
+    uint last = first;
+    for (uint n = item_tiles; n > first + 1u; --n) {
+      bool seen;
+      TILE_SEEN(it.k_begin + (n - 1u) * BC, seen)
+      if (seen) {
+        last = n - 1u;
+        break;
+      }
+    }
+    if (lid == 0u) {
+      sh_urange[0] = item_tiles;
+      sh_urange[1] = 0u;
+    }
+    memoryBarrierShared();
+    barrier();
+    atomicMin(sh_urange[0], first);
+    if (first < item_tiles) atomicMax(sh_urange[1], last + 1u);
+    memoryBarrierShared();
+    barrier();
+  }
+  const uint t_first = sh_urange[0];
+  const uint ntiles = max(sh_urange[1], t_first) - t_first;
+  const uint k_scan = it.k_begin + t_first * BC;  // the first tile visited
   for (uint n = 0u; n <= ntiles; ++n) {
-    const uint kt = it.k_begin + (n - 1u) * BC;  // (unused on the first pass)
+    const uint kt = k_scan + (n - 1u) * BC;  // (unused on the first pass)
     // The tile's bits and whether anyone sees it (uniform in the workgroup).
     any_cur = any_next;
     [[unroll]] for (uint w = 0u; w < R * UW; ++w) ub[w] = ub_next[w];
     const bool have = n > 0u && any_cur;
     any_next = false;
     if (n == 0u && ntiles > 0u) {
-      TILE_BITS(it.k_begin)
+      TILE_BITS(k_scan)
       if (DBUF != 0u && any_next) {
-        PREFETCH(it.k_begin)
+        PREFETCH(k_scan)
       }
     }
     if (have) {

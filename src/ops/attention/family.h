@@ -52,10 +52,10 @@ struct FwdConfig {
   // An attention variant's user functions (ops/attention/user_functions.h):
   // the pipeline is the family's shader with them spliced in; null: none.
   const RuntimeModule* user = nullptr;
-  // lanes, decode: rows per evaluation of the variant's mask function (UEV of
-  // attention_fwd.comp, attention_decode.glsl): gcd(H / Hkv, a lane's rows)
-  // when the function reads no head (a lane's rows are then runs of one
-  // token's heads), else 1.
+  // lanes, tiled, decode: rows per evaluation of the variant's mask function
+  // (UEV of attention_fwd.comp, attention_tiled.glsl, attention_decode.glsl): gcd(H / Hkv, a lane's
+  // rows) when the function reads no head (a lane's rows are then runs of one token's heads),
+  // else 1.
   uint32_t user_rows = 1;
   // decode: the tiles ahead a pass touches its listed rows (attention_decode.glsl
   // TA): the variant's, for passes with top-k lists; 0 otherwise.
@@ -178,8 +178,10 @@ bool coopmat_built();
 bool coopmat_q_staging_fits(uint32_t rows, uint32_t bc, uint32_t dc, uint32_t dvc);
 
 // Keys one work item of the tiled kernel may take within lavapipe's loop
-// cap (core/loop_budget.h).
-uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v);
+// cap (core/loop_budget.h); mask_scans: with the range scans of a variant's
+// mask function (attention_tiled.glsl).
+uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
+                        bool mask_scans = false);
 
 const AttentionFamilyDesc& attention_family(AttentionFamily family);
 

@@ -197,14 +197,15 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   // (A variant call's pipeline is its family's with the user functions
   // spliced in: the one recorded, and the one the self-check checks.)
   cfg.user = c.user.get();
-  // (Rows per lane: lanes' R, decode's R / RS; their runs of one token's
-  // heads start at multiples of the lane's rows.)
+  // (Rows per lane: lanes' and tiled's R, decode's R / RS; their runs of
+  // one token's heads start at multiples of the lane's rows.)
   const AttentionFamily fam = pp.var.family;
   if (c.user && c.user->has_mask() && !c.user->mask_reads_head() &&
-      (fam == AttentionFamily::kLanes || fam == AttentionFamily::kDecode)) {
-    const uint32_t lane_rows = fam == AttentionFamily::kLanes
-                                   ? pp.var.rows
-                                   : pp.var.rows / std::max(pp.var.row_splits, 1u);
+      (fam == AttentionFamily::kLanes || fam == AttentionFamily::kTiled ||
+       fam == AttentionFamily::kDecode)) {
+    const uint32_t lane_rows = fam == AttentionFamily::kDecode
+                                   ? pp.var.rows / std::max(pp.var.row_splits, 1u)
+                                   : pp.var.rows;
     cfg.user_rows = std::gcd(c.desc.num_heads / c.desc.num_kv_heads, std::max(lane_rows, 1u));
   }
   return cfg;
@@ -458,10 +459,14 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   // the function hides is cheap where the schedule thinks it costs as much
   // as its sibling: lavapipe's threads got the hidden halves on one side.)
   if (c.user && c.user->has_mask() && var.family == AttentionFamily::kLanes)
-    shape.max_keys = std::min(
-        shape.max_keys,
-        attention_max_keys_with_mask_scans(
-            attention_max_keys(var, c.desc.head_dim, c.desc.head_dim_v), var.block_keys));
+    shape.max_keys =
+        std::min(shape.max_keys,
+                 attention_max_keys_with_mask_scans(
+                     attention_max_keys(var, c.desc.head_dim, c.desc.head_dim_v), var.block_keys));
+  // (tiled: the same scans, a tile at a time.)
+  if (c.user && c.user->has_mask() && var.family == AttentionFamily::kTiled)
+    shape.max_keys =
+        std::min(shape.max_keys, tiled_max_keys(var, c.desc.head_dim, c.desc.head_dim_v, true));
   shape.batch_invariant = invariant;
   if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
   if (!c.key_skip.empty()) shape.key_skip = c.key_skip.data();

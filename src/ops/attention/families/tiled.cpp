@@ -48,8 +48,9 @@ struct TiledSpec {
   FwdSpecHead head;        // 0-11, shape = R: rows per row group
   uint32_t lanes_per_row;  // 12 L
   uint32_t double_buffer;  // 13 DBUF
+  uint32_t user_rows;      // 14 UEV (FwdConfig::user_rows)
 };
-static_assert(sizeof(TiledSpec) == 14 * 4, "attention_tiled.glsl has 14 constants");
+static_assert(sizeof(TiledSpec) == 15 * 4, "attention_tiled.glsl has 15 constants");
 
 std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
@@ -78,7 +79,7 @@ uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
 const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const TiledSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
-                       v.double_buffer ? 1u : 0u};
+                       v.double_buffer ? 1u : 0u, cfg.user_rows};
   const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
                                           : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
   return pipes.get(layout, spec_words(spec), tiled_shared_bytes(cfg), cfg.user);
@@ -89,7 +90,8 @@ const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
 const AttentionFamilyDesc kTiledFamily{AttentionFamily::kTiled, "tiled", tiled_declines,
                                        tiled_shared_bytes, tiled_pipeline};
 
-uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v) {
+uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
+                        bool mask_scans) {
   // Loops of one invocation of attention_tiled.glsl (each costs its
   // iterations + 1): per tile of BC keys, the tile loop's own iteration and
   // the two cooperative load loops (BC * D4 and BC * DV4 vec4 over WG
@@ -98,10 +100,14 @@ uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t h
   // (The tile's chunks of BCH keys are unrolled too; counted as if the
   // compiler kept that loop rolled, a guard.)
   const uint64_t bch = bc % 4 == 0 ? 4 : bc;
+  // A variant's mask function adds the loop one pass (loop_cost(1)) and,
+  // with mask_scans, the range scans from both ends: at most one more
+  // iteration a tile and two more exit tests.
   const uint64_t per_tile = 1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) +
-                            loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch);
-  // (loop_cost(1): a variant's mask function adds the loop one pass.)
-  const uint64_t tiles = (kLoopUsable - loop_cost(1)) / per_tile;
+                            loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch) +
+                            (mask_scans ? 1 : 0);
+  const uint64_t fixed = loop_cost(1) + (mask_scans ? 2 * loop_cost(0) : 0);
+  const uint64_t tiles = (kLoopUsable - fixed) / per_tile;
   return static_cast<uint32_t>(std::min<uint64_t>(tiles * bc, 1u << 30));
 }
 
