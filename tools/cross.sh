@@ -25,7 +25,9 @@
 #        wine (VKATTN_CROSS_QUICK=1: the examples and ctest -L unit only,
 #        what CI runs); aarch64 runs the examples and the unit tests that
 #        create no device under qemu over Mesa 12, and one call of every
-#        cache dtype over both Mesas.
+#        cache dtype over both Mesas. A folder built with
+#        VKATTN_CROSS_QUICK=1 holds only the quick set: `test` without it
+#        refuses that folder (exit 2) instead of finding nothing to run.
 # all    deps, build, test.
 # dist   what a release ships, into DIST_DIR (docs/guide/getting-started.md,
 #        "Windows" and "aarch64").
@@ -140,11 +142,14 @@ build() {
   # The library, the examples and tools, the tests' programs, the Java and
   # C# natives and the Go module (VKATTN_CROSS_QUICK=1: what CI runs, the
   # library, examples and the unit tests' programs).
+  # (.vkattn-cross-build says which, for `test`.)
   if [ "${VKATTN_CROSS_QUICK:-}" = 1 ]; then
     cmake --build "$dir" -j"$(nproc)" --target vkattn attention chunked_prefill interop \
       continuous_batching vkattn-info vkattn-bench vkattn-tune $(unit_programs "$dir")
+    echo quick >"$dir/.vkattn-cross-build"
   else
     cmake --build "$dir" -j"$(nproc)"
+    echo full >"$dir/.vkattn-cross-build"
   fi
   case "$target" in
     windows-x64)
@@ -171,6 +176,13 @@ qemu_skip='^(Q4Accuracy|QuantAccuracy)\.'
 run_test() {
   local dir
   dir=$(cd "$1" && pwd)
+  # A quick build holds only the unit tests' programs: the full checks
+  # would find no Attention tests and no Go module there.
+  if [ "${VKATTN_CROSS_QUICK:-}" != 1 ] && [ "$(cat "$dir/.vkattn-cross-build" 2>/dev/null)" = quick ]; then
+    echo "cross.sh: $dir was built with VKATTN_CROSS_QUICK=1 (the library, the examples and the" \
+      "unit tests only); build it without: bash tools/cross.sh $target build $1" >&2
+    exit 2
+  fi
   export VKATTN_CROSS_BUILD_DIR=$dir XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
   case "$target" in
     windows-x64)
