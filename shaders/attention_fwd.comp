@@ -203,37 +203,23 @@ void main() {
       }                                                                                 \
     }                                                                                   \
   }
-  // Each scan iteration decides SCAN blocks (about 16 evaluations of the
-  // function: a loop iteration costs lavapipe as much as several of them).
-  const uint EVB = BK * (R / UEV);
-  const uint SCAN = EVB >= 16u ? 1u : (16u / EVB > 8u ? 8u : 16u / EVB);
   {
     const uint nblk = (k_last - min(k_first, k_last) + BK - 1u) / BK;
     uint first = nblk;
-    for (uint n = 0u; n < nblk; n += SCAN) {
-      // (Blocks past the range see nothing: their keys are not key_ok.)
-      uint hit = SCAN;
-      [[unroll]] for (uint x = SCAN; x > 0u; --x) {
-        bool seen;
-        BLOCK_SEEN(k_first + (n + x - 1u) * BK, seen)
-        hit = seen ? x - 1u : hit;
-      }
-      if (hit < SCAN) {
-        first = n + hit;
+    for (uint n = 0u; n < nblk; ++n) {
+      bool seen;
+      BLOCK_SEEN(k_first + n * BK, seen)
+      if (seen) {
+        first = n;
         break;
       }
     }
     uint last = first;
-    for (uint n = nblk; n > first + 1u; n -= min(SCAN, n)) {
-      // Blocks n - 1 down to n - SCAN (none below 0; block `first` is seen).
-      uint hit = SCAN;
-      [[unroll]] for (uint x = SCAN; x > 0u; --x) {
-        bool seen;
-        BLOCK_SEEN(k_first + (n - x) * BK, seen)
-        hit = seen && n >= x ? x - 1u : hit;
-      }
-      if (hit < SCAN) {
-        last = n - 1u - hit;
+    for (uint n = nblk; n > first + 1u; --n) {
+      bool seen;
+      BLOCK_SEEN(k_first + (n - 1u) * BK, seen)
+      if (seen) {
+        last = n - 1u;
         break;
       }
     }

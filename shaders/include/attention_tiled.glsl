@@ -210,7 +210,7 @@ void main() {
   // greatest last. lavapipe runs a skipped tile under an empty execution
   // mask (its loads and math cost as if it ran), so only a shorter loop
   // saves its time there; a GPU branches over the hidden tiles between.
-  // The host leaves loop budget for the scans (tiled_max_keys_with_mask_scans).
+  // The host leaves loop budget for the scans (tiled_max_keys, mask_scans).
 #define TILE_SEEN(kt, SEEN)                                                             \
   {                                                                                     \
     SEEN = false;                                                                       \

@@ -458,15 +458,16 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   // the cap itself split every range past 4088 keys in two, and a split
   // the function hides is cheap where the schedule thinks it costs as much
   // as its sibling: lavapipe's threads got the hidden halves on one side.)
-  if (c.user && c.user->has_mask() && var.family == AttentionFamily::kLanes)
-    shape.max_keys =
-        std::min(shape.max_keys,
-                 attention_max_keys_with_mask_scans(
-                     attention_max_keys(var, c.desc.head_dim, c.desc.head_dim_v), var.block_keys));
   // (tiled: the same scans, a tile at a time.)
-  if (c.user && c.user->has_mask() && var.family == AttentionFamily::kTiled)
-    shape.max_keys =
-        std::min(shape.max_keys, tiled_max_keys(var, c.desc.head_dim, c.desc.head_dim_v, true));
+  if (c.user && c.user->has_mask()) {
+    const uint32_t d_qk = c.desc.head_dim, d_v = c.desc.head_dim_v;
+    if (var.family == AttentionFamily::kLanes)
+      shape.max_keys = std::min(
+          shape.max_keys,
+          attention_max_keys_with_mask_scans(attention_max_keys(var, d_qk, d_v), var.block_keys));
+    if (var.family == AttentionFamily::kTiled)
+      shape.max_keys = std::min(shape.max_keys, tiled_max_keys(var, d_qk, d_v, true));
+  }
   shape.batch_invariant = invariant;
   if (c.topk) shape.topk = true, shape.topk_k = c.topk_k();
   if (!c.key_skip.empty()) shape.key_skip = c.key_skip.data();
