@@ -18,8 +18,12 @@
 #   tools/with-mesa26.sh glslangValidator -V --target-env vulkan1.3 x.comp
 #   tools/with-mesa26.sh --fetch      fetch only (prints the versions)
 #
-# The set includes mesa-drm-shim (Mesa's fake GPUs, for tools/gpu-static.sh);
-# --fetch adds it to a set fetched before it was (marker file ready-drm-shim).
+# The set includes mesa-drm-shim (Mesa's fake GPUs, for tools/gpu-static.sh)
+# and libshaderc1 (shaderc 2025.2, glslang 15 inside: a GLSL compiler that
+# knows GL_KHR_cooperative_matrix, so attention variants (user functions)
+# run on coopmat); CMD gets VKATTN_SHADERC_LIBRARY naming it unless that is
+# set already. A set fetched before one of them was part of it gets it at
+# the next run (marker files ready-drm-shim, ready-shaderc).
 # The private apt configuration is tools/debian13-apt.sh's.
 #
 # The arguments, CMD's path and apt-get/dpkg-deb are checked before anything
@@ -73,7 +77,7 @@ fi
 # Exact versions this was last checked with; the archive replaces backports
 # versions, so a missing one falls back to the newest (printed).
 mesa_want=26.1.6-1~bpo13+1
-tools_pkgs="glslang-tools spirv-tools"
+tools_pkgs="glslang-tools spirv-tools libshaderc1"
 mesa_pkgs="mesa-vulkan-drivers libvulkan1 vulkan-validationlayers"
 
 . "$root/tools/debian13-apt.sh"
@@ -132,53 +136,68 @@ fetch() {
   mv "$fetch_tmp" "$dir"
   trap - EXIT
   debian13_apt_config "$dir/apt" # its paths again, for later fetches
-  touch "$dir/ready" "$dir/ready-drm-shim"
+  touch "$dir/ready" "$dir/ready-drm-shim" "$dir/ready-shaderc"
 }
 
-# Mesa's drm-shim (fake GPUs for tools/gpu-static.sh), added to a set
-# fetched before it was part of it: only that package, at the version of the
-# mesa-vulkan-drivers already there (the newest backport if that is gone).
-# Its failure (no network) only warns: lavapipe does not need it. (It runs
-# on the left of ||, where set -e is off: each step is checked.)
-fetch_drm_shim() {
-  local want sel tmp=$dir/drm-shim.tmp
-  want=$(awk '$1 == "mesa-vulkan-drivers" { print $2 }' "$dir/versions")
+# One package added to a set fetched before it was part of it:
+# fetch_extra PKG MARKER SUITE. Mesa's drm-shim (fake GPUs for
+# tools/gpu-static.sh) comes at the version of the mesa-vulkan-drivers
+# already there (the newest backport if that is gone); libshaderc1 from
+# trixie. Its failure (no network) only warns: lavapipe needs neither. (It
+# runs on the left of ||, where set -e is off: each step is checked.)
+fetch_extra() {
+  local pkg=$1 marker=$2 want sel tmp=$dir/$1.tmp
   rm -rf "$tmp" && mkdir -p "$tmp" && debian13_apt_config "$dir/apt" || return 1
   if ! apt-get update -q >"$tmp/apt.log" 2>&1; then
     cat "$tmp/apt.log" >&2
     echo "with-mesa26: cannot read the Debian 13 (trixie) package lists" >&2
     return 1
   fi
-  sel="mesa-drm-shim=$want"
-  if ! debian13_has_version mesa-drm-shim "$want"; then
-    echo "with-mesa26: mesa-drm-shim $want is gone from the archive; taking the newest backport" >&2
-    sel=mesa-drm-shim/trixie-backports
+  sel=$pkg/trixie
+  if [ "$pkg" = mesa-drm-shim ]; then
+    want=$(awk '$1 == "mesa-vulkan-drivers" { print $2 }' "$dir/versions")
+    sel="mesa-drm-shim=$want"
+    if ! debian13_has_version mesa-drm-shim "$want"; then
+      echo "with-mesa26: mesa-drm-shim $want is gone from the archive; taking the newest backport" >&2
+      sel=mesa-drm-shim/trixie-backports
+    fi
   fi
   if ! (cd "$tmp" && apt-get download -q "$sel") >>"$tmp/apt.log" 2>&1; then
     tail -n 30 "$tmp/apt.log" >&2
-    echo "with-mesa26: fetching mesa-drm-shim failed" >&2
+    echo "with-mesa26: fetching $pkg failed" >&2
     return 1
   fi
-  dpkg-deb -x "$tmp"/mesa-drm-shim_*.deb "$dir/root" &&
-    dpkg-deb --show --showformat='${Package} ${Version}\n' "$tmp"/mesa-drm-shim_*.deb >>"$dir/versions" &&
-    rm -rf "$tmp" && touch "$dir/ready-drm-shim"
+  dpkg-deb -x "$tmp/${pkg}"_*.deb "$dir/root" &&
+    dpkg-deb --show --showformat='${Package} ${Version}\n' "$tmp/${pkg}"_*.deb >>"$dir/versions" &&
+    rm -rf "$tmp" && touch "$dir/$marker"
 }
 
 [ -f "$dir/ready" ] || fetch
 if [ "$1" = "--fetch" ] && [ ! -f "$dir/ready-drm-shim" ]; then
   # One fetch at a time (parallel callers wait, then find the marker).
-  (flock 9 && { [ -f "$dir/ready-drm-shim" ] || fetch_drm_shim; }) 9>"$dir/drm-shim.lock" ||
+  (flock 9 && { [ -f "$dir/ready-drm-shim" ] || fetch_extra mesa-drm-shim ready-drm-shim; }) \
+    9>"$dir/drm-shim.lock" ||
     echo "with-mesa26: no drm shim (tools/gpu-static.sh needs it; lavapipe does not)" >&2
+fi
+if [ ! -f "$dir/ready-shaderc" ]; then
+  (flock 9 && { [ -f "$dir/ready-shaderc" ] || fetch_extra libshaderc1 ready-shaderc; }) \
+    9>"$dir/shaderc.lock" ||
+    echo "with-mesa26: no Debian 13 shaderc (attention variants stay off coopmat)" >&2
 fi
 lib=$dir/root/usr/lib/x86_64-linux-gnu
 if [ -z "${VKATTN_MESA26_QUIET:-}" ]; then
-  echo "with-mesa26: $(grep -E '^(mesa-vulkan-drivers|libvulkan1|vulkan-validationlayers|glslang-tools|spirv-tools|libc6) ' "$dir/versions" | paste -sd',' | sed 's/,/, /g')" >&2
+  echo "with-mesa26: $(grep -E '^(mesa-vulkan-drivers|libvulkan1|vulkan-validationlayers|glslang-tools|spirv-tools|libshaderc1|libc6) ' "$dir/versions" | paste -sd',' | sed 's/,/, /g')" >&2
 fi
 [ "$1" = "--fetch" ] && exit 0
 shift
 case "$cmd" in
   glslangValidator | spirv-val | spirv-dis) cmd=$dir/root/usr/bin/$cmd ;;
 esac
+# The GLSL compiler of attention variants: Debian 13's shaderc, which knows
+# coopmat (a caller's own choice stays).
+if [ -z "${VKATTN_SHADERC_LIBRARY+set}" ] && [ -f "$lib/libshaderc.so.1" ]; then
+  export VKATTN_SHADERC_LIBRARY=$lib/libshaderc.so.1
+fi
 export VK_ICD_FILENAMES=$dir/lvp_icd.json VK_DRIVER_FILES=$dir/lvp_icd.json
 # No implicit layers (Debian 12's would load, and disabling them by name
 # makes the loader warn through every debug messenger): an empty search
