@@ -119,6 +119,7 @@ layout(constant_id = 18) const uint OREG = 0;  // O: 0 shared, 1 registers (DVC 
 layout(constant_id = 19) const uint LPR = 1;   // lanes a row in the softmax: SG / TM .. SG, powers of 2
 layout(constant_id = 20) const uint QREG = 0;  // 1: q's A fragments in registers (DC == DP, DVC == DVP, ROWS*QS <= KVN)
 layout(constant_id = 21) const uint COLS = 0;  // 1: the subgroups share TM rows, splitting S's head dim and O's columns (OREG 2)
+layout(constant_id = 22) const uint UHF = 0;   // 1: the mask function reads no head (its range scan: once per token)
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -178,6 +179,11 @@ const uint KW = (BC + 31u) / 32u;  // words of a per-key bit mask
 shared float sh_o[O_IN_REGS || O_ACC ? 4u : ROWS * DVP];  // unnormalized output rows (scalar code only)
 shared float sh_m[ROWS4], sh_l[ROWS4], sh_alpha[ROWS4];
 shared uint sh_kseen[(KW + 3u) / 4u * 4u];  // bit j: some row of the work item sees key kt + j
+#if USER_MASK != 0
+// Attention variants with a mask function: the item's tiles that some row
+// sees, [first, last + 1) (the range scan in main; 4 words: 16 bytes).
+shared uint sh_urange[4];
+#endif
 
 #include "attention_fetch.glsl"
 #include "attention_mask.glsl"
@@ -230,6 +236,28 @@ f16vec4 v_texel(Item it, Seq sq, uint kt, uint v0, uint x) {
 bool key_seen(uint j) {
   return ((sh_kseen[j >> 5] >> (j & 31u)) & 1u) != 0u;
 }
+
+#if USER_MASK != 0
+// Whether a row x of [x0, x1) sees a key of the tile at kt: the
+// built-in range, causal and window rules, then the mask function. x is a
+// row of the sequence (token x / G, head x % G of the kv head's group),
+// or with UHF a token (the function reads no head).
+bool rows_see_tile(Item it, Seq sq, uint G, uint x0, uint x1, uint kt, bool causal,
+                   bool windowed) {
+  for (uint x = x0; x < x1; ++x) {
+    const uint head = UHF != 0u ? it.kv_head * G : it.kv_head * G + x % G;
+    const int pos = int(sq.u) - int(sq.t) + int(UHF != 0u ? x : x / G);
+    bool seen = false;
+    [[unroll]] for (uint j = 0u; j < BC; ++j) {
+      const uint key = min(kt + j, it.k_end - 1u);
+      const bool u = user_allows(sq, head, pos, int(key));
+      seen = seen || (u && kt + j < it.k_end && in_view(sq, pos, int(key), causal, windowed));
+    }
+    if (seen) return true;
+  }
+  return false;
+}
+#endif
 
 // Block nb (columns nb * TN .. + TN of the staged V chunk) of this
 // subgroup's P V, from a fresh accumulator (never loaded from memory),
@@ -307,17 +335,67 @@ void main() {
     sh_l[x] = 0.0;
   }
 
+  // The keys the tile loop visits: the item's, or with a mask function
+  // the tiles from the first to the last that some row sees. The whole
+  // workgroup shares the scan: lane lid tests the tiles n = lid (mod WG)
+  // for every row of the item (once per token where the function reads no
+  // head, UHF), from the front until one is seen, then that class from the
+  // top down to it (as attention_tiled.glsl); the workgroup takes the least
+  // first and the greatest last. A hidden tile's update is the identity
+  // (alpha 1, P 0, its V zeroed), so results are the same bit for bit,
+  // batch invariance included; between first and last, the tiles run
+  // whole (the function is then applied per pair in the softmax).
+  uint k_lo = it.k_begin, k_hi = it.k_end;
+#if USER_MASK != 0
+  {
+    const uint item_tiles = (it.k_end - min(it.k_begin, it.k_end) + BC - 1u) / BC;
+    // The item's rows [row0, scan_end); with UHF, x is a token (any head).
+    const uint scan_end = min(row_lim, it.row0 + ROWS);
+    const uint x0 = UHF != 0u ? it.row0 / G : it.row0;
+    const uint x1 = scan_end <= it.row0 ? x0 : UHF != 0u ? (scan_end - 1u) / G + 1u : scan_end;
+    uint first = item_tiles;
+    for (uint n = lid; n < item_tiles; n += WG) {
+      if (rows_see_tile(it, sq, G, x0, x1, it.k_begin + n * BC, causal, windowed)) {
+        first = n;
+        break;
+      }
+    }
+    uint last = first;
+    const uint above = first < item_tiles ? (item_tiles - 1u - first) / WG : 0u;
+    for (uint k = above; k > 0u; --k) {  // (tiles first + k WG of the class)
+      if (rows_see_tile(it, sq, G, x0, x1, it.k_begin + (first + k * WG) * BC, causal, windowed)) {
+        last = first + k * WG;
+        break;
+      }
+    }
+    if (lid == 0u) {
+      sh_urange[0] = item_tiles;
+      sh_urange[1] = 0u;
+    }
+    memoryBarrierShared();
+    barrier();
+    if (first < item_tiles) {
+      atomicMin(sh_urange[0], first);
+      atomicMax(sh_urange[1], last + 1u);
+    }
+    memoryBarrierShared();
+    barrier();
+    k_lo = it.k_begin + sh_urange[0] * BC;
+    k_hi = min(it.k_end, it.k_begin + sh_urange[1] * BC);
+  }
+#endif
+
   // ONE_CHUNK: the first tile's K, ahead (then each tile's V at its start
   // and the next tile's K after this one's is staged).
   f16vec4 kpre[KL], vpre[VL];
   [[unroll]] for (uint i = 0u; i < KL; ++i) {
     const uint x = lid + WG * i;
-    kpre[i] = ONE_CHUNK && x < BC * DC4 && it.k_begin < it.k_end
-                  ? k_texel(it, sq, it.k_begin, 0u, x)
+    kpre[i] = ONE_CHUNK && x < BC * DC4 && k_lo < k_hi
+                  ? k_texel(it, sq, k_lo, 0u, x)
                   : f16vec4(0.0);
   }
   [[unroll]] for (uint i = 0u; i < VL; ++i) vpre[i] = f16vec4(0.0);
-  for (uint kt = it.k_begin; kt < it.k_end; kt += BC) {
+  for (uint kt = k_lo; kt < k_hi; kt += BC) {
     // 1. S = Q K^T for this subgroup's rows, a chunk of DC head-dim
     // columns at a time.
     // (With chunks, every block's accumulator lives across the chunks;
@@ -343,7 +421,7 @@ void main() {
       memoryBarrierShared();
       barrier();
       // The next tile's K, issued under this tile's math.
-      if (kt + BC < it.k_end) {
+      if (kt + BC < k_hi) {
         [[unroll]] for (uint i = 0u; i < KL; ++i) {
           const uint x = lid + WG * i;
           if (x < BC * DC4) kpre[i] = k_texel(it, sq, kt + BC, 0u, x);

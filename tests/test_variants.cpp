@@ -621,6 +621,8 @@ TEST_P(Variants, CallerPools) {
   std::vector<float> want(got.size()), want_lse(got_lse.size());
   vkattn::ref::attention_varlen(p, int(tq.size()), cu_q.data(), cu_k.data(), q.data(), rk.data(),
                                 rv.data(), want.data(), want_lse.data());
+  // (f16 arithmetic, VKATTN_FORCE_F16_MATH or coopmat: f16_math_slack.)
+  const double slack = f16_math_slack();
   double err = 0;
   int64_t empty_rows = 0;
   for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::fabs(got[i] - want[i])));
@@ -629,10 +631,11 @@ TEST_P(Variants, CallerPools) {
       ++empty_rows;
       EXPECT_EQ(got_lse[i], -INFINITY) << "lse " << i;
     } else {
-      EXPECT_NEAR(got_lse[i], want_lse[i], 1e-4) << "lse " << i;
+      EXPECT_NEAR(got_lse[i], want_lse[i], 1e-4 + slack * (1.0 + std::fabs(want_lse[i])))
+          << "lse " << i;
     }
   }
-  EXPECT_LT(err, 2e-5);
+  EXPECT_LT(err, 2e-5 + slack);
   EXPECT_GT(empty_rows, 0);  // (t > u and u = 0: rows that see nothing)
 }
 

@@ -1038,7 +1038,9 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
  *     keys none of the tile's rows sees are neither loaded nor (lanes,
  *     tiled) computed: lanes decides per lane and block of keys, tiled per
  *     workgroup and tile, decode per key group and tile (its math runs on
- *     zeros). coopmat applies the function per pair after its loads.
+ *     zeros). coopmat visits only the tiles from the first to the last
+ *     that some row of its work item sees, and applies the function per
+ *     pair after its loads.
  *     Skipping is exact: results are bit for bit those without it.
  *   - Compiled with shaderc (libshaderc.so.1, Debian's libshaderc1; on
  *     Windows shaderc_shared.dll, which Debian does not ship), loaded at

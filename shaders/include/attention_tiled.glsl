@@ -48,6 +48,9 @@ layout(constant_id = 13) const uint DBUF = 0; // 1: next tile's loads issued bef
 // head (a row group's R rows start at a multiple of UEV = gcd(G, R), so
 // each run of UEV rows is one token's heads); 1: once per row.
 layout(constant_id = 14) const uint UEV = 1;
+// 1: the mask function reads no head (the range scan evaluates it once
+// per token of the workgroup's rows, whatever the GQA group).
+layout(constant_id = 15) const uint UHF = 0;
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
@@ -84,6 +87,9 @@ shared uint sh_uany[3];
 // The tiles the workgroup visits, [first, last + 1) of the item's (the
 // range scan below).
 shared uint sh_urange[2];
+// The row groups' bits of a tile (TILE_BITS): three slots of a word per
+// row of the workgroup and 32 keys.
+shared uint sh_ubits[3u * (WG / L) * R * ((BC + 31u) / 32u)];
 #endif
 
 #include "attention_fetch.glsl"
@@ -166,7 +172,8 @@ void main() {
   // (bits ub, R x BC, in registers), and the workgroup learns whether any
   // lane sees one (TILE_BITS). A tile nobody sees is neither loaded nor
   // computed; the others take their visibility from the bits, so the
-  // function runs once per lane and pair. The loop's first pass only
+  // function runs once per row group and pair (below: its L lanes share
+  // the tile's keys). The loop's first pass only
   // evaluates the first tile (and prefetches it), each pass the next
   // one's: the evaluation is compiled once. Skipping is exact: a hidden
   // tile's update is the identity (alpha 1, sum 0), so results, batch
@@ -176,59 +183,90 @@ void main() {
   bool any_cur = false, any_next = false;
   uint ueval = 0u;  // evaluations so far (TILE_BITS's slot)
   if (lid < 3u) sh_uany[lid] = 0u;
+  [[unroll]] for (uint x = 0u; x < (3u * (WG / L) * R * UW + WG - 1u) / WG; ++x) {
+    if (lid + x * WG < 3u * (WG / L) * R * UW) sh_ubits[lid + x * WG] = 0u;
+  }
   memoryBarrierShared();
   barrier();
+  // The L lanes of a row group share the evaluation: lane sl takes the
+  // tile's keys j = sl (mod L), KPL of them, and the group's bits meet in
+  // shared words (sh_ubits, one per row and 32 keys, three slots in turn
+  // as sh_uany's) before every lane reads them back after the barrier.
+  const uint KPL = (BC + L - 1u) / L;
+  const uint UBW = WG / L * R * UW;  // words of one slot of sh_ubits
 #define TILE_BITS(kt)                                                                   \
   {                                                                                     \
     bool mine = false;                                                                  \
+    const uint slot = ueval % 3u;                                                       \
     [[unroll]] for (uint w = 0u; w < R * UW; ++w) ub_next[w] = 0u;                      \
-    [[unroll]] for (uint j = 0u; j < BC; ++j) {                                         \
-      const int key = int((kt) + j);                                                    \
-      const bool key_ok = (kt) + j < it.k_end;                                          \
+    [[unroll]] for (uint jj = 0u; jj < KPL; ++jj) {                                     \
+      const uint j = sl + jj * L;                                                       \
+      const bool key_ok = j < BC && (kt) + j < it.k_end;                                \
+      const int key = int(min((kt) + j, it.k_end - 1u));                                \
       bool uf = true;                                                                   \
       [[unroll]] for (uint i = 0u; i < R; ++i) {                                        \
         bool cw = in_view(sq, pos[i], key, causal, windowed);                           \
         if (i % UEV == 0u) uf = user_allows(sq, head[i], pos[i], key);                  \
         bool v = uf && key_ok && row_ok[i] && cw;                                       \
-        ub_next[i * UW + j / 32u] |= v ? 1u << (j & 31u) : 0u;                          \
+        [[unroll]] for (uint w = 0u; w < UW; ++w)                                       \
+          ub_next[i * UW + w] |= v && j / 32u == w ? 1u << (j & 31u) : 0u;              \
         mine = mine || v;                                                               \
       }                                                                                 \
     }                                                                                   \
-    const uint slot = ueval % 3u;                                                       \
+    [[unroll]] for (uint w = 0u; w < R * UW; ++w) {                                     \
+      if (ub_next[w] != 0u) atomicOr(sh_ubits[slot * UBW + grp * R * UW + w], ub_next[w]); \
+    }                                                                                   \
     if (mine) atomicOr(sh_uany[slot], 1u);                                              \
     memoryBarrierShared();                                                              \
     barrier();                                                                          \
     any_next = sh_uany[slot] != 0u;                                                     \
+    [[unroll]] for (uint w = 0u; w < R * UW; ++w)                                       \
+      ub_next[w] = sh_ubits[slot * UBW + grp * R * UW + w];                             \
     /* The slot of the evaluation before: read by every lane before this   */          \
     /* barrier, written next two evaluations on, after another barrier.   */          \
-    if (lid == 0u) sh_uany[(ueval + 2u) % 3u] = 0u;                                     \
+    const uint old = (ueval + 2u) % 3u;                                                 \
+    if (lid == 0u) sh_uany[old] = 0u;                                                   \
+    [[unroll]] for (uint x = 0u; x < (UBW + WG - 1u) / WG; ++x) {                       \
+      if (lid + x * WG < UBW) sh_ubits[old * UBW + lid + x * WG] = 0u;                  \
+    }                                                                                   \
     ueval += 1u;                                                                        \
   }
-  // Range scan: each lane finds the first and the last tile of the item
-  // that its rows see (the function and the built-in rules), from each
-  // end; the workgroup visits the tiles from the least first to the
-  // greatest last. lavapipe runs a skipped tile under an empty execution
-  // mask (its loads and math cost as if it ran), so only a shorter loop
-  // saves its time there; a GPU branches over the hidden tiles between.
-  // The host leaves loop budget for the scans (tiled_max_keys, mask_scans).
+  // Range scan: the workgroup finds the first and the last tile of the
+  // item that some row sees (the function and the built-in range, causal
+  // and window rules), and visits only the tiles between. lavapipe runs a
+  // skipped tile under an empty execution mask (its loads and math cost
+  // as if it ran), so only a shorter loop saves its time there; a GPU
+  // branches over the hidden tiles between. The host leaves loop budget
+  // for the scans (tiled_max_keys, mask_scans).
+  // The whole workgroup shares the scan: lane lid tests the tiles
+  // n = lid (mod WG) for every row of the workgroup (once per token where
+  // the function reads no head, UHF), the tiles from the front until one
+  // is seen, then its class from the top down to that first one. The
+  // least first over the lanes is the workgroup's first seen tile (the
+  // lane of its class finds it), the greatest last its last.
+  const uint WROWS = WG / L * R;  // the workgroup's rows
+  // Its rows [row0, scan_end); with UHF, one row per token (the row
+  // index x stands for token x, any of its heads).
+  const uint scan_end = min(min(nrows, it.row_end), it.row0 + WROWS);
+  const uint scan_x0 = UHF != 0u ? it.row0 / G : it.row0;
+  const uint scan_x1 = scan_end <= it.row0 ? scan_x0 : UHF != 0u ? (scan_end - 1u) / G + 1u : scan_end;
 #define TILE_SEEN(kt, SEEN)                                                             \
   {                                                                                     \
     SEEN = false;                                                                       \
-    [[unroll]] for (uint j = 0u; j < BC; ++j) {                                         \
-      const int key = int(min((kt) + j, it.k_end - 1u));                                \
-      const bool key_ok = (kt) + j < it.k_end;                                          \
-      [[unroll]] for (uint i = 0u; i < R; i += UEV) {                                   \
-        bool v = user_allows(sq, head[i], pos[i], key);                                 \
-        v = v && key_ok && row_ok[i];                                                   \
-        [[unroll]] for (uint e = 0u; e < UEV; ++e)                                      \
-          SEEN = SEEN || (v && row_ok[i + e] && in_view(sq, pos[i + e], key, causal, windowed)); \
+    for (uint x = scan_x0; x < scan_x1 && !SEEN; ++x) {                                 \
+      const uint hd = UHF != 0u ? it.kv_head * G : it.kv_head * G + x % G;              \
+      const int ps = int(sq.u) - int(sq.t) + int(UHF != 0u ? x : x / G);                \
+      [[unroll]] for (uint j = 0u; j < BC; ++j) {                                       \
+        const uint key = min((kt) + j, it.k_end - 1u);                                  \
+        const bool u = user_allows(sq, hd, ps, int(key));                               \
+        SEEN = SEEN || (u && (kt) + j < it.k_end && in_view(sq, ps, int(key), causal, windowed)); \
       }                                                                                 \
     }                                                                                   \
   }
   const uint item_tiles = (it.k_end - min(it.k_begin, it.k_end) + BC - 1u) / BC;
   {
     uint first = item_tiles;
-    for (uint n = 0u; n < item_tiles; ++n) {
+    for (uint n = lid; n < item_tiles; n += WG) {
       bool seen;
       TILE_SEEN(it.k_begin + n * BC, seen)
       if (seen) {
@@ -237,11 +275,12 @@ void main() {
       }
     }
     uint last = first;
-    for (uint n = item_tiles; n > first + 1u; --n) {
+    const uint above = first < item_tiles ? (item_tiles - 1u - first) / WG : 0u;
+    for (uint k = above; k > 0u; --k) {  // (tiles first + k WG of the class)
       bool seen;
-      TILE_SEEN(it.k_begin + (n - 1u) * BC, seen)
+      TILE_SEEN(it.k_begin + (first + k * WG) * BC, seen)
       if (seen) {
-        last = n - 1u;
+        last = first + k * WG;
         break;
       }
     }

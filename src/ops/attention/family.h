@@ -57,6 +57,10 @@ struct FwdConfig {
   // rows) when the function reads no head (a lane's rows are then runs of one token's heads),
   // else 1.
   uint32_t user_rows = 1;
+  // The variant's mask function provably reads no head
+  // (mask_source_reads_head): tiled's and coopmat's range scans (UHF)
+  // evaluate it once per token.
+  bool user_head_free = false;
   // decode: the tiles ahead a pass touches its listed rows (attention_decode.glsl
   // TA): the variant's, for passes with top-k lists; 0 otherwise.
   uint32_t touch_ahead() const { return (features & kFlagTopk) ? var.touch_ahead : 0u; }

@@ -200,9 +200,9 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   // (Rows per lane: lanes' and tiled's R, decode's R / RS; their runs of
   // one token's heads start at multiples of the lane's rows.)
   const AttentionFamily fam = pp.var.family;
-  if (c.user && c.user->has_mask() && !c.user->mask_reads_head() &&
-      (fam == AttentionFamily::kLanes || fam == AttentionFamily::kTiled ||
-       fam == AttentionFamily::kDecode)) {
+  cfg.user_head_free = c.user && c.user->has_mask() && !c.user->mask_reads_head();
+  if (cfg.user_head_free && (fam == AttentionFamily::kLanes || fam == AttentionFamily::kTiled ||
+                             fam == AttentionFamily::kDecode)) {
     const uint32_t lane_rows = fam == AttentionFamily::kDecode
                                    ? pp.var.rows / std::max(pp.var.row_splits, 1u)
                                    : pp.var.rows;

@@ -76,8 +76,9 @@ struct CoopmatSpec {
   uint32_t lpr;         // 19 LPR: lanes a row takes in the softmax
   uint32_t qreg;        // 20 QREG: q's fragments in registers
   uint32_t cols;        // 21 COLS: subgroups split the head dim and O's columns of one row block
+  uint32_t uhf;         // 22 UHF: the mask function reads no head (FwdConfig::user_head_free)
 };
-static_assert(sizeof(CoopmatSpec) == 22 * 4, "attention_coopmat.comp has 22 constants");
+static_assert(sizeof(CoopmatSpec) == 23 * 4, "attention_coopmat.comp has 23 constants");
 
 uint32_t round_up(uint32_t x, uint32_t m) {
   return (x + m - 1) / m * m;
@@ -188,7 +189,8 @@ const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
                          v.o_regs,
                          v.softmax_lanes,
                          v.q_regs ? 1u : 0u,
-                         v.col_split ? 1u : 0u};
+                         v.col_split ? 1u : 0u,
+                         cfg.user_head_free ? 1u : 0u};
   return pipes.get(kCoopmatLayout, spec_words(spec), coopmat_shared_bytes(cfg), cfg.user);
 }
 

@@ -45,12 +45,13 @@ const KernelLayout kTiledSmemF16Layout{"attention_tiled_smem_f16", fwd_bindings(
 
 // attention_tiled.glsl's specialization constants, in constant_id order.
 struct TiledSpec {
-  FwdSpecHead head;        // 0-11, shape = R: rows per row group
-  uint32_t lanes_per_row;  // 12 L
-  uint32_t double_buffer;  // 13 DBUF
-  uint32_t user_rows;      // 14 UEV (FwdConfig::user_rows)
+  FwdSpecHead head;         // 0-11, shape = R: rows per row group
+  uint32_t lanes_per_row;   // 12 L
+  uint32_t double_buffer;   // 13 DBUF
+  uint32_t user_rows;       // 14 UEV (FwdConfig::user_rows)
+  uint32_t user_head_free;  // 15 UHF (FwdConfig::user_head_free)
 };
-static_assert(sizeof(TiledSpec) == 15 * 4, "attention_tiled.glsl has 15 constants");
+static_assert(sizeof(TiledSpec) == 16 * 4, "attention_tiled.glsl has 16 constants");
 
 std::string tiled_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
@@ -73,13 +74,19 @@ uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
   const uint64_t d4 = (cfg.head_dim + 3) / 4, dv4 = (cfg.head_dim_v + 3) / 4;
   uint64_t bytes = uint64_t(v.tile_keys) * (d4 + dv4) * (v.f16_math ? 8 : 16);
   if (!v.subgroup_ops) bytes += uint64_t(v.wg) * v.rows * v.tile_keys * 4;
+  // Attention variants: sh_uany, sh_urange and sh_ubits (three slots of a
+  // word per row of the workgroup and 32 keys).
+  if (cfg.user)
+    bytes += (5 + 3 * uint64_t(v.wg / std::max<uint32_t>(v.lanes_per_row, 1)) * v.rows *
+                      ((v.tile_keys + 31) / 32)) *
+             4;
   return bytes;
 }
 
 const Pipeline& tiled_pipeline(Pipelines& pipes, const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const TiledSpec spec{fwd_spec_head(cfg, v.rows, v.tile_keys), v.lanes_per_row,
-                       v.double_buffer ? 1u : 0u, cfg.user_rows};
+                       v.double_buffer ? 1u : 0u, cfg.user_rows, cfg.user_head_free ? 1u : 0u};
   const KernelLayout& layout = v.f16_math ? (v.subgroup_ops ? kTiledF16Layout : kTiledSmemF16Layout)
                                           : (v.subgroup_ops ? kTiledLayout : kTiledSmemLayout);
   return pipes.get(layout, spec_words(spec), tiled_shared_bytes(cfg), cfg.user);
@@ -101,14 +108,24 @@ uint32_t tiled_max_keys(const AttentionVariant& v, uint32_t head_dim, uint32_t h
   // compiler kept that loop rolled, a guard.)
   const uint64_t bch = bc % 4 == 0 ? 4 : bc;
   // A variant's mask function adds the loop one pass (loop_cost(1)) and,
-  // with mask_scans, the range scans from both ends: at most one more
-  // iteration a tile and two more exit tests.
+  // with mask_scans, the range scans from both ends: a lane tests every
+  // WG-th tile (at most tiles / WG + 2 of them over both scans), each an
+  // iteration of its scan plus the loop over the workgroup's rows.
   const uint64_t per_tile = 1 + loop_cost((bc * d4 + v.wg - 1) / v.wg) +
-                            loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch) +
-                            (mask_scans ? 1 : 0);
-  const uint64_t fixed = loop_cost(1) + (mask_scans ? 2 * loop_cost(0) : 0);
-  const uint64_t tiles = (kLoopUsable - fixed) / per_tile;
-  return static_cast<uint32_t>(std::min<uint64_t>(tiles * bc, 1u << 30));
+                            loop_cost((bc * dv4 + v.wg - 1) / v.wg) + loop_cost(bc / bch);
+  const uint64_t fixed = loop_cost(1);
+  if (!mask_scans)
+    return static_cast<uint32_t>(
+        std::min<uint64_t>((kLoopUsable - fixed) / per_tile * bc, 1u << 30));
+  const uint64_t wg = std::max<uint32_t>(v.wg, 1);
+  const uint64_t wrows = wg / std::max<uint32_t>(v.lanes_per_row, 1) * v.rows;
+  const uint64_t scan_tile = 1 + loop_cost(wrows);  // one tested tile
+  // tiles * per_tile + (tiles / WG + 2) * scan_tile + fixed + 2 exit tests
+  // <= kLoopUsable, in units of 1 / WG.
+  const uint64_t fixed_scan = fixed + 2 * loop_cost(0) + 2 * scan_tile;
+  if (fixed_scan >= kLoopUsable) return static_cast<uint32_t>(bc);
+  const uint64_t tiles = (kLoopUsable - fixed_scan) * wg / (per_tile * wg + scan_tile);
+  return static_cast<uint32_t>(std::min<uint64_t>(std::max<uint64_t>(tiles, 1) * bc, 1u << 30));
 }
 
 }  // namespace vkattn
