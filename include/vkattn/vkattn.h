@@ -1034,7 +1034,7 @@ VKATTN_API void vkattn_attention_desc_init(vkattn_attention_desc* desc);
  *     cannot apply a per-row rule exactly): such calls run uncascaded.
  *   - Hidden tiles cost no loads: a mask function is evaluated over a
  *     tile's pairs (those the built-in range, causal and window rules
- *     leave) before any of its K/V is loaded, once per pair and lane, and
+ *     leave) before any of its K/V is loaded, and
  *     keys none of the tile's rows sees are neither loaded nor (lanes,
  *     tiled) computed: lanes decides per lane and block of keys, tiled per
  *     workgroup and tile, decode per key group and tile (its math runs on
