@@ -93,6 +93,11 @@ export MESA_SHADER_CACHE_DISABLE=true
 export VKATTN_SELF_CHECK=0 VKATTN_TUNING=0 VKATTN_PIPELINE_CACHE_DIR=
 [ -n "$sms" ] && export VKATTN_DEVICE_COMPUTE_UNITS=${VKATTN_DEVICE_COMPUTE_UNITS:-$sms}
 
+# Attention variants compile with Debian 13's shaderc, which knows
+# coopmat (as tools/with-mesa26.sh does; a caller's own choice stays).
+if [ -z "${VKATTN_SHADERC_LIBRARY+set}" ] && [ -f "$lib/libshaderc.so.1" ]; then
+  export VKATTN_SHADERC_LIBRARY=$lib/libshaderc.so.1
+fi
 for e in "${envs[@]}"; do export "${e?}"; done # env VAR=VALUE... CMD: the variables, here
 if [ -z "${VKATTN_MESA26_QUIET:-}" ]; then
   echo "gpu-static: $gpu on $drv, $(grep -E '^(mesa-vulkan-drivers|mesa-drm-shim) ' "$dir/versions" | paste -sd',' | sed 's/,/, /g')" >&2
