@@ -51,6 +51,17 @@ layout(constant_id = 14) const uint UEV = 1;
 // 1: the mask function reads no head (the range scan evaluates it once
 // per token of the workgroup's rows, whatever the GQA group).
 layout(constant_id = 15) const uint UHF = 0;
+// Budget of an attention variant's mask function (variant-window-8192:
+// WG 64, L 8, R 4 rows per group, BC 32, d 64, f16 K/V):
+//   - shared: + 3 * (WG / L) * R * ceil(BC / 32) words of tile bits (384 B
+//     here) + 20 B of range and any-hidden words; 17172 B in all on ga102;
+//   - evaluations a lane and visited tile: R / UEV * ceil(BC / L) (16), met
+//     in the shared bits (atomicOr), then read back by the row's L lanes;
+//   - range scan: about ceil(tiles / WG) + 2 tested tiles a lane, once per
+//     item (each test one evaluation per row, or per token with UHF);
+//   - registers: ga102 (NAK) 144 GPRs, 12 warps/SM, no spills; navi31
+//     (RADV) 252 VGPRs, 6 subgroups/SIMD, no spills (the built-in tiled:
+//     128 GPRs, 16 warps/SM) -- docs/bench/lavapipe-2026-12-04-variants-families.md.
 
 const uint D4 = (D + 3u) / 4u;
 const uint DV4 = (DV + 3u) / 4u;
