@@ -97,7 +97,11 @@ forced() { # CASE GPU
 
 # Until the bench has --build-only, a 1-rep run (peaks, verification and
 # timing of garbage: its exit status says WRONG, the pipelines are the same).
-if "$bench" --help 2>&1 </dev/null | grep -q -- --build-only; then
+# The help text is read whole before it is searched: `bench --help | grep -q`
+# under pipefail fails whenever grep exits before the bench's last line is
+# written (SIGPIPE, exit 141), which a loaded CI machine hit.
+help_text=$("$bench" --help 2>&1 </dev/null || true)
+if grep -q -- --build-only <<<"$help_text"; then
   mode=--build-only
 else
   mode="--reps 1"
