@@ -13,9 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "api/handles.h"
 #include "attention_case.h"
 #include "cache_contents.h"
+#include "core/context.h"
+#include "ops/attention/family.h"
 #include "ops/attention/user_functions.h"
+#include "ops/attention/variant.h"
 #include "reference/attention_ref.h"
 #include "reference/dtype_util.h"
 #include "test_util.h"
@@ -712,6 +716,106 @@ TEST_F(VariantErrors, CreateRefusesBadSources) {
   EXPECT_EQ(vkattn_variant_create(nullptr, nullptr, &v), VKATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(v, nullptr);
   vkattn_variant_destroy(nullptr);
+}
+
+// The shared-memory estimates that decide whether a pipeline fits the
+// device count a mask function's arrays (coopmat: sh_urange, 16 bytes;
+// tiled: sh_uany, sh_urange, sh_ubits), so a tile at the device's limit is
+// not created past it; a score function alone declares none.
+TEST_F(VariantErrors, SharedMemoryEstimatesCountTheMaskFunctionsArrays) {
+  vkattn_variant *mask = nullptr, *score = nullptr;
+  ASSERT_EQ(
+      create("bool vkattn_mask_mod(uint s, uint h, int q, int k) { return k <= q; }", {}, &mask),
+      VKATTN_SUCCESS)
+      << vkattn_last_error();
+  ASSERT_EQ(create("float vkattn_score_mod(float x, uint s, uint h, int q, int k) { return x; }",
+                   {}, &score),
+            VKATTN_SUCCESS)
+      << vkattn_last_error();
+  vkattn::FwdConfig cfg;
+  cfg.head_dim = cfg.head_dim_v = 64, cfg.kv_dtype = VKATTN_F16;
+  vkattn::AttentionVariant& v = cfg.var;
+  v.family = vkattn::AttentionFamily::kCoopmat;
+  v.subgroups = 4, v.wg = 4 * 32, v.tile_keys = 32;
+  v.coopmat_m = v.coopmat_n = v.coopmat_k = 16;
+  const uint64_t plain = vkattn::kCoopmatFamily.shared_bytes(cfg);
+  cfg.user = mask->impl.get(), cfg.user_mask = true;
+  EXPECT_EQ(vkattn::kCoopmatFamily.shared_bytes(cfg), plain + 16);
+  cfg.user = score->impl.get(), cfg.user_mask = false;
+  EXPECT_EQ(vkattn::kCoopmatFamily.shared_bytes(cfg), plain);
+  cfg.user = nullptr;
+  v = vkattn::AttentionVariant{};
+  v.family = vkattn::AttentionFamily::kTiled;
+  v.wg = 32, v.rows = 2, v.lanes_per_row = 4, v.tile_keys = 32, v.subgroup_ops = true;
+  const uint64_t tiled_plain = vkattn::kTiledFamily.shared_bytes(cfg);
+  cfg.user = mask->impl.get(), cfg.user_mask = true;
+  // sh_uany + sh_urange (5 words), sh_ubits (3 words a row and 32 keys).
+  EXPECT_EQ(vkattn::kTiledFamily.shared_bytes(cfg), tiled_plain + (5 + 3 * 8 * 2) * 4);
+  cfg.user = score->impl.get(), cfg.user_mask = false;
+  EXPECT_EQ(vkattn::kTiledFamily.shared_bytes(cfg), tiled_plain);
+  cfg.user = nullptr;
+  vkattn_variant_destroy(mask);
+  vkattn_variant_destroy(score);
+}
+
+// A variant call's tile fits shared memory with its mask function's
+// arrays (the choice is told: choose_attention_variant's user_mask), on
+// tiled and coopmat forced, every head dim to 256 and MLA's, each dtype.
+// (lavapipe's d 256 tiled tile filled its 32 KiB exactly: the arrays took
+// it 116 bytes past the limit.) A call at d 256 on tiled: test below.
+TEST_F(VariantErrors, MaskFunctionsArraysFitBesideEveryChosenTile) {
+  vkattn::Device& dev = ctx->impl->device();
+  const uint64_t limit = dev.caps().max_shared_memory;
+  std::vector<std::pair<uint32_t, uint32_t>> dims = {{576, 512}, {192, 128}};
+  for (uint32_t d = 1; d <= 256; d += (d < 32 ? 1 : 8)) dims.emplace_back(d, d);
+  int served = 0;
+  for (uint32_t family : {1u, 2u}) {
+    vkattn::KernelOptions o;
+    o.attn_kernel = family;
+    for (const auto& [d, dv] : dims)
+      for (vkattn_dtype kv : {VKATTN_F32, VKATTN_F16, VKATTN_BF16, VKATTN_I8, VKATTN_Q4}) {
+        SCOPED_TRACE("family " + std::to_string(family) + ", d " + std::to_string(d) + "/" +
+                     std::to_string(dv) + ", kv dtype " + std::to_string(kv));
+        vkattn::AttentionVariant v;
+        try {
+          v = vkattn::choose_attention_variant(dev, o, d, dv, 1024, kv, 1, true);
+        } catch (const vkattn::Error&) {
+          continue;  // (coopmat in a build without it)
+        }
+        if (v.family != vkattn::AttentionFamily::kTiled &&
+            v.family != vkattn::AttentionFamily::kCoopmat)
+          continue;
+        vkattn::FwdConfig cfg = vkattn::probe_config(v, d, dv, kv);
+        cfg.user_mask = true;
+        const vkattn::AttentionFamilyDesc& fam = v.family == vkattn::AttentionFamily::kTiled
+                                                     ? vkattn::kTiledFamily
+                                                     : vkattn::kCoopmatFamily;
+        EXPECT_LE(fam.shared_bytes(cfg), limit);
+        ++served;
+      }
+  }
+  EXPECT_GT(served, 0);
+}
+
+// A mask function at d 256 on tiled forced (its tile at lavapipe's 32 KiB
+// without the variant's arrays): the validation layer stays silent and the
+// call matches the reference.
+TEST(VariantsRuns, MaskFunctionAtHeadDim256OnTiled) {
+  NoCheckFallback no_fallback;
+  ScopedEnv env(ScopedEnv::Vars{{"VKATTN_ATTN_KERNEL", "tiled"}});
+  ForcedContext fc;
+  ASSERT_NE(fc.ctx, nullptr);
+  AttnCase c;
+  c.Hkv = 1, c.H = 2, c.d = 256;
+  c.seqs = {{19, 40}, {3, 3}};
+  c.variant_source = R"(
+bool vkattn_mask_mod(uint seq, uint head, int q_pos, int k_pos) {
+  return k_pos <= q_pos && (k_pos & 3) != 1;
+}
+)";
+  c.host_mask = [](int, int, long q, long k) { return k <= q && (k & 3) != 1; };
+  const CaseStats st = run_attention_case(fc.ctx, c);
+  EXPECT_GT(st.checked, 0);
 }
 
 TEST_F(VariantErrors, NoCompilerIsUnsupportedNamingTheLibrary) {

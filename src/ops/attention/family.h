@@ -52,6 +52,9 @@ struct FwdConfig {
   // An attention variant's user functions (ops/attention/user_functions.h):
   // the pipeline is the family's shader with them spliced in; null: none.
   const RuntimeModule* user = nullptr;
+  // The variant defines vkattn_mask_mod: the families' range scans and tile
+  // bits, and their shared arrays (the *_shared_bytes estimates).
+  bool user_mask = false;
   // lanes, tiled, decode: rows per evaluation of the variant's mask function
   // (UEV of attention_fwd.comp, attention_tiled.glsl, attention_decode.glsl): gcd(H / Hkv, a lane's
   // rows) when the function reads no head (a lane's rows are then runs of one token's heads),

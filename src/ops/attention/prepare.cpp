@@ -197,6 +197,7 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   // (A variant call's pipeline is its family's with the user functions
   // spliced in: the one recorded, and the one the self-check checks.)
   cfg.user = c.user.get();
+  cfg.user_mask = c.user && c.user->has_mask();
   // (Rows per lane: lanes' and tiled's R, decode's R / RS; their runs of
   // one token's heads start at multiples of the lane's rows.)
   const AttentionFamily fam = pp.var.family;
@@ -231,7 +232,8 @@ AttentionVariant call_variant(Context& ctx, const AttentionCall& c, KernelOption
   auto pick = [&](const KernelOptions& o) {
     return c.pinned ? c.pinned->var
                     : choose_attention_variant(ctx.device(), o, d.head_dim, d.head_dim_v,
-                                               c.topk ? group : max_rows, c.kv_dtype(), group);
+                                               c.topk ? group : max_rows, c.kv_dtype(), group,
+                                               c.user && c.user->has_mask());
   };
   AttentionVariant var = pick(opts);
   // A cascade's prefix call on lanes (lavapipe's prefill family, whose

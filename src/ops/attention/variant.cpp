@@ -60,10 +60,10 @@ namespace {
 // The tiled family's shape (ops/attention/families/tiled.cpp): lanes per row,
 // workgroup and keys per tile from the device table (ops/attention/devices.h),
 // 2 rows per group for prefill and 1 for decode-sized tiles, the tile halved
-// until it fits shared memory.
+// until it fits shared memory (with a mask function's arrays: user_mask).
 void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
                      const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
-                     uint32_t max_rows, bool cpu) {
+                     uint32_t max_rows, bool cpu, bool user_mask) {
   using K = KernelOptions;
   v.family = AttentionFamily::kTiled;
   const uint32_t sg = caps.subgroup_size;
@@ -124,6 +124,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.decode_merge = false;
   v.unroll_d = true;
   FwdConfig probe = probe_config(v, head_dim, head_dim_v, VKATTN_F32);
+  probe.user_mask = user_mask;
   v.tile_keys = K::pick(forced.attn_tile_keys, dev.tiled_tile_keys);
   if (forced.attn_tile_keys == K::kUnset) {
     probe.var.tile_keys = v.tile_keys;
@@ -293,7 +294,7 @@ void fit_coopmat(AttentionVariant& v, const DeviceCaps& caps, const KernelOption
 // table, where O and q live, fitted to shared memory.
 void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const AttentionDefaults& dev,
                        const KernelOptions& forced, uint32_t head_dim, uint32_t head_dim_v,
-                       vkattn_dtype kv_dtype, bool cpu) {
+                       vkattn_dtype kv_dtype, bool cpu, bool user_mask) {
   using K = KernelOptions;
   v.family = AttentionFamily::kCoopmat;
   const CoopmatShape best = best_coopmat_shape(caps);
@@ -316,7 +317,9 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
     v.head_chunk = std::min(c, dp), v.head_chunk_v = std::min(c, dvp);
   }
   const CoopmatPlacement pl = place_coopmat(v, caps, forced, best, dp, dvp);
-  fit_coopmat(v, caps, forced, pl, probe_config(v, head_dim, head_dim_v, kv_dtype));
+  FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
+  probe.user_mask = user_mask;
+  fit_coopmat(v, caps, forced, pl, probe);
   v.lanes_per_row = sg;
   // The softmax: every row at once (sg / m lanes a row: 2 on NVIDIA's 32
   // lanes over 16 rows), or more lanes a row over several passes.
@@ -447,7 +450,7 @@ AttentionVariant lanes_variant(const DeviceCaps& caps, const AttentionDefaults& 
 
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
-                                          vkattn_dtype kv_dtype, uint32_t group) {
+                                          vkattn_dtype kv_dtype, uint32_t group, bool user_mask) {
   // No forced value reaches arithmetic before its range check (a 0 here
   // divided by zero in the decode family's shape).
   if (const std::string why = forced.range_error(); !why.empty())
@@ -456,6 +459,13 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   const bool cpu = device.info().device_type == VKATTN_DEVICE_CPU;
   const AttentionDefaults dev = attention_defaults(device);
   AttentionVariant v = lanes_variant(caps, dev, cpu, forced, head_dim, head_dim_v, max_rows);
+  // The families' fit to shared memory, with a mask function's arrays
+  // where the call's variant has one.
+  auto probe = [&](const AttentionVariant& x) {
+    FwdConfig p = probe_config(x, head_dim, head_dim_v, kv_dtype);
+    p.user_mask = user_mask;
+    return p;
+  };
   using K = KernelOptions;
   // A forced minimum split length holds for every family.
   auto finish = [&](AttentionVariant r) {
@@ -483,7 +493,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
       why = "a sequence has " + std::to_string(max_tokens) + " query tokens, more than the " +
             std::to_string(kDecodeMaxTokens) + " of a decode tile";
     else
-      why = kDecodeFamily.declines(caps, probe_config(d, head_dim, head_dim_v, kv_dtype));
+      why = kDecodeFamily.declines(caps, probe(d));
     const uint64_t tiles = (uint64_t(std::max(max_rows, 1u)) + d.rows - 1) / d.rows;
     if (why.empty() && (forced_decode || tiles <= dev.decode_max_tiles)) return finish(d);
     if (forced_decode) {
@@ -504,9 +514,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
            "VKATTN_ATTN_KERNEL=coopmat: this vkattn was built without -DVKATTN_COOPMAT=ON (the "
            "coopmat shader is not embedded)");
     AttentionVariant c = v;
-    configure_coopmat(c, caps, dev, forced, head_dim, head_dim_v, kv_dtype, cpu);
-    const std::string why =
-        kCoopmatFamily.declines(caps, probe_config(c, head_dim, head_dim_v, kv_dtype));
+    configure_coopmat(c, caps, dev, forced, head_dim, head_dim_v, kv_dtype, cpu, user_mask);
+    const std::string why = kCoopmatFamily.declines(caps, probe(c));
     if (why.empty()) return finish(c);
     fallback = std::string(kCoopmatFamily.name) + " to " + kTiledFamily.name + ": " + why;
     family = static_cast<uint32_t>(AttentionFamily::kTiled);
@@ -515,9 +524,8 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
     // The tiled family serves the call unless it declines it (a shape the
     // device cannot run): then the lanes variant below, with the reason.
     AttentionVariant t = v;
-    configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows, cpu);
-    const std::string why =
-        kTiledFamily.declines(caps, probe_config(t, head_dim, head_dim_v, kv_dtype));
+    configure_tiled(t, caps, dev, forced, head_dim, head_dim_v, max_rows, cpu, user_mask);
+    const std::string why = kTiledFamily.declines(caps, probe(t));
     if (why.empty()) {
       t.fallback = fallback;
       return finish(t);

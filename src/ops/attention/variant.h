@@ -153,9 +153,12 @@ uint32_t attention_max_keys_with_mask_scans(uint32_t max_keys, uint32_t block_ke
 // max_rows: the largest t * (H / Hkv) of the batch (small for decode);
 // kv_dtype: the dtype K and V are stored in; group: H / Hkv (max_rows /
 // group is the largest sequence's query tokens, which decides whether the
-// decode family may serve the call).
+// decode family may serve the call); user_mask: the call's attention
+// variant has a mask function (tiled and coopmat fit their tiles to shared
+// memory with its arrays: FwdConfig::user_mask).
 AttentionVariant choose_attention_variant(const Device& device, const KernelOptions& forced,
                                           uint32_t head_dim, uint32_t head_dim_v, uint32_t max_rows,
-                                          vkattn_dtype kv_dtype, uint32_t group = 1);
+                                          vkattn_dtype kv_dtype, uint32_t group = 1,
+                                          bool user_mask = false);
 
 }  // namespace vkattn

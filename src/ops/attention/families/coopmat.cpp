@@ -156,7 +156,7 @@ std::string coopmat_declines(const DeviceCaps& caps, const FwdConfig& cfg) {
 // attention_coopmat.comp's shared arrays: a chunk of q and one tile for a
 // chunk of K's columns and then of V's (f16), scores (f32; the P V blocks
 // pass through them too), P (f16), O (f32, all DVP columns) unless O is in registers,
-// m, l, alpha per row, and a seen bit per key.
+// m, l, alpha per row, a seen bit per key, and a mask function's range.
 uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const AttentionVariant& v = cfg.var;
   const CoopmatDims d = coopmat_dims(cfg);
@@ -172,8 +172,10 @@ uint64_t coopmat_shared_bytes(const FwdConfig& cfg) {
   const uint64_t ss = (bc / 4 + 1) * 16, o = v.o_regs != 0 ? 16 : rows * d.dvp * 4;
   const uint64_t q = v.q_regs ? 16 : rows * qs;  // Q_REGS: staged in sh_kv
   const uint64_t rows4 = (rows + 3) / 4 * 4, kw4 = ((bc + 31) / 32 + 3) / 4 * 4;
+  // A mask function's range scan (sh_urange: 4 words).
+  const uint64_t urange = cfg.user_mask ? 16 : 0;
   // K and V take turns in one tile (sh_kv).
-  return q + bc * std::max(qs, vs) + srows * ss + rows * ps + o + rows4 * 12 + kw4 * 4;
+  return q + bc * std::max(qs, vs) + srows * ss + rows * ps + o + rows4 * 12 + kw4 * 4 + urange;
 }
 
 const Pipeline& coopmat_pipeline(Pipelines& pipes, const FwdConfig& cfg) {

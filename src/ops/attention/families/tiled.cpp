@@ -74,9 +74,9 @@ uint64_t tiled_shared_bytes(const FwdConfig& cfg) {
   const uint64_t d4 = (cfg.head_dim + 3) / 4, dv4 = (cfg.head_dim_v + 3) / 4;
   uint64_t bytes = uint64_t(v.tile_keys) * (d4 + dv4) * (v.f16_math ? 8 : 16);
   if (!v.subgroup_ops) bytes += uint64_t(v.wg) * v.rows * v.tile_keys * 4;
-  // Attention variants: sh_uany, sh_urange and sh_ubits (three slots of a
-  // word per row of the workgroup and 32 keys).
-  if (cfg.user)
+  // Attention variants with a mask function: sh_uany, sh_urange and
+  // sh_ubits (three slots of a word per row of the workgroup and 32 keys).
+  if (cfg.user_mask)
     bytes += (5 + 3 * uint64_t(v.wg / std::max<uint32_t>(v.lanes_per_row, 1)) * v.rows *
                       ((v.tile_keys + 31) / 32)) *
              4;
