@@ -785,8 +785,7 @@ TEST_F(VariantErrors, MaskFunctionsArraysFitBesideEveryChosenTile) {
         if (v.family != vkattn::AttentionFamily::kTiled &&
             v.family != vkattn::AttentionFamily::kCoopmat)
           continue;
-        vkattn::FwdConfig cfg = vkattn::probe_config(v, d, dv, kv);
-        cfg.user_mask = true;
+        const vkattn::FwdConfig cfg = vkattn::probe_config(v, d, dv, kv, true);
         const vkattn::AttentionFamilyDesc& fam = v.family == vkattn::AttentionFamily::kTiled
                                                      ? vkattn::kTiledFamily
                                                      : vkattn::kCoopmatFamily;

@@ -43,10 +43,11 @@ FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape, uint32_t keys) {
 }
 
 FwdConfig probe_config(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
-                       vkattn_dtype kv_dtype) {
+                       vkattn_dtype kv_dtype, bool user_mask) {
   FwdConfig cfg;
   cfg.var = v;
   cfg.head_dim = head_dim, cfg.head_dim_v = head_dim_v, cfg.kv_dtype = kv_dtype;
+  cfg.user_mask = user_mask;
   return cfg;
 }
 

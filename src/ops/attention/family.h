@@ -123,9 +123,10 @@ struct FwdSpecHead {
 FwdSpecHead fwd_spec_head(const FwdConfig& cfg, uint32_t shape, uint32_t keys);
 
 // A config to ask a family about (declines, shared_bytes) before a call's
-// plan exists: the variant, head dims and K/V dtype.
+// plan exists: the variant, head dims and K/V dtype, and whether the call's
+// attention variant has a mask function (FwdConfig::user_mask).
 FwdConfig probe_config(const AttentionVariant& v, uint32_t head_dim, uint32_t head_dim_v,
-                       vkattn_dtype kv_dtype);
+                       vkattn_dtype kv_dtype, bool user_mask = false);
 
 // Device limits every family's declines() checks: why a workgroup of `wg`
 // lanes or `bytes` of shared memory does not fit; empty if it does.

@@ -110,6 +110,11 @@ RowLayout rows_from(const Tensor& t, uint32_t first, bool* ok) {
   return l;
 }
 
+// The call's attention variant defines vkattn_mask_mod.
+bool has_mask_function(const AttentionCall& c) {
+  return c.user && c.user->has_mask();
+}
+
 }  // namespace
 
 RowLayout row_layout(const Tensor& t, bool* ok) {
@@ -197,11 +202,11 @@ FwdConfig fwd_config(const Context& ctx, const AttentionCall& c, const PreparedP
   // (A variant call's pipeline is its family's with the user functions
   // spliced in: the one recorded, and the one the self-check checks.)
   cfg.user = c.user.get();
-  cfg.user_mask = c.user && c.user->has_mask();
+  cfg.user_mask = has_mask_function(c);
   // (Rows per lane: lanes' and tiled's R, decode's R / RS; their runs of
   // one token's heads start at multiples of the lane's rows.)
   const AttentionFamily fam = pp.var.family;
-  cfg.user_head_free = c.user && c.user->has_mask() && !c.user->mask_reads_head();
+  cfg.user_head_free = cfg.user_mask && !c.user->mask_reads_head();
   if (cfg.user_head_free && (fam == AttentionFamily::kLanes || fam == AttentionFamily::kTiled ||
                              fam == AttentionFamily::kDecode)) {
     const uint32_t lane_rows = fam == AttentionFamily::kDecode
@@ -233,7 +238,7 @@ AttentionVariant call_variant(Context& ctx, const AttentionCall& c, KernelOption
     return c.pinned ? c.pinned->var
                     : choose_attention_variant(ctx.device(), o, d.head_dim, d.head_dim_v,
                                                c.topk ? group : max_rows, c.kv_dtype(), group,
-                                               c.user && c.user->has_mask());
+                                               has_mask_function(c));
   };
   AttentionVariant var = pick(opts);
   // A cascade's prefix call on lanes (lavapipe's prefill family, whose
@@ -461,7 +466,7 @@ PlanShape plan_shape(const AttentionCall& c, const PreparedPlan& pp, const Sched
   // the function hides is cheap where the schedule thinks it costs as much
   // as its sibling: lavapipe's threads got the hidden halves on one side.)
   // (tiled: the same scans, a tile at a time.)
-  if (c.user && c.user->has_mask()) {
+  if (has_mask_function(c)) {
     const uint32_t d_qk = c.desc.head_dim, d_v = c.desc.head_dim_v;
     if (var.family == AttentionFamily::kLanes)
       shape.max_keys = std::min(

@@ -123,8 +123,7 @@ void configure_tiled(AttentionVariant& v, const DeviceCaps& caps, const Attentio
   v.decode_min_keys = 0;  // no decode mode: splits come from target_items
   v.decode_merge = false;
   v.unroll_d = true;
-  FwdConfig probe = probe_config(v, head_dim, head_dim_v, VKATTN_F32);
-  probe.user_mask = user_mask;
+  FwdConfig probe = probe_config(v, head_dim, head_dim_v, VKATTN_F32, user_mask);
   v.tile_keys = K::pick(forced.attn_tile_keys, dev.tiled_tile_keys);
   if (forced.attn_tile_keys == K::kUnset) {
     probe.var.tile_keys = v.tile_keys;
@@ -317,9 +316,7 @@ void configure_coopmat(AttentionVariant& v, const DeviceCaps& caps, const Attent
     v.head_chunk = std::min(c, dp), v.head_chunk_v = std::min(c, dvp);
   }
   const CoopmatPlacement pl = place_coopmat(v, caps, forced, best, dp, dvp);
-  FwdConfig probe = probe_config(v, head_dim, head_dim_v, kv_dtype);
-  probe.user_mask = user_mask;
-  fit_coopmat(v, caps, forced, pl, probe);
+  fit_coopmat(v, caps, forced, pl, probe_config(v, head_dim, head_dim_v, kv_dtype, user_mask));
   v.lanes_per_row = sg;
   // The softmax: every row at once (sg / m lanes a row: 2 on NVIDIA's 32
   // lanes over 16 rows), or more lanes a row over several passes.
@@ -462,9 +459,7 @@ AttentionVariant choose_attention_variant(const Device& device, const KernelOpti
   // The families' fit to shared memory, with a mask function's arrays
   // where the call's variant has one.
   auto probe = [&](const AttentionVariant& x) {
-    FwdConfig p = probe_config(x, head_dim, head_dim_v, kv_dtype);
-    p.user_mask = user_mask;
-    return p;
+    return probe_config(x, head_dim, head_dim_v, kv_dtype, user_mask);
   };
   using K = KernelOptions;
   // A forced minimum split length holds for every family.
